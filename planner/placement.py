@@ -1,0 +1,266 @@
+"""Offset assignment, one buffer at a time: the engine most strategies share.
+
+Strategies differ in the *order* they place buffers in and the *rule* that picks an offset
+among the gaps left by already-placed buffers that are live at a common step:
+
+- ``first``: the lowest gap that fits (ONE's first-fit, TVM USMP's greedy).
+- ``best``: the smallest gap that fits, else above everything (TensorFlow Lite, XLA).
+- ``top``: above every buffer already in the pool, whatever its lifetime (no reuse).
+
+The engine also owns what every strategy must get right the same way: buffers that alias
+another (``alias_of``) are placed as one block with their root; offsets honour alignment;
+a buffer goes to the first of its candidate pools where it fits under the capacity.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from planner.bounds import load, naive
+from planner.errors import InfeasibleError, ProblemError
+from planner.plan import Placement, Plan
+from planner.problem import Problem
+
+RULES = ("first", "best", "top")
+_NO_CAPACITY = np.iinfo(np.int64).max // 4
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """The problem's buffers with alias groups merged into single blocks.
+
+    Block ``i`` covers the union of its members' live ranges and is as large as its
+    largest member end (``alias_offset + size``). Arrays are indexed by block.
+    """
+
+    ids: list[str]  # the root buffer's id
+    members: list[list[tuple[int, int]]]  # (buffer index, byte offset within the block)
+    first: np.ndarray
+    last: np.ndarray
+    size: np.ndarray
+    align: np.ndarray
+    candidates: list[tuple[int, ...]]  # pool indices in order of preference
+
+    @classmethod
+    def of(cls, problem: Problem) -> Blocks:
+        roots = _alias_roots(problem)
+        index: dict[int, int] = {}
+        ids: list[str] = []
+        members: list[list[tuple[int, int]]] = []
+        for i, (root, delta) in enumerate(roots):
+            if root not in index:
+                index[root] = len(ids)
+                ids.append(problem.buffers[root].id)
+                members.append([])
+            members[index[root]].append((i, delta))
+        pool_index = {p.name: k for k, p in enumerate(problem.pools)}
+        bufs = problem.buffers
+        first = np.array([min(bufs[i].first for i, _ in m) for m in members], dtype=np.int64)
+        last = np.array([max(bufs[i].last for i, _ in m) for m in members], dtype=np.int64)
+        size = np.array([max(d + bufs[i].size for i, d in m) for m in members], dtype=np.int64)
+        align = np.array([max(problem.align_of(bufs[i]) for i, _ in m) for m in members], dtype=np.int64)
+        candidates = [tuple(pool_index[n] for n in problem.candidates(bufs[m[0][0]])) for m in members]
+        return cls(ids, members, first, last, size, align, candidates)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def conflict_counts(self) -> np.ndarray:
+        """For each block, how many other blocks are live at a common step."""
+        order = np.argsort(self.first, kind="stable")
+        sorted_first = self.first[order]
+        last_sorted = np.sort(self.last)
+        # Blocks starting at or before my last step, minus those ending before my first.
+        starts_before_end = np.searchsorted(sorted_first, self.last, side="right")
+        ends_before_start = np.searchsorted(last_sorted, self.first, side="left")
+        return (starts_before_end - ends_before_start - 1).astype(np.int64)
+
+
+def _alias_roots(problem: Problem) -> list[tuple[int, int]]:
+    """For each buffer, the index of the buffer it ultimately aliases and its byte offset there."""
+    bufs = problem.buffers
+    index = {b.id: i for i, b in enumerate(bufs)}
+    out: list[tuple[int, int] | None] = [None] * len(bufs)
+    for start in range(len(bufs)):
+        chain: list[int] = []
+        i = start
+        while out[i] is None and bufs[i].alias_of is not None:
+            if i in chain:
+                names = " -> ".join(bufs[j].id for j in chain + [i])
+                raise ProblemError(f"alias_of forms a cycle: {names}")
+            chain.append(i)
+            i = index[bufs[i].alias_of]  # type: ignore[index]
+        root, delta = out[i] or (i, 0)
+        out[i] = (root, delta)
+        for j in reversed(chain):
+            delta += bufs[j].alias_offset
+            out[j] = (root, delta)
+    return [r for r in out if r is not None]
+
+
+class Placer:
+    """Places blocks one at a time; reads back a `Plan`.
+
+    Placed blocks are kept in arrays sorted by first step, so the blocks that may be live
+    together with a query are found in a window of that order. Blocks much longer than
+    most are kept apart and always scanned, which keeps the window short.
+    """
+
+    def __init__(self, problem: Problem, blocks: Blocks | None = None) -> None:
+        self.problem = problem
+        self.blocks = blocks or Blocks.of(problem)
+        b = self.blocks
+        n = len(b)
+        self.capacity = [p.capacity if p.capacity is not None else _NO_CAPACITY for p in problem.pools]
+        self.pool = np.full(n, -1, dtype=np.int64)  # -1: not placed yet
+        self.offset = np.zeros(n, dtype=np.int64)
+        self.top = [0] * len(problem.pools)  # highest end in each pool
+        length = b.last - b.first
+        window = int(np.quantile(length, 0.9)) * 2 + 1 if n else 1
+        self._long = np.flatnonzero(length > window)
+        short = np.flatnonzero(length <= window)
+        self._short = short[np.argsort(b.first[short], kind="stable")]
+        self._short_first = b.first[self._short]
+        self._window = window
+
+    def reset(self) -> None:
+        self.pool.fill(-1)
+        self.top = [0] * len(self.top)
+
+    # ---- queries ----------------------------------------------------------------------
+
+    def _conflicts(self, i: int, pool: int) -> np.ndarray:
+        """Indices of placed blocks in `pool` live at a common step with block `i`."""
+        b = self.blocks
+        first, last = b.first[i], b.last[i]
+        lo = np.searchsorted(self._short_first, first - self._window, side="left")
+        hi = np.searchsorted(self._short_first, last, side="right")
+        near = self._short[lo:hi]
+        near = near[(self.pool[near] == pool) & (b.last[near] >= first)]
+        far = self._long[(self.pool[self._long] == pool) & (b.first[self._long] <= last) & (b.last[self._long] >= first)]
+        found = np.concatenate((near, far)) if far.size else near
+        return found[found != i]
+
+    def gaps(self, i: int, pool: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """Free gaps for block `i` in `pool`: (starts, ends) of bounded gaps, and the top.
+
+        Gaps are in increasing offset order; the top gap starts at the top returned and
+        is unbounded but for the pool's capacity.
+        """
+        found = self._conflicts(i, pool)
+        if found.size == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64), 0
+        off = self.offset[found]
+        order = np.argsort(off, kind="stable")
+        off = off[order]
+        end = off + self.blocks.size[found][order]
+        reach = np.maximum.accumulate(end)
+        starts = np.empty_like(off)
+        starts[0] = 0
+        starts[1:] = reach[:-1]
+        return starts, off, int(reach[-1])
+
+    def choose(self, i: int, pool: int, rule: str) -> int:
+        """The offset `rule` picks for block `i` in `pool`, ignoring capacity."""
+        size, align = int(self.blocks.size[i]), int(self.blocks.align[i])
+        if rule == "top":
+            return _align_up(self.top[pool], align)
+        starts, ends, top = self.gaps(i, pool)
+        if starts.size:
+            aligned = -(-starts // align) * align
+            fits = np.flatnonzero(aligned + size <= ends)
+            if fits.size:
+                if rule == "first":
+                    return int(aligned[fits[0]])
+                slack = (ends - starts)[fits]
+                return int(aligned[fits[np.argmin(slack)]])
+        return _align_up(top, align)
+
+    # ---- placing ----------------------------------------------------------------------
+
+    def place(self, i: int, rule: str = "first") -> None:
+        """Put block `i` in its first candidate pool where `rule`'s offset fits the capacity."""
+        size = int(self.blocks.size[i])
+        candidates = self.blocks.candidates[i]
+        for pool in candidates:
+            offset = self.choose(i, pool, rule)
+            if offset + size <= self.capacity[pool]:
+                self._commit(i, pool, offset)
+                return
+        # Fits nowhere: put it in the last candidate anyway, so that the failure can name
+        # the pool and the real shortfall once the whole plan is known.
+        pool = candidates[-1]
+        self._commit(i, pool, self.choose(i, pool, rule))
+
+    def place_at(self, i: int, pool: int, offset: int) -> None:
+        """Put block `i` at a given offset (for strategies that compute offsets themselves)."""
+        self._commit(i, pool, offset)
+
+    def _commit(self, i: int, pool: int, offset: int) -> None:
+        self.pool[i] = pool
+        self.offset[i] = offset
+        self.top[pool] = max(self.top[pool], offset + int(self.blocks.size[i]))
+
+    def unplace(self, blocks: np.ndarray) -> None:
+        """Take blocks out again (for local search), lowering the pool tops to match."""
+        self.pool[blocks] = -1
+        ends = self.offset + self.blocks.size
+        for k in range(len(self.top)):
+            mine = self.pool == k
+            self.top[k] = int(ends[mine].max()) if mine.any() else 0
+
+    def place_all(self, order: np.ndarray | list[int], rule: str = "first") -> Placer:
+        for i in order:
+            self.place(int(i), rule)
+        return self
+
+    # ---- results ----------------------------------------------------------------------
+
+    @property
+    def arena_bytes(self) -> int:
+        return sum(self.top)
+
+    @property
+    def feasible(self) -> bool:
+        return all(top <= cap for top, cap in zip(self.top, self.capacity))
+
+    def snapshot(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
+        return self.pool.copy(), self.offset.copy(), list(self.top)
+
+    def restore(self, state: tuple[np.ndarray, np.ndarray, list[int]]) -> None:
+        pool, offset, top = state
+        self.pool, self.offset, self.top = pool.copy(), offset.copy(), list(top)
+
+    def plan(self, strategy: str, started: float, **stats: Any) -> Plan:
+        """The plan of everything placed; raises `InfeasibleError` if a pool overflowed."""
+        if (self.pool < 0).any():
+            missing = self.blocks.ids[int(np.flatnonzero(self.pool < 0)[0])]
+            raise AssertionError(f"{strategy} left buffer {missing!r} unplaced")
+        pools = self.problem.pools
+        for k, (top, cap) in enumerate(zip(self.top, self.capacity)):
+            if top > cap:
+                raise InfeasibleError(pools[k].name, top, cap, strategy)
+        offsets: dict[str, Placement] = {}
+        bufs = self.problem.buffers
+        for block, members in enumerate(self.blocks.members):
+            name, base = pools[int(self.pool[block])].name, int(self.offset[block])
+            for i, delta in members:
+                offsets[bufs[i].id] = Placement(name, base + delta)
+        ordered = {b.id: offsets[b.id] for b in bufs}
+        return Plan(
+            strategy=strategy,
+            offsets=ordered,
+            pool_sizes={p.name: self.top[k] for k, p in enumerate(pools)},
+            lower_bound=load(self.problem),
+            naive=naive(self.problem),
+            elapsed_s=time.perf_counter() - started,
+            stats=stats,
+        )
+
+
+def _align_up(value: int, align: int) -> int:
+    return -(-value // align) * align

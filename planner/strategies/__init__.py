@@ -1,0 +1,1 @@
+"""Planning strategies, one module each, registered by name (see `planner.registry`)."""

@@ -1,0 +1,24 @@
+"""bump: Samsung ONE onert's BumpPlanner.
+
+1. Visit buffers in the order the schedule first uses them (first step, then problem order).
+2. Give each the bytes just above the previous one; freed bytes are never handed out again.
+
+A linear allocator: fast and simple, no reuse, so its arena is the naive sum. Not optimal.
+"""
+
+from __future__ import annotations
+
+import time
+
+from planner.placement import Placer
+from planner.plan import Plan
+from planner.problem import Problem
+from planner.registry import register
+from planner.strategies._order import by
+
+
+@register("bump", origin="Samsung ONE (onert BumpPlanner)", summary="linear allocation in first-use order, no reuse", rank=10)
+def bump(problem: Problem, **_: object) -> Plan:
+    started = time.perf_counter()
+    placer = Placer(problem)
+    return placer.place_all(by(placer.blocks.first), rule="top").plan("bump", started)

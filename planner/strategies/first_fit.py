@@ -1,0 +1,27 @@
+"""first_fit: Samsung ONE onert's FirstFitPlanner.
+
+1. Walk the schedule; a buffer is claimed at its first step and released after its last.
+2. On a claim, scan the buffers still held, in offset order, and take the lowest gap big
+   enough (or the bytes above the highest one).
+
+Placing buffers in first-use order at the lowest offset free of every placed buffer that is
+live at a common step is exactly that simulation. Not optimal: an early small buffer can
+split the arena so that a later large one must go on top.
+"""
+
+from __future__ import annotations
+
+import time
+
+from planner.placement import Placer
+from planner.plan import Plan
+from planner.problem import Problem
+from planner.registry import register
+from planner.strategies._order import by
+
+
+@register("first_fit", origin="Samsung ONE (onert FirstFitPlanner)", summary="first-use order, lowest gap that fits", rank=20)
+def first_fit(problem: Problem, **_: object) -> Plan:
+    started = time.perf_counter()
+    placer = Placer(problem)
+    return placer.place_all(by(placer.blocks.first), rule="first").plan("first_fit", started)

@@ -1,0 +1,28 @@
+"""greedy_by_size: TensorFlow Lite's GreedyBySize offset assignment (GPU delegate, and the
+same idea in TFLite Micro's GreedyMemoryPlanner).
+
+1. Sort buffers by size, largest first; ties by first use.
+2. For each, look at the placed buffers live at a common step, in offset order, and
+   collect the gaps between them.
+3. Take the smallest gap that fits (best fit); if none fits, place it above the highest.
+
+Among the best simple heuristics in practice; not optimal.
+"""
+
+from __future__ import annotations
+
+import time
+
+from planner.placement import Placer
+from planner.plan import Plan
+from planner.problem import Problem
+from planner.registry import register
+from planner.strategies._order import by
+
+
+@register("greedy_by_size", origin="TensorFlow Lite (GreedyBySize)", summary="largest first, best-fitting gap", rank=40)
+def greedy_by_size(problem: Problem, **_: object) -> Plan:
+    started = time.perf_counter()
+    placer = Placer(problem)
+    blocks = placer.blocks
+    return placer.place_all(by(-blocks.size, blocks.first), rule="best").plan("greedy_by_size", started)

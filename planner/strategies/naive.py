@@ -1,0 +1,23 @@
+"""naive: no reuse at all, the yardstick every other strategy is measured against.
+
+1. Take the buffers in the problem's order.
+2. Put each one above everything already placed in its pool.
+
+The arena is the sum of all sizes (plus alignment padding). Not optimal, on purpose.
+"""
+
+from __future__ import annotations
+
+import time
+
+from planner.placement import Placer
+from planner.plan import Plan
+from planner.problem import Problem
+from planner.registry import register
+
+
+@register("naive", origin="no reuse (baseline)", summary="every buffer its own bytes; the sum of sizes", rank=0)
+def naive(problem: Problem, **_: object) -> Plan:
+    started = time.perf_counter()
+    placer = Placer(problem)
+    return placer.place_all(range(len(placer.blocks)), rule="top").plan("naive", started)

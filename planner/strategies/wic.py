@@ -1,0 +1,27 @@
+"""wic: Samsung ONE onert's WICPlanner (weighted interference coloring).
+
+1. Record which buffers interfere (are live at a common step), as the schedule claims and
+   releases them.
+2. Visit buffers by size, largest first (the weight), ties in first-use order.
+3. Give each the lowest gap left by the already-placed buffers it interferes with.
+
+Placing large buffers first leaves small ones to fill the holes. Not optimal.
+"""
+
+from __future__ import annotations
+
+import time
+
+from planner.placement import Placer
+from planner.plan import Plan
+from planner.problem import Problem
+from planner.registry import register
+from planner.strategies._order import by
+
+
+@register("wic", origin="Samsung ONE (onert WICPlanner)", summary="largest first, lowest gap among interfering buffers", rank=30)
+def wic(problem: Problem, **_: object) -> Plan:
+    started = time.perf_counter()
+    placer = Placer(problem)
+    blocks = placer.blocks
+    return placer.place_all(by(-blocks.size, blocks.first), rule="first").plan("wic", started)

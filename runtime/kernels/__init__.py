@@ -1,0 +1,115 @@
+"""Kernels: one function per ONNX op type (or small family), found by exact `op_type`.
+
+The contract every kernel keeps (the dispatcher in `runtime.session` relies on it):
+
+* Signature ``fn(*inputs, out, **attributes) -> None``, plus ``ws`` for kernels that
+  register a ``workspace`` function.
+  - ``inputs`` are numpy arrays in the node's input order; an omitted optional input is
+    ``None``. They are read-only views (arena views or constants): never write to them.
+  - ``out`` is the preallocated output array (a view into the arena) with the final shape
+    and dtype. Kernels registered with ``outputs="many"`` get a tuple instead, with
+    ``None`` for optional outputs the node does not use. Kernels write their result
+    into ``out`` (``np.add(a, b, out=out)``, ``out[...] = ...``) and never return arrays.
+  - ``ws`` is a uint8 array of the size the kernel's ``workspace`` function asked for
+    (scratch placed by the planner in the same arena), or ``None`` when it asked for none
+    or workspace planning is off. A kernel must then still work, allocating what it needs.
+  - Attributes arrive as keyword arguments with the ONNX spec's defaults written in the
+    signature: ints, floats, strings (``str``), lists of those, and tensors as numpy arrays.
+  - A kernel that needs the node's opset version declares an ``opset`` keyword.
+* ``workspace(inputs, outputs, **attributes) -> int``, optional: bytes of scratch the kernel
+  needs, from the `TensorMeta` (shape, dtype) of its inputs and outputs.
+* Contracts (shapes, dtypes) are checked once, by the dispatcher, not in every kernel.
+* Kernels avoid hidden temporaries: memplan reports bytes numpy allocates outside the
+  arena, so a kernel that needs a large temporary declares it as workspace instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorMeta:
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+KernelFn = Callable[..., None]
+WorkspaceFn = Callable[..., int]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    op_type: str
+    fn: KernelFn
+    workspace: WorkspaceFn | None = None
+    multi_output: bool = False
+    # Output 0 is a view of input 0 (Reshape, Flatten, Squeeze, ...): the runtime aliases
+    # the two buffers and the kernel only has to leave the bytes where they are.
+    view: bool = False
+    takes_opset: bool = False
+
+
+_KERNELS: dict[str, Kernel] = {}
+
+
+def kernel(
+    op_type: str,
+    *,
+    workspace: WorkspaceFn | None = None,
+    outputs: str = "one",
+    view: bool = False,
+) -> Callable[[KernelFn], KernelFn]:
+    """Register `fn` as the kernel of `op_type` (its exact ONNX name)."""
+    if outputs not in ("one", "many"):
+        raise ValueError("outputs must be 'one' or 'many'")
+
+    def wrap(fn: KernelFn) -> KernelFn:
+        if op_type in _KERNELS:
+            raise ValueError(f"kernel {op_type!r} registered twice")
+        takes_opset = "opset" in inspect.signature(fn).parameters
+        _KERNELS[op_type] = Kernel(op_type, fn, workspace, outputs == "many", view, takes_opset)
+        return fn
+
+    return wrap
+
+
+def _load_all() -> None:
+    package = importlib.import_module(__name__)
+    for info in pkgutil.iter_modules(package.__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+
+
+def kernels() -> dict[str, Kernel]:
+    if not _KERNELS:
+        _load_all()
+    return dict(sorted(_KERNELS.items()))
+
+
+def get_kernel(op_type: str) -> Kernel | None:
+    return kernels().get(op_type)
+
+
+def supported_ops() -> list[str]:
+    return list(kernels())
+
+
+def call(k: Kernel, inputs: list[Any], outputs: list[Any], ws: np.ndarray | None, attrs: dict[str, Any], opset: int) -> None:
+    """Run one kernel with the contract above (the dispatcher's single entry point)."""
+    extra: dict[str, Any] = {"opset": opset} if k.takes_opset else {}
+    if k.workspace is not None:
+        extra["ws"] = ws
+    out = tuple(outputs) if k.multi_output else outputs[0]
+    k.fn(*inputs, out=out, ws=ws, **attrs, **extra)
