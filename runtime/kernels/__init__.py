@@ -106,6 +106,24 @@ def supported_ops() -> list[str]:
     return list(kernels())
 
 
+def attributes_of(node: Any) -> dict[str, Any]:
+    """A NodeProto's attributes as the keyword arguments kernels take (strings decoded,
+    tensors as numpy arrays)."""
+    from onnx import helper, numpy_helper
+
+    attrs: dict[str, Any] = {}
+    for a in node.attribute:
+        value = helper.get_attribute_value(a)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8")
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8") for v in value]
+        elif hasattr(value, "data_type") and hasattr(value, "dims"):
+            value = numpy_helper.to_array(value)
+        attrs[a.name] = value
+    return attrs
+
+
 def call(k: Kernel, inputs: list[Any], outputs: list[Any], ws: np.ndarray | None, attrs: dict[str, Any], opset: int) -> None:
     """Run one kernel with the contract above (the dispatcher's single entry point)."""
     extra: dict[str, Any] = {"opset": opset} if k.takes_opset else {}

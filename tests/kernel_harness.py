@@ -1,0 +1,78 @@
+"""Run one kernel outside any session, against onnx's own oracles.
+
+Used by the kernel tests: a node is run by its registered kernel into preallocated
+outputs shaped like the oracle's, so kernels can be checked before a session exists.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
+
+def run_kernel(model: onnx.ModelProto, inputs: list[np.ndarray | None], like: list[np.ndarray]) -> list[np.ndarray]:
+    """Run the single node of `model` with its kernel; outputs shaped and typed like `like`."""
+    node = model.graph.node[0]
+    kernel = get_kernel(node.op_type)
+    assert kernel is not None, f"no kernel for {node.op_type}"
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    outputs = [np.empty(e.shape, dtype=e.dtype) for e in like]
+    attrs = attributes_of(node)
+    ws = None
+    if kernel.workspace is not None:
+        metas_in = [None if x is None else TensorMeta(tuple(x.shape), x.dtype) for x in inputs]
+        metas_out = [TensorMeta(tuple(o.shape), o.dtype) for o in outputs]
+        ws = np.zeros(kernel.workspace(metas_in, metas_out, **attrs), dtype=np.uint8)
+    # Inputs are read-only in the arena's contract: make that a hard error here.
+    frozen = []
+    for x in inputs:
+        if x is not None:
+            x = np.array(x)
+            x.flags.writeable = False
+        frozen.append(x)
+    call(kernel, frozen, outputs, ws, attrs, opset)
+    return outputs
+
+
+def run_against_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(kernel outputs, onnx.reference outputs) for a one-node model."""
+    expected = ReferenceEvaluator(model).run(None, feeds)
+    node = model.graph.node[0]
+    inputs = [feeds[name] if name else None for name in node.input]
+    return run_kernel(model, inputs, expected), expected
+
+
+def backend_cases(op_type: str) -> Iterator[tuple[str, onnx.ModelProto, list[np.ndarray | None], list[np.ndarray]]]:
+    """onnx's own backend node tests of one op: (test name, model, inputs, expected outputs).
+
+    The onnx wheel ships these as code (`onnx.backend.test.case.node`), not data. Only
+    single-node tests with tensor inputs are yielded; inputs the node omits are None.
+    """
+    for case in _all_node_cases():
+        graph = case.model.graph
+        if len(graph.node) != 1 or graph.node[0].op_type != op_type:
+            continue
+        feeds, expected = case.data_sets[0]
+        by_name = dict(zip((i.name for i in graph.input), feeds))
+        for init in graph.initializer:
+            by_name[init.name] = numpy_helper.to_array(init)
+        inputs = [by_name.get(name) if name else None for name in graph.node[0].input]
+        yield case.name, case.model, inputs, [np.asarray(e) for e in expected]
+
+
+@functools.cache
+def _all_node_cases() -> list:
+    # collect_testcases(op_type) filters only on its first call in a process, so collect
+    # everything once (a few seconds) and filter here.
+    import warnings
+
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(collect_testcases())
