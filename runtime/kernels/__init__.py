@@ -130,4 +130,4 @@ def call(k: Kernel, inputs: list[Any], outputs: list[Any], ws: np.ndarray | None
     if k.workspace is not None:
         extra["ws"] = ws
     out = tuple(outputs) if k.multi_output else outputs[0]
-    k.fn(*inputs, out=out, ws=ws, **attrs, **extra)
+    k.fn(*inputs, out=out, **attrs, **extra)
