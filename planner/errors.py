@@ -31,8 +31,8 @@ class InfeasibleError(PlanningError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        by = f" by {self.strategy}" if self.strategy else ""
+        plan = f"the {self.strategy} plan" if self.strategy else "the plan"
         return (
-            f"pool {self.pool!r} is too small{by}: the plan needs {self.needed:,} bytes, "
-            f"capacity is {self.capacity:,}, short by {self.shortfall:,} bytes"
+            f"pool {self.pool!r} is too small for {plan}: it needs {self.needed:,} bytes, "
+            f"the capacity is {self.capacity:,}, short by {self.shortfall:,} bytes"
         )

@@ -47,24 +47,37 @@ class Blocks:
 
     @classmethod
     def of(cls, problem: Problem) -> Blocks:
-        roots = _alias_roots(problem)
+        bufs = problem.buffers
+        pool_index = {p.name: k for k, p in enumerate(problem.pools)}
+        if all(b.alias_of is None for b in bufs):
+            # The common case, kept vectorised: every buffer is its own block.
+            return cls(
+                ids=[b.id for b in bufs],
+                members=[[(i, 0)] for i in range(len(bufs))],
+                first=np.array([b.first for b in bufs], dtype=np.int64),
+                last=np.array([b.last for b in bufs], dtype=np.int64),
+                size=np.array([b.size for b in bufs], dtype=np.int64),
+                align=np.array([problem.align_of(b) for b in bufs], dtype=np.int64),
+                candidates=[tuple(pool_index[n] for n in problem.candidates(b)) for b in bufs],
+            )
         index: dict[int, int] = {}
         ids: list[str] = []
         members: list[list[tuple[int, int]]] = []
-        for i, (root, delta) in enumerate(roots):
+        for i, (root, delta) in enumerate(_alias_roots(problem)):
             if root not in index:
                 index[root] = len(ids)
-                ids.append(problem.buffers[root].id)
+                ids.append(bufs[root].id)
                 members.append([])
             members[index[root]].append((i, delta))
-        pool_index = {p.name: k for k, p in enumerate(problem.pools)}
-        bufs = problem.buffers
-        first = np.array([min(bufs[i].first for i, _ in m) for m in members], dtype=np.int64)
-        last = np.array([max(bufs[i].last for i, _ in m) for m in members], dtype=np.int64)
-        size = np.array([max(d + bufs[i].size for i, d in m) for m in members], dtype=np.int64)
-        align = np.array([max(problem.align_of(bufs[i]) for i, _ in m) for m in members], dtype=np.int64)
-        candidates = [tuple(pool_index[n] for n in problem.candidates(bufs[m[0][0]])) for m in members]
-        return cls(ids, members, first, last, size, align, candidates)
+        return cls(
+            ids=ids,
+            members=members,
+            first=np.array([min(bufs[i].first for i, _ in m) for m in members], dtype=np.int64),
+            last=np.array([max(bufs[i].last for i, _ in m) for m in members], dtype=np.int64),
+            size=np.array([max(d + bufs[i].size for i, d in m) for m in members], dtype=np.int64),
+            align=np.array([max(problem.align_of(bufs[i]) for i, _ in m) for m in members], dtype=np.int64),
+            candidates=[tuple(pool_index[n] for n in problem.candidates(bufs[m[0][0]])) for m in members],
+        )
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -120,12 +133,17 @@ class Placer:
         self.offset = np.zeros(n, dtype=np.int64)
         self.top = [0] * len(problem.pools)  # highest end in each pool
         length = b.last - b.first
-        window = int(np.quantile(length, 0.9)) * 2 + 1 if n else 1
+        window = int(np.quantile(length, 0.99)) if n else 0
         self._long = np.flatnonzero(length > window)
         short = np.flatnonzero(length <= window)
         self._short = short[np.argsort(b.first[short], kind="stable")]
         self._short_first = b.first[self._short]
         self._window = window
+        # Python ints for per-block scalars: indexing numpy arrays one at a time is slow.
+        self._first = b.first.tolist()
+        self._last = b.last.tolist()
+        self._size = b.size.tolist()
+        self._align = b.align.tolist()
 
     def reset(self) -> None:
         self.pool.fill(-1)
@@ -136,14 +154,17 @@ class Placer:
     def _conflicts(self, i: int, pool: int) -> np.ndarray:
         """Indices of placed blocks in `pool` live at a common step with block `i`."""
         b = self.blocks
-        first, last = b.first[i], b.last[i]
-        lo = np.searchsorted(self._short_first, first - self._window, side="left")
-        hi = np.searchsorted(self._short_first, last, side="right")
+        first, last = self._first[i], self._last[i]
+        lo = self._short_first.searchsorted(first - self._window, side="left")
+        hi = self._short_first.searchsorted(last, side="right")
         near = self._short[lo:hi]
         near = near[(self.pool[near] == pool) & (b.last[near] >= first)]
-        far = self._long[(self.pool[self._long] == pool) & (b.first[self._long] <= last) & (b.last[self._long] >= first)]
-        found = np.concatenate((near, far)) if far.size else near
-        return found[found != i]
+        if self._long.size:
+            far = self._long
+            far = far[(self.pool[far] == pool) & (b.first[far] <= last) & (b.last[far] >= first)]
+            if far.size:
+                near = np.concatenate((near, far))
+        return near[near != i]
 
     def gaps(self, i: int, pool: int) -> tuple[np.ndarray, np.ndarray, int]:
         """Free gaps for block `i` in `pool`: (starts, ends) of bounded gaps, and the top.
@@ -166,7 +187,7 @@ class Placer:
 
     def choose(self, i: int, pool: int, rule: str) -> int:
         """The offset `rule` picks for block `i` in `pool`, ignoring capacity."""
-        size, align = int(self.blocks.size[i]), int(self.blocks.align[i])
+        size, align = self._size[i], self._align[i]
         if rule == "top":
             return _align_up(self.top[pool], align)
         starts, ends, top = self.gaps(i, pool)
@@ -184,7 +205,7 @@ class Placer:
 
     def place(self, i: int, rule: str = "first") -> None:
         """Put block `i` in its first candidate pool where `rule`'s offset fits the capacity."""
-        size = int(self.blocks.size[i])
+        size = self._size[i]
         candidates = self.blocks.candidates[i]
         for pool in candidates:
             offset = self.choose(i, pool, rule)
@@ -203,7 +224,7 @@ class Placer:
     def _commit(self, i: int, pool: int, offset: int) -> None:
         self.pool[i] = pool
         self.offset[i] = offset
-        self.top[pool] = max(self.top[pool], offset + int(self.blocks.size[i]))
+        self.top[pool] = max(self.top[pool], offset + self._size[i])
 
     def unplace(self, blocks: np.ndarray) -> None:
         """Take blocks out again (for local search), lowering the pool tops to match."""

@@ -1,0 +1,189 @@
+"""The `memplan` command line.
+
+Every command turns a bad input into one line on stderr naming what was wrong and what is
+accepted, and exits with status 2; a plan that does not fit exits with status 1. No
+traceback reaches the user (set MEMPLAN_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+app = typer.Typer(
+    name="memplan",
+    help="Static memory planning for neural networks: plan, compare, run and serve.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_INFEASIBLE = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    typer.echo(f"memplan: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def user_errors(fn: F) -> F:
+    """Report expected errors as one line and exit 2, unexpected ones as one line and exit 3."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from planner import PlanningError
+
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except (PlanningError, ValueError, OSError, KeyError) as e:
+            if os.environ.get("MEMPLAN_DEBUG"):
+                raise
+            raise fail(str(e).strip("'\"") or type(e).__name__) from None
+        except MemoryError:
+            raise fail("out of memory; try smaller --dims or a lower --time-limit") from None
+        except Exception as e:  # a bug: say so in one line, keep the traceback for MEMPLAN_DEBUG
+            if os.environ.get("MEMPLAN_DEBUG"):
+                raise
+            raise fail(f"internal error ({type(e).__name__}: {e}); rerun with MEMPLAN_DEBUG=1 for details", EXIT_INTERNAL) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def strategy_help() -> str:
+    from planner import names
+
+    return "Strategy name, a comma-separated list, or 'all'. Known: " + ", ".join(names()) + "."
+
+
+@app.command()
+@user_errors
+def plan(
+    input: Annotated[Path, typer.Argument(help="A Problem .json, a MiniMalloc .csv or an ONNX .onnx model.")],
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help=strategy_help())] = "all",
+    alignment: Annotated[int | None, typer.Option(help="Offset alignment in bytes (default: the problem's; 64 for models).")] = None,
+    capacity: Annotated[int | None, typer.Option(help="Capacity of the arena (first pool) in bytes.")] = None,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Seconds a search strategy may take.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of randomised strategies.")] = 0,
+    dims: Annotated[str | None, typer.Option(help="Symbolic dims of a model, e.g. batch=8,seq=128.")] = None,
+    io: Annotated[str, typer.Option(help="Model inputs/outputs: 'arena' (planned) or 'external' (caller's memory).")] = "arena",
+    workspace: Annotated[str, typer.Option(help="Plan kernel scratch in the arena: on|off.")] = "on",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the chosen plan: .csv (MiniMalloc with offsets) or .json (Plan JSON).")] = None,
+) -> None:
+    """Plan a problem or a model with one or more strategies, check every plan, compare."""
+    from app.inputs import ModelOptions, load_problem, parse_dims
+    from planner.compare import best, resolve_names, run_strategies
+
+    if time_limit is not None and time_limit <= 0:
+        raise fail(f"--time-limit must be > 0 seconds, got {time_limit}")
+    if io not in ("arena", "external"):
+        raise fail(f"--io must be 'arena' or 'external', got {io!r}")
+    if workspace not in ("on", "off"):
+        raise fail(f"--workspace must be 'on' or 'off', got {workspace!r}")
+    if output is not None and output.suffix.lower() not in (".csv", ".json"):
+        raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json")
+    names = resolve_names(strategy)
+    model = ModelOptions(dims=parse_dims(dims), io=io, workspace=workspace == "on")
+    problem, graph = load_problem(input, alignment=alignment, capacity=capacity, model=model)
+    options: dict[str, Any] = {"seed": seed}
+    if time_limit is not None:
+        options["time_limit"] = time_limit
+    outcomes = run_strategies(problem, names, **options)
+    extra = {"tensors": len(graph.tensors)} if graph is not None else {}
+
+    if as_json:
+        typer.echo(json.dumps([{**o.to_json(), **extra} for o in outcomes], indent=2))
+    else:
+        _print_table(problem, outcomes)
+    chosen = best(outcomes)
+    if output is not None and chosen is not None:
+        _write_plan(output, problem, chosen.plan)
+        if not as_json:
+            typer.echo(f"wrote the {chosen.strategy} plan to {output}")
+    if chosen is None:
+        reasons = "; ".join(f"{o.strategy}: {o.error or o.violations}" for o in outcomes)
+        raise fail(f"no strategy produced a valid plan: {reasons}", EXIT_INFEASIBLE)
+
+
+def _print_table(problem: Any, outcomes: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    title = f"{problem.name or 'problem'}: {len(problem.buffers):,} buffers, {problem.steps:,} steps"
+    table = Table(title=title)
+    for column in ("strategy", "arena bytes", "x LOAD", "seconds", "valid"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for o in outcomes:
+        if o.plan is None:
+            table.add_row(o.strategy, "-", "-", f"{o.seconds:.3f}", o.error or "")
+            continue
+        ratio = o.plan.arena_bytes / o.lower_bound if o.lower_bound else 1.0
+        table.add_row(o.strategy, f"{o.plan.arena_bytes:,}", f"{ratio:.4f}", f"{o.seconds:.3f}", "yes" if o.valid else f"NO: {o.violations}")
+    console = Console()
+    console.print(table)
+    if outcomes:
+        console.print(f"LOAD (lower bound) {outcomes[0].lower_bound:,} bytes; naive sum {outcomes[0].naive_bytes:,} bytes")
+
+
+def _write_plan(path: Path, problem: Any, plan: Any) -> None:
+    from planner.csvio import write_csv
+
+    text = write_csv(problem, plan) if path.suffix.lower() == ".csv" else plan.dumps(indent=2)
+    path.write_text(text)
+
+
+@app.command()
+@user_errors
+def bench(
+    folder: Annotated[Path, typer.Argument(help="A folder of Problem .json and MiniMalloc .csv files.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Markdown file to write the table into (its benchmark section is replaced).")] = Path("docs/BENCHMARKS.md"),
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help=strategy_help())] = "all",
+    synthetic: Annotated[int, typer.Option(help="Also plan a generated network-like problem of this many buffers (0: none).")] = 20_000,
+    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Seconds a search strategy may take per problem.")] = None,
+) -> None:
+    """Plan every problem in a folder with every strategy; write arena/LOAD and seconds as markdown."""
+    from app.benchmark import bench_folder
+
+    markdown = bench_folder(folder, output, strategy=strategy, synthetic=synthetic, time_limit=time_limit)
+    typer.echo(markdown)
+    typer.echo(f"wrote {output}")
+
+
+@app.command()
+@user_errors
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    data: Annotated[Path | None, typer.Option(help="Data directory (default: $MEMPLAN_DATA or ./memplan-data).")] = None,
+) -> None:
+    """Start the web service (browser UI at /, REST API under /api/v1, OpenAPI at /docs)."""
+    import uvicorn
+
+    from app.main import Settings, create_app
+
+    settings = Settings(data_dir=data) if data is not None else Settings()
+    uvicorn.run(create_app(settings), host=host, port=port)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

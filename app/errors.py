@@ -1,0 +1,117 @@
+"""Errors as RFC 9457 ``application/problem+json``, or as a page for browsers.
+
+Routes raise `AppError` with a message a person can act on; planner and runtime errors
+are translated here so that a bad input is always a 4xx that says what to change.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from planner import InfeasibleError, PlanningError, ProblemError, UnknownStrategyError
+
+log = logging.getLogger("memplan.app")
+
+PROBLEM_JSON = "application/problem+json"
+
+_TITLES = {
+    400: "Bad request",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Upload too large",
+    415: "Unsupported file",
+    422: "Unprocessable input",
+    500: "Internal error",
+    503: "Not available",
+}
+
+
+class AppError(Exception):
+    """An error with an HTTP status and a detail that tells the user what to do."""
+
+    def __init__(self, status: int, detail: str, *, title: str | None = None, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.title = title or _TITLES.get(status, "Error")
+        self.extra = extra
+
+
+def not_found(what: str, ident: str) -> AppError:
+    return AppError(404, f"no {what} with id {ident!r}; list them at /api/v1/{what}s", title=f"Unknown {what}")
+
+
+def from_planning(error: PlanningError) -> AppError:
+    """The planner's own message already names the field; pick the status."""
+    if isinstance(error, UnknownStrategyError):
+        return AppError(422, str(error), title="Unknown strategy")
+    if isinstance(error, InfeasibleError):
+        return AppError(422, str(error), title="Does not fit", pool=error.pool, shortfall=error.shortfall)
+    if isinstance(error, ProblemError):
+        return AppError(422, str(error), title="Invalid problem")
+    return AppError(422, str(error))
+
+
+def _wants_html(request: Request) -> bool:
+    if request.url.path.startswith("/api/"):
+        return False
+    accept = request.headers.get("accept", "")
+    return "text/html" in accept
+
+
+def problem_response(request: Request, error: AppError) -> Response:
+    body = {"type": "about:blank", "title": error.title, "status": error.status, "detail": error.detail}
+    body["instance"] = request.url.path
+    body.update(error.extra)
+    if _wants_html(request):
+        templates = request.app.state.templates
+        return templates.TemplateResponse(
+            request, "error.html", {"error": body, "page_title": error.title}, status_code=error.status
+        )
+    return JSONResponse(body, status_code=error.status, media_type=PROBLEM_JSON)
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every failure into a problem response."""
+
+    @app.exception_handler(AppError)
+    async def _app_error(request: Request, exc: AppError) -> Response:
+        return problem_response(request, exc)
+
+    @app.exception_handler(PlanningError)
+    async def _planning_error(request: Request, exc: PlanningError) -> Response:
+        return problem_response(request, from_planning(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> Response:
+        parts = []
+        for err in exc.errors():
+            where = ".".join(str(x) for x in err.get("loc", ()) if x != "body") or "request"
+            parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        return problem_response(request, AppError(422, "; ".join(parts), title="Invalid request"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"nothing at {request.url.path}; the API is listed at /docs"
+        return problem_response(request, AppError(exc.status_code, detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> Response:
+        log.exception("unhandled error on %s", request.url.path)
+        return problem_response(request, AppError(500, f"unexpected {type(exc).__name__}: {exc}"))
+
+    _ = (_app_error, _planning_error, _validation, _http, _unexpected)
+    return None
+
+
+def html_response_type() -> type[HTMLResponse]:
+    return HTMLResponse

@@ -1,0 +1,96 @@
+"""Run several strategies on one problem and check each plan: what the CLI, the API and the
+benchmarks all show side by side."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from planner.bounds import load, naive
+from planner.check import check_plan
+from planner.errors import InfeasibleError
+from planner.plan import Plan
+from planner.problem import Problem
+from planner.registry import get, names
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One strategy's result: a checked plan, or the reason it has none."""
+
+    strategy: str
+    lower_bound: int
+    naive_bytes: int
+    seconds: float
+    plan: Plan | None = None
+    valid: bool = False
+    error: str | None = None  # why there is no plan (e.g. the pool is too small)
+    violations: str | None = None  # what the checker found wrong, if anything
+
+    @property
+    def arena_bytes(self) -> int | None:
+        return self.plan.arena_bytes if self.plan else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "strategy": self.strategy,
+            "arena_bytes": self.arena_bytes,
+            "lower_bound": self.lower_bound,
+            "naive_bytes": self.naive_bytes,
+            "seconds": round(self.seconds, 6),
+            "valid": self.valid,
+        }
+        if self.error:
+            out["error"] = self.error
+        if self.violations:
+            out["violations"] = self.violations
+        return out
+
+
+def resolve_names(requested: str | Iterable[str]) -> list[str]:
+    """'all', one name, a comma-separated list or a list of names -> registered names.
+
+    Raises `UnknownStrategyError` naming the first unknown one and the accepted names.
+    """
+    if isinstance(requested, str):
+        if requested == "all":
+            return names()
+        requested = [n.strip() for n in requested.split(",") if n.strip()]
+    chosen = list(requested)
+    for name in chosen:
+        get(name)
+    return chosen
+
+
+def run_strategies(
+    problem: Problem,
+    strategies: Iterable[str],
+    *,
+    on_done: Callable[[Outcome], None] | None = None,
+    **options: Any,
+) -> list[Outcome]:
+    """Plan `problem` with each strategy and check every plan with `check_plan`."""
+    bound, total = load(problem), naive(problem)
+    outcomes = []
+    for name in strategies:
+        started = time.perf_counter()
+        try:
+            plan = get(name)(problem, **options)
+        except InfeasibleError as e:
+            outcome = Outcome(name, bound, total, time.perf_counter() - started, error=str(e))
+        else:
+            seconds = time.perf_counter() - started
+            result = check_plan(problem, plan)
+            outcome = Outcome(name, bound, total, seconds, plan, result.ok, violations=None if result.ok else str(result))
+        outcomes.append(outcome)
+        if on_done:
+            on_done(outcome)
+    return outcomes
+
+
+def best(outcomes: Iterable[Outcome]) -> Outcome | None:
+    """The valid outcome with the smallest arena (ties: the one listed first)."""
+    valid = [o for o in outcomes if o.valid and o.plan is not None]
+    return min(valid, key=lambda o: o.plan.arena_bytes) if valid else None  # type: ignore[union-attr]

@@ -1,0 +1,54 @@
+"""Typed scratch arrays carved out of a kernel's workspace (the `ws` byte view).
+
+A kernel's ``workspace`` function and its body must agree on the layout, so both go through
+this module: `scratch_bytes` adds up the blocks a kernel will `Scratch.take`, each rounded
+up to `ALIGN` bytes so every block starts where BLAS and SIMD loops like it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+ALIGN = 64
+
+
+def _round_up(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def block_bytes(shape: Iterable[int], dtype: np.dtype | type) -> int:
+    """Bytes one block of `shape` and `dtype` takes in a workspace, alignment included."""
+    return _round_up(int(np.prod(tuple(shape), dtype=np.int64)) * np.dtype(dtype).itemsize)
+
+
+def scratch_bytes(*blocks: tuple[Iterable[int], np.dtype | type]) -> int:
+    """Workspace bytes for the blocks ``(shape, dtype)`` a kernel takes, in any order."""
+    return sum(block_bytes(shape, dtype) for shape, dtype in blocks)
+
+
+class Scratch:
+    """Hands out arrays from `ws` front to back; allocates them when `ws` is None.
+
+    Taking more than `ws` holds raises ValueError naming both sizes: a kernel's workspace
+    function under-counted, which is a bug worth hearing about rather than a silent
+    allocation outside the arena.
+    """
+
+    def __init__(self, ws: np.ndarray | None, owner: str) -> None:
+        self.ws = ws
+        self.owner = owner
+        self.used = 0
+
+    def take(self, shape: Iterable[int], dtype: np.dtype | type) -> np.ndarray:
+        shape = tuple(int(s) for s in shape)
+        dtype = np.dtype(dtype)
+        if self.ws is None:
+            return np.empty(shape, dtype=dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        start, end = self.used, self.used + nbytes
+        if end > self.ws.size:
+            raise ValueError(f"{self.owner}: workspace of {self.ws.size} bytes is too small, needs at least {end}")
+        self.used = start + _round_up(nbytes)
+        return self.ws[start:end].view(dtype).reshape(shape)
