@@ -31,7 +31,7 @@ CREATE TABLE IF NOT EXISTS models (
 );
 CREATE TABLE IF NOT EXISTS problems (
     id TEXT PRIMARY KEY, model_id TEXT REFERENCES models(id) ON DELETE CASCADE,
-    options TEXT NOT NULL, problem TEXT NOT NULL, created REAL NOT NULL
+    options TEXT NOT NULL, problem TEXT NOT NULL, tensors TEXT NOT NULL, created REAL NOT NULL
 );
 CREATE TABLE IF NOT EXISTS plans (
     id TEXT PRIMARY KEY, problem_id TEXT NOT NULL REFERENCES problems(id) ON DELETE CASCADE,
@@ -200,20 +200,23 @@ class Storage:
 
     # ---- problems and plans ------------------------------------------------------------
 
-    def add_problem(self, problem: dict[str, Any], options: dict[str, Any], model_id: str | None) -> str:
+    def add_problem(
+        self, problem: dict[str, Any], options: dict[str, Any], model_id: str | None, tensors: dict[str, Any] | None = None
+    ) -> str:
+        """Store a planned problem with the options that made it and per-tensor facts for charts."""
         problem_id = new_id()
         self._write(
             [
                 (
-                    "INSERT INTO problems VALUES (?, ?, ?, ?, ?)",
-                    (problem_id, model_id, json.dumps(options), json.dumps(problem), time.time()),
+                    "INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)",
+                    (problem_id, model_id, json.dumps(options), json.dumps(problem), json.dumps(tensors or {}), time.time()),
                 )
             ]
         )
         return problem_id
 
     def get_problem(self, problem_id: str) -> dict[str, Any] | None:
-        """{id, model_id, options, problem} or None."""
+        """{id, model_id, options, problem, tensors} or None."""
         with self._read() as conn:
             row = conn.execute("SELECT * FROM problems WHERE id = ?", (problem_id,)).fetchone()
         if row is None:
@@ -223,6 +226,7 @@ class Storage:
             "model_id": row["model_id"],
             "options": json.loads(row["options"]),
             "problem": json.loads(row["problem"]),
+            "tensors": json.loads(row["tensors"]),
         }
 
     def add_plans(self, problem_id: str, plans: list[PlanRecord]) -> None:
