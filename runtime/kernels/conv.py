@@ -1,0 +1,229 @@
+"""Conv and ConvTranspose: im2col / col2im around one BLAS matmul per image.
+
+Conv copies each image's receptive fields into an im2col buffer carved from the workspace
+(after copying the image into a zero-padded buffer when it has pads), then multiplies by
+the weights, all groups in one batched matmul written straight into the output. A 1x1,
+stride-1, unpadded, ungrouped conv is a plain matmul and takes no workspace at all.
+ConvTranspose multiplies first (into a workspace column buffer) and scatter-adds the
+columns into the output, one strided add per kernel offset.
+
+`spatial_geometry` is shared with the pooling kernels: it turns ONNX's pads, auto_pad,
+strides and dilations into per-axis numbers, taking output sizes from the output tensor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from runtime.kernels import kernel
+from runtime.kernels._scratch import Scratch, scratch_bytes
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Per spatial axis: kernel size, stride, dilation, pads before and after, output size."""
+
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    begin: tuple[int, ...]
+    end: tuple[int, ...]
+    out: tuple[int, ...]
+
+    @property
+    def extent(self) -> tuple[int, ...]:
+        """Span of one window in input elements (a dilated kernel's size)."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilations, strict=True))
+
+    @property
+    def padded(self) -> bool:
+        return any(self.begin) or any(self.end)
+
+
+def spatial_geometry(
+    in_spatial: tuple[int, ...],
+    out_spatial: tuple[int, ...],
+    kernel_shape: list[int] | tuple[int, ...],
+    auto_pad: str = "NOTSET",
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+    dilations: list[int] | None = None,
+) -> Geometry:
+    """Geometry of a sliding-window op (Conv, pooling) whose output sizes are already known.
+
+    SAME_UPPER/SAME_LOWER pad so that the output covers the input (extra pad after / before);
+    VALID pads nothing; NOTSET uses `pads` ([x1_begin, x2_begin, ..., x1_end, x2_end, ...]).
+    """
+    rank = len(in_spatial)
+    kernel_shape = tuple(int(k) for k in kernel_shape)
+    strides = tuple(strides) if strides else (1,) * rank
+    dilations = tuple(dilations) if dilations else (1,) * rank
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        total = [
+            max(0, (o - 1) * s + (k - 1) * d + 1 - i)
+            for i, o, k, s, d in zip(in_spatial, out_spatial, kernel_shape, strides, dilations, strict=True)
+        ]
+        small = [t // 2 for t in total]
+        big = [t - t // 2 for t in total]
+        begin, end = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+    elif auto_pad == "VALID" or not pads:
+        begin, end = [0] * rank, [0] * rank
+    elif auto_pad == "NOTSET":
+        begin, end = list(pads[:rank]), list(pads[rank:])
+    else:
+        raise ValueError(f"auto_pad {auto_pad!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+    return Geometry(kernel_shape, strides, dilations, tuple(begin), tuple(end), tuple(out_spatial))
+
+
+def windows(src: np.ndarray, geo: Geometry) -> np.ndarray:
+    """Strided view ``(*lead, *out, *kernel)`` of every window of `src` (``(*lead, *spatial)``,
+    already padded): no copy is made."""
+    rank = len(geo.kernel)
+    lead = src.ndim - rank
+    axes = tuple(range(lead, src.ndim))
+    view = sliding_window_view(src, geo.extent, axis=axes)
+    index = (slice(None),) * lead
+    index += tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(geo.out, geo.strides, strict=True))
+    index += tuple(slice(None, None, d) for d in geo.dilations)
+    return view[index]
+
+
+def pad_into(dst: np.ndarray, x: np.ndarray, geo: Geometry, fill: float) -> None:
+    """Copy `x` (``(*lead, *spatial)``) into `dst` with `geo`'s pads filled with `fill`.
+    `dst` may be longer than needed at the end of an axis (ceil-mode pooling): that tail is filled too."""
+    rank = len(geo.kernel)
+    lead = x.ndim - rank
+    inner = (slice(None),) * lead + tuple(slice(b, b + n) for b, n in zip(geo.begin, x.shape[lead:], strict=True))
+    # Fill only the border slabs: the interior is overwritten by the copy below.
+    for axis in range(rank):
+        b = geo.begin[axis]
+        n = x.shape[lead + axis]
+        before = (slice(None),) * (lead + axis) + (slice(0, b),)
+        after = (slice(None),) * (lead + axis) + (slice(b + n, None),)
+        dst[before] = fill
+        dst[after] = fill
+    dst[inner] = x
+
+
+def _conv_geometry(x_shape, w_shape, y_shape, auto_pad, pads, strides, dilations, kernel_shape) -> Geometry:
+    kernel_shape = kernel_shape or w_shape[2:]
+    return spatial_geometry(tuple(x_shape[2:]), tuple(y_shape[2:]), kernel_shape, auto_pad, pads, strides, dilations)
+
+
+def _is_pointwise(geo: Geometry, group: int) -> bool:
+    return (
+        group == 1 and not geo.padded and all(k == 1 and s == 1 for k, s in zip(geo.kernel, geo.strides, strict=True))
+    )
+
+
+def _padded_shape(x_shape: tuple[int, ...], geo: Geometry) -> tuple[int, ...]:
+    return tuple(i + b + e for i, b, e in zip(x_shape[2:], geo.begin, geo.end, strict=True))
+
+
+def conv_workspace(
+    inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
+) -> int:
+    x, w, y = inputs[0], inputs[1], outputs[0]
+    geo = _conv_geometry(x.shape, w.shape, y.shape, auto_pad, pads, strides, dilations, kernel_shape)
+    if _is_pointwise(geo, group):
+        return 0
+    channels = x.shape[1]
+    blocks = [((channels, *geo.kernel, *geo.out), x.dtype)]
+    if geo.padded:
+        blocks.append(((channels, *_padded_shape(x.shape, geo)), x.dtype))
+    return scratch_bytes(*blocks)
+
+
+@kernel("Conv", workspace=conv_workspace)
+def conv(
+    x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
+):
+    geo = _conv_geometry(x.shape, w.shape, out.shape, auto_pad, pads, strides, dilations, kernel_shape)
+    batch, channels = x.shape[:2]
+    filters = w.shape[0]
+    pixels = int(np.prod(geo.out, dtype=np.int64))
+    if _is_pointwise(geo, group):
+        np.matmul(
+            w.reshape(filters, channels), x.reshape(batch, channels, pixels), out=out.reshape(batch, filters, pixels)
+        )
+    else:
+        scratch = Scratch(ws, "Conv")
+        col = scratch.take((channels, *geo.kernel, *geo.out), x.dtype)
+        padded = scratch.take((channels, *_padded_shape(x.shape, geo)), x.dtype) if geo.padded else None
+        rank = len(geo.kernel)
+        # windows() yields (C, *out, *kernel); the matmul wants (C, *kernel, *out).
+        to_col = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
+        per_group = w.reshape(group, filters // group, -1)
+        for n in range(batch):
+            src = x[n]
+            if padded is not None:
+                pad_into(padded, src, geo, 0)
+                src = padded
+            np.copyto(col, windows(src, geo).transpose(to_col))
+            target = out[n].reshape(group, filters // group, pixels)
+            np.matmul(per_group, col.reshape(group, -1, pixels), out=target)
+    if b is not None:
+        out += b.reshape((filters,) + (1,) * len(geo.out))
+
+
+def _transpose_pads(x_spatial, y_spatial, geo_k, strides, dilations, output_padding, auto_pad, pads, output_shape):
+    """Pads before each axis of a ConvTranspose output, following the spec: explicit pads win
+    unless output_shape or SAME auto_pad ask for them to be derived from the output size."""
+    rank = len(x_spatial)
+    if pads and output_shape is None and auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        return tuple(pads[:rank])
+    if output_shape is None and auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        return (0,) * rank
+    begin = []
+    for i in range(rank):
+        total = strides[i] * (x_spatial[i] - 1) + output_padding[i] + (geo_k[i] - 1) * dilations[i] + 1 - y_spatial[i]
+        begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+    return tuple(begin)
+
+
+def conv_transpose_workspace(inputs, outputs, *, group=1, **_: object) -> int:
+    x, w = inputs[0], inputs[1]
+    pixels = int(np.prod(x.shape[2:], dtype=np.int64))
+    return scratch_bytes(((w.shape[1] * group * int(np.prod(w.shape[2:], dtype=np.int64)), pixels), x.dtype))
+
+
+@kernel("ConvTranspose", workspace=conv_transpose_workspace)
+def conv_transpose(
+    x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+    output_padding=None, output_shape=None, pads=None, strides=None,
+):  # fmt: skip
+    batch, channels = x.shape[:2]
+    rank = x.ndim - 2
+    ksize = tuple(w.shape[2:])
+    strides = tuple(strides) if strides else (1,) * rank
+    dilations = tuple(dilations) if dilations else (1,) * rank
+    output_padding = tuple(output_padding) if output_padding else (0,) * rank
+    begin = _transpose_pads(
+        x.shape[2:], out.shape[2:], ksize, strides, dilations, output_padding, auto_pad, pads, output_shape
+    )
+    filters = w.shape[1] * group
+    pixels = int(np.prod(x.shape[2:], dtype=np.int64))
+    col = Scratch(ws, "ConvTranspose").take((filters * int(np.prod(ksize)), pixels), x.dtype)
+    # (group, C/group, M/group*K) -> its transpose per group multiplies the image's channels.
+    per_group = w.reshape(group, channels // group, -1).transpose(0, 2, 1)
+    offsets = list(np.ndindex(*ksize))
+    for n in range(batch):
+        np.matmul(per_group, x[n].reshape(group, channels // group, pixels), out=col.reshape(group, -1, pixels))
+        cols = col.reshape(filters, *ksize, *x.shape[2:])
+        target = out[n]
+        target[...] = 0 if b is None else b.reshape((filters,) + (1,) * rank)
+        for k in offsets:
+            src, dst = [slice(None)], [slice(None)]
+            for i in range(rank):
+                shift = k[i] * dilations[i] - begin[i]  # output position of input 0 for this tap
+                lo = -(shift // strides[i]) if shift < 0 else 0  # first input landing at >= 0
+                hi = min(x.shape[2 + i] - 1, (out.shape[2 + i] - 1 - shift) // strides[i])
+                if hi < lo:
+                    break
+                src.append(slice(lo, hi + 1))
+                dst.append(slice(lo * strides[i] + shift, hi * strides[i] + shift + 1, strides[i]))
+            else:
+                target[tuple(dst)] += cols[(slice(None), *k, *src[1:])]

@@ -1,0 +1,106 @@
+"""BatchNormalization, LayerNormalization, InstanceNormalization and LRN.
+
+Statistics are small (one value per channel or per normalised row) and computed in at
+least float32; the full-size work happens in the output: centre into `out`, sum squares
+with einsum (which needs no squared temporary), then scale and shift in place.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.kernels import kernel
+from runtime.kernels._scratch import Scratch, scratch_bytes
+
+
+def _stat_dtype(dtype: np.dtype) -> np.dtype:
+    return np.promote_types(dtype, np.float32)
+
+
+def _standardize(x2: np.ndarray, y2: np.ndarray, epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """Write ``(x2 - mean) / sqrt(var + epsilon)`` per row of the 2-D `x2` into `y2`;
+    return (mean, 1 / std) per row."""
+    stat = _stat_dtype(x2.dtype)
+    mean = x2.mean(axis=1, dtype=stat)
+    np.subtract(x2, mean[:, None].astype(y2.dtype), out=y2)
+    var = np.einsum("ij,ij->i", y2, y2, dtype=stat) / max(x2.shape[1], 1)
+    inv_std = 1.0 / np.sqrt(var + epsilon)
+    y2 *= inv_std[:, None].astype(y2.dtype)
+    return mean, inv_std
+
+
+def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
+    return v.reshape((-1,) + (1,) * (ndim - 2))
+
+
+@kernel("BatchNormalization", outputs="many")
+def batch_normalization(x, scale, bias, mean, var, *, out, epsilon=1e-5, momentum=0.9, training_mode=0):
+    y = out[0]
+    if training_mode:
+        # Normalise with this batch's statistics; report running statistics updated by momentum.
+        batch, channels = x.shape[:2]
+        x3 = x.reshape(batch, channels, -1)
+        stat = _stat_dtype(x.dtype)
+        count = max(x3.shape[0] * x3.shape[2], 1)
+        batch_mean = x3.sum(axis=(0, 2), dtype=stat) / count
+        np.subtract(x, _per_channel(batch_mean.astype(x.dtype), x.ndim), out=y)
+        y3 = y.reshape(batch, channels, -1)
+        batch_var = np.einsum("ncs,ncs->c", y3, y3, dtype=stat) / count
+        factor = scale / np.sqrt(batch_var + epsilon)
+        y *= _per_channel(factor.astype(y.dtype), x.ndim)
+        y += _per_channel(bias.astype(y.dtype), x.ndim)
+        if len(out) > 1 and out[1] is not None:
+            out[1][...] = mean * momentum + batch_mean * (1 - momentum)
+        if len(out) > 2 and out[2] is not None:
+            out[2][...] = var * momentum + batch_var * (1 - momentum)
+        return
+    factor = (scale / np.sqrt(var.astype(_stat_dtype(var.dtype)) + epsilon)).astype(y.dtype)
+    shift = (bias - mean * factor).astype(y.dtype)
+    np.multiply(x, _per_channel(factor, x.ndim), out=y)
+    y += _per_channel(shift, x.ndim)
+
+
+@kernel("LayerNormalization", outputs="many")
+def layer_normalization(x, scale, bias=None, *, out, axis=-1, epsilon=1e-5, stash_type=1):
+    y = out[0]
+    axis = axis + x.ndim if axis < 0 else axis
+    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+    mean, inv_std = _standardize(x.reshape(rows, -1), y.reshape(rows, -1), epsilon)
+    y *= scale
+    if bias is not None:
+        y += bias
+    if len(out) > 1 and out[1] is not None:
+        out[1][...] = mean.reshape(out[1].shape)
+    if len(out) > 2 and out[2] is not None:
+        out[2][...] = inv_std.reshape(out[2].shape)
+
+
+@kernel("InstanceNormalization")
+def instance_normalization(x, scale, bias, *, out, epsilon=1e-5):
+    rows = x.shape[0] * x.shape[1]
+    _standardize(x.reshape(rows, -1), out.reshape(rows, -1), epsilon)
+    out *= _per_channel(scale.astype(out.dtype), x.ndim)
+    out += _per_channel(bias.astype(out.dtype), x.ndim)
+
+
+def lrn_workspace(inputs, outputs, *, size, **_) -> int:
+    x = inputs[0]
+    return scratch_bytes(((x.shape[0], x.shape[1] + size - 1, *x.shape[2:]), x.dtype))
+
+
+@kernel("LRN", workspace=lrn_workspace)
+def lrn(x, *, out, ws, size, alpha=0.0001, beta=0.75, bias=1.0):
+    # Squares of x with zero channels around them, so every channel's window is one slice.
+    before = (size - 1) // 2
+    channels = x.shape[1]
+    squares = Scratch(ws, "LRN").take((x.shape[0], channels + size - 1, *x.shape[2:]), x.dtype)
+    squares[:, :before] = 0
+    squares[:, before + channels :] = 0
+    np.square(x, out=squares[:, before : before + channels])
+    np.copyto(out, squares[:, :channels])
+    for i in range(1, size):
+        out += squares[:, i : i + channels]
+    out *= out.dtype.type(alpha / size)
+    out += out.dtype.type(bias)
+    out **= out.dtype.type(beta)
+    np.divide(x, out, out=out)

@@ -1,0 +1,142 @@
+"""MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool.
+
+The windowed pools walk the kernel offsets: each offset is one strided view of the
+(padded) image of the size of the output, combined into the output with an in-place
+ufunc, so no window tensor is ever materialised. Padding (and the overhang that ceil_mode
+adds at the end of an axis) goes through a padded copy of one image in the workspace,
+filled with the lowest value for max and zero for average.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.kernels import kernel
+from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.conv import Geometry, pad_into, spatial_geometry, windows
+
+
+def _geometry(x_shape, y_shape, kernel_shape, auto_pad, pads, strides, dilations) -> Geometry:
+    return spatial_geometry(tuple(x_shape[2:]), tuple(y_shape[2:]), kernel_shape, auto_pad, pads, strides, dilations)
+
+
+def _padded_lengths(x_shape, geo: Geometry) -> tuple[int, ...] | None:
+    """Per-axis length of the padded image the windows read, or None when `x` serves as is."""
+    need = [(o - 1) * s + e for o, s, e in zip(geo.out, geo.strides, geo.extent, strict=True)]
+    lengths = tuple(max(n, b + i) for n, b, i in zip(need, geo.begin, x_shape[2:], strict=True))
+    if not any(geo.begin) and all(n <= i for n, i in zip(need, x_shape[2:], strict=True)):
+        return None
+    return lengths
+
+
+def pool_workspace(
+    inputs, outputs, *, kernel_shape, auto_pad="NOTSET", pads=None, strides=None, dilations=None, **_
+) -> int:
+    x, y = inputs[0], outputs[0]
+    geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    lengths = _padded_lengths(x.shape, geo)
+    blocks = []
+    if lengths is not None:
+        blocks.append(((x.shape[1], *lengths), x.dtype))
+    if len(outputs) > 1 and outputs[1] is not None:
+        blocks.append((y.shape, np.bool_))  # where a later tap beats the running max
+    return scratch_bytes(*blocks)
+
+
+def _lowest(dtype: np.dtype):
+    return -np.inf if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+
+
+def _images(x, geo: Geometry, scratch: Scratch, fill):
+    """Yield (n, window view) per image, padding through the workspace when needed."""
+    lengths = _padded_lengths(x.shape, geo)
+    padded = None if lengths is None else scratch.take((x.shape[1], *lengths), x.dtype)
+    for n in range(x.shape[0]):
+        src = x[n]
+        if padded is not None:
+            pad_into(padded, src, geo, fill)
+            src = padded
+        yield n, windows(src, geo)
+
+
+def _tap_positions(geo: Geometry, tap: tuple[int, ...], x_spatial, storage_order: int) -> np.ndarray:
+    """Flat input index (within one channel) each output position reads at kernel offset `tap`."""
+    rank = len(x_spatial)
+    if storage_order == 0:
+        steps = [int(np.prod(x_spatial[i + 1 :], dtype=np.int64)) for i in range(rank)]
+    else:
+        steps = [int(np.prod(x_spatial[:i], dtype=np.int64)) for i in range(rank)]
+    flat = np.zeros(geo.out, dtype=np.int64)
+    for i in range(rank):
+        coord = np.arange(geo.out[i]) * geo.strides[i] + tap[i] * geo.dilations[i] - geo.begin[i]
+        flat += (coord * steps[i]).reshape((-1,) + (1,) * (rank - 1 - i))
+    return flat
+
+
+@kernel("MaxPool", workspace=pool_workspace, outputs="many")
+def max_pool(
+    x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None,
+    storage_order=0, strides=None,
+):  # fmt: skip
+    y, indices = out[0], out[1] if len(out) > 1 else None
+    geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    scratch = Scratch(ws, "MaxPool")
+    taps = list(np.ndindex(*geo.kernel))
+    better = None if indices is None else scratch.take(y.shape[1:], np.bool_)
+    for n, win in _images(x, geo, scratch, _lowest(x.dtype)):
+        target = y[n]
+        np.copyto(target, win[(Ellipsis, *taps[0])])
+        if indices is None:
+            for tap in taps[1:]:
+                np.maximum(target, win[(Ellipsis, *tap)], out=target)
+            continue
+        where = indices[n]
+        np.copyto(where, _tap_positions(geo, taps[0], x.shape[2:], storage_order))
+        for tap in taps[1:]:
+            view = win[(Ellipsis, *tap)]
+            np.greater(view, target, out=better)  # strict: the first maximum keeps its index
+            np.copyto(target, view, where=better)
+            np.copyto(where, _tap_positions(geo, tap, x.shape[2:], storage_order), where=better)
+    if indices is not None:
+        # Indices count over the whole tensor: add each (image, channel)'s offset.
+        per_channel = int(np.prod(x.shape[2:], dtype=np.int64))
+        base = np.arange(x.shape[0] * x.shape[1], dtype=np.int64) * per_channel
+        indices += base.reshape(x.shape[:2] + (1,) * len(geo.out))
+
+
+def _window_counts(geo: Geometry, x_spatial, include_pad: bool) -> np.ndarray:
+    """How many elements each output window averages: inside the input, or inside the input
+    and its explicit pads (never the ceil_mode overhang beyond them)."""
+    counts = np.ones((), dtype=np.int64)
+    for i, size in enumerate(x_spatial):
+        lo, hi = (-geo.begin[i], size + geo.end[i]) if include_pad else (0, size)
+        starts = np.arange(geo.out[i]) * geo.strides[i] - geo.begin[i]
+        taps = starts[:, None] + np.arange(geo.kernel[i]) * geo.dilations[i]
+        inside = ((taps >= lo) & (taps < hi)).sum(axis=1)
+        counts = np.multiply.outer(counts, inside)
+    return counts
+
+
+@kernel("AveragePool", workspace=pool_workspace)
+def average_pool(
+    x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
+    pads=None, strides=None,
+):  # fmt: skip
+    geo = _geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    taps = list(np.ndindex(*geo.kernel))
+    for n, win in _images(x, geo, Scratch(ws, "AveragePool"), 0):
+        target = out[n]
+        np.copyto(target, win[(Ellipsis, *taps[0])])
+        for tap in taps[1:]:
+            np.add(target, win[(Ellipsis, *tap)], out=target)
+    out /= _window_counts(geo, x.shape[2:], bool(count_include_pad)).astype(out.dtype)
+
+
+@kernel("GlobalAveragePool")
+def global_average_pool(x, *, out):
+    np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
+
+
+@kernel("GlobalMaxPool")
+def global_max_pool(x, *, out):
+    np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
