@@ -2,13 +2,15 @@
 
 LOAD, the largest number of bytes live at any one step, is a lower bound on any arena:
 the buffers live at that step must all sit in disjoint bytes. The naive sum (no reuse
-at all) is the upper yardstick.
+at all) is the upper yardstick. Buffers that alias another share its bytes, so both
+count alias groups (see `planner.aliases`), not buffers.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from planner.aliases import blocks_of
 from planner.problem import Problem
 
 
@@ -18,13 +20,16 @@ def live_bytes(problem: Problem) -> np.ndarray:
     Computed with a difference array, so it costs O(buffers + steps).
     """
     delta = np.zeros(problem.steps + 1, dtype=np.int64)
-    if problem.buffers:
-        first = np.fromiter((b.first for b in problem.buffers), dtype=np.int64, count=len(problem.buffers))
-        last = np.fromiter((b.last for b in problem.buffers), dtype=np.int64, count=len(problem.buffers))
-        size = np.fromiter((b.size for b in problem.buffers), dtype=np.int64, count=len(problem.buffers))
-        np.add.at(delta, first, size)
-        np.add.at(delta, last + 1, -size)
+    blocks = np.array(_blocks(problem), dtype=np.int64).reshape(-1, 3)
+    np.add.at(delta, blocks[:, 0], blocks[:, 2])
+    np.add.at(delta, blocks[:, 1] + 1, -blocks[:, 2])
     return np.cumsum(delta[:-1])
+
+
+def _blocks(problem: Problem) -> list[tuple[int, int, int]]:
+    if any(b.alias_of is not None for b in problem.buffers):
+        return blocks_of(problem)
+    return [(b.first, b.last, b.size) for b in problem.buffers]
 
 
 def load(problem: Problem) -> int:
@@ -40,8 +45,8 @@ def peak_step(problem: Problem) -> int:
 
 
 def naive(problem: Problem) -> int:
-    """The arena with no reuse: the sum of every buffer's size."""
-    return sum(b.size for b in problem.buffers)
+    """The arena with no reuse: the sum of every buffer's (alias group's) size."""
+    return sum(size for _, _, size in _blocks(problem))
 
 
 def live_at(problem: Problem, step: int) -> list[str]:

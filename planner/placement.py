@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from planner.aliases import alias_roots
 from planner.bounds import load, naive
-from planner.errors import InfeasibleError, ProblemError
+from planner.errors import InfeasibleError
 from planner.plan import Placement, Plan
 from planner.problem import Problem
 
@@ -63,7 +64,7 @@ class Blocks:
         index: dict[int, int] = {}
         ids: list[str] = []
         members: list[list[tuple[int, int]]] = []
-        for i, (root, delta) in enumerate(_alias_roots(problem)):
+        for i, (root, delta) in enumerate(alias_roots(problem)):
             if root not in index:
                 index[root] = len(ids)
                 ids.append(bufs[root].id)
@@ -91,28 +92,6 @@ class Blocks:
         starts_before_end = np.searchsorted(sorted_first, self.last, side="right")
         ends_before_start = np.searchsorted(last_sorted, self.first, side="left")
         return (starts_before_end - ends_before_start - 1).astype(np.int64)
-
-
-def _alias_roots(problem: Problem) -> list[tuple[int, int]]:
-    """For each buffer, the index of the buffer it ultimately aliases and its byte offset there."""
-    bufs = problem.buffers
-    index = {b.id: i for i, b in enumerate(bufs)}
-    out: list[tuple[int, int] | None] = [None] * len(bufs)
-    for start in range(len(bufs)):
-        chain: list[int] = []
-        i = start
-        while out[i] is None and bufs[i].alias_of is not None:
-            if i in chain:
-                names = " -> ".join(bufs[j].id for j in chain + [i])
-                raise ProblemError(f"alias_of forms a cycle: {names}")
-            chain.append(i)
-            i = index[bufs[i].alias_of]  # type: ignore[index]
-        root, delta = out[i] or (i, 0)
-        out[i] = (root, delta)
-        for j in reversed(chain):
-            delta += bufs[j].alias_offset
-            out[j] = (root, delta)
-    return [r for r in out if r is not None]
 
 
 class Placer:
