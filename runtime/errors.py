@@ -1,0 +1,50 @@
+"""Errors the runtime raises for bad models, bad inputs and bad plans.
+
+Every message names the node, tensor, dimension or field at fault and says what would be
+accepted, so that a user (or the web service showing the message) can act on it without
+a traceback.
+"""
+
+from __future__ import annotations
+
+
+class ModelError(ValueError):
+    """The model (or how the caller wants it bound) cannot be loaded, planned or run."""
+
+
+class ExternalDataError(ModelError):
+    """An initializer's external data is missing, truncated, or outside the model's folder."""
+
+
+class ShapeError(ModelError):
+    """A tensor's shape or type cannot be made static, or a dimension is left unbound."""
+
+
+class TensorTooLargeError(ModelError):
+    """A tensor (or the arena) would exceed the configured byte limit; nothing was allocated."""
+
+
+class UnsupportedOpError(ModelError):
+    """The model uses ops memplan has no kernel for; every one of them is listed."""
+
+    def __init__(self, message: str, ops: dict[str, list[str]] | None = None) -> None:
+        super().__init__(message)
+        self.ops = ops or {}  # op type -> names of the nodes that use it
+
+
+class InputError(ModelError):
+    """The arrays given to `Session.run` do not match the model's inputs."""
+
+
+class PlanError(ModelError):
+    """A plan does not fit the model's memory problem; the session refuses to run it."""
+
+
+class CanaryError(RuntimeError):
+    """A step changed bytes of a live tensor it does not own: the plan corrupts data."""
+
+    def __init__(self, message: str, step: int, node: str, tensors: list[str]) -> None:
+        super().__init__(message)
+        self.step = step
+        self.node = node
+        self.tensors = tensors

@@ -1,0 +1,125 @@
+"""From a loaded `Graph` to the planner's `Problem`: one step per node, one buffer per tensor.
+
+Kinds: graph inputs are "input", graph outputs "output", other node results "activation",
+kernel scratch "workspace" (id ``"<node>::ws"``, live for its one step, so the planner
+places intra-operator scratch and inter-operator tensors in one arena, as TVM's Unified
+Static Memory Planner does). Constants stay out of the arena unless
+``constants="arena"`` asks for them (then kind "constant", live for the whole schedule).
+
+View ops (the kernel registers ``view=True``: Reshape, Flatten, Squeeze, Unsqueeze,
+Identity, Dropout at inference) alias their input: their output is the same bytes. They
+copy instead when the input is a constant or either side lives outside the arena.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from planner import Problem, Schedule, Step, problem_from_schedule
+from runtime.errors import ModelError
+from runtime.graph import Graph, Node
+from runtime.kernels import TensorMeta, get_kernel
+
+IO_MODES = ("arena", "external")
+CONSTANT_MODES = ("exclude", "arena")
+DEFAULT_ALIGNMENT = 64
+
+
+def workspace_id(node: Node) -> str:
+    return f"{node.name}::ws"
+
+
+def memory_problem(
+    graph: Graph,
+    io: str = "arena",
+    workspace: bool = True,
+    alignment: int = DEFAULT_ALIGNMENT,
+    constants: str = "exclude",
+    name: str | None = None,
+) -> Problem:
+    """The planning problem of `graph` in schedule order.
+
+    ``io="external"`` leaves graph inputs and outputs out of the arena (the caller owns
+    their memory); ``workspace=False`` asks kernels for no scratch (they allocate their
+    own, outside the arena). Buffer ids are tensor names, plus ``"<node>::ws"`` for scratch.
+    """
+    if io not in IO_MODES:
+        raise ModelError(f"io={io!r}: accepted values are {IO_MODES}")
+    if constants not in CONSTANT_MODES:
+        raise ModelError(f"constants={constants!r}: accepted values are {CONSTANT_MODES}")
+    if alignment < 1:
+        raise ModelError(f"alignment={alignment}: must be a positive number of bytes")
+    external = set(graph.inputs) | set(graph.outputs) if io == "external" else set()
+    const_names = set(graph.constants)
+    in_arena_consts = const_names if constants == "arena" else set()
+    steps, sizes, kinds, aliases = [], {}, {}, {}
+    for name, t in graph.tensors.items():
+        sizes[name] = t.nbytes
+        kinds[name] = t.kind
+    for node in graph.nodes:
+        scratch = ()
+        ws = workspace_bytes(graph, node) if workspace else 0
+        if ws:
+            wid = workspace_id(node)
+            if wid in graph.tensors:
+                raise ModelError(f"node {node.name!r}: its workspace id {wid!r} collides with a tensor of that name")
+            scratch = (wid,)
+            sizes[wid] = ws
+            kinds[wid] = "workspace"
+        reads = tuple(dict.fromkeys(n for n in node.inputs if n and (n not in const_names or n in in_arena_consts)))
+        steps.append(Step(node.name, reads=reads, writes=tuple(n for n in node.outputs if n), scratch=scratch))
+        source = view_source(graph, node, external | (const_names - in_arena_consts))
+        if source is not None:
+            aliases[node.outputs[0]] = (source, 0)
+    consts = tuple(sorted(in_arena_consts))
+    schedule = Schedule(
+        steps=steps,
+        sizes=sizes,
+        inputs=tuple(graph.inputs) + consts,
+        outputs=tuple(graph.outputs) + consts,
+        kinds=kinds,
+        aliases=aliases,
+        excluded=frozenset(external),
+    )
+    problem = problem_from_schedule(schedule, alignment=alignment, name=name or graph.name)
+    return problem.replace(buffers=tuple(replace(b, name=_buffer_name(b.id, b.kind)) for b in problem.buffers))
+
+
+def _buffer_name(buffer_id: str, kind: str) -> str:
+    return buffer_id[: -len("::ws")] if kind == "workspace" else buffer_id
+
+
+def workspace_bytes(graph: Graph, node: Node) -> int:
+    """Scratch bytes the node's kernel asks for (0 without a kernel or a workspace function)."""
+    kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
+    if kernel is None or kernel.workspace is None:
+        return 0
+    metas_in = [None if not n else _meta(graph, n) for n in node.inputs]
+    metas_out = [None if not n else _meta(graph, n) for n in node.outputs]
+    try:
+        size = int(kernel.workspace(metas_in, metas_out, **node.attributes))
+    except Exception as e:  # a workspace function failing is a kernel bug: say where
+        raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel's workspace function failed: {e}") from None
+    if size < 0:
+        raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel asked for {size} bytes of workspace")
+    return size
+
+
+def _meta(graph: Graph, name: str) -> TensorMeta:
+    t = graph.tensor(name)
+    return TensorMeta(t.shape, t.dtype)
+
+
+def view_source(graph: Graph, node: Node, outside: set[str]) -> str | None:
+    """The input whose bytes the node's output 0 shares, or None when it must be a copy."""
+    kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
+    if kernel is None or not kernel.view or not node.inputs or not node.outputs or not node.outputs[0]:
+        return None
+    if node.op_type == "Dropout" and len(node.inputs) > 2 and node.inputs[2]:
+        return None  # training_mode given: the output may differ from the input
+    source, out = node.inputs[0], node.outputs[0]
+    if not source or source in outside or out in outside:
+        return None
+    if graph.tensors[source].nbytes != graph.tensors[out].nbytes:
+        return None
+    return source
