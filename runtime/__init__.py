@@ -1,0 +1,53 @@
+"""memplan's runtime: ONNX model -> graph -> memory problem, and a numpy executor inside the planned arena.
+
+::
+
+    from runtime import load_model, memory_problem, Session
+    graph = load_model("model.onnx", dims={"N": 1})
+    problem = memory_problem(graph, io="arena", workspace=True)
+    session = Session(graph, "greedy_by_size", canary=True).prepare()
+    outputs = session.run({"x": x})
+    session.stats.arena_bytes, session.stats.outside_arena_bytes
+"""
+
+from __future__ import annotations
+
+from runtime.constants import Constant
+from runtime.errors import (
+    CanaryError,
+    ExecutionError,
+    ExternalDataError,
+    InputError,
+    ModelError,
+    PlanError,
+    ShapeError,
+    TensorTooLargeError,
+    UnsupportedOpError,
+)
+from runtime.graph import DEFAULT_MAX_TENSOR_BYTES, Graph, Node, TensorInfo, load_model
+from runtime.problem import memory_problem, workspace_bytes, workspace_id
+from runtime.session import RunStats, Session, StepRecord
+
+__all__ = [
+    "DEFAULT_MAX_TENSOR_BYTES",
+    "CanaryError",
+    "Constant",
+    "ExecutionError",
+    "ExternalDataError",
+    "Graph",
+    "InputError",
+    "ModelError",
+    "Node",
+    "PlanError",
+    "RunStats",
+    "Session",
+    "ShapeError",
+    "StepRecord",
+    "TensorInfo",
+    "TensorTooLargeError",
+    "UnsupportedOpError",
+    "load_model",
+    "memory_problem",
+    "workspace_bytes",
+    "workspace_id",
+]

@@ -48,3 +48,11 @@ class CanaryError(RuntimeError):
         self.step = step
         self.node = node
         self.tensors = tensors
+
+
+class ExecutionError(RuntimeError):
+    """A kernel failed while running a node; the message names the node and its op type."""
+
+    def __init__(self, message: str, node: str) -> None:
+        super().__init__(message)
+        self.node = node
