@@ -1,0 +1,89 @@
+"""Elementwise, activation, reduction and tensor-manipulation kernels against onnx's own
+backend node test cases (expected outputs computed by onnx), one test per case."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from runtime.kernels import get_kernel, kernels
+from tests.kernel_harness import backend_cases, run_kernel
+
+# The modules of this family; every op they register is tested below.
+MODULES = ("activation", "elementwise", "logic", "reduce", "shape_ops", "tensor_ops", "generators")
+OPS = sorted(op for op, k in kernels().items() if k.fn.__module__.rsplit(".", 1)[-1] in MODULES)
+
+# Ops a model zoo network commonly needs from this family.
+REQUIRED = (
+    "Relu LeakyRelu PRelu Sigmoid Tanh Clip HardSigmoid HardSwish Erf Gelu Softmax LogSoftmax Add Sub Mul Div Pow "
+    "Sqrt Reciprocal Sum Max Min Neg Exp Log Abs Concat Split Slice Gather Reshape Flatten Transpose Squeeze "
+    "Unsqueeze Shape Size Constant ConstantOfShape Cast Identity Dropout ReduceMean ReduceSum ReduceMax Expand "
+    "Where Equal Less Greater Not And Pad Range Tile"
+)
+
+# Cases a kernel cannot pass, by exact name, with the reason.
+_RANDOM_MASK = "training-mode mask is random; memplan's generator is not onnx's"
+SKIPS = {
+    "test_training_dropout": _RANDOM_MASK,
+    "test_training_dropout_mask": _RANDOM_MASK,
+    "test_training_dropout_default": _RANDOM_MASK,
+    "test_training_dropout_default_mask": _RANDOM_MASK,
+}
+# Any case naming one of these types is skipped: numpy has no such dtype.
+UNSUPPORTED_TYPES = ("BFLOAT16", "FLOAT8", "FLOAT4", "INT4", "UINT4", "INT2", "UINT2", "E8M0", "bfloat16")
+
+
+def _skip_reason(name: str) -> str | None:
+    if name in SKIPS:
+        return SKIPS[name]
+    if any(t in name for t in UNSUPPORTED_TYPES):
+        return "bfloat16, float8, float4 and 2/4-bit integer types are not supported"
+    return None
+
+
+def _array(value):
+    # A few case families (Cast, CastLike) store their data as TensorProtos, which the
+    # harness may have wrapped in a 0-d object array.
+    if isinstance(value, np.ndarray) and value.shape == () and value.dtype == object:
+        value = value.item()
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    return value
+
+
+def _collect():
+    params = []
+    for op in OPS:
+        for name, model, inputs, expected in backend_cases(op):
+            inputs = [None if x is None else _array(x) for x in inputs]
+            expected = [np.asarray(_array(e)) for e in expected]
+            reason = _skip_reason(name)
+            marks = [pytest.mark.skip(reason=reason)] if reason else []
+            params.append(pytest.param(model, inputs, expected, id=f"{op}-{name}", marks=marks))
+    return params
+
+
+CASES = _collect()
+
+
+def assert_matches(got: np.ndarray, want: np.ndarray) -> None:
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype, f"dtype {got.dtype} != {want.dtype}"
+    if np.issubdtype(want.dtype, np.inexact):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(("model", "inputs", "expected"), CASES)
+def test_backend_node_case(model, inputs, expected):
+    got = run_kernel(model, inputs, like=expected)
+    for g, e in zip(got, expected, strict=True):
+        assert_matches(g, e)
+
+
+def test_every_listed_op_is_registered():
+    missing = [op for op in REQUIRED.split() if get_kernel(op) is None]
+    assert not missing, f"no kernel for {missing}"
