@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from planner import InfeasibleError, PlanningError, ProblemError, UnknownStrategyError
@@ -109,9 +109,4 @@ def install(app: FastAPI) -> None:
         log.exception("unhandled error on %s", request.url.path)
         return problem_response(request, AppError(500, f"unexpected {type(exc).__name__}: {exc}"))
 
-    _ = (_app_error, _planning_error, _validation, _http, _unexpected)
-    return None
-
-
-def html_response_type() -> type[HTMLResponse]:
-    return HTMLResponse
+    _ = (_app_error, _planning_error, _validation, _http, _unexpected)  # registered by the decorators

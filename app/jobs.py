@@ -98,7 +98,12 @@ class Job:
             "message": self.message,
             "result": self.result,
             "error": self.error,
-            "links": {"self": f"/api/v1/jobs/{self.id}", "events": f"/api/v1/jobs/{self.id}/events", **self.links},
+            "links": {
+                "self": f"/api/v1/jobs/{self.id}",
+                "events": f"/api/v1/jobs/{self.id}/events",
+                "page": f"/jobs/{self.id}",
+                **{k: v.replace("{id}", self.id) for k, v in self.links.items()},
+            },
         }
 
 
@@ -109,7 +114,9 @@ class JobManager:
         self._lock = threading.Lock()
         self._keep = keep
 
-    def submit(self, kind: str, title: str, work: Callable[[Job], dict[str, Any]], links: dict[str, str] | None = None) -> Job:
+    def submit(
+        self, kind: str, title: str, work: Callable[[Job], dict[str, Any]], links: dict[str, str] | None = None
+    ) -> Job:
         job = Job(kind, title, links)
         with self._lock:
             self._jobs[job.id] = job

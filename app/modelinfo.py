@@ -72,9 +72,7 @@ def summarize(model: onnx.ModelProto) -> dict[str, Any]:
     """The facts the model page shows first; JSON-serialisable."""
     graph = model.graph
     initializers = {t.name for t in graph.initializer}
-    inputs = [
-        {"name": v.name, "dtype": _dtype(v), "dims": _dims(v)} for v in graph.input if v.name not in initializers
-    ]
+    inputs = [{"name": v.name, "dtype": _dtype(v), "dims": _dims(v)} for v in graph.input if v.name not in initializers]
     outputs = [{"name": v.name, "dtype": _dtype(v), "dims": _dims(v)} for v in graph.output]
     ops = Counter(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}" for n in graph.node)
     param_bytes = sum(_tensor_bytes(t) for t in graph.initializer)

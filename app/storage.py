@@ -152,7 +152,9 @@ class Storage:
 
     # ---- models ------------------------------------------------------------------------
 
-    def add_model(self, sha256: str, name: str, filename: str, fmt: str, size: int, summary: dict[str, Any]) -> tuple[ModelRecord, bool]:
+    def add_model(
+        self, sha256: str, name: str, filename: str, fmt: str, size: int, summary: dict[str, Any]
+    ) -> tuple[ModelRecord, bool]:
         """Insert a model unless its content is already stored; (record, created)."""
         model_id = sha256[:16]
         before = self.get_model(model_id)
@@ -201,7 +203,11 @@ class Storage:
     # ---- problems and plans ------------------------------------------------------------
 
     def add_problem(
-        self, problem: dict[str, Any], options: dict[str, Any], model_id: str | None, tensors: dict[str, Any] | None = None
+        self,
+        problem: dict[str, Any],
+        options: dict[str, Any],
+        model_id: str | None,
+        tensors: dict[str, Any] | None = None,
     ) -> str:
         """Store a planned problem with the options that made it and per-tensor facts for charts."""
         problem_id = new_id()
@@ -209,7 +215,14 @@ class Storage:
             [
                 (
                     "INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)",
-                    (problem_id, model_id, json.dumps(options), json.dumps(problem), json.dumps(tensors or {}), time.time()),
+                    (
+                        problem_id,
+                        model_id,
+                        json.dumps(options),
+                        json.dumps(problem),
+                        json.dumps(tensors or {}),
+                        time.time(),
+                    ),
                 )
             ]
         )
@@ -260,13 +273,22 @@ class Storage:
 
     def plans_of(self, problem_id: str) -> list[PlanRecord]:
         with self._read() as conn:
-            rows = conn.execute("SELECT * FROM plans WHERE problem_id = ? ORDER BY created, rowid", (problem_id,)).fetchall()
+            rows = conn.execute(
+                "SELECT * FROM plans WHERE problem_id = ? ORDER BY created, rowid", (problem_id,)
+            ).fetchall()
         return [_plan(r) for r in rows]
 
     # ---- runs --------------------------------------------------------------------------
 
     def add_run(self, run_id: str, model_id: str, plan_id: str | None, result: dict[str, Any]) -> None:
-        self._write([("INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)", (run_id, model_id, plan_id, json.dumps(result), time.time()))])
+        self._write(
+            [
+                (
+                    "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)",
+                    (run_id, model_id, plan_id, json.dumps(result), time.time()),
+                )
+            ]
+        )
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self._read() as conn:

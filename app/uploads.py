@@ -61,7 +61,9 @@ async def receive(request: Request, temp: Path, limit: int) -> Incoming:
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit + 64 * 1024:
         # Refuse before reading: multipart framing adds far less than 64 KiB.
-        raise AppError(413, f"the upload ({int(declared):,} bytes) is larger than the limit of {limit:,} bytes", limit=limit)
+        raise AppError(
+            413, f"the upload ({int(declared):,} bytes) is larger than the limit of {limit:,} bytes", limit=limit
+        )
     content_type = request.headers.get("content-type", "")
     try:
         if content_type.startswith("multipart/form-data"):

@@ -1,0 +1,126 @@
+"""The app's one door into the runtime: stored model -> graph -> planning problem.
+
+The runtime is imported lazily so that the service (problems, plans, charts) works, and
+says why model planning does not, on an installation where the runtime cannot load.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from app.errors import AppError
+from planner import Pool, Problem
+
+_GRAPHS: OrderedDict[tuple[str, tuple[tuple[str, int], ...]], Any] = OrderedDict()
+_GRAPHS_LOCK = threading.Lock()
+GRAPH_CACHE = 4  # graphs of big models hold their folded constants: keep only a few
+
+
+def runtime_module() -> Any:
+    """The runtime package with its public API; AppError 503 when it is not there yet."""
+    try:
+        runtime = importlib.import_module("runtime")
+    except ImportError as e:  # pragma: no cover - the runtime ships with memplan
+        raise AppError(503, f"the runtime is not available ({e}); models cannot be planned or run") from None
+    if not hasattr(runtime, "load_model") or not hasattr(runtime, "memory_problem"):
+        raise AppError(503, "the runtime is not available in this build; plan problems through /api/v1/problems/plan")
+    return runtime
+
+
+def runtime_available() -> bool:
+    try:
+        runtime_module()
+    except AppError:
+        return False
+    return True
+
+
+def _model_error_types(runtime: Any) -> tuple[type[BaseException], ...]:
+    errors = getattr(runtime, "errors", None) or importlib.import_module("runtime.errors")
+    model_error = getattr(errors, "ModelError", None)
+    return (model_error,) if model_error else ()
+
+
+def load_graph(path: Path, dims: dict[str, int]) -> Any:
+    """The runtime graph of a stored model with its symbolic dims bound; cached."""
+    key = (str(path), tuple(sorted(dims.items())))
+    with _GRAPHS_LOCK:
+        if key in _GRAPHS:
+            _GRAPHS.move_to_end(key)
+            return _GRAPHS[key]
+    runtime = runtime_module()
+    try:
+        graph = runtime.load_model(path, dims=dims)
+    except _model_error_types(runtime) as e:
+        raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
+    with _GRAPHS_LOCK:
+        _GRAPHS[key] = graph
+        while len(_GRAPHS) > GRAPH_CACHE:
+            _GRAPHS.popitem(last=False)
+    return graph
+
+
+def forget(path: Path) -> None:
+    """Drop cached graphs of a deleted model."""
+    with _GRAPHS_LOCK:
+        for key in [k for k in _GRAPHS if k[0] == str(path)]:
+            del _GRAPHS[key]
+
+
+def model_problem(
+    graph: Any, *, io: str, workspace: bool, alignment: int, pools: list[dict[str, Any]] | None, name: str
+) -> Problem:
+    """The planning problem of a graph under the page's or the request's options."""
+    runtime = runtime_module()
+    try:
+        problem = runtime.memory_problem(graph, io=io, workspace=workspace, alignment=alignment)
+    except _model_error_types(runtime) as e:
+        raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
+    changes: dict[str, Any] = {"name": problem.name or name}
+    if pools:
+        changes["pools"] = tuple(Pool(p["name"], p.get("capacity")) for p in pools)
+    return problem.replace(**changes)
+
+
+def tensor_facts(graph: Any, problem: Problem) -> dict[str, dict[str, Any]]:
+    """For every buffer that is a graph tensor: shape, dtype, producer and consumers (for hover)."""
+    tensors = getattr(graph, "tensors", {}) or {}
+    facts: dict[str, dict[str, Any]] = {}
+    for b in problem.buffers:
+        info = tensors.get(b.id)
+        if info is None:
+            # Kernel scratch and other runtime buffers: the step that uses it is its owner.
+            owner = problem.step_names[b.first] if problem.step_names else None
+            facts[b.id] = {
+                "shape": [b.size],
+                "dtype": "uint8",
+                "producer": owner,
+                "consumers": [owner] if owner else [],
+            }
+            continue
+        consumers = list(getattr(info, "consumers", ()) or ())
+        facts[b.id] = {
+            "shape": [int(d) if isinstance(d, int) else str(d) for d in (getattr(info, "shape", ()) or ())],
+            "dtype": str(getattr(info, "dtype", "")),
+            "producer": getattr(info, "producer", None),
+            "consumers": consumers[:12] + ([f"... {len(consumers) - 12} more"] if len(consumers) > 12 else []),
+        }
+    return facts
+
+
+def graph_facts(graph: Any) -> dict[str, Any]:
+    """What the runtime adds to the model summary: tensors and bytes by kind."""
+    tensors = getattr(graph, "tensors", {}) or {}
+    by_kind: dict[str, int] = {}
+    for info in tensors.values():
+        kind = str(getattr(info, "kind", "activation"))
+        by_kind[kind] = by_kind.get(kind, 0) + int(getattr(info, "nbytes", 0) or 0)
+    return {
+        "tensor_count": len(tensors),
+        "bytes_by_kind": dict(sorted(by_kind.items())),
+        "steps": len(getattr(graph, "nodes", ()) or ()),
+    }

@@ -1,0 +1,101 @@
+"""Chart data for the plan page, the run page and the offline report.
+
+Everything a page draws reaches it once, as one JSON object (through ``|tojson``); the
+browser turns it into a handful of Plotly traces. Buffers travel as columns (one array per
+field) so that 20,000 tensors cost a few hundred kilobytes, not a megabyte of keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from planner import Problem, live_bytes
+from planner.bounds import peak_step
+
+PEAK_ROWS = 200  # the peak table lists at most this many tensors, largest first
+
+
+def plan_view(
+    problem: Problem,
+    plans: list[dict[str, Any]],
+    offsets: dict[str, list[int | None]],
+    tensors: dict[str, dict[str, Any]],
+    *,
+    selected: str,
+    compare: str | None,
+) -> dict[str, Any]:
+    """The plan page's data: problem columns, per-plan offsets, live bytes and the peak.
+
+    `plans` are the summaries of every plan of the problem; `offsets` maps a plan id to
+    the offset of each buffer in problem order (None where the plan has none).
+    """
+    curve = live_bytes(problem).tolist()
+    peak = peak_step(problem) if problem.steps else 0
+    kinds = sorted({b.kind for b in problem.buffers})
+    kind_index = {k: i for i, k in enumerate(kinds)}
+    ids = [b.id for b in problem.buffers]
+    return {
+        "name": problem.name,
+        "steps": problem.steps,
+        "step_names": list(problem.step_names) if problem.step_names else None,
+        "alignment": problem.alignment,
+        "load": max(curve) if curve else 0,
+        "naive": sum(b.size for b in problem.buffers),
+        "peak_step": peak,
+        "live": curve,
+        "kinds": kinds,
+        "buffers": {
+            "id": ids,
+            "size": [b.size for b in problem.buffers],
+            "first": [b.first for b in problem.buffers],
+            "last": [b.last for b in problem.buffers],
+            "kind": [kind_index[b.kind] for b in problem.buffers],
+            "shape": [tensors.get(i, {}).get("shape") for i in ids],
+            "dtype": [tensors.get(i, {}).get("dtype") for i in ids],
+            "producer": [tensors.get(i, {}).get("producer") for i in ids],
+            "consumers": [tensors.get(i, {}).get("consumers") for i in ids],
+        },
+        "plans": plans,
+        "offsets": offsets,
+        "selected": selected,
+        "compare": compare,
+    }
+
+
+def peak_table(problem: Problem, tensors: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tensors live at the peak step, largest first (ties by id), with producer and lifetime."""
+    if not problem.steps:
+        return []
+    step = peak_step(problem)
+    live = [b for b in problem.buffers if b.first <= step <= b.last]
+    live.sort(key=lambda b: (-b.size, b.id))
+    names = problem.step_names
+    rows = []
+    for b in live[:PEAK_ROWS]:
+        facts = tensors.get(b.id, {})
+        rows.append(
+            {
+                "id": b.id,
+                "size": b.size,
+                "kind": b.kind,
+                "shape": facts.get("shape"),
+                "dtype": facts.get("dtype"),
+                "producer": facts.get("producer"),
+                "first": b.first,
+                "last": b.last,
+                "first_op": names[b.first] if names else None,
+                "last_op": names[b.last] if names else None,
+            }
+        )
+    return rows
+
+
+def offsets_of(problem: Problem, plan_json: dict[str, Any]) -> list[int | None]:
+    """Each buffer's height in the offset chart: pools are stacked in problem order."""
+    sizes = plan_json.get("pool_sizes", {})
+    base, below = {}, 0
+    for pool in problem.pools:
+        base[pool.name] = below
+        below += sizes.get(pool.name, 0)
+    placed = {p["id"]: base.get(p["pool"], 0) + p["offset"] for p in plan_json.get("placements", [])}
+    return [placed.get(b.id) for b in problem.buffers]

@@ -1,0 +1,78 @@
+"""The memplan web service: `create_app(settings)` builds the FastAPI application.
+
+``memplan serve`` runs ``uvicorn.run(create_app(Settings(...)))``; tests build their own
+app on a temporary data directory. Pages are at /, the REST API under /api/v1, the
+OpenAPI description at /docs. Nothing is fetched from the internet: plotly.js is served
+from the installed plotly package.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from app import api, errors, pages
+from app.jobs import JobManager
+from app.settings import Settings
+from app.storage import Storage
+
+ROOT = Path(__file__).resolve().parent.parent
+STATIC_DIR = ROOT / "static"
+TEMPLATES_DIR = ROOT / "templates"
+
+__all__ = ["Settings", "create_app", "plotly_js_path"]
+
+
+def plotly_js_path() -> Path:
+    """plotly.min.js of the installed plotly package: served as /static/vendor/plotly.min.js."""
+    import plotly
+
+    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not path.exists():  # pragma: no cover - every plotly wheel ships it
+        raise RuntimeError(f"plotly.min.js not found in the plotly package at {path}; reinstall plotly")
+    return path
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+    storage = Storage(settings.data_dir)
+    jobs = JobManager(settings.max_jobs, settings.keep_jobs)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        jobs.shutdown()
+        storage.close()
+
+    app = FastAPI(
+        title="memplan",
+        summary="Static memory planning for neural networks",
+        description="Upload an ONNX model or a buffer problem, plan tensor offsets in one arena with several strategies, "
+        "compare the plans, and run the model inside its plan.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.storage = storage
+    app.state.jobs = jobs
+    app.state.templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
+    errors.install(app)
+
+    plotly_js = plotly_js_path()
+
+    @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
+    def vendored_plotly() -> FileResponse:
+        return FileResponse(plotly_js, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
+
+    app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    app.include_router(api.router())
+    app.include_router(pages.router)
+    logging.getLogger("memplan.app").info("memplan data in %s", settings.data_dir)
+    return app

@@ -1,0 +1,261 @@
+"""Runs: execute a stored model inside a plan's arena, as a job, and check its outputs.
+
+Progress is one event per op (name, type, seconds). The verdict compares every output
+with an independent oracle: onnxruntime when it is installed and accepts the model,
+onnx.reference otherwise.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from typing import Any
+
+import numpy as np
+
+from app import analysis, library
+from app.errors import AppError
+from app.jobs import Job, JobFailed, JobManager
+from app.planning import plan_and_store
+from app.schemas import RunRequest
+from app.storage import ModelRecord, Storage
+from planner import Plan, Problem
+
+RTOL, ATOL = 1e-3, 1e-4  # float32 kernels against another float32 implementation
+MAX_EVENTS_PER_RUN = 5000  # beyond this, progress events are thinned (the time chart keeps every op)
+
+
+def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequest, npz: bytes | None) -> Job:
+    """Resolve the plan to run (a stored one, or a fresh plan with `body.strategy`) and submit the job."""
+    if body.plan_id is not None:
+        plan_record = storage.get_plan(body.plan_id)
+        stored = storage.get_problem(plan_record.problem_id) if plan_record else None
+        if plan_record is None or stored is None or stored["model_id"] != record.id:
+            raise AppError(404, f"plan_id: no plan {body.plan_id!r} of model {record.id!r}; plan the model first")
+        if not plan_record.valid:
+            raise AppError(409, f"plan {body.plan_id!r} ({plan_record.strategy}) is not valid and cannot be run")
+        options = stored["options"]
+    else:
+        options = {"dims": body.dims, "io": body.io, "workspace": body.workspace, "alignment": body.alignment}
+        made = plan_and_store(
+            storage,
+            jobs,
+            _problem(storage, record, options),
+            [body.strategy],
+            strategy_options={"seed": body.seed},
+            request_options={**options, "strategies": [body.strategy], "pools": None, "seed": body.seed},
+            model_id=record.id,
+            tensors=None,
+        )
+        plan_id = made["plans"][0]["id"]
+        plan_record = storage.get_plan(plan_id)
+        if plan_record is None or not plan_record.valid:
+            raise AppError(422, f"{body.strategy} gave no valid plan: {made['plans'][0].get('error')}")
+    inputs = _read_npz(npz) if npz is not None else None
+    title = f"run {record.name} in the {plan_record.strategy} plan"
+
+    def work(job: Job) -> dict[str, Any]:
+        result = execute(job, storage, record, options, Plan.from_json(plan_record.plan), inputs, body)
+        result["plan_id"] = plan_record.id
+        storage.add_run(job.id, record.id, plan_record.id, result)
+        return result
+
+    return jobs.submit("run", title, work, links={"page": "/runs/{id}", "plan": f"/plans/{plan_record.id}"})
+
+
+def _problem(storage: Storage, record: ModelRecord, options: dict[str, Any]) -> Problem:
+    graph = analysis.load_graph(library.model_path(storage, record), options.get("dims", {}))
+    return analysis.model_problem(
+        graph,
+        io=options.get("io", "arena"),
+        workspace=options.get("workspace", True),
+        alignment=options.get("alignment", 64),
+        pools=None,
+        name=record.name,
+    )
+
+
+def _read_npz(data: bytes) -> dict[str, np.ndarray]:
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except Exception as e:
+        raise AppError(
+            422, f"inputs: not a readable .npz ({type(e).__name__}: {e}); save one with numpy.savez(path, name=array)"
+        ) from None
+
+
+def random_inputs(graph: Any, seed: int) -> dict[str, np.ndarray]:
+    """Seeded inputs for every graph input: normal floats, small non-negative integers, random booleans."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name in graph.inputs:
+        info = graph.tensors[name]
+        dtype = np.dtype(info.dtype)
+        shape = tuple(info.shape)
+        if dtype.kind == "f":
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu":
+            feeds[name] = rng.integers(0, 3, size=shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[name] = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            raise JobFailed(f"input {name!r}: cannot make random {dtype} data; upload an .npz with it", 422)
+    return feeds
+
+
+def execute(
+    job: Job,
+    storage: Storage,
+    record: ModelRecord,
+    options: dict[str, Any],
+    plan: Plan,
+    inputs: dict[str, np.ndarray] | None,
+    body: RunRequest,
+) -> dict[str, Any]:
+    runtime = analysis.runtime_module()
+    path = library.model_path(storage, record)
+    job.report(0.0, "loading the model")
+    graph = analysis.load_graph(path, options.get("dims", {}))
+    feeds = inputs if inputs is not None else random_inputs(graph, body.seed)
+    missing = sorted(set(graph.inputs) - set(feeds))
+    if missing:
+        raise JobFailed(f"inputs: the .npz lacks {missing}; the model's inputs are {list(graph.inputs)}", 422)
+    session = _session(runtime, graph, plan, options)
+    job.report(0.0, "preparing: kernels, views into the arena")
+    session.prepare()
+    times: list[dict[str, Any]] = []
+    total = max(len(graph.nodes), 1)
+    every = max(1, total // MAX_EVENTS_PER_RUN)
+    clock = [time.perf_counter()]
+
+    def on_step(step: int, node: Any = None, seconds: float | None = None, *_: Any, **__: Any) -> None:
+        now = time.perf_counter()
+        spent = seconds if seconds is not None else now - clock[0]
+        clock[0] = now
+        node = node if node is not None else graph.nodes[step]
+        times.append(
+            {
+                "step": step,
+                "name": getattr(node, "name", str(node)),
+                "op_type": getattr(node, "op_type", ""),
+                "seconds": spent,
+            }
+        )
+        if step % every == 0 or step == total - 1:
+            job.report(
+                (step + 1) / total,
+                f"{times[-1]['name']} ({times[-1]['op_type']})",
+                step=step,
+                op=times[-1]["name"],
+                seconds=spent,
+            )
+
+    started = time.perf_counter()
+    try:
+        outputs = session.run(feeds, on_step=on_step)
+    except runtime.errors.ModelError as e:
+        raise JobFailed(f"the model cannot run: {e}", 422) from None
+    elapsed = time.perf_counter() - started
+    outputs = _as_dict(outputs, graph.outputs)
+    job.report(1.0, "checking the outputs against an oracle")
+    verdict = verify(path, feeds, outputs, body.verify)
+    return {
+        "model_id": record.id,
+        "strategy": plan.strategy,
+        "seconds": elapsed,
+        "steps": times,
+        "outputs": [_describe(name, value) for name, value in outputs.items()],
+        "verdict": verdict,
+        "arena_bytes": plan.arena_bytes,
+        "stats": _stats(session),
+        "seed": body.seed if inputs is None else None,
+        "inputs": "uploaded .npz" if inputs is not None else f"random, seed {body.seed}",
+    }
+
+
+def _session(runtime: Any, graph: Any, plan: Plan, options: dict[str, Any]) -> Any:
+    import inspect
+
+    wanted = {
+        "io": options.get("io", "arena"),
+        "workspace": options.get("workspace", True),
+        "alignment": options.get("alignment", 64),
+    }
+    accepted = inspect.signature(runtime.Session).parameters
+    kwargs = {k: v for k, v in wanted.items() if k in accepted}
+    try:
+        return runtime.Session(graph, plan, **kwargs)
+    except runtime.errors.ModelError as e:
+        raise JobFailed(f"the plan cannot be run: {e}", 422) from None
+
+
+def _as_dict(outputs: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    if isinstance(outputs, dict):
+        return {k: np.asarray(v) for k, v in outputs.items()}
+    return {name: np.asarray(v) for name, v in zip(names, outputs, strict=False)}
+
+
+def _stats(session: Any) -> dict[str, Any]:
+    stats = getattr(session, "stats", None)
+    if callable(stats):
+        stats = stats()
+    if stats is None:
+        return {}
+    if not isinstance(stats, dict):
+        stats = {k: v for k, v in vars(stats).items() if not k.startswith("_")}
+    return {k: v for k, v in stats.items() if isinstance(v, int | float | str | bool | type(None))}
+
+
+def _describe(name: str, value: np.ndarray) -> dict[str, Any]:
+    numeric = value.dtype.kind in "fiub" and value.size
+    flat = value.reshape(-1)
+    return {
+        "name": name,
+        "shape": list(value.shape),
+        "dtype": str(value.dtype),
+        "min": float(flat.min()) if numeric else None,
+        "max": float(flat.max()) if numeric else None,
+        "mean": float(flat.astype(np.float64).mean()) if numeric else None,
+        "first": [float(x) for x in flat[:6]] if numeric else [],
+    }
+
+
+def verify(path: Any, feeds: dict[str, np.ndarray], outputs: dict[str, np.ndarray], oracle: str) -> dict[str, Any]:
+    """Compare outputs with onnxruntime (or onnx.reference); pass when all are close."""
+    if oracle == "none":
+        return {"oracle": None, "passed": None, "detail": "verification skipped"}
+    expected, used, notes = None, None, []
+    if oracle in ("auto", "onnxruntime"):
+        try:
+            import onnxruntime as ort
+
+            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            names = [o.name for o in session.get_outputs()]
+            expected, used = dict(zip(names, session.run(names, feeds), strict=False)), "onnxruntime"
+        except Exception as e:  # not installed, or it refuses the model: fall back
+            notes.append(f"onnxruntime: {type(e).__name__}: {str(e)[:200]}")
+    if expected is None and oracle in ("auto", "reference"):
+        try:
+            from onnx.reference import ReferenceEvaluator
+
+            evaluator = ReferenceEvaluator(str(path))
+            expected, used = (
+                dict(zip(evaluator.output_names, evaluator.run(None, feeds), strict=False)),
+                "onnx.reference",
+            )
+        except Exception as e:
+            notes.append(f"onnx.reference: {type(e).__name__}: {str(e)[:200]}")
+    if expected is None:
+        return {"oracle": None, "passed": None, "detail": "no oracle could run the model: " + "; ".join(notes)}
+    rows = []
+    for name, got in outputs.items():
+        want = np.asarray(expected[name])
+        same_shape = tuple(want.shape) == tuple(got.shape)
+        diff = (
+            float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if same_shape and got.size else 0.0
+        )
+        close = same_shape and bool(np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True))
+        rows.append({"name": name, "max_abs_diff": diff, "close": close, "shape_matches": same_shape})
+    passed = all(r["close"] for r in rows)
+    return {"oracle": used, "passed": passed, "rtol": RTOL, "atol": ATOL, "outputs": rows, "notes": notes}

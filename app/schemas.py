@@ -1,0 +1,136 @@
+"""Request and response schemas of the REST API (they are what /docs shows)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from planner import names as strategy_names
+
+
+class PoolIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=64)
+    capacity: int | None = Field(default=None, ge=0, description="bytes; null for unbounded")
+
+
+class PlanRequest(BaseModel):
+    """Options of planning a model (the model page's form sends the same)."""
+
+    model_config = ConfigDict(extra="forbid")
+    strategies: list[str] | Literal["all"] = Field(default="all", description="strategy names, or 'all'")
+    dims: dict[str, int] = Field(default_factory=dict, description="values of symbolic dims, e.g. {'batch': 8}")
+    alignment: int = Field(default=64, ge=1, le=1 << 20, description="offset alignment in bytes")
+    io: Literal["arena", "external"] = "arena"
+    workspace: bool = True
+    pools: list[PoolIn] | None = Field(default=None, description="pools with capacities; default one unbounded arena")
+    time_limit: float | None = Field(default=None, gt=0, le=600, description="seconds a search strategy may take")
+    seed: int = 0
+    background: bool = Field(default=False, description="run every strategy as a job, even the fast ones")
+
+    @field_validator("strategies")
+    @classmethod
+    def _known(cls, value: list[str] | str) -> list[str] | str:
+        if value == "all":
+            return value
+        if not value:
+            raise ValueError("give at least one strategy, or 'all'")
+        known = strategy_names()
+        unknown = [s for s in value if s not in known]
+        if unknown:
+            raise ValueError(f"unknown strategy {unknown[0]!r}; accepted: {', '.join(known)} or 'all'")
+        return value
+
+    @field_validator("dims")
+    @classmethod
+    def _positive(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, size in value.items():
+            if size <= 0:
+                raise ValueError(f"dim {name!r} must be a positive size, got {size}")
+        return value
+
+    @field_validator("pools")
+    @classmethod
+    def _unique(cls, value: list[PoolIn] | None) -> list[PoolIn] | None:
+        if value is not None:
+            names = [p.name for p in value]
+            if not names:
+                raise ValueError("give at least one pool, or leave pools out")
+            if len(set(names)) != len(names):
+                raise ValueError(f"pool names must be unique, got {names}")
+        return value
+
+    def names(self) -> list[str]:
+        return strategy_names() if self.strategies == "all" else list(self.strategies)
+
+
+class PlanSummary(BaseModel):
+    id: str
+    strategy: str
+    arena_bytes: int | None
+    lower_bound: int
+    naive_bytes: int
+    seconds: float
+    valid: bool
+    ratio: float | None = None
+    error: str | None = None
+    pools: list[dict[str, Any]] = []
+    links: dict[str, str] = {}
+
+
+class JobOut(BaseModel):
+    id: str
+    kind: str
+    title: str
+    state: str
+    progress: float
+    message: str
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    links: dict[str, str] = {}
+
+
+class PlansOut(BaseModel):
+    problem_id: str
+    plans: list[PlanSummary]
+    job: JobOut | None = None
+    links: dict[str, str] = {}
+
+
+class ModelOut(BaseModel):
+    id: str
+    name: str
+    sha256: str
+    filename: str
+    format: str
+    bytes: int
+    created: float
+    summary: dict[str, Any]
+    new: bool | None = None
+    links: dict[str, str] = {}
+
+
+class ModelList(BaseModel):
+    models: list[ModelOut]
+
+
+class RunRequest(BaseModel):
+    """Execute a model inside a plan's arena. Inputs are seeded random unless an .npz is sent."""
+
+    model_config = ConfigDict(extra="forbid")
+    plan_id: str | None = Field(default=None, description="a plan of this model; default: plan with `strategy`")
+    strategy: str = "greedy_by_size"
+    dims: dict[str, int] = Field(default_factory=dict)
+    alignment: int = Field(default=64, ge=1, le=1 << 20)
+    io: Literal["arena", "external"] = "arena"
+    workspace: bool = True
+    seed: int = 0
+    verify: Literal["auto", "onnxruntime", "reference", "none"] = "auto"
+
+    @field_validator("strategy")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in strategy_names():
+            raise ValueError(f"unknown strategy {value!r}; accepted: {', '.join(strategy_names())}")
+        return value

@@ -1,0 +1,280 @@
+// memplan charts: strategy comparison, live bytes, offsets over steps.
+// The page hands over one VIEW object (see app/charts.py); every chart is a few traces,
+// so 20,000 tensors stay interactive: rectangles are filled polygons separated by gaps,
+// and hover is resolved here from the data, not by one Plotly object per tensor.
+(function () {
+  "use strict";
+  const M = (window.Memplan = window.Memplan || {});
+  const KIND_COLORS = {
+    input: "#4e79a7", output: "#e15759", activation: "#59a14f", workspace: "#f28e2b",
+    constant: "#9c755f", gradient: "#b07aa1", backprop: "#ff9da7", optimizer: "#76b7b2",
+    trainable: "#edc948", disposable: "#bab0ac", extra: "#7f7f7f",
+  };
+  const CONFIG = { displaylogo: false, responsive: true };
+  const fmt = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
+  const esc = (s) => String(s === null || s === undefined ? "" : s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  M.fmt = fmt;
+  M.esc = esc;
+
+  function kindColor(kind, i) {
+    return KIND_COLORS[kind] || ["#17becf", "#bcbd22", "#8c564b", "#e377c2"][i % 4];
+  }
+
+  function stepName(view, s) {
+    return view.step_names && view.step_names[s] !== undefined ? view.step_names[s] : "step " + s;
+  }
+
+  // ---- a. strategy comparison ----------------------------------------------------------
+  M.comparisonChart = function (el, view) {
+    const plans = view.plans.filter((p) => p.arena_bytes !== null);
+    const trace = {
+      type: "bar",
+      x: plans.map((p) => p.strategy),
+      y: plans.map((p) => p.arena_bytes),
+      text: plans.map((p) => (p.ratio ? p.ratio.toFixed(3) + "×" : "")),
+      textposition: "outside",
+      marker: { color: plans.map((p) => (p.id === view.selected ? "#e15759" : p.valid ? "#4e79a7" : "#bab0ac")) },
+      customdata: plans.map((p) => [p.id, p.seconds, p.valid ? "valid" : "INVALID"]),
+      hovertemplate: "%{x}<br>%{y:,} bytes (%{text} LOAD)<br>%{customdata[1]:.4f} s, %{customdata[2]}<extra></extra>",
+    };
+    const line = (y, label, dash) => ({
+      shape: { type: "line", xref: "paper", x0: 0, x1: 1, y0: y, y1: y, line: { dash: dash, width: 2, color: "#333" } },
+      note: { xref: "paper", x: 1, y: y, text: label + " " + fmt(y), showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 11 } },
+    });
+    const lines = [line(view.load, "LOAD", "dash"), line(view.naive, "naive sum", "dot")];
+    Plotly.newPlot(el, [trace], {
+      margin: { t: 20, r: 10, b: 60, l: 80 },
+      yaxis: { title: { text: "arena bytes" }, rangemode: "tozero" },
+      shapes: lines.map((l) => l.shape),
+      annotations: lines.map((l) => l.note),
+      showlegend: false,
+    }, CONFIG);
+    el.on("plotly_click", (ev) => {
+      const id = ev.points[0].customdata[0];
+      if (view.interactiveUrl) window.location.href = "/plans/" + id + "?compare=" + encodeURIComponent(view.selected);
+    });
+  };
+
+  // ---- b. live bytes over steps -------------------------------------------------------
+  M.liveChart = function (el, view) {
+    const steps = view.live.map((_, i) => i);
+    const names = steps.map((s) => stepName(view, s));
+    const curve = {
+      type: view.live.length > 5000 ? "scattergl" : "scatter", mode: "lines", line: { shape: "hv", color: "#4e79a7" },
+      x: steps, y: view.live, customdata: names, name: "live bytes",
+      hovertemplate: "step %{x}: %{customdata}<br>%{y:,} bytes live<extra></extra>", fill: "tozeroy",
+    };
+    const p = view.peak_step;
+    const peak = {
+      type: "scatter", mode: "markers+text", x: [p], y: [view.live[p] || 0], text: ["peak"], textposition: "top center",
+      marker: { size: 11, color: "#e15759", symbol: "diamond" }, name: "peak",
+      hovertemplate: "peak (LOAD) at step %{x}: " + esc(stepName(view, p)) + "<br>%{y:,} bytes<extra></extra>",
+    };
+    Plotly.newPlot(el, [curve, peak], {
+      margin: { t: 20, r: 10, b: 40, l: 80 }, showlegend: false,
+      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "bytes live" }, rangemode: "tozero" },
+    }, CONFIG);
+  };
+
+  // ---- c. offsets over steps ----------------------------------------------------------
+  // Each tensor is the rectangle [first, last + 1) × [offset, offset + size).
+  function polygons(view, offsets, keep) {
+    const b = view.buffers;
+    const xs = view.kinds.map(() => []);
+    const ys = view.kinds.map(() => []);
+    for (let i = 0; i < b.id.length; i++) {
+      const off = offsets[i];
+      if (off === null || off === undefined || b.size[i] === 0 || (keep && !keep(i))) continue;
+      const k = b.kind[i], x0 = b.first[i], x1 = b.last[i] + 1, y1 = off + b.size[i];
+      xs[k].push(x0, x1, x1, x0, x0, null);
+      ys[k].push(off, off, y1, y1, off, null);
+    }
+    return { xs, ys };
+  }
+
+  function tooltipHtml(view, offsets, i, strategy) {
+    const b = view.buffers;
+    const shape = b.shape[i] ? b.shape[i].join("×") : "";
+    const consumers = b.consumers[i] && b.consumers[i].length ? b.consumers[i].join(", ") : "—";
+    return "<b>" + esc(b.id[i]) + "</b><br>" +
+      esc(view.kinds[b.kind[i]]) + (shape ? " · " + esc(shape) : "") + (b.dtype[i] ? " " + esc(b.dtype[i]) : "") + "<br>" +
+      fmt(b.size[i]) + " bytes at offset " + fmt(offsets[i]) + " (" + esc(strategy) + ")<br>" +
+      "steps " + b.first[i] + "–" + b.last[i] + ": " + esc(stepName(view, b.first[i])) + " → " + esc(stepName(view, b.last[i])) + "<br>" +
+      "producer: " + esc(b.producer[i] || "—") + "<br>consumers: " + esc(consumers);
+  }
+
+  M.offsetChart = function (el, view, planId) {
+    const plan = view.plans.find((p) => p.id === planId);
+    const offsets = view.offsets[planId];
+    const { xs, ys } = polygons(view, offsets, null);
+    const traces = view.kinds.map((kind, k) => ({
+      type: "scatter", mode: "lines", fill: "toself", name: kind, x: xs[k], y: ys[k], hoverinfo: "skip",
+      line: { width: 0.5, color: "rgba(0,0,0,0.35)" }, fillcolor: kindColor(kind, k), opacity: 0.85,
+    }));
+    traces.push({ type: "scatter", mode: "lines", name: "found", x: [], y: [], hoverinfo: "skip", showlegend: false, line: { width: 2.5, color: "#000" } });
+    const arena = plan ? plan.arena_bytes : 0;
+    const layout = {
+      title: { text: (plan ? plan.strategy + ": " + fmt(arena) + " bytes" : planId), font: { size: 13 } },
+      margin: { t: 34, r: 10, b: 40, l: 80 }, hovermode: false, dragmode: "zoom",
+      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "offset (bytes)" }, rangemode: "tozero" },
+      shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: arena, y1: arena, line: { dash: "dash", color: "#e15759", width: 1 } }],
+      legend: { orientation: "h", y: -0.15 },
+    };
+    if (view.x_range) layout.xaxis.range = view.x_range.slice();
+    const started = performance.now();
+    const ready = Plotly.newPlot(el, traces, layout, CONFIG);
+    const chart = { el, planId, offsets, strategy: plan ? plan.strategy : planId, highlightTrace: traces.length - 1 };
+    chart.ready = ready.then(() => { chart.renderMs = performance.now() - started; return chart; });
+    attachHover(chart, view);
+    return chart;
+  };
+
+  // The tensor under the pointer, found from the data: last drawn wins, like the picture.
+  M.tensorAt = function (view, offsets, x, y) {
+    const b = view.buffers;
+    for (let i = b.id.length - 1; i >= 0; i--) {
+      const off = offsets[i];
+      if (off === null || x < b.first[i] || x >= b.last[i] + 1 || y < off || y >= off + b.size[i]) continue;
+      return i;
+    }
+    return -1;
+  };
+
+  function attachHover(chart, view) {
+    const el = chart.el;
+    // One tooltip per chart element, in the body so that redrawing the chart keeps it.
+    if (!el._mpTip) {
+      el._mpTip = document.createElement("div");
+      el._mpTip.className = "mp-tooltip";
+      el._mpTip.hidden = true;
+      document.body.appendChild(el._mpTip);
+    }
+    const tip = el._mpTip;
+    chart.tooltip = tip;
+    if (el._mpMove) el.removeEventListener("mousemove", el._mpMove);
+    el._mpMove = (ev) => {
+      const full = el._fullLayout;
+      if (!full || !full.xaxis) return;
+      const box = el.getBoundingClientRect();
+      const px = ev.clientX - box.left - full.xaxis._offset;
+      const py = ev.clientY - box.top - full.yaxis._offset;
+      if (px < 0 || py < 0 || px > full.xaxis._length || py > full.yaxis._length) { tip.hidden = true; return; }
+      const i = M.tensorAt(view, chart.offsets, full.xaxis.p2c(px), full.yaxis.p2c(py));
+      if (i < 0) { tip.hidden = true; return; }
+      tip.innerHTML = tooltipHtml(view, chart.offsets, i, chart.strategy);
+      tip.dataset.tensor = view.buffers.id[i];
+      tip.hidden = false;
+      tip.style.left = Math.max(0, Math.min(ev.clientX + 14, window.innerWidth - 300)) + "px";
+      tip.style.top = (ev.clientY + 14) + "px";
+    };
+    el.addEventListener("mousemove", el._mpMove);
+    if (!el._mpLeave) {
+      el._mpLeave = () => { tip.hidden = true; };
+      el.addEventListener("mouseleave", el._mpLeave);
+    }
+  }
+
+  // Page pixel (relative to the viewport) of a tensor's centre: for tests and for "find".
+  M.pixelOf = function (chart, view, i) {
+    const full = chart.el._fullLayout, box = chart.el.getBoundingClientRect(), b = view.buffers;
+    const x = (b.first[i] + b.last[i] + 1) / 2, y = chart.offsets[i] + b.size[i] / 2;
+    return { x: box.left + full.xaxis._offset + full.xaxis.c2p(x), y: box.top + full.yaxis._offset + full.yaxis.c2p(y) };
+  };
+
+  M.findTensors = function (view, query) {
+    const q = (query || "").trim().toLowerCase();
+    if (!q) return [];
+    const hits = [];
+    const ids = view.buffers.id;
+    for (let i = 0; i < ids.length && hits.length < 500; i++) if (ids[i].toLowerCase().includes(q)) hits.push(i);
+    // an exact name first
+    hits.sort((a, b) => (ids[b].toLowerCase() === q) - (ids[a].toLowerCase() === q));
+    return hits;
+  };
+
+  M.highlight = function (chart, view, hits) {
+    const set = new Set(hits);
+    const { xs, ys } = polygons(view, chart.offsets, (i) => set.has(i));
+    const x = [].concat(...xs), y = [].concat(...ys);
+    return Plotly.restyle(chart.el, { x: [x], y: [y] }, [chart.highlightTrace]);
+  };
+
+  // Zoom one chart, zoom them all (same steps, same bytes).
+  M.syncZoom = function (charts, onChange) {
+    let busy = false;
+    charts.forEach((c) => c.el.on("plotly_relayout", (ev) => {
+      if (busy) return;
+      const update = {};
+      for (const key of Object.keys(ev)) if (key.startsWith("xaxis.") || key.startsWith("yaxis.")) update[key] = ev[key];
+      if (!Object.keys(update).length) return;
+      busy = true;
+      Promise.all(charts.filter((o) => o !== c).map((o) => Plotly.relayout(o.el, update))).finally(() => { busy = false; });
+      if (onChange) onChange(c.el._fullLayout.xaxis.range);
+    }));
+  };
+
+  // ---- the plan page ------------------------------------------------------------------
+  M.planPage = function (view, options) {
+    view.interactiveUrl = options.interactiveUrl;
+    M.comparisonChart(document.getElementById("chart-compare"), view);
+    M.liveChart(document.getElementById("chart-live"), view);
+    const usable = view.plans.filter((p) => view.offsets[p.id]);
+    const pickA = document.getElementById("pick-a"), pickB = document.getElementById("pick-b");
+    for (const pick of [pickA, pickB]) for (const p of usable) pick.add(new Option(p.strategy + " (" + fmt(p.arena_bytes) + ")", p.id));
+    pickA.value = view.selected;
+    pickB.value = view.compare || view.selected;
+    const state = { a: null, b: null, xRange: view.x_range, query: view.query || "" };
+    M.plan = state;
+
+    function draw() {
+      state.a = M.offsetChart(document.getElementById("chart-offsets-a"), view, pickA.value);
+      state.b = M.offsetChart(document.getElementById("chart-offsets-b"), view, pickB.value);
+      state.ready = Promise.all([state.a.ready, state.b.ready]).then(() => {
+        M.syncZoom([state.a, state.b], (range) => { state.xRange = range; updateUrl(); });
+        return search();
+      });
+      return state.ready;
+    }
+    function search() {
+      const hits = M.findTensors(view, state.query);
+      const count = document.getElementById("search-count");
+      count.textContent = state.query ? hits.length + (hits.length === 500 ? "+" : "") + " found" : "";
+      state.hits = hits;
+      const live = document.getElementById("chart-live");
+      const b = view.buffers;
+      Plotly.relayout(live, { shapes: hits.slice(0, 1).map((i) => ({
+        type: "rect", xref: "x", yref: "paper", x0: b.first[i] - 0.5, x1: b.last[i] + 0.5, y0: 0, y1: 1,
+        fillcolor: "rgba(225,87,89,0.15)", line: { width: 1, color: "#e15759" } })) });
+      return Promise.all([M.highlight(state.a, view, hits), M.highlight(state.b, view, hits)]);
+    }
+    function updateUrl() {
+      const link = document.getElementById("permalink");
+      const params = new URLSearchParams();
+      if (pickB.value && pickB.value !== pickA.value) params.set("compare", pickB.value);
+      if (state.xRange) { params.set("x0", (+state.xRange[0]).toFixed(2)); params.set("x1", (+state.xRange[1]).toFixed(2)); }
+      if (state.query) params.set("q", state.query);
+      const url = "/plans/" + pickA.value + (params.toString() ? "?" + params : "");
+      if (link) link.href = url;
+      if (options.interactiveUrl) history.replaceState(null, "", url);
+    }
+    const input = document.getElementById("search");
+    input.addEventListener("input", () => { state.query = input.value; search(); updateUrl(); });
+    pickA.addEventListener("change", () => { view.x_range = state.xRange; draw(); updateUrl(); });
+    pickB.addEventListener("change", () => { view.x_range = state.xRange; draw(); updateUrl(); });
+    document.getElementById("legend-kinds").textContent = "colours by kind: " + view.kinds.join(", ");
+    draw();
+    updateUrl();
+    if (M.runForm) M.runForm();
+    return state;
+  };
+
+  // ---- the run page's time chart ----------------------------------------------------------
+  M.timeChart = function (el, steps) {
+    Plotly.newPlot(el, [{
+      type: steps.length > 5000 ? "scattergl" : "bar",
+      x: steps.map((s) => s.step), y: steps.map((s) => s.seconds * 1000),
+      customdata: steps.map((s) => s.name + " (" + s.op_type + ")"),
+      hovertemplate: "step %{x}: %{customdata}<br>%{y:.3f} ms<extra></extra>", marker: { color: "#4e79a7" },
+    }], { margin: { t: 20, r: 10, b: 40, l: 60 }, xaxis: { title: { text: "step" } }, yaxis: { title: { text: "ms" } } }, CONFIG);
+  };
+})();
