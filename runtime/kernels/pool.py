@@ -104,17 +104,17 @@ def max_pool(
         indices += base.reshape(x.shape[:2] + (1,) * len(geo.out))
 
 
-def _window_counts(geo: Geometry, x_spatial, include_pad: bool) -> np.ndarray:
-    """How many elements each output window averages: inside the input, or inside the input
-    and its explicit pads (never the ceil_mode overhang beyond them)."""
-    counts = np.ones((), dtype=np.int64)
+def _divide_by_counts(out: np.ndarray, geo: Geometry, x_spatial, include_pad: bool) -> None:
+    """Divide window sums by how many elements each window averages: those inside the input,
+    or inside the input and its explicit pads (never the ceil_mode overhang beyond them).
+    The count is a product over axes, so one small per-axis vector divides at a time."""
+    rank = len(x_spatial)
     for i, size in enumerate(x_spatial):
         lo, hi = (-geo.begin[i], size + geo.end[i]) if include_pad else (0, size)
         starts = np.arange(geo.out[i]) * geo.strides[i] - geo.begin[i]
         taps = starts[:, None] + np.arange(geo.kernel[i]) * geo.dilations[i]
-        inside = ((taps >= lo) & (taps < hi)).sum(axis=1)
-        counts = np.multiply.outer(counts, inside)
-    return counts
+        inside = ((taps >= lo) & (taps < hi)).sum(axis=1).astype(out.dtype)
+        out /= inside.reshape((-1,) + (1,) * (rank - 1 - i))
 
 
 @kernel("AveragePool", workspace=pool_workspace)
@@ -129,7 +129,7 @@ def average_pool(
         np.copyto(target, win[(Ellipsis, *taps[0])])
         for tap in taps[1:]:
             np.add(target, win[(Ellipsis, *tap)], out=target)
-    out /= _window_counts(geo, x.shape[2:], bool(count_include_pad)).astype(out.dtype)
+    _divide_by_counts(out, geo, x.shape[2:], bool(count_include_pad))
 
 
 @kernel("GlobalAveragePool")

@@ -1,0 +1,313 @@
+"""Convolution, matrix-product, normalisation and pooling kernels against onnx's oracles.
+
+Three kinds of evidence: onnx's own backend node cases for every op; seeded random
+attribute combinations against onnx.reference (or onnxruntime where the reference is
+known to be wrong); and the workspace contract (same results with a planned workspace of
+exactly the declared size full of garbage, and with none at all).
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper
+
+from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
+from tests.kernel_harness import backend_cases, run_against_reference, run_kernel
+
+OPS = [
+    "Conv",
+    "ConvTranspose",
+    "Gemm",
+    "MatMul",
+    "BatchNormalization",
+    "LayerNormalization",
+    "InstanceNormalization",
+    "LRN",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+]
+
+# Backend cases a kernel does not pass, with the reason.
+SKIPS: dict[str, str] = {}
+
+
+def _backend_params(ops: list[str]) -> list:
+    params = []
+    for op in ops:
+        for name, model, inputs, expected in backend_cases(op):
+            marks = [pytest.mark.skip(reason=SKIPS[name])] if name in SKIPS else []
+            params.append(pytest.param(model, inputs, expected, id=name, marks=marks))
+    return params
+
+
+BACKEND = _backend_params(OPS)
+
+
+@pytest.mark.parametrize(("model", "inputs", "expected"), BACKEND)
+def test_backend_node_case(model, inputs, expected):
+    got = run_kernel(model, inputs, like=expected)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-3, atol=1e-5)
+
+
+def test_every_op_has_backend_cases():
+    covered = {p.values[0].graph.node[0].op_type for p in BACKEND}
+    assert covered == set(OPS)
+
+
+# --- workspace contract --------------------------------------------------------------
+
+
+def _run_with_ws(model: onnx.ModelProto, inputs: list, like: list, mode: str) -> tuple[list[np.ndarray], int]:
+    """Run the node with no workspace ("none") or exactly the declared bytes of garbage ("exact")."""
+    node = model.graph.node[0]
+    k = get_kernel(node.op_type)
+    attrs = attributes_of(node)
+    outputs = [np.full(e.shape, 7, dtype=e.dtype) for e in like]
+    size = 0
+    ws = None
+    if mode == "exact":
+        metas_in = [None if x is None else TensorMeta(tuple(x.shape), x.dtype) for x in inputs]
+        metas_out = [TensorMeta(tuple(o.shape), o.dtype) for o in outputs]
+        size = k.workspace(metas_in, metas_out, **attrs)
+        ws = np.full(size, 0xFF, dtype=np.uint8)  # NaN in float views: scratch must not be read before written
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    call(k, inputs, outputs, ws, attrs, opset)
+    return outputs, size
+
+
+WORKSPACE_OPS = [op for op in OPS if get_kernel(op).workspace is not None]
+
+
+@pytest.mark.parametrize(("model", "inputs", "expected"), _backend_params(WORKSPACE_OPS))
+@pytest.mark.parametrize("mode", ["none", "exact"])
+def test_workspace_or_none_give_the_same_result(model, inputs, expected, mode):
+    got, _ = _run_with_ws(model, inputs, expected, mode)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-3, atol=1e-5)
+
+
+# --- model building --------------------------------------------------------------------
+
+
+def one_node(
+    op: str,
+    feeds: dict[str, np.ndarray | None],
+    n_outputs: int = 1,
+    opset: int = 21,
+    out_types: list | None = None,
+    **attrs,
+) -> onnx.ModelProto:
+    """A one-node model over `feeds` (None marks an omitted optional input); outputs typed
+    like the first input unless `out_types` (numpy dtypes) says otherwise."""
+    names = list(feeds)
+    present = [n for n in names if feeds[n] is not None]
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op, [n if feeds[n] is not None else "" for n in names], outs, **attrs)
+    elem = helper.np_dtype_to_tensor_dtype(feeds[present[0]].dtype)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(feeds[n].dtype), feeds[n].shape)
+            for n in present
+        ],
+        [
+            helper.make_tensor_value_info(
+                o, elem if out_types is None else helper.np_dtype_to_tensor_dtype(np.dtype(t)), None
+            )
+            for o, t in zip(outs, out_types or [None] * n_outputs, strict=True)
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray | None]) -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, {k: v for k, v in feeds.items() if v is not None})
+
+
+def _close(got: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+
+
+# --- randomised attribute combinations -------------------------------------------------------------
+
+
+def _random_window(rng: np.random.Generator, rank: int, allow_auto_pad: bool = True) -> dict:
+    kernel = [int(k) for k in rng.integers(1, 4, rank)]
+    attrs: dict = {
+        "strides": [int(s) for s in rng.integers(1, 3, rank)],
+        "dilations": [int(d) for d in rng.integers(1, 3, rank)],
+    }
+    auto_pad = rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]) if allow_auto_pad else "NOTSET"
+    if auto_pad == "NOTSET":
+        attrs["pads"] = [int(rng.integers(0, k)) for k in kernel * 2]
+    else:
+        attrs["auto_pad"] = str(auto_pad)
+    return kernel, attrs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_conv_random_against_reference(seed):
+    rng = np.random.default_rng(seed)
+    rank = 1 + seed % 2
+    group = int(rng.choice([1, 1, 2, 3]))
+    depthwise = seed % 7 == 0
+    per_group_in = 1 if depthwise else int(rng.integers(1, 4))
+    per_group_out = 1 if depthwise else int(rng.integers(1, 4))
+    kernel, attrs = _random_window(rng, rank)
+    spatial = [int(s) for s in rng.integers(4, 9, rank)]
+    x = rng.standard_normal((int(rng.integers(1, 3)), group * per_group_in, *spatial)).astype(np.float32)
+    w = rng.standard_normal((group * per_group_out, per_group_in, *kernel)).astype(np.float32)
+    b = rng.standard_normal(group * per_group_out).astype(np.float32) if seed % 3 else None
+    model = one_node("Conv", {"x": x, "w": w, "b": b}, group=group, **attrs)
+    got, expected = run_against_reference(model, {"x": x, "w": w, **({"b": b} if b is not None else {})})
+    _close(got, expected)
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_conv_transpose_random_against_onnxruntime(seed):
+    # onnx.reference mixes up the weights' axes when group > 1, so onnxruntime is the oracle.
+    rng = np.random.default_rng(200 + seed)
+    rank = 1 + seed % 2
+    group = int(rng.choice([1, 2]))
+    kernel = [int(k) for k in rng.integers(1, 4, rank)]
+    strides = [int(s) for s in rng.integers(1, 4, rank)]
+    dilations = [int(d) for d in rng.integers(1, 3, rank)]
+    attrs: dict = {"strides": strides, "dilations": dilations, "group": group}
+    spatial = [int(s) for s in rng.integers(2, 6, rank)]
+    if seed % 3 == 0:
+        attrs["output_shape"] = [s * st + int(rng.integers(0, 2)) for s, st in zip(spatial, strides, strict=True)]
+    else:
+        attrs["pads"] = [int(rng.integers(0, k)) for k in kernel * 2]
+        attrs["output_padding"] = [
+            int(rng.integers(0, min(s, d))) if max(s, d) > 1 else 0 for s, d in zip(strides, dilations, strict=True)
+        ]
+    x = rng.standard_normal((int(rng.integers(1, 3)), 2 * group, *spatial)).astype(np.float32)
+    w = rng.standard_normal((2 * group, int(rng.integers(1, 3)), *kernel)).astype(np.float32)
+    b = rng.standard_normal(w.shape[1] * group).astype(np.float32)
+    feeds = {"x": x, "w": w, "b": b}
+    model = one_node("ConvTranspose", feeds, **attrs)
+    expected = run_ort(model, feeds)
+    _close(run_kernel(model, [x, w, b], like=expected), expected)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_gemm_random_against_reference(seed):
+    rng = np.random.default_rng(300 + seed)
+    m, k, n = (int(v) for v in rng.integers(1, 7, 3))
+    trans_a, trans_b = int(rng.integers(0, 2)), int(rng.integers(0, 2))
+    a = rng.standard_normal((k, m) if trans_a else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c_shape = [(), (n,), (1, n), (m, 1), (m, n), None][seed % 6]
+    c = None if c_shape is None else rng.standard_normal(c_shape).astype(np.float32)
+    attrs = {"alpha": float(rng.choice([1.0, 0.5, -2.0])), "beta": float(rng.choice([1.0, 0.0, 3.0]))}
+    feeds = {"a": a, "b": b, "c": c}
+    model = one_node("Gemm", feeds, transA=trans_a, transB=trans_b, **attrs)
+    got, expected = run_against_reference(model, {k: v for k, v in feeds.items() if v is not None})
+    _close(got, expected)
+
+
+def _random_pool(rng: np.random.Generator, rank: int) -> dict:
+    kernel, attrs = _random_window(rng, rank)
+    attrs["kernel_shape"] = kernel
+    return attrs
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_max_pool_random_against_reference(seed):
+    rng = np.random.default_rng(400 + seed)
+    rank = 1 + seed % 2
+    attrs = _random_pool(rng, rank)
+    attrs["storage_order"] = int(rng.integers(0, 2)) if rank == 2 else 0
+    x = rng.standard_normal((2, 3, *rng.integers(5, 9, rank))).astype(np.float32)
+    model = one_node("MaxPool", {"x": x}, n_outputs=2, opset=12, out_types=[np.float32, np.int64], **attrs)
+    expected = run_ort(model, {"x": x})
+    _close(run_kernel(model, [x], like=expected), expected)
+    if attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
+        # onnx.reference's MaxPool derives SAME pads its own (older) way: compare explicit pads only.
+        got, reference = run_against_reference(one_node("MaxPool", {"x": x}, opset=12, **attrs), {"x": x})
+        _close(got, reference)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_average_pool_random_against_onnxruntime(seed):
+    # onnx.reference shifts windows when ceil_mode adds an overhang; onnxruntime follows the spec.
+    rng = np.random.default_rng(500 + seed)
+    rank = 1 + seed % 2
+    attrs = _random_pool(rng, rank)
+    attrs["count_include_pad"] = int(rng.integers(0, 2))
+    if "pads" in attrs:
+        attrs["ceil_mode"] = int(rng.integers(0, 2))
+    x = rng.standard_normal((2, 3, *rng.integers(5, 9, rank))).astype(np.float32)
+    model = one_node("AveragePool", {"x": x}, opset=19, **attrs)
+    expected = run_ort(model, {"x": x})
+    _close(run_kernel(model, [x], like=expected), expected)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_max_pool_ceil_mode_against_onnxruntime(seed):
+    rng = np.random.default_rng(600 + seed)
+    kernel = [int(k) for k in rng.integers(2, 4, 2)]
+    attrs = {
+        "kernel_shape": kernel,
+        "strides": [int(s) for s in rng.integers(1, 4, 2)],
+        "pads": [int(rng.integers(0, k)) for k in kernel * 2],
+        "ceil_mode": 1,
+    }
+    x = rng.standard_normal((1, 2, *rng.integers(5, 10, 2))).astype(np.float32)
+    model = one_node("MaxPool", {"x": x}, n_outputs=2, opset=12, out_types=[np.float32, np.int64], **attrs)
+    expected = run_ort(model, {"x": x})
+    _close(run_kernel(model, [x], like=expected), expected)
+
+
+# --- memory outside the arena ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "attrs"),
+    [
+        ("Conv", (1, 32, 28, 28), {"pads": [1, 1, 1, 1]}),
+        ("Conv", (1, 32, 56, 56), {"pads": [1, 1, 1, 1]}),
+        ("Conv", (2, 32, 28, 28), {"strides": [2, 2]}),
+        ("Conv", (1, 32, 28, 28), {"pads": [1, 1, 1, 1], "group": 32}),
+        ("MaxPool", (1, 32, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ("AveragePool", (1, 32, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("AveragePool", (1, 16, 112, 112), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ],
+)
+def test_kernels_allocate_little_outside_the_workspace(op, shape, attrs):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    feeds = {"x": x}
+    if op == "Conv":
+        group = attrs.get("group", 1)
+        k = 1 if "strides" in attrs else 3
+        feeds["w"] = rng.standard_normal((32, 32 // group, k, k)).astype(np.float32)
+    model = one_node(op, feeds, **attrs)
+    expected = run_ort(model, feeds)
+    inputs = list(feeds.values())
+    _run_with_ws(model, inputs, expected, "exact")  # warm up numpy's caches
+    tracemalloc.start()
+    try:
+        got, size = _run_with_ws(model, inputs, expected, "exact")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    _close(got, expected, rtol=1e-3, atol=1e-4)
+    # The test's own output and workspace arrays are counted too. Beyond them the kernel may
+    # use numpy's fixed-size ufunc buffers (8192 elements), never memory that grows with the tensor.
+    own = sum(o.nbytes for o in got) + size
+    assert peak - own <= 48 * 1024, f"{op} allocated {peak - own} bytes outside out/ws ({own} bytes)"
