@@ -14,7 +14,9 @@ from planner.generate import network_like
 SECTION = "planner-traces"
 
 
-def bench_folder(folder: Path, output: Path, *, strategy: str = "all", synthetic: int = 0, time_limit: float | None = None) -> str:
+def bench_folder(
+    folder: Path, output: Path, *, strategy: str = "all", synthetic: int = 0, time_limit: float | None = None
+) -> str:
     from rich.progress import Progress
 
     if not folder.is_dir():

@@ -57,7 +57,9 @@ def user_errors(fn: F) -> F:
         except Exception as e:  # a bug: say so in one line, keep the traceback for MEMPLAN_DEBUG
             if os.environ.get("MEMPLAN_DEBUG"):
                 raise
-            raise fail(f"internal error ({type(e).__name__}: {e}); rerun with MEMPLAN_DEBUG=1 for details", EXIT_INTERNAL) from None
+            raise fail(
+                f"internal error ({type(e).__name__}: {e}); rerun with MEMPLAN_DEBUG=1 for details", EXIT_INTERNAL
+            ) from None
 
     return wrapper  # type: ignore[return-value]
 
@@ -73,15 +75,26 @@ def strategy_help() -> str:
 def plan(
     input: Annotated[Path, typer.Argument(help="A Problem .json, a MiniMalloc .csv or an ONNX .onnx model.")],
     strategy: Annotated[str, typer.Option("--strategy", "-s", help=strategy_help())] = "all",
-    alignment: Annotated[int | None, typer.Option(help="Offset alignment in bytes (default: the problem's; 64 for models).")] = None,
+    alignment: Annotated[
+        int | None, typer.Option(help="Offset alignment in bytes (default: the problem's; 64 for models).")
+    ] = None,
     capacity: Annotated[int | None, typer.Option(help="Capacity of the arena (first pool) in bytes.")] = None,
-    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Seconds a search strategy may take.")] = None,
+    time_limit: Annotated[
+        float | None, typer.Option("--time-limit", help="Seconds a search strategy may take.")
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed of randomised strategies.")] = 0,
     dims: Annotated[str | None, typer.Option(help="Symbolic dims of a model, e.g. batch=8,seq=128.")] = None,
-    io: Annotated[str, typer.Option(help="Model inputs/outputs: 'arena' (planned) or 'external' (caller's memory).")] = "arena",
+    io: Annotated[
+        str, typer.Option(help="Model inputs/outputs: 'arena' (planned) or 'external' (caller's memory).")
+    ] = "arena",
     workspace: Annotated[str, typer.Option(help="Plan kernel scratch in the arena: on|off.")] = "on",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the chosen plan: .csv (MiniMalloc with offsets) or .json (Plan JSON).")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write the chosen plan: .csv (MiniMalloc with offsets) or .json (Plan JSON)."
+        ),
+    ] = None,
 ) -> None:
     """Plan a problem or a model with one or more strategies, check every plan, compare."""
     from app.inputs import ModelOptions, load_problem, parse_dims
@@ -131,11 +144,19 @@ def _print_table(problem: Any, outcomes: list[Any]) -> None:
             table.add_row(o.strategy, "-", "-", f"{o.seconds:.3f}", o.error or "")
             continue
         ratio = o.plan.arena_bytes / o.lower_bound if o.lower_bound else 1.0
-        table.add_row(o.strategy, f"{o.plan.arena_bytes:,}", f"{ratio:.4f}", f"{o.seconds:.3f}", "yes" if o.valid else f"NO: {o.violations}")
+        table.add_row(
+            o.strategy,
+            f"{o.plan.arena_bytes:,}",
+            f"{ratio:.4f}",
+            f"{o.seconds:.3f}",
+            "yes" if o.valid else f"NO: {o.violations}",
+        )
     console = Console()
     console.print(table)
     if outcomes:
-        console.print(f"LOAD (lower bound) {outcomes[0].lower_bound:,} bytes; naive sum {outcomes[0].naive_bytes:,} bytes")
+        console.print(
+            f"LOAD (lower bound) {outcomes[0].lower_bound:,} bytes; naive sum {outcomes[0].naive_bytes:,} bytes"
+        )
 
 
 def _write_plan(path: Path, problem: Any, plan: Any) -> None:
@@ -149,10 +170,19 @@ def _write_plan(path: Path, problem: Any, plan: Any) -> None:
 @user_errors
 def bench(
     folder: Annotated[Path, typer.Argument(help="A folder of Problem .json and MiniMalloc .csv files.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="Markdown file to write the table into (its benchmark section is replaced).")] = Path("docs/BENCHMARKS.md"),
+    output: Annotated[
+        Path,
+        typer.Option(
+            "--output", "-o", help="Markdown file to write the table into (its benchmark section is replaced)."
+        ),
+    ] = Path("docs/BENCHMARKS.md"),
     strategy: Annotated[str, typer.Option("--strategy", "-s", help=strategy_help())] = "all",
-    synthetic: Annotated[int, typer.Option(help="Also plan a generated network-like problem of this many buffers (0: none).")] = 20_000,
-    time_limit: Annotated[float | None, typer.Option("--time-limit", help="Seconds a search strategy may take per problem.")] = None,
+    synthetic: Annotated[
+        int, typer.Option(help="Also plan a generated network-like problem of this many buffers (0: none).")
+    ] = 20_000,
+    time_limit: Annotated[
+        float | None, typer.Option("--time-limit", help="Seconds a search strategy may take per problem.")
+    ] = None,
 ) -> None:
     """Plan every problem in a folder with every strategy; write arena/LOAD and seconds as markdown."""
     from app.benchmark import bench_folder
@@ -167,7 +197,9 @@ def bench(
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    data: Annotated[Path | None, typer.Option(help="Data directory (default: $MEMPLAN_DATA or ./memplan-data).")] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Data directory (default: $MEMPLAN_DATA or ./memplan-data).")
+    ] = None,
 ) -> None:
     """Start the web service (browser UI at /, REST API under /api/v1, OpenAPI at /docs)."""
     import uvicorn

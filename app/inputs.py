@@ -44,7 +44,9 @@ def parse_dims(text: str | None) -> dict[str, int]:
     return dims
 
 
-def load_problem(path: Path, *, alignment: int | None = None, capacity: int | None = None, model: ModelOptions | None = None) -> tuple[Problem, Any]:
+def load_problem(
+    path: Path, *, alignment: int | None = None, capacity: int | None = None, model: ModelOptions | None = None
+) -> tuple[Problem, Any]:
     """The planning problem of a file, and the runtime graph when the file is a model.
 
     `alignment` overrides the problem's (None keeps it; models default to 64 bytes);
@@ -69,9 +71,7 @@ def load_problem(path: Path, *, alignment: int | None = None, capacity: int | No
 
         options = model or ModelOptions()
         graph = runtime.load_model(path, dims=options.dims)
-        problem = runtime.memory_problem(
-            graph, io=options.io, workspace=options.workspace, alignment=alignment or 64
-        )
+        problem = runtime.memory_problem(graph, io=options.io, workspace=options.workspace, alignment=alignment or 64)
     else:
         accepted = ", ".join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)
         raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; accepted: {accepted}")
@@ -90,4 +90,6 @@ def _read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ProblemError(f"{path}: not UTF-8 text (byte {e.start}); expected a Problem JSON or a MiniMalloc CSV") from None
+        raise ProblemError(
+            f"{path}: not UTF-8 text (byte {e.start}); expected a Problem JSON or a MiniMalloc CSV"
+        ) from None

@@ -17,7 +17,7 @@ from planner.errors import InfeasibleError, PlanningError, ProblemError, Unknown
 from planner.lifetimes import Schedule, Step, problem_from_schedule
 from planner.plan import PLAN_SCHEMA, Placement, Plan
 from planner.problem import PROBLEM_SCHEMA, Buffer, Pool, Problem, make_problem
-from planner.registry import Strategy, get, names, strategies
+from planner.registry import Strategy, get, names, registered
 
 DEFAULT_STRATEGY = "greedy_by_size"
 
@@ -53,5 +53,5 @@ __all__ = [
     "names",
     "plan",
     "problem_from_schedule",
-    "strategies",
+    "registered",
 ]

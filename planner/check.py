@@ -134,7 +134,7 @@ def _check_overlaps(problem: Problem, plan: Plan, placed: list, result: CheckRes
         if j.size == 0:
             continue
         clash = j[(pool[j] == pool[i]) & (group[j] != group[i]) & (start[j] < end[i]) & (start[i] < end[j])]
-        for k in clash[: MAX_REPORTED]:
+        for k in clash[:MAX_REPORTED]:
             a, b = placed[i], placed[int(k)]
             lo, hi = max(start[i], start[k]), min(end[i], end[k])
             result.add(

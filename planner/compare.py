@@ -83,7 +83,9 @@ def run_strategies(
         else:
             seconds = time.perf_counter() - started
             result = check_plan(problem, plan)
-            outcome = Outcome(name, bound, total, seconds, plan, result.ok, violations=None if result.ok else str(result))
+            outcome = Outcome(
+                name, bound, total, seconds, plan, result.ok, violations=None if result.ok else str(result)
+            )
         outcomes.append(outcome)
         if on_done:
             on_done(outcome)

@@ -15,7 +15,16 @@ from planner.errors import ProblemError
 from planner.plan import Plan
 from planner.problem import Buffer, Problem
 
-_COLUMNS = {"id": "id", "buffer": "id", "lower": "lower", "start": "lower", "upper": "upper", "end": "upper", "size": "size", "offset": "offset"}
+_COLUMNS = {
+    "id": "id",
+    "buffer": "id",
+    "lower": "lower",
+    "start": "lower",
+    "upper": "upper",
+    "end": "upper",
+    "size": "size",
+    "offset": "offset",
+}
 ACCEPTED_HEADER = "id,lower,upper,size[,offset] (or buffer,start,end,size[,offset])"
 
 
@@ -37,7 +46,7 @@ def read_csv(text: str, *, source: str = "<csv>", alignment: int = 1) -> tuple[P
             continue
         if len(row) != len(columns):
             raise ProblemError(f"{source}: line {line}: {len(row)} fields, expected {len(columns)} ({','.join(names)})")
-        cells = dict(zip(columns, (c.strip() for c in row)))
+        cells = dict(zip(columns, (c.strip() for c in row), strict=False))
         values = {key: _integer(cells[key], key, source, line) for key in ("lower", "upper", "size")}
         buffer_id = cells["id"]
         if buffer_id in seen:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from planner.errors import ProblemError
-from planner.problem import Buffer, Pool, Problem
+from planner.problem import DEFAULT_POOL, Buffer, Pool, Problem
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,9 @@ def live_ranges(schedule: Schedule) -> dict[str, tuple[int, int]]:
             last[name] = max(last.get(name, t), t)
         for name in step.reads:
             if name not in first:
-                raise ProblemError(f"step {t} ({step.name}) reads {name!r} before any step writes it and it is not a graph input")
+                raise ProblemError(
+                    f"step {t} ({step.name}) reads {name!r} before any step writes it and it is not a graph input"
+                )
             last[name] = max(last[name], t)
         for name in step.scratch:
             if name in first:
@@ -100,7 +102,7 @@ def problem_from_schedule(
         buffers=tuple(buffers),
         steps=len(schedule.steps),
         alignment=alignment,
-        pools=tuple(pools) if pools else Problem.__dataclass_fields__["pools"].default,
+        pools=tuple(pools) if pools else (Pool(DEFAULT_POOL),),
         step_names=tuple(s.name for s in schedule.steps),
         name=name,
     )

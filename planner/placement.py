@@ -15,6 +15,7 @@ a buffer goes to the first of its candidate pools where it fits under the capaci
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,10 +98,14 @@ class Blocks:
 class Placer:
     """Places blocks one at a time; reads back a `Plan`.
 
-    Placed blocks are kept in arrays sorted by first step, so the blocks that may be live
-    together with a query are found in a window of that order. Blocks much longer than
-    most are kept apart and always scanned, which keeps the window short.
+    Finding the placed blocks live together with a query is the inner loop. When the
+    conflict graph is small enough it is built once, as adjacency lists (local search
+    re-places blocks many times). Otherwise blocks are kept sorted by first step, so the
+    candidates lie in a window of that order; blocks much longer than most are kept apart
+    and always scanned, which keeps the window short.
     """
+
+    MAX_EDGES = 4_000_000
 
     def __init__(self, problem: Problem, blocks: Blocks | None = None) -> None:
         self.problem = problem
@@ -118,6 +123,7 @@ class Placer:
         self._short = short[np.argsort(b.first[short], kind="stable")]
         self._short_first = b.first[self._short]
         self._window = window
+        self._adjacency = _conflict_graph(b.first, b.last, self.MAX_EDGES)
         # Python ints for per-block scalars: indexing numpy arrays one at a time is slow.
         self._first = b.first.tolist()
         self._last = b.last.tolist()
@@ -132,6 +138,10 @@ class Placer:
 
     def _conflicts(self, i: int, pool: int) -> np.ndarray:
         """Indices of placed blocks in `pool` live at a common step with block `i`."""
+        if self._adjacency is not None:
+            indptr, indices = self._adjacency
+            near = indices[indptr[i] : indptr[i + 1]]
+            return near[self.pool[near] == pool]
         b = self.blocks
         first, last = self._first[i], self._last[i]
         lo = self._short_first.searchsorted(first - self._window, side="left")
@@ -213,10 +223,16 @@ class Placer:
             mine = self.pool == k
             self.top[k] = int(ends[mine].max()) if mine.any() else 0
 
-    def place_all(self, order: np.ndarray | list[int], rule: str = "first") -> Placer:
+    def place_all(
+        self, order: Iterable[int] | np.ndarray, rule: str = "first", *, give_up_above: int | None = None
+    ) -> bool:
+        """Place blocks in `order`. With `give_up_above`, stop as soon as the pools together
+        grow past that many bytes (a search rejecting the result anyway); False then."""
         for i in order:
             self.place(int(i), rule)
-        return self
+            if give_up_above is not None and sum(self.top) > give_up_above:
+                return False
+        return True
 
     # ---- results ----------------------------------------------------------------------
 
@@ -226,7 +242,7 @@ class Placer:
 
     @property
     def feasible(self) -> bool:
-        return all(top <= cap for top, cap in zip(self.top, self.capacity))
+        return all(top <= cap for top, cap in zip(self.top, self.capacity, strict=False))
 
     def snapshot(self) -> tuple[np.ndarray, np.ndarray, list[int]]:
         return self.pool.copy(), self.offset.copy(), list(self.top)
@@ -241,7 +257,7 @@ class Placer:
             missing = self.blocks.ids[int(np.flatnonzero(self.pool < 0)[0])]
             raise AssertionError(f"{strategy} left buffer {missing!r} unplaced")
         pools = self.problem.pools
-        for k, (top, cap) in enumerate(zip(self.top, self.capacity)):
+        for k, (top, cap) in enumerate(zip(self.top, self.capacity, strict=False)):
             if top > cap:
                 raise InfeasibleError(pools[k].name, top, cap, strategy)
         offsets: dict[str, Placement] = {}
@@ -260,6 +276,33 @@ class Placer:
             elapsed_s=time.perf_counter() - started,
             stats=stats,
         )
+
+
+def _conflict_graph(first: np.ndarray, last: np.ndarray, max_edges: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Adjacency lists (CSR) of blocks live at a common step, or None past `max_edges`.
+
+    In first-step order, the blocks that start within block i's lifetime after it are a
+    contiguous run; every conflicting pair appears in exactly one such run.
+    """
+    n = len(first)
+    order = np.argsort(first, kind="stable")
+    sorted_first = first[order]
+    stop = np.searchsorted(sorted_first, last[order], side="right")
+    counts = stop - np.arange(n) - 1
+    pairs = int(counts.sum())
+    if 2 * pairs > max_edges:
+        return None
+    src_pos = np.repeat(np.arange(n), counts)
+    # Position of each partner: src + 1, src + 2, ... within its run.
+    run_start = np.repeat(np.cumsum(counts) - counts, counts)
+    dst_pos = src_pos + 1 + (np.arange(pairs) - run_start)
+    src, dst = order[src_pos], order[dst_pos]
+    both_src = np.concatenate((src, dst))
+    both_dst = np.concatenate((dst, src))
+    by_src = np.argsort(both_src, kind="stable")
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(both_src, minlength=n), out=indptr[1:])
+    return indptr, both_dst[by_src]
 
 
 def _align_up(value: int, align: int) -> int:

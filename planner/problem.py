@@ -8,6 +8,7 @@ bytes during steps 2, 3 and 4.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -100,16 +101,8 @@ class Problem:
         return self.replace(pools=pools)
 
     def replace(self, **changes: Any) -> Problem:
-        fields = {
-            "buffers": self.buffers,
-            "steps": self.steps,
-            "alignment": self.alignment,
-            "pools": self.pools,
-            "step_names": self.step_names,
-            "name": self.name,
-        }
-        fields.update(changes)
-        return Problem(**fields)
+        """A copy with some fields changed, validated like a new problem."""
+        return dataclasses.replace(self, **changes)
 
     # ---- JSON -------------------------------------------------------------------------
 
@@ -140,7 +133,9 @@ class Problem:
             raise ProblemError(f"schema: unknown version {schema!r}; accepted: {PROBLEM_SCHEMA!r}")
         unknown = set(data) - {"schema", "steps", "alignment", "pools", "buffers", "step_names", "name"}
         if unknown:
-            raise ProblemError(f"unknown field(s) {sorted(unknown)}; accepted: buffers, steps, alignment, pools, step_names, name")
+            raise ProblemError(
+                f"unknown field(s) {sorted(unknown)}; accepted: buffers, steps, alignment, pools, step_names, name"
+            )
         raw_buffers = data.get("buffers")
         if not isinstance(raw_buffers, list):
             raise ProblemError("buffers: must be a list of objects with id, size, first, last")
@@ -233,7 +228,18 @@ def _int(value: Any, where: str) -> int:
     return value
 
 
-_BUFFER_FIELDS = {"id", "size", "first", "last", "kind", "alignment", "pool_candidates", "alias_of", "alias_offset", "name"}
+_BUFFER_FIELDS = {
+    "id",
+    "size",
+    "first",
+    "last",
+    "kind",
+    "alignment",
+    "pool_candidates",
+    "alias_of",
+    "alias_offset",
+    "name",
+}
 
 
 def _buffer_from_json(raw: Any, i: int) -> Buffer:

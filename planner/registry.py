@@ -54,7 +54,7 @@ def _load_all() -> None:
         importlib.import_module(f"{package.__name__}.{info.name}")
 
 
-def strategies() -> dict[str, Strategy]:
+def registered() -> dict[str, Strategy]:
     """Every registered strategy, simplest first (by rank, then name)."""
     if not _REGISTRY:
         _load_all()
@@ -62,11 +62,11 @@ def strategies() -> dict[str, Strategy]:
 
 
 def names() -> list[str]:
-    return list(strategies())
+    return list(registered())
 
 
 def get(name: str) -> Strategy:
-    known = strategies()
+    known = registered()
     if name not in known:
         raise UnknownStrategyError(name, list(known))
     return known[name]

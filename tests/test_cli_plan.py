@@ -81,7 +81,12 @@ def test_bad_input_is_one_line_and_exit_2(args, words, example, tmp_path):
     (tmp_path / "bad.csv").write_text("id,lower,upper,size\na,0,1,big\n")
     (tmp_path / "weird.txt").write_text("hello")
     (tmp_path / "bad.json").write_text("{nope")
-    paths = {"example": example, "bad": tmp_path / "bad.csv", "weird": tmp_path / "weird.txt", "badjson": tmp_path / "bad.json"}
+    paths = {
+        "example": example,
+        "bad": tmp_path / "bad.csv",
+        "weird": tmp_path / "weird.txt",
+        "badjson": tmp_path / "bad.json",
+    }
     result = invoke(*[a.format(**paths) for a in args])
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
@@ -96,7 +101,9 @@ def test_capacity_too_small_exits_1_with_the_shortfall(example):
 
 
 def test_console_script_runs_without_traceback(example):
-    done = subprocess.run([sys.executable, "-m", "app.cli", "plan", str(example) + ".nope"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "plan", str(example) + ".nope"], capture_output=True, text=True
+    )
     assert done.returncode == 2 and "no such file" in done.stderr and "Traceback" not in done.stderr
 
 

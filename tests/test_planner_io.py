@@ -64,7 +64,13 @@ def json_problems(draw):
     for i in range(n):
         first = draw(st.integers(0, steps - 1))
         buffers.append(
-            Buffer(f"b{i}", draw(st.integers(0, 10**12)), first, draw(st.integers(first, steps - 1)), kind=draw(st.sampled_from(planner.problem.KINDS)))
+            Buffer(
+                f"b{i}",
+                draw(st.integers(0, 10**12)),
+                first,
+                draw(st.integers(first, steps - 1)),
+                kind=draw(st.sampled_from(planner.problem.KINDS)),
+            )
         )
     return Problem(buffers=tuple(buffers), steps=steps, alignment=draw(st.integers(1, 4096)))
 

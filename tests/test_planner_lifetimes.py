@@ -56,7 +56,9 @@ def test_output_never_written_is_an_error():
 
 
 def test_excluded_buffers_stay_out():
-    schedule = Schedule(steps=SCHEDULE.steps, sizes=SCHEDULE.sizes, inputs=("x",), outputs=("out",), excluded=frozenset({"x"}))
+    schedule = Schedule(
+        steps=SCHEDULE.steps, sizes=SCHEDULE.sizes, inputs=("x",), outputs=("out",), excluded=frozenset({"x"})
+    )
     assert "x" not in {b.id for b in problem_from_schedule(schedule).buffers}
 
 

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import planner
-from planner.generate import network_like
 from planner import Buffer, InfeasibleError, Pool, Problem, check_plan, load, make_problem, plan
+from planner.generate import network_like
 
 ALL = planner.names()
 REUSING = [s for s in ALL if s not in ("naive", "bump")]
@@ -111,7 +111,12 @@ def test_capacity_too_small_names_pool_and_shortfall(strategy):
 def test_alias_shares_bytes(strategy):
     # b is written in place over a (Relu on a dying input); c is live with b.
     problem = make_problem(
-        [Buffer("a", 16, 0, 1), Buffer("b", 16, 1, 2, alias_of="a"), Buffer("c", 16, 1, 2), Buffer("d", 8, 2, 2, alias_of="c", alias_offset=8)]
+        [
+            Buffer("a", 16, 0, 1),
+            Buffer("b", 16, 1, 2, alias_of="a"),
+            Buffer("c", 16, 1, 2),
+            Buffer("d", 8, 2, 2, alias_of="c", alias_offset=8),
+        ]
     )
     result = run(problem, strategy)
     assert result.offset("b") == result.offset("a")

@@ -21,7 +21,12 @@ from planner.registry import register
 from planner.strategies._order import by
 
 
-@register("best_fit", origin="XLA (GlobalDecreasingSizeBestFitHeap)", summary="best of size-ordered and time-ordered best fit", rank=70)
+@register(
+    "best_fit",
+    origin="XLA (GlobalDecreasingSizeBestFitHeap)",
+    summary="best of size-ordered and time-ordered best fit",
+    rank=70,
+)
 def best_fit(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
@@ -33,6 +38,6 @@ def best_fit(problem: Problem, **_: object) -> Plan:
         placer.reset()
         placer.place_all(order, rule="best")
         results.append((not placer.feasible, placer.arena_bytes, rank, name, placer.snapshot()))
-    *_, name, state = min(results, key=lambda r: r[:3])
-    placer.restore(state)
-    return placer.plan("best_fit", started, order=name)
+    winner = min(results, key=lambda r: r[:3])
+    placer.restore(winner[4])
+    return placer.plan("best_fit", started, order=winner[3])

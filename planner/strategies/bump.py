@@ -17,8 +17,11 @@ from planner.registry import register
 from planner.strategies._order import by
 
 
-@register("bump", origin="Samsung ONE (onert BumpPlanner)", summary="linear allocation in first-use order, no reuse", rank=10)
+@register(
+    "bump", origin="Samsung ONE (onert BumpPlanner)", summary="linear allocation in first-use order, no reuse", rank=10
+)
 def bump(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
-    return placer.place_all(by(placer.blocks.first), rule="top").plan("bump", started)
+    placer.place_all(by(placer.blocks.first), rule="top")
+    return placer.plan("bump", started)

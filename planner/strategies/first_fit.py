@@ -20,8 +20,11 @@ from planner.registry import register
 from planner.strategies._order import by
 
 
-@register("first_fit", origin="Samsung ONE (onert FirstFitPlanner)", summary="first-use order, lowest gap that fits", rank=20)
+@register(
+    "first_fit", origin="Samsung ONE (onert FirstFitPlanner)", summary="first-use order, lowest gap that fits", rank=20
+)
 def first_fit(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
-    return placer.place_all(by(placer.blocks.first), rule="first").plan("first_fit", started)
+    placer.place_all(by(placer.blocks.first), rule="first")
+    return placer.plan("first_fit", started)

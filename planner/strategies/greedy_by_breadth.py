@@ -53,7 +53,12 @@ def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     return out
 
 
-@register("greedy_by_breadth", origin="TensorFlow Lite (GreedyByBreadth)", summary="broadest steps first, largest first, best fit", rank=50)
+@register(
+    "greedy_by_breadth",
+    origin="TensorFlow Lite (GreedyByBreadth)",
+    summary="broadest steps first, largest first, best fit",
+    rank=50,
+)
 def greedy_by_breadth(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
@@ -61,4 +66,5 @@ def greedy_by_breadth(problem: Problem, **_: object) -> Plan:
     if len(b) == 0:
         return placer.plan("greedy_by_breadth", started)
     order = by(visit_rank(b.first, b.last, b.size), -b.size)
-    return placer.place_all(order, rule="best").plan("greedy_by_breadth", started)
+    placer.place_all(order, rule="best")
+    return placer.plan("greedy_by_breadth", started)

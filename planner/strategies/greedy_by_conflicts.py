@@ -19,10 +19,16 @@ from planner.registry import register
 from planner.strategies._order import by
 
 
-@register("greedy_by_conflicts", origin="Apache TVM USMP (greedy_by_conflicts)", summary="most-conflicted first, lowest fitting offset", rank=60)
+@register(
+    "greedy_by_conflicts",
+    origin="Apache TVM USMP (greedy_by_conflicts)",
+    summary="most-conflicted first, lowest fitting offset",
+    rank=60,
+)
 def greedy_by_conflicts(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
     b = placer.blocks
     order = by(-b.conflict_counts(), -b.size)
-    return placer.place_all(order, rule="first").plan("greedy_by_conflicts", started)
+    placer.place_all(order, rule="first")
+    return placer.plan("greedy_by_conflicts", started)

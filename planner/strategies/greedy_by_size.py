@@ -25,4 +25,5 @@ def greedy_by_size(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
     blocks = placer.blocks
-    return placer.place_all(by(-blocks.size, blocks.first), rule="best").plan("greedy_by_size", started)
+    placer.place_all(by(-blocks.size, blocks.first), rule="best")
+    return placer.plan("greedy_by_size", started)

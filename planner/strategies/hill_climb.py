@@ -29,7 +29,12 @@ DEFAULT_TIME_LIMIT = 2.0
 DEFAULT_MAX_ITERATIONS = 20_000
 
 
-@register("hill_climb", origin="Apache TVM USMP (hill_climb)", summary="local search over the placement order, seeded, time-bounded", rank=80)
+@register(
+    "hill_climb",
+    origin="Apache TVM USMP (hill_climb)",
+    summary="local search over the placement order, seeded, time-bounded",
+    rank=80,
+)
 def hill_climb(
     problem: Problem,
     *,
@@ -59,9 +64,9 @@ def hill_climb(
         before = placer.snapshot()
         moved = np.concatenate((order[:target], order[pos : pos + 1], order[target:pos], order[pos + 1 :]))
         placer.unplace(moved[target:])
-        placer.place_all(moved[target:], rule="first")
+        completed = placer.place_all(moved[target:], rule="first", give_up_above=current[1])
         candidate = (not placer.feasible, placer.arena_bytes)
-        if candidate <= current:
+        if completed and candidate <= current:
             order, current = moved, candidate
             if candidate < best:
                 best, best_state = candidate, placer.snapshot()

@@ -20,4 +20,5 @@ from planner.registry import register
 def naive(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
-    return placer.place_all(range(len(placer.blocks)), rule="top").plan("naive", started)
+    placer.place_all(range(len(placer.blocks)), rule="top")
+    return placer.plan("naive", started)

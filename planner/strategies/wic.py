@@ -19,9 +19,15 @@ from planner.registry import register
 from planner.strategies._order import by
 
 
-@register("wic", origin="Samsung ONE (onert WICPlanner)", summary="largest first, lowest gap among interfering buffers", rank=30)
+@register(
+    "wic",
+    origin="Samsung ONE (onert WICPlanner)",
+    summary="largest first, lowest gap among interfering buffers",
+    rank=30,
+)
 def wic(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
     blocks = placer.blocks
-    return placer.place_all(by(-blocks.size, blocks.first), rule="first").plan("wic", started)
+    placer.place_all(by(-blocks.size, blocks.first), rule="first")
+    return placer.plan("wic", started)
