@@ -123,38 +123,24 @@ def execute(
         raise JobFailed(f"inputs: the .npz lacks {missing}; the model's inputs are {list(graph.inputs)}", 422)
     session = _session(runtime, graph, plan, options)
     job.report(0.0, "preparing: kernels, views into the arena")
-    session.prepare()
+    try:
+        session.prepare()
+    except runtime.errors.ModelError as e:
+        raise JobFailed(f"the plan cannot be run: {e}", 422) from None
     times: list[dict[str, Any]] = []
     total = max(len(graph.nodes), 1)
     every = max(1, total // MAX_EVENTS_PER_RUN)
-    clock = [time.perf_counter()]
 
-    def on_step(step: int, node: Any = None, seconds: float | None = None, *_: Any, **__: Any) -> None:
-        now = time.perf_counter()
-        spent = seconds if seconds is not None else now - clock[0]
-        clock[0] = now
-        node = node if node is not None else graph.nodes[step]
-        times.append(
-            {
-                "step": step,
-                "name": getattr(node, "name", str(node)),
-                "op_type": getattr(node, "op_type", ""),
-                "seconds": spent,
-            }
-        )
-        if step % every == 0 or step == total - 1:
-            job.report(
-                (step + 1) / total,
-                f"{times[-1]['name']} ({times[-1]['op_type']})",
-                step=step,
-                op=times[-1]["name"],
-                seconds=spent,
-            )
+    def on_step(index: int, steps: int, name: str, seconds: float) -> None:
+        op_type = graph.nodes[index].op_type if index < len(graph.nodes) else ""
+        times.append({"step": index, "name": name, "op_type": op_type, "seconds": seconds})
+        if index % every == 0 or index == steps - 1:
+            job.report((index + 1) / steps, f"{name} ({op_type})", step=index, op=name, seconds=seconds)
 
     started = time.perf_counter()
     try:
         outputs = session.run(feeds, on_step=on_step)
-    except runtime.errors.ModelError as e:
+    except (runtime.errors.ModelError, runtime.errors.ExecutionError) as e:
         raise JobFailed(f"the model cannot run: {e}", 422) from None
     elapsed = time.perf_counter() - started
     outputs = _as_dict(outputs, graph.outputs)
@@ -230,7 +216,9 @@ def verify(path: Any, feeds: dict[str, np.ndarray], outputs: dict[str, np.ndarra
         try:
             import onnxruntime as ort
 
-            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            quiet = ort.SessionOptions()
+            quiet.log_severity_level = 3  # its warnings about unused initializers are noise here
+            session = ort.InferenceSession(str(path), quiet, providers=["CPUExecutionProvider"])
             names = [o.name for o in session.get_outputs()]
             expected, used = dict(zip(names, session.run(names, feeds), strict=False)), "onnxruntime"
         except Exception as e:  # not installed, or it refuses the model: fall back
