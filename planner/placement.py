@@ -29,6 +29,8 @@ from planner.problem import Problem
 
 RULES = ("first", "best", "top")
 _NO_CAPACITY = np.iinfo(np.int64).max // 4
+_EMPTY = np.empty(0, dtype=np.int64)
+_ZERO = np.zeros(1, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,7 @@ class Placer:
         self.capacity = [p.capacity if p.capacity is not None else _NO_CAPACITY for p in problem.pools]
         self.pool = np.full(n, -1, dtype=np.int64)  # -1: not placed yet
         self.offset = np.zeros(n, dtype=np.int64)
+        self._end = np.zeros(n, dtype=np.int64)  # offset + size, kept with offset
         self.top = [0] * len(problem.pools)  # highest end in each pool
         length = b.last - b.first
         window = int(np.quantile(length, 0.99)) if n else 0
@@ -163,15 +166,12 @@ class Placer:
         """
         found = self._conflicts(i, pool)
         if found.size == 0:
-            return np.empty(0, np.int64), np.empty(0, np.int64), 0
+            return _EMPTY, _EMPTY, 0
         off = self.offset[found]
-        order = np.argsort(off, kind="stable")
+        order = off.argsort(kind="stable")
         off = off[order]
-        end = off + self.blocks.size[found][order]
-        reach = np.maximum.accumulate(end)
-        starts = np.empty_like(off)
-        starts[0] = 0
-        starts[1:] = reach[:-1]
+        reach = np.maximum.accumulate(self._end[found[order]])
+        starts = np.concatenate((_ZERO, reach[:-1]))
         return starts, off, int(reach[-1])
 
     def choose(self, i: int, pool: int, rule: str) -> int:
@@ -181,13 +181,15 @@ class Placer:
             return _align_up(self.top[pool], align)
         starts, ends, top = self.gaps(i, pool)
         if starts.size:
-            aligned = -(-starts // align) * align
-            fits = np.flatnonzero(aligned + size <= ends)
-            if fits.size:
-                if rule == "first":
-                    return int(aligned[fits[0]])
-                slack = (ends - starts)[fits]
-                return int(aligned[fits[np.argmin(slack)]])
+            aligned = starts if align == 1 else -(-starts // align) * align
+            fits = aligned + size <= ends
+            if rule == "first":
+                k = int(fits.argmax())
+                if fits[k]:
+                    return int(aligned[k])
+            elif fits.any():
+                slack = np.where(fits, ends - starts, _NO_CAPACITY)
+                return int(aligned[slack.argmin()])
         return _align_up(top, align)
 
     # ---- placing ----------------------------------------------------------------------
@@ -213,12 +215,13 @@ class Placer:
     def _commit(self, i: int, pool: int, offset: int) -> None:
         self.pool[i] = pool
         self.offset[i] = offset
+        self._end[i] = offset + self._size[i]
         self.top[pool] = max(self.top[pool], offset + self._size[i])
 
     def unplace(self, blocks: np.ndarray) -> None:
         """Take blocks out again (for local search), lowering the pool tops to match."""
         self.pool[blocks] = -1
-        ends = self.offset + self.blocks.size
+        ends = self._end
         for k in range(len(self.top)):
             mine = self.pool == k
             self.top[k] = int(ends[mine].max()) if mine.any() else 0
@@ -250,6 +253,7 @@ class Placer:
     def restore(self, state: tuple[np.ndarray, np.ndarray, list[int]]) -> None:
         pool, offset, top = state
         self.pool, self.offset, self.top = pool.copy(), offset.copy(), list(top)
+        self._end = self.offset + self.blocks.size
 
     def plan(self, strategy: str, started: float, **stats: Any) -> Plan:
         """The plan of everything placed; raises `InfeasibleError` if a pool overflowed."""
