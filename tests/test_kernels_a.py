@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from runtime.kernels import get_kernel, kernels
+from runtime.kernels import TensorMeta, attributes_of, get_kernel, kernels
 from tests.kernel_harness import backend_cases, run_kernel
 
 # The modules of this family; every op they register is tested below.
@@ -87,3 +87,73 @@ def test_backend_node_case(model, inputs, expected):
 def test_every_listed_op_is_registered():
     missing = [op for op in REQUIRED.split() if get_kernel(op) is None]
     assert not missing, f"no kernel for {missing}"
+
+
+def _run_raw(model, inputs, expected, fill, alias=False):
+    """Call the kernel's function directly (not through `call`, which drops the return
+    value): outputs pre-filled with `fill`, inputs read-only. With `alias`, output 0 is
+    input 0's own buffer, as when the planner reuses a dying input in place."""
+    node = model.graph.node[0]
+    k = get_kernel(node.op_type)
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    outputs = [np.full(e.shape, fill, dtype=e.dtype) if e.dtype != object else np.empty_like(e) for e in expected]
+    frozen = []
+    for x in inputs:
+        if x is not None:
+            x = np.array(x)
+            x.flags.writeable = False
+        frozen.append(x)
+    if alias:
+        outputs[0] = np.array(inputs[0])
+        frozen[0] = outputs[0].view()
+        frozen[0].flags.writeable = False
+    attrs = attributes_of(node)
+    extra = {"opset": opset} if k.takes_opset else {}
+    if k.workspace is not None:
+        metas = [None if x is None else TensorMeta(x.shape, x.dtype) for x in frozen]
+        nbytes = k.workspace(metas, [TensorMeta(o.shape, o.dtype) for o in outputs], **attrs)
+        extra["ws"] = np.zeros(nbytes, dtype=np.uint8)
+    result = k.fn(*frozen, out=tuple(outputs) if k.multi_output else outputs[0], **attrs, **extra)
+    return result, outputs
+
+
+def _first_case_per_op():
+    seen = {}
+    for param in CASES:
+        op = param.id.split("-", 1)[0]
+        if op not in seen and not param.marks:
+            seen[op] = pytest.param(*param.values, id=op)
+    return list(seen.values())
+
+
+@pytest.mark.parametrize(("model", "inputs", "expected"), _first_case_per_op())
+def test_kernel_writes_every_output_element_and_returns_none(model, inputs, expected):
+    before = [None if x is None else np.array(x) for x in inputs]
+    # Two different fills: an element the kernel forgot would keep one of them.
+    for fill in (0, 1):
+        result, got = _run_raw(model, inputs, expected, fill)
+        assert result is None
+        for g, e in zip(got, expected, strict=True):
+            assert_matches(g, e)
+    for x, b in zip(inputs, before, strict=True):
+        if x is not None:
+            np.testing.assert_array_equal(x, b)
+
+
+def _aliasable(param):
+    model, inputs, expected = param.values
+    k = get_kernel(model.graph.node[0].op_type)
+    x = inputs[0] if inputs else None
+    return (
+        not param.marks
+        and not k.multi_output
+        and isinstance(x, np.ndarray)
+        and x.shape == expected[0].shape
+        and x.dtype == expected[0].dtype != object
+    )
+
+
+@pytest.mark.parametrize(("model", "inputs", "expected"), [p for p in CASES if _aliasable(p)])
+def test_kernel_is_correct_in_place(model, inputs, expected):
+    _, got = _run_raw(model, inputs, expected, 0, alias=True)
+    assert_matches(got[0], expected[0])

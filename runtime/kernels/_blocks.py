@@ -34,7 +34,8 @@ def block_slices(shape: tuple[int, ...], block: int = BLOCK) -> Iterator[tuple]:
         tail *= shape[k - 1]
         k -= 1
     if k == 0:
-        yield ()
+        # Not (): indexing a 0-d array with () gives a scalar, with ... a writable view.
+        yield (Ellipsis,)
         return
     step = max(1, block // max(tail, 1))
     for lead in np.ndindex(*shape[: k - 1]):

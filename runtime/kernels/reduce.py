@@ -18,21 +18,20 @@ from runtime.kernels._scratch import Scratch, scratch_bytes
 
 
 def _axes(data, axes, noop_with_empty_axes):
-    """The axes to reduce as a tuple, None for all of them, or "noop"."""
+    """The axes to reduce as a tuple, or None for all of them.
+
+    The no-op case is the empty tuple: numpy then reduces nothing, yet still applies the
+    element transform (ReduceL2 of a no-op is |x|, as in onnx's reference)."""
     if axes is not None:
         axes = tuple(int(a) + data.ndim if a < 0 else int(a) for a in np.asarray(axes).reshape(-1))
     if not axes:
-        return "noop" if noop_with_empty_axes else None
+        return () if noop_with_empty_axes else None
     return axes
 
 
 def _reduce(data, out, axes, keepdims, noop, reduce):
-    """Shared frame: resolve the axes, handle the identity case, then ``reduce(axis)``."""
-    axis = _axes(data, axes, noop)
-    if axis == "noop":
-        np.copyto(out, data)
-        return
-    reduce(axis, bool(keepdims))
+    """Shared frame: resolve the axes, then ``reduce(axis, keepdims)``."""
+    reduce(_axes(data, axes, noop), bool(keepdims))
 
 
 def _lowest(dtype):
