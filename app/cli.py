@@ -194,6 +194,113 @@ def bench(
 
 @app.command()
 @user_errors
+def run(
+    model: Annotated[Path, typer.Argument(help="An ONNX .onnx model.")],
+    dims: Annotated[str | None, typer.Option(help="Symbolic dims, e.g. batch=1,seq=128.")] = None,
+    strategy: Annotated[
+        str, typer.Option("--strategy", "-s", help="The strategy whose plan to run in.")
+    ] = "greedy_by_size",
+    inputs: Annotated[
+        Path | None, typer.Option(help="An .npz of inputs by name (default: seeded random inputs).")
+    ] = None,
+    save_outputs: Annotated[Path | None, typer.Option("--save-outputs", help="Write the outputs to this .npz.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    repeat: Annotated[int, typer.Option(help="Timed runs after one warm-up; seconds is their median.")] = 3,
+    io: Annotated[str, typer.Option(help="Inputs/outputs in the 'arena' or 'external' (caller's memory).")] = "arena",
+    workspace: Annotated[str, typer.Option(help="Plan kernel scratch in the arena: on|off.")] = "on",
+    canary: Annotated[
+        bool, typer.Option(help="Poison free bytes and check live tensors at every step (slow).")
+    ] = False,
+    verify: Annotated[
+        bool, typer.Option(help="Compare outputs with onnxruntime (or onnx.reference when it is missing).")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
+    ] = False,
+) -> None:
+    """Execute a model inside its planned arena and report memory and time."""
+    from app.execute import run_model
+
+    if repeat < 1:
+        raise fail(f"--repeat must be >= 1, got {repeat}")
+    if io not in ("arena", "external") or workspace not in ("on", "off"):
+        raise fail("--io takes arena|external and --workspace takes on|off")
+    report = run_model(
+        model,
+        dims=_dims(dims),
+        strategy=strategy,
+        inputs=inputs,
+        save_outputs=save_outputs,
+        seed=seed,
+        repeat=repeat,
+        io=io,
+        workspace=workspace == "on",
+        canary=canary,
+        verify=verify,
+    )
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        ratio = report["outside_arena_bytes"] / report["arena_bytes"] if report["arena_bytes"] else 0.0
+        typer.echo(
+            f"{model.name}: {report['strategy']} arena {report['arena_bytes']:,} bytes; outside it {report['outside_arena_bytes']:,} bytes ({ratio:.2%})"
+        )
+        typer.echo(f"median of {repeat} run(s): {report['seconds'] * 1000:.2f} ms")
+        for name, shape in report["outputs"].items():
+            typer.echo(f"  output {name}: {shape}")
+        if "verification" in report:
+            v = report["verification"]
+            typer.echo(f"verification against {v['oracle']}: {'PASSED' if v['passed'] else 'FAILED'}")
+    if verify and not report["verification"]["passed"]:
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+def _dims(text: str | None) -> dict[str, int]:
+    from app.inputs import parse_dims
+
+    return parse_dims(text)
+
+
+@app.command()
+@user_errors
+def conformance(
+    full: Annotated[
+        bool, typer.Option("--full/--fast", help="Every node test and all 9 light models, or the quick CI sample.")
+    ] = True,
+    op: Annotated[list[str] | None, typer.Option(help="Only the node tests of this op (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Markdown report to write.")] = Path(
+        "docs/CONFORMANCE.md"
+    ),
+) -> None:
+    """Run memplan's backend through onnx's own backend test suite; write pass/fail/skip by op."""
+    from rich.progress import Progress
+
+    from runtime.conformance import run_conformance
+
+    with Progress(transient=True, disable=as_json) as progress:
+        task = progress.add_task("conformance", total=None)
+
+        def show(test: str, status: str) -> None:
+            progress.update(task, description=f"{status:7} {test}")
+
+        report = run_conformance(op, None if op else None, fast=not full and not op, progress=show)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(report.to_markdown())
+    totals = report.totals()
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=1))
+    else:
+        typer.echo(
+            f"node tests of supported ops: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped; "
+            f"{totals['unsupported']} tests of ops without a kernel; light models {report.models_passed()}/{len(report.models)}; wrote {output}"
+        )
+    if totals["failed"] or report.models_passed() != len(report.models):
+        raise typer.Exit(EXIT_INFEASIBLE)
+
+
+@app.command()
+@user_errors
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,

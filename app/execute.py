@@ -1,0 +1,69 @@
+"""`memplan run`: execute a model inside its planned arena, time it, and judge its outputs."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.inputs import InputError
+
+
+def run_model(
+    path: Path,
+    *,
+    dims: dict[str, int],
+    strategy: str,
+    inputs: Path | None,
+    save_outputs: Path | None,
+    seed: int,
+    repeat: int,
+    io: str,
+    workspace: bool,
+    canary: bool,
+    verify: bool,
+) -> dict[str, Any]:
+    import planner
+    import runtime
+    from runtime.oracle import random_inputs
+    from runtime.oracle import verify as judge
+
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    planner.get(strategy)  # an unknown name fails here, listing the accepted ones
+    graph = runtime.load_model(path, dims=dims)
+    feeds = _read_npz(inputs) if inputs is not None else random_inputs(graph, seed)
+    session = runtime.Session(graph, strategy, io=io, workspace=workspace, canary=canary).prepare()
+    outputs = session.run(feeds)  # warm-up, and the outputs reported
+    outside = session.stats.outside_arena_bytes if session.stats else None
+    timings = []
+    for _ in range(repeat):
+        session.run(feeds)
+        timings.append(session.stats.seconds)
+    report: dict[str, Any] = {
+        "model": path.name,
+        "strategy": strategy,
+        "arena_bytes": session.plan.arena_bytes,
+        "lower_bound": session.plan.lower_bound,
+        "outside_arena_bytes": outside,
+        "seconds": statistics.median(timings),
+        "outputs": {name: list(value.shape) for name, value in outputs.items()},
+        "inputs": str(inputs) if inputs else f"random, seed {seed}",
+    }
+    if verify:
+        report["verification"] = judge(path, feeds, outputs)
+    if save_outputs is not None:
+        np.savez(save_outputs, **outputs)
+    return report
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    if not path.exists():
+        raise InputError(f"--inputs {path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (ValueError, OSError) as e:
+        raise InputError(f"--inputs {path}: not a readable .npz of arrays ({e})") from None
