@@ -140,7 +140,7 @@ def skeleton(
     graph.input.extend(value_info(name, t) for name, t in inputs.items())
     for name, c in constants.items():
         if c.nbytes <= SMALL_CONSTANT_BYTES and c.dtype.kind != "O":
-            graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(c.value()), name))
+            graph.initializer.append(numpy_helper.from_array(c.value(), name))
         else:
             graph.input.append(value_info(name, constant_type(c)))
     for declared in model.graph.output:
