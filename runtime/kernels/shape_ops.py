@@ -202,5 +202,6 @@ def pad(data, pads=None, constant_value=None, axes=None, *, out, mode="constant"
         head = (slice(None),) * axis
         middle = out[(*head, slice(lead, lead + n))]
         reads = _source_index(np.arange(-lead, out.shape[axis] - lead), n, mode)
-        out[(*head, slice(0, lead))] = np.take(middle, reads[:lead], axis=axis)
-        out[(*head, slice(lead + n, None))] = np.take(middle, reads[lead + n :], axis=axis)
+        # Fancy indexing, not np.take, which would first copy the whole strided `middle`.
+        out[(*head, slice(0, lead))] = middle[(*head, reads[:lead])]
+        out[(*head, slice(lead + n, None))] = middle[(*head, reads[lead + n :])]
