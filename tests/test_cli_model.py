@@ -1,0 +1,122 @@
+"""`memplan plan` and `memplan run` on ONNX models, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from typer.testing import CliRunner
+
+import planner
+from app.cli import app
+
+runner = CliRunner()
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+@pytest.fixture
+def mlp(tmp_path) -> Path:
+    """x[batch, 8] -> Gemm -> Relu -> Gemm -> y, batch symbolic."""
+    rng = np.random.default_rng(0)
+    w1 = helper.make_tensor("w1", TensorProto.FLOAT, [8, 16], rng.standard_normal(128).astype(np.float32))
+    w2 = helper.make_tensor("w2", TensorProto.FLOAT, [16, 4], rng.standard_normal(64).astype(np.float32))
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w2"], ["y"], name="fc2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+        [w1, w2],
+    )
+    path = tmp_path / "mlp.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_plan_a_model_json_has_tensor_count(mlp):
+    result = runner.invoke(app, ["plan", str(mlp), "--dims", "batch=32", "--json", "-s", "greedy_by_size,naive"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["strategy"] for r in rows] == ["greedy_by_size", "naive"]
+    for row in rows:
+        assert row["valid"] and row["tensors"] >= 6  # x, w1, h, r, w2, y
+    # x (32x8 floats) is read while h (32x16) is written: with io in the arena, LOAD >= 1024 + 2048.
+    assert rows[0]["lower_bound"] >= 32 * 8 * 4 + 32 * 16 * 4
+
+
+def test_io_external_leaves_inputs_and_outputs_out(mlp):
+    inside = json.loads(runner.invoke(app, ["plan", str(mlp), "--dims", "batch=32", "--json", "-s", "naive"]).stdout)
+    outside = json.loads(
+        runner.invoke(app, ["plan", str(mlp), "--dims", "batch=32", "--json", "-s", "naive", "--io", "external"]).stdout
+    )
+    # naive is the sum of what is planned: x (1 KiB) and y (512 B) leave the arena.
+    assert inside[0]["naive_bytes"] - outside[0]["naive_bytes"] == 32 * 8 * 4 + 32 * 4 * 4
+
+
+def test_unbound_dim_is_named(mlp):
+    result = runner.invoke(app, ["plan", str(mlp), "--json"])
+    assert result.exit_code == 2
+    assert "batch" in result.stderr and "Traceback" not in result.output
+
+
+def test_run_verifies_against_an_oracle_and_saves_outputs(mlp, tmp_path):
+    out = tmp_path / "out.npz"
+    result = runner.invoke(
+        app, ["run", str(mlp), "--dims", "batch=4", "--json", "--verify", "--save-outputs", str(out), "--repeat", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["outputs"] == {"y": [4, 4]}
+    assert report["verification"]["passed"] is True and report["verification"]["oracle"] in (
+        "onnxruntime",
+        "onnx.reference",
+    )
+    assert report["arena_bytes"] >= report["lower_bound"] > 0 and report["outside_arena_bytes"] is not None
+    assert np.load(out)["y"].shape == (4, 4)
+
+
+def test_run_with_given_inputs_matches_numpy(mlp, tmp_path):
+    x = np.arange(16, dtype=np.float32).reshape(2, 8) / 10
+    np.savez(tmp_path / "in.npz", x=x)
+    out = tmp_path / "out.npz"
+    args = [
+        "run",
+        str(mlp),
+        "--dims",
+        "batch=2",
+        "--inputs",
+        str(tmp_path / "in.npz"),
+        "--save-outputs",
+        str(out),
+        "--repeat",
+        "1",
+    ]
+    assert runner.invoke(app, args).exit_code == 0
+    model = onnx.load(mlp)
+    w1, w2 = (onnx.numpy_helper.to_array(t) for t in model.graph.initializer)
+    np.testing.assert_allclose(np.load(out)["y"], np.maximum(x @ w1, 0) @ w2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("strategy", planner.names())
+def test_light_squeezenet_runs_in_every_strategy_plan(strategy):
+    result = runner.invoke(
+        app, ["run", str(LIGHT / "light_squeezenet.onnx"), "-s", strategy, "--json", "--verify", "--repeat", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["verification"]["passed"] is True
+
+
+def test_run_bad_inputs(mlp, tmp_path):
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    result = runner.invoke(app, ["run", str(mlp), "--dims", "batch=2", "--inputs", str(tmp_path / "bad.npz")])
+    assert result.exit_code == 2 and "not a readable .npz" in result.stderr
+    result = runner.invoke(app, ["run", str(mlp), "--dims", "batch=2", "-s", "nope"])
+    assert result.exit_code == 2 and "unknown strategy 'nope'" in result.stderr
