@@ -51,7 +51,19 @@ FAST_MODELS = ("squeezenet",)
 
 # Node tests memplan does not claim to pass, each with its reason (test name -> reason).
 # They are run by nobody and reported as "skipped".
-EXCEPTIONS: dict[str, str] = {}
+_RANDOM = "training-mode Dropout draws a random mask; the expected values come from onnx's own random generator"
+_STRINGS = "string tensors: memplan places numeric tensors in its arena only"
+_NOT_TENSOR = "the graph input is an optional or a sequence, not a tensor: memplan plans tensors only"
+EXCEPTIONS: dict[str, str] = {
+    "test_training_dropout": _RANDOM,
+    "test_training_dropout_default": _RANDOM,
+    "test_training_dropout_default_mask": _RANDOM,
+    "test_training_dropout_mask": _RANDOM,
+    "test_equal_string": _STRINGS,
+    "test_equal_string_broadcast": _STRINGS,
+    "test_identity_opt": _NOT_TENSOR,
+    "test_identity_sequence": _NOT_TENSOR,
+}
 
 STATUSES = ("passed", "failed", "skipped", "unsupported")
 
@@ -175,7 +187,7 @@ def _catalog() -> list[tuple[str, str, frozenset[str]]]:
     out = []
     for c in cases:
         base = c.name.split("_expanded")[0]
-        op = single.get(c.name) or single.get(base) or c.model.graph.node[0].op_type
+        op = single.get(base) or single.get(c.name) or c.model.graph.node[0].op_type
         out.append((c.name, op, frozenset(_op_types(c.model.graph))))
     return sorted(out)
 

@@ -110,6 +110,12 @@ def load_model(
     nodes = _named_nodes(graph)
     _check_structure(graph, nodes, constants)
     outputs = tuple(vi.name for vi in graph.output)
+    for vi in (*input_protos, *graph.output):
+        if type_of(vi) is None:
+            kind = vi.type.WhichOneof("value") or "untyped"
+            raise ShapeError(
+                f"graph input or output {vi.name!r} is {kind.replace('_type', '')}, not a tensor; memplan runs tensors only"
+            )
     declared = {vi.name: t for vi in input_protos if (t := type_of(vi)) is not None}
     _check(skeleton(model, nodes, declared, constants, dims))
 

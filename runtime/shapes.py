@@ -274,7 +274,24 @@ RULES["Dropout"] = _dropout
 
 
 def fill_unknown(nodes: Iterable[onnx.NodeProto], types: dict[str, TensorType], opset: int) -> None:
-    """Apply `RULES`, in schedule order, to outputs whose shapes onnx left unknown."""
+    """Apply `RULES`, in schedule order, to outputs whose shapes onnx left unknown; then,
+    backwards, give the input of a shape-preserving op the shape of its known output."""
+    nodes = list(nodes)
+    _forward(nodes, types, opset)
+    for node in reversed(nodes):
+        if node.domain not in ("", "ai.onnx") or not node.input or not node.output:
+            continue
+        if RULES.get(node.op_type) not in (_same_shape, _cast) and node.op_type != "CastLike":
+            continue
+        out, src = types.get(node.output[0]), types.get(node.input[0])
+        if out is not None and out.static and src is not None and not src.static and src.elem_type:
+            # e.g. ReduceSum -> Cast -> Sqrt -> CastLike(declared graph output): the reduction's
+            # axes arrive at run time, but the model promises the output's shape.
+            types[node.input[0]] = TensorType(src.elem_type, out.dims)
+    _forward(nodes, types, opset)
+
+
+def _forward(nodes: Iterable[onnx.NodeProto], types: dict[str, TensorType], opset: int) -> None:
     for node in nodes:
         if all(not o or (o in types and types[o].static) for o in node.output):
             continue
