@@ -15,17 +15,22 @@ from tests.kernel_harness import run_against_reference
 
 OPSET = 18
 SETTINGS = settings(max_examples=30, deadline=None)
-_ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32}
 
 
-def one_node_model(op_type: str, feeds: dict[str, np.ndarray], n_outputs: int = 1, **attrs) -> onnx.ModelProto:
-    """A model of one `op_type` node reading `feeds` in order (an empty name omits an input)."""
-    names = list(feeds)
-    inputs = [helper.make_tensor_value_info(n, _ONNX_TYPE[x.dtype], x.shape) for n, x in feeds.items() if n]
+def one_node_model(
+    op_type: str, feeds: dict[str, np.ndarray | None], n_outputs: int = 1, opset: int = OPSET, **attrs
+) -> onnx.ModelProto:
+    """A model of one `op_type` node reading `feeds` in order (a None value omits that input)."""
+    names = [n if x is not None else "" for n, x in feeds.items()]
+    inputs = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
+        for n, x in feeds.items()
+        if x is not None
+    ]
     outputs = [helper.make_tensor_value_info(f"y{i}", TensorProto.UNDEFINED, None) for i in range(n_outputs)]
     node = helper.make_node(op_type, names, [o.name for o in outputs], **attrs)
     graph = helper.make_graph([node], op_type.lower(), inputs, outputs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def assert_same(got: list[np.ndarray], want: list[np.ndarray]) -> None:
@@ -82,7 +87,6 @@ def test_where_broadcasts_three_ways(data):
         "x": data.draw(hnp.arrays(np.float32, x, elements=_floats())),
         "y": data.draw(hnp.arrays(np.float32, y, elements=_floats())),
     }
-    _ONNX_TYPE.setdefault(np.dtype(np.bool_), TensorProto.BOOL)
     assert_same(*run_against_reference(one_node_model("Where", feeds), feeds))
 
 
@@ -98,7 +102,6 @@ def tensor_and_axes(draw):
 @given(case=tensor_and_axes(), keepdims=st.sampled_from([0, 1]), noop=st.sampled_from([0, 1]))
 def test_reductions(op_type, case, keepdims, noop):
     x, axes = case
-    _ONNX_TYPE.setdefault(np.dtype(np.int64), TensorProto.INT64)
     feeds = {"x": x, "axes": axes}
     model = one_node_model(op_type, feeds, keepdims=keepdims, noop_with_empty_axes=noop)
     got, want = run_against_reference(model, feeds)

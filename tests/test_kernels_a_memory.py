@@ -1,0 +1,67 @@
+"""Kernels keep their temporaries small: memplan reports every byte numpy allocates outside
+the arena, so a kernel that silently built a tensor-sized temporary would spoil the
+measurement. numpy reports its buffers to tracemalloc, which is the meter here."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from runtime.kernels import get_kernel
+
+SHAPE = (4, 64, 64, 64)  # 1 Mi elements: 4 MiB of float32
+LIMIT = 1 << 20  # a tensor-sized temporary would be 4x this
+RNG = np.random.default_rng(3)
+X = RNG.standard_normal(SHAPE).astype(np.float32)
+C = RNG.standard_normal((64, 1, 1)).astype(np.float32)
+I64 = np.int64
+
+
+def _case(op, inputs, out_shape=SHAPE, dtype=np.float32, **attrs):
+    return pytest.param(op, inputs, out_shape, dtype, attrs, id=f"{op}-{'-'.join(map(str, attrs.values()))}")
+
+
+CASES = [
+    *(_case(op, [X]) for op in ["Relu", "Sigmoid", "Tanh", "Exp", "Erf", "Gelu", "HardSwish", "HardSigmoid"]),
+    *(_case(op, [X]) for op in ["LeakyRelu", "Elu", "Selu", "Celu", "Softplus", "Softsign", "Mish", "Identity"]),
+    *(_case(op, [X, C]) for op in ["Add", "Sub", "Mul", "Div", "Pow", "PRelu", "Max", "Min", "Sum"]),
+    _case("Gelu", [X], approximate="tanh"),
+    _case("Div", [X.astype(np.int32), np.full((64, 1, 1), -3, np.int32)], dtype=np.int32),
+    _case("Mod", [X.astype(np.int32), np.full((64, 1, 1), -3, np.int32)], dtype=np.int32),
+    _case("Clip", [X, np.float32(-1), np.float32(1)]),
+    _case("Where", [X > 0, X, C]),
+    _case("Less", [X, C], dtype=np.bool_),
+    _case("Softmax", [X], opset=13, axis=-1),
+    _case("LogSoftmax", [X], opset=13, axis=1),
+    _case("Softmax", [X], opset=11, axis=1),
+    _case("Reshape", [X, np.array([4, -1], I64)], out_shape=(4, 64**3)),
+    _case("Transpose", [X], out_shape=(4, 64, 64, 64), perm=[0, 2, 3, 1]),
+    _case("Concat", [X, X], out_shape=(8, 64, 64, 64), axis=0),
+    _case("Slice", [X, np.array([1], I64), np.array([63], I64), np.array([2], I64)], out_shape=(4, 64, 62, 64)),
+    _case("Pad", [X, np.array([0, 0, 1, 1, 0, 0, 1, 1], I64)], out_shape=(4, 64, 66, 66)),
+    _case("Pad", [X, np.array([0, 0, 1, 1, 0, 0, 1, 1], I64)], out_shape=(4, 64, 66, 66), mode="reflect"),
+    _case("Tile", [X[:, :, :32], np.array([1, 1, 2, 1], I64)]),
+    _case("Expand", [C, np.array(SHAPE, I64)]),
+    _case("Gather", [X, np.arange(0, 64, 2)], out_shape=(4, 32, 64, 64), axis=1),
+    _case("Cast", [X], dtype=np.float16, to=10),
+    _case("ReduceSum", [X, np.array([2, 3], I64)], out_shape=(4, 64, 1, 1)),
+    _case("ReduceMean", [X, np.array([1], I64)], out_shape=(4, 1, 64, 64)),
+    _case("ReduceMax", [X, np.array([-1], I64)], out_shape=(4, 64, 64, 1)),
+    _case("ArgMax", [X], out_shape=(4, 64, 64, 1), dtype=np.int64, axis=3),
+]
+
+
+@pytest.mark.parametrize(("op", "inputs", "out_shape", "dtype", "attrs"), CASES)
+def test_kernel_allocates_less_than_a_quarter_of_its_output(op, inputs, out_shape, dtype, attrs):
+    k = get_kernel(op)
+    out = np.empty(out_shape, dtype=dtype)
+    tracemalloc.start()
+    try:
+        with np.errstate(all="ignore"):
+            k.fn(*inputs, out=out, **attrs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < LIMIT, f"{op} allocated {peak} bytes outside its output"
