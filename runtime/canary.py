@@ -61,6 +61,8 @@ class Canary:
         for b in written:
             if b in self.span and self.kind[b] != "workspace":
                 self.held[b] = self._checksum(b)
+        if step == self.problem.steps - 1:
+            return  # the outputs are read after the last step: leave them be
         for b in [b for b in self.held if self.last[b] <= step]:
             del self.held[b]
         self._poison_free()
