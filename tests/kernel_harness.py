@@ -21,12 +21,21 @@ def run_kernel(model: onnx.ModelProto, inputs: list[np.ndarray | None], like: li
     kernel = get_kernel(node.op_type)
     assert kernel is not None, f"no kernel for {node.op_type}"
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
-    outputs = [np.empty(e.shape, dtype=e.dtype) for e in like]
+    # One slot per node output, None where the node omits it (an empty name), as kernels expect.
+    named = [name for name in node.output if name]
+    if len(named) == len(like):
+        shapes = iter(like)
+        outputs = []
+        for name in node.output:
+            e = next(shapes) if name else None
+            outputs.append(None if e is None else np.empty(e.shape, dtype=e.dtype))
+    else:
+        outputs = [np.empty(e.shape, dtype=e.dtype) for e in like]
     attrs = attributes_of(node)
     ws = None
     if kernel.workspace is not None:
         metas_in = [None if x is None else TensorMeta(tuple(x.shape), x.dtype) for x in inputs]
-        metas_out = [TensorMeta(tuple(o.shape), o.dtype) for o in outputs]
+        metas_out = [None if o is None else TensorMeta(tuple(o.shape), o.dtype) for o in outputs]
         ws = np.zeros(kernel.workspace(metas_in, metas_out, **attrs), dtype=np.uint8)
     # Inputs are read-only in the arena's contract: make that a hard error here.
     frozen = []
@@ -36,7 +45,7 @@ def run_kernel(model: onnx.ModelProto, inputs: list[np.ndarray | None], like: li
             x.flags.writeable = False
         frozen.append(x)
     call(kernel, frozen, outputs, ws, attrs, opset)
-    return outputs
+    return [o for o in outputs if o is not None]
 
 
 def run_against_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
