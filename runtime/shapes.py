@@ -139,7 +139,8 @@ def skeleton(
     graph.node.extend(nodes)
     graph.input.extend(value_info(name, t) for name, t in inputs.items())
     for name, c in constants.items():
-        if c.nbytes <= SMALL_CONSTANT_BYTES and c.dtype.kind != "O":
+        # External data stays on disk until something executes: inference sees its type only.
+        if c.nbytes <= SMALL_CONSTANT_BYTES and c.dtype.kind != "O" and (c.loaded or c.source != "external"):
             graph.initializer.append(numpy_helper.from_array(c.value(), name))
         else:
             graph.input.append(value_info(name, constant_type(c)))
