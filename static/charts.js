@@ -174,8 +174,9 @@
     }
   }
 
-  // Page pixel (relative to the viewport) of a tensor's centre: for tests and for "find".
+  // Viewport pixel of a tensor's centre, after scrolling its chart into view (for tests).
   M.pixelOf = function (chart, view, i) {
+    chart.el.scrollIntoView({ block: "center" });
     const full = chart.el._fullLayout, box = chart.el.getBoundingClientRect(), b = view.buffers;
     const x = (b.first[i] + b.last[i] + 1) / 2, y = chart.offsets[i] + b.size[i] / 2;
     return { x: box.left + full.xaxis._offset + full.xaxis.c2p(x), y: box.top + full.yaxis._offset + full.yaxis.c2p(y) };

@@ -1,0 +1,225 @@
+"""The pages in real Chromium (Debian's, through Playwright) against the real app served by uvicorn.
+
+Each test keeps a screenshot of the page it drove under test-artifacts/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from app.library import EXAMPLES_DIR
+from app.main import Settings, create_app
+from planner.generate import network_like
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (apt-get install chromium)"
+    ),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    import uvicorn
+
+    port = _free_port()
+    app = create_app(Settings(data_dir=tmp_path_factory.mktemp("data"), max_upload_bytes=1 << 20))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        context.set_default_timeout(30_000)
+        yield context
+        context.close()
+
+
+@pytest.fixture()
+def page(browser):
+    page = browser.new_page()
+    yield page
+    page.close()
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def _post(url: str, body: bytes, content_type: str) -> dict:
+    request = urllib.request.Request(url, data=body, headers={"Content-Type": content_type}, method="POST")
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())
+
+
+def _plan_page_ready(page) -> None:
+    page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.ready")
+    page.evaluate("Memplan.plan.ready.then(() => true)")
+
+
+def test_upload_an_example_plan_it_and_see_the_comparison(server, page, tmp_path):
+    page.goto(server + "/")
+    shot(page, "home")
+    model = tmp_path / "light_squeezenet.onnx"
+    shutil.copyfile(EXAMPLES_DIR / "light_squeezenet.onnx", model)
+    page.set_input_files("#file-input", str(model))
+    page.wait_for_url("**/models/*")
+    assert page.inner_text("h1") == "light_squeezenet"
+    assert "Conv" in page.inner_text("#ops-table")
+    shot(page, "model")
+    page.click("#plan-button")
+    page.wait_for_url("**/plans/*")
+    _plan_page_ready(page)
+    bars = page.locator("#chart-compare .barlayer .point")
+    rows = page.locator("#compare-table tbody tr")
+    assert bars.count() == rows.count() >= 8
+    assert "LOAD" in page.inner_text("#chart-compare")
+    assert page.locator("#peak-table tbody tr").count() > 0
+    shot(page, "plan")
+
+
+def test_hovering_a_rectangle_shows_its_tooltip_and_search_highlights(server, page):
+    result = _post(
+        server + "/api/v1/problems/plan?strategies=greedy_by_size,naive",
+        b"id,lower,upper,size\nbig,0,3,4096\nsmall,1,2,512\nlate,3,5,1024\n",
+        "text/csv",
+    )
+    page.goto(server + result["links"]["page"])
+    _plan_page_ready(page)
+    point = page.evaluate(
+        "(() => { const i = VIEW.buffers.id.indexOf('big'); return Memplan.pixelOf(Memplan.plan.a, VIEW, i); })()"
+    )
+    page.mouse.move(point["x"], point["y"])
+    tooltip = page.locator(".mp-tooltip:visible")
+    tooltip.wait_for()
+    text = tooltip.inner_text()
+    assert "big" in text and "4,096 bytes" in text and "steps 0–2" in text  # CSV upper bounds are exclusive
+    shot(page, "hover")
+    page.fill("#search", "late")
+    page.wait_for_function("document.getElementById('search-count').textContent === '1 found'")
+    highlighted = page.evaluate(
+        "Memplan.plan.a.el.data[Memplan.plan.a.highlightTrace].x.filter((v) => v !== null).length"
+    )
+    assert highlighted == 5  # one closed rectangle
+    assert "q=late" in page.url
+
+
+def test_gallery_opens_an_example_in_one_click(server, page):
+    page.goto(server + "/")
+    page.click("button[data-example='resnet50']")
+    page.wait_for_url("**/models/*")
+    assert page.inner_text("h1") == "light_resnet50"
+
+
+def test_bad_upload_shows_the_reason_on_the_page(server, page, tmp_path):
+    bogus = tmp_path / "notes.onnx"
+    bogus.write_text("these are notes, not a model\n")
+    page.goto(server + "/")
+    page.set_input_files("#file-input", str(bogus))
+    page.locator("#error-box").wait_for(state="visible")
+    assert "not an ONNX model" in page.inner_text("#error-box")
+    shot(page, "bad-upload")
+
+
+def test_permalink_reopens_the_same_view(server, page):
+    result = _post(server + "/api/v1/problems/plan", network_like(300).dumps().encode(), "application/json")
+    by_name = {p["strategy"]: p["id"] for p in result["plans"]}
+    page.goto(f"{server}/plans/{by_name['best_fit']}?compare=naive&x0=10&x1=40&q=t1")
+    _plan_page_ready(page)
+    ranges = page.evaluate("[Memplan.plan.a.el._fullLayout.xaxis.range, Memplan.plan.b.el._fullLayout.xaxis.range]")
+    assert ranges == [[10, 40], [10, 40]]
+    assert page.input_value("#pick-b") == by_name["naive"] and page.input_value("#search") == "t1"
+    # zooming one chart zooms the other
+    page.evaluate("Plotly.relayout(Memplan.plan.a.el, {'xaxis.range': [20, 30]})")
+    page.wait_for_function("Memplan.plan.b.el._fullLayout.xaxis.range[0] === 20")
+    assert "x0=20.00" in page.url and "x1=30.00" in page.url
+
+
+def test_a_run_shows_progress_and_its_verdict(server, page):
+    # Record every job event the page receives, across the reload that shows the result.
+    page.add_init_script(
+        """(() => { const Real = window.EventSource; window.EventSource = function (url) {
+            const source = new Real(url);
+            source.addEventListener('progress', (ev) => {
+              const seen = JSON.parse(sessionStorage.getItem('events') || '[]');
+              seen.push(JSON.parse(ev.data).progress); sessionStorage.setItem('events', JSON.stringify(seen)); });
+            return source; }; window.EventSource.CLOSED = Real.CLOSED; })();"""
+    )
+    model = _post(server + "/api/v1/examples/resnet50", b"", "application/json")
+    plans = _post(
+        server + f"/api/v1/models/{model['id']}/plans",
+        json.dumps({"strategies": ["greedy_by_size"]}).encode(),
+        "application/json",
+    )
+    page.goto(server + plans["links"]["page"])
+    _plan_page_ready(page)
+    page.click("#run-button")
+    page.wait_for_url("**/runs/*")
+    page.locator("#verdict").wait_for(timeout=120_000)
+    assert "outputs match" in page.inner_text("#verdict")
+    assert page.locator("#chart-times .barlayer .point").count() > 100
+    progress = page.evaluate("JSON.parse(sessionStorage.getItem('events') || '[]')")
+    assert len(progress) > 10 and progress == sorted(progress)
+    shot(page, "run")
+
+
+def test_twenty_thousand_tensors_draw_and_hover(server, page):
+    result = _post(
+        server + "/api/v1/problems/plan?strategies=greedy_by_size,best_fit",
+        network_like(20_000).dumps().encode(),
+        "application/json",
+    )
+    page.goto(server + result["links"]["page"])
+    _plan_page_ready(page)
+    traces = page.evaluate("Memplan.plan.a.el.data.length")
+    assert traces <= 5  # a few polygon traces, not one object per tensor
+    point = page.evaluate(
+        "(() => { const i = VIEW.buffers.id.indexOf('output'); return Memplan.pixelOf(Memplan.plan.a, VIEW, i); })()"
+    )
+    page.mouse.move(point["x"], point["y"])
+    page.locator(".mp-tooltip:visible").wait_for()
+    shot(page, "plan-20k")
