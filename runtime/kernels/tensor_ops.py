@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import kernel
+from runtime.kernels._blocks import apply_blocks
 
 
 def _check_bounds(op_type, indices, n, axis):
@@ -88,17 +89,26 @@ def trilu(x, k=None, *, out, upper=1):
     out[..., drop] = 0
 
 
+# Largest finite value of each float8 type: what saturate=1 clamps out-of-range values to.
+_FLOAT8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0, "float8_e5m2": 57344.0, "float8_e5m2fnuz": 57344.0}
+
+
 @kernel("Cast")
 def cast(x, *, out, to=None, saturate=1, round_mode="up"):
-    """Between numpy's bool, integer, float and string types. Float to integer follows
-    numpy (truncation; out-of-range values are undefined in ONNX too). bfloat16, float8,
-    float4 and 2/4-bit integers have no numpy dtype and are not supported."""
+    """Between bool, integer, float and string types, and to/from the types onnx maps to
+    ml_dtypes (bfloat16, float8, 4-bit integers) when `out` has such a dtype. Float to
+    integer truncates (out-of-range values are undefined in ONNX too). With `saturate`
+    (the default), values beyond a float8 type's range, infinities included, become its
+    largest finite value; NaN stays NaN. float8_e8m0 (round_mode) is not supported."""
     if out.dtype == object:
         out[...] = x.astype(str) if x.dtype != object else x
+    elif saturate and out.dtype.name in _FLOAT8_MAX and x.dtype.kind == "f":
+        top = _FLOAT8_MAX[out.dtype.name]
+        apply_blocks(lambda x, o: np.copyto(o, np.clip(x, -top, top), casting="unsafe"), out, x)
     else:
         np.copyto(out, x, casting="unsafe")
 
 
 @kernel("CastLike")
 def cast_like(x, target_type, *, out, saturate=1, round_mode="up"):
-    cast(x, out=out)
+    cast(x, out=out, saturate=saturate, round_mode=round_mode)
