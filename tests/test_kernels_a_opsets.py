@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
+from runtime.kernels import get_kernel
 from tests.kernel_harness import run_against_reference, run_kernel
 from tests.test_kernels_a_properties import assert_same, one_node_model
 
@@ -148,3 +149,20 @@ def test_cast_between_numeric_and_bool_types(source, target):
     check("Cast", {"x": x}, 21, to=helper.np_dtype_to_tensor_dtype(np.dtype(target)))
     like = np.zeros(1, dtype=target)
     check("CastLike", {"x": x, "like": like}, 21)
+
+
+@pytest.mark.parametrize(
+    "x",
+    [np.array([0.1, -2.5, 1e10, np.nan, 3.0], np.float32), np.array([1, -7], np.int64), np.array([True, False])],
+)
+def test_cast_to_string_formats_as_the_reference(x):
+    check("Cast", {"x": x}, 21, to=TensorProto.STRING)
+    # A runtime may hold strings in object arrays rather than fixed-width unicode.
+    out = np.empty(x.shape, dtype=object)
+    get_kernel("Cast").fn(x, out=out, to=TensorProto.STRING)
+    _, want = run_against_reference(one_node_model("Cast", {"x": x}, opset=21, to=TensorProto.STRING), {"x": x})
+    assert out.tolist() == np.asarray(want[0]).tolist()
+
+
+def test_cast_from_string():
+    check("Cast", {"x": np.array(["1.5", "-2", "nan", "1e3"], dtype=object)}, 21, to=TensorProto.FLOAT)
