@@ -34,6 +34,9 @@ OPS = [
     "GlobalMaxPool",
     "Resize",
     "Einsum",
+    "LSTM",
+    "GRU",
+    "RNN",
 ]
 
 # Backend cases a kernel does not pass, with the reason.
@@ -72,17 +75,21 @@ def _run_with_ws(model: onnx.ModelProto, inputs: list, like: list, mode: str) ->
     node = model.graph.node[0]
     k = get_kernel(node.op_type)
     attrs = attributes_of(node)
-    outputs = [np.full(e.shape, 7, dtype=e.dtype) for e in like]
+    shapes = iter(like)
+    outputs = []  # one slot per node output, None for the omitted ones
+    for name in node.output:
+        e = next(shapes) if name else None
+        outputs.append(None if e is None else np.full(e.shape, 7, dtype=e.dtype))
     size = 0
     ws = None
     if mode == "exact":
         metas_in = [None if x is None else TensorMeta(tuple(x.shape), x.dtype) for x in inputs]
-        metas_out = [TensorMeta(tuple(o.shape), o.dtype) for o in outputs]
+        metas_out = [None if o is None else TensorMeta(tuple(o.shape), o.dtype) for o in outputs]
         size = k.workspace(metas_in, metas_out, **attrs)
         ws = np.full(size, 0xFF, dtype=np.uint8)  # NaN in float views: scratch must not be read before written
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     call(k, inputs, outputs, ws, attrs, opset)
-    return outputs, size
+    return [o for o in outputs if o is not None], size
 
 
 WORKSPACE_OPS = [op for op in OPS if get_kernel(op).workspace is not None]
@@ -293,6 +300,69 @@ def test_resize_random_against_reference(seed):
         feeds = {"x": x, "roi": roi, "scales": np.array([], dtype=np.float32), "sizes": sizes}
     model = one_node("Resize", feeds, opset=19, **attrs)
     got, expected = run_against_reference(model, feeds)
+    _close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def _recurrent_case(op: str, seed: int) -> tuple[dict, dict, list]:
+    """Random feeds and attributes for LSTM/GRU/RNN covering directions, layouts, optional
+    inputs, sequence lengths, clip and non-default activations."""
+    rng = np.random.default_rng(800 + seed)
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    direction = ["forward", "reverse", "bidirectional"][seed % 3]
+    dirs = 2 if direction == "bidirectional" else 1
+    layout = (seed // 3) % 2
+    seq, batch, size, hidden = 4, 3, int(rng.integers(1, 5)), int(rng.integers(1, 5))
+    x = rng.standard_normal((seq, batch, size) if layout == 0 else (batch, seq, size)).astype(np.float32)
+    state_shape = (dirs, batch, hidden) if layout == 0 else (batch, dirs, hidden)
+
+    def maybe(shape, p=0.6):
+        return rng.standard_normal(shape).astype(np.float32) if rng.random() < p else None
+
+    feeds = {
+        "x": x,
+        "w": rng.standard_normal((dirs, gates * hidden, size)).astype(np.float32),
+        "r": rng.standard_normal((dirs, gates * hidden, hidden)).astype(np.float32),
+        "b": maybe((dirs, 2 * gates * hidden)),
+        "lens": rng.integers(1, seq + 1, batch).astype(np.int32) if seed % 2 else None,
+        "h0": maybe(state_shape),
+    }
+    if op == "LSTM":
+        feeds["c0"] = maybe(state_shape)
+        feeds["p"] = maybe((dirs, 3 * hidden))
+    attrs = {"hidden_size": hidden, "direction": direction, "layout": layout}
+    if seed % 4 == 1:
+        attrs["clip"] = 1.5
+    if op == "GRU":
+        attrs["linear_before_reset"] = int(rng.integers(0, 2))
+    if op == "LSTM" and seed % 5 == 2:
+        attrs["input_forget"] = 1
+    if seed % 4 == 3:
+        choices = {"LSTM": ["HardSigmoid", "Softsign", "Relu"], "GRU": ["Sigmoid", "LeakyRelu"], "RNN": ["Elu"]}[op]
+        attrs["activations"] = choices * dirs
+        attrs["activation_alpha"] = [0.3] * dirs
+    out_types = [np.float32] * (3 if op == "LSTM" else 2)
+    return feeds, attrs, out_types
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("seed", range(12))
+def test_recurrent_random_against_onnxruntime(op, seed):
+    # onnx.reference ignores sequence_lens, clip and activations: onnxruntime is the oracle.
+    # It runs only layout 0: batch-major cases are checked against it on transposed tensors.
+    feeds, attrs, out_types = _recurrent_case(op, seed)
+    model = one_node(op, feeds, n_outputs=len(out_types), opset=14, out_types=out_types, **attrs)
+    if attrs["layout"] == 0:
+        expected = run_ort(model, feeds)
+    else:
+        swap = {k: None if v is None else (v.swapaxes(0, 1) if k in ("x", "h0", "c0") else v) for k, v in feeds.items()}
+        time_major = one_node(
+            op, swap, n_outputs=len(out_types), opset=14, out_types=out_types, **{**attrs, "layout": 0}
+        )
+        y, *states = run_ort(time_major, swap)
+        expected = [y.transpose(2, 0, 1, 3)] + [s.swapaxes(0, 1) for s in states]
+    inputs = list(feeds.values())
+    _close(run_kernel(model, inputs, like=expected), expected, rtol=1e-4, atol=1e-5)
+    got, _ = _run_with_ws(model, inputs, expected, "none")
     _close(got, expected, rtol=1e-4, atol=1e-5)
 
 

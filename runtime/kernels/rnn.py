@@ -1,0 +1,310 @@
+"""LSTM, GRU and RNN: the input projection of all time steps in one matmul, then one small
+matmul per step for the recurrence, with gates, states and scratch in the workspace.
+
+Shared conventions (ONNX's): gate blocks are stacked in W and R in the spec's order
+(LSTM i, o, f, c; GRU z, r, h; RNN one block); directions are forward, reverse or
+bidirectional (two weight sets); layout 0 is time-major, layout 1 batch-major; steps at or
+beyond a batch entry's `sequence_lens` leave its state untouched and write zeros to Y, so
+the final state outputs hold each entry's last valid step (reverse runs start from there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from runtime.kernels import kernel
+from runtime.kernels._scratch import Scratch, scratch_bytes
+
+Activation = Callable[[np.ndarray], None]  # applies in place
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+_DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
+# (alpha, beta) defaults of the activations that take them, as the ONNX ops of the same name.
+_PARAMETERS = {
+    "leakyrelu": (0.01, None),
+    "thresholdedrelu": (1.0, None),
+    "elu": (1.0, None),
+    "scaledtanh": (1.0, 1.0),
+    "hardsigmoid": (0.2, 0.5),
+    "affine": (1.0, 0.0),
+}
+
+
+def _sigmoid(x: np.ndarray) -> None:
+    # 1 / (1 + e^-x) written through tanh: in place and free of overflow. (It also avoids
+    # np.negative, which numpy 2.4 miscomputes on float32 column views such as one gate of a
+    # hidden size of 1.)
+    x *= 0.5
+    np.tanh(x, out=x)
+    x += 1
+    x *= 0.5
+
+
+def _make_activation(name: str, alpha: float | None, beta: float | None) -> Activation:
+    key = name.lower()
+    if key == "sigmoid":
+        return _sigmoid
+    if key == "tanh":
+        return lambda x: np.tanh(x, out=x)
+    if key == "relu":
+        return lambda x: np.maximum(x, 0, out=x)
+    if key == "leakyrelu":
+        return lambda x: np.multiply(x, alpha, out=x, where=x < 0)
+    if key == "thresholdedrelu":
+        return lambda x: np.copyto(x, 0, where=x <= alpha)
+    if key == "elu":
+        return lambda x: np.copyto(x, alpha * np.expm1(np.minimum(x, 0)), where=x < 0)
+    if key == "softsign":
+        return lambda x: np.divide(x, 1 + np.abs(x), out=x)
+    if key == "softplus":
+        return lambda x: np.logaddexp(x, 0, out=x)
+    if key in ("scaledtanh", "hardsigmoid", "affine"):
+
+        def scaled(x: np.ndarray) -> None:
+            if key == "scaledtanh":
+                x *= beta
+                np.tanh(x, out=x)
+                x *= alpha
+            else:
+                x *= alpha
+                x += beta
+                if key == "hardsigmoid":
+                    np.clip(x, 0, 1, out=x)
+
+        return scaled
+    raise ValueError(
+        f"RNN activation {name!r} is not one of Sigmoid, Tanh, Relu, LeakyRelu, ThresholdedRelu, Elu, "
+        "Softsign, Softplus, ScaledTanh, HardSigmoid, Affine"
+    )
+
+
+def _activations(op: str, names, alphas, betas, directions: int) -> list[list[Activation]]:
+    """Activation functions per direction; alphas and betas are consumed in order by the
+    activations that take them (as onnxruntime reads the attributes)."""
+    per_direction = len(_DEFAULT_ACTIVATIONS[op])
+    names = list(names) if names else _DEFAULT_ACTIVATIONS[op] * directions
+    if len(names) == per_direction and directions == 2:
+        names = names * 2
+    alphas, betas = list(alphas or []), list(betas or [])
+    made = []
+    for name in names:
+        alpha, beta = _PARAMETERS.get(name.lower(), (None, None))
+        if alpha is not None and alphas:
+            alpha = alphas.pop(0)
+        if beta is not None and betas:
+            beta = betas.pop(0)
+        made.append(_make_activation(name, alpha, beta))
+    return [made[d * per_direction : (d + 1) * per_direction] for d in range(directions)]
+
+
+def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
+    x, w = inputs[0], inputs[1]
+    seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
+    width = w.shape[1]  # gates * hidden
+    hidden = inputs[2].shape[2]
+    blocks = [((seq, batch, width), x.dtype), ((batch, width), x.dtype)]
+    blocks += [((batch, hidden), x.dtype)] * 4  # state, cell, and two scratch rows
+    return scratch_bytes(*blocks)
+
+
+class _Buffers:
+    """The workspace of one recurrent node, reused by each direction in turn."""
+
+    def __init__(self, ws, op: str, seq: int, batch: int, hidden: int, dtype) -> None:
+        scratch = Scratch(ws, op)
+        width = _GATES[op] * hidden
+        self.projected = scratch.take((seq, batch, width), dtype)  # X @ W^T (+ biases) for all steps
+        self.gates = scratch.take((batch, width), dtype)
+        self.h = scratch.take((batch, hidden), dtype)
+        self.c = scratch.take((batch, hidden), dtype)
+        self.tmp = scratch.take((batch, hidden), dtype)
+        self.tmp2 = scratch.take((batch, hidden), dtype)
+
+
+def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs) -> None:
+    layout = attrs["layout"]
+    xs = x if layout == 0 else x.transpose(1, 0, 2)  # time-major view
+    seq, batch = xs.shape[:2]
+    directions, hidden = w.shape[0], r.shape[2]
+    y, y_h = out[0], out[1] if len(out) > 1 else None
+    y_c = out[2] if op == "LSTM" and len(out) > 2 else None
+    ys = None if y is None else (y if layout == 0 else y.transpose(1, 2, 0, 3))  # (seq, dirs, batch, H)
+    if initial_h is not None and layout == 1:
+        initial_h = initial_h.transpose(1, 0, 2)
+    if initial_c is not None and layout == 1:
+        initial_c = initial_c.transpose(1, 0, 2)
+    lens = None if sequence_lens is None else np.asarray(sequence_lens)
+    if lens is not None and (lens >= seq).all():
+        lens = None
+    buffers = _Buffers(ws, op, seq, batch, hidden, x.dtype)
+    funcs = _activations(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], directions)
+    reverse = attrs["direction"] == "reverse"
+    for d in range(directions):
+        bias = None if b is None else b[d]
+        _project(op, xs, w[d], bias, hidden, attrs, buffers.projected)
+        buffers.h[...] = 0 if initial_h is None else initial_h[d]
+        buffers.c[...] = 0 if initial_c is None else initial_c[d]
+        order = range(seq - 1, -1, -1) if reverse or d == 1 else range(seq)
+        for t in order:
+            active = None if lens is None else t < lens
+            if active is not None and not active.any():
+                if ys is not None:
+                    ys[t, d] = 0
+                continue
+            step = _STEPS[op]
+            step(buffers, t, r[d], bias, None if p is None else p[d], funcs[d], attrs, active)
+            if ys is not None:
+                ys[t, d] = buffers.h
+                if active is not None:
+                    ys[t, d][~active] = 0
+        if y_h is not None:
+            (y_h[d] if layout == 0 else y_h[:, d])[...] = buffers.h
+        if y_c is not None:
+            (y_c[d] if layout == 0 else y_c[:, d])[...] = buffers.c
+
+
+def _project(op: str, xs, w, bias, hidden: int, attrs: dict, projected: np.ndarray) -> None:
+    """All steps' input projections X_t W^T plus the biases that do not depend on the state."""
+    np.matmul(xs, w.T, out=projected)
+    if bias is None:
+        return
+    width = projected.shape[2]
+    projected += bias[:width]
+    if op == "GRU" and attrs["linear_before_reset"]:
+        projected[..., : 2 * hidden] += bias[width : width + 2 * hidden]  # Rb_h goes inside r * (...)
+    else:
+        projected += bias[width:]
+
+
+def _clip(gates: np.ndarray, clip: float | None) -> None:
+    if clip is not None:
+        np.clip(gates, -clip, clip, out=gates)
+
+
+def _commit(state: np.ndarray, new: np.ndarray, active) -> None:
+    """Keep the old state of batch entries past their sequence length."""
+    if active is None:
+        np.copyto(state, new)
+    else:
+        np.copyto(state, new, where=active[:, None])
+
+
+def _lstm_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
+    f, g, h = funcs
+    hidden = buf.h.shape[1]
+    gates = buf.gates
+    np.matmul(buf.h, r.T, out=gates)
+    gates += buf.projected[t]
+    i, o, fg, c = (gates[:, k * hidden : (k + 1) * hidden] for k in range(4))
+    if p is not None:
+        i += p[:hidden] * buf.c
+        fg += p[2 * hidden :] * buf.c
+    for gate in (i, fg, c):  # o is clipped once its peephole (on the new cell) is in
+        _clip(gate, attrs["clip"])
+    f(i)
+    if attrs["input_forget"]:
+        np.subtract(1, i, out=fg)
+    else:
+        f(fg)
+    g(c)
+    new_c = buf.tmp
+    np.multiply(fg, buf.c, out=new_c)
+    c *= i
+    new_c += c
+    _commit(buf.c, new_c, active)
+    if p is not None:
+        o += p[hidden : 2 * hidden] * new_c
+    _clip(o, attrs["clip"])
+    f(o)
+    new_h = buf.tmp2
+    np.copyto(new_h, new_c)
+    h(new_h)
+    new_h *= o
+    _commit(buf.h, new_h, active)
+
+
+def _gru_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
+    f, g = funcs
+    hidden = buf.h.shape[1]
+    gates = buf.gates
+    proj = buf.projected[t]
+    np.matmul(buf.h, r[: 2 * hidden].T, out=gates[:, : 2 * hidden])
+    gates[:, : 2 * hidden] += proj[:, : 2 * hidden]
+    _clip(gates[:, : 2 * hidden], attrs["clip"])
+    z, reset, candidate = (gates[:, k * hidden : (k + 1) * hidden] for k in range(3))
+    f(z)
+    f(reset)
+    r_h = r[2 * hidden :]
+    if attrs["linear_before_reset"]:
+        np.matmul(buf.h, r_h.T, out=candidate)
+        if bias is not None:
+            candidate += bias[5 * hidden :]
+        candidate *= reset
+    else:
+        np.multiply(reset, buf.h, out=buf.tmp)
+        np.matmul(buf.tmp, r_h.T, out=candidate)
+    candidate += proj[:, 2 * hidden :]
+    _clip(candidate, attrs["clip"])
+    g(candidate)
+    # H = (1 - z) * candidate + z * H  ==  candidate + z * (H - candidate)
+    new_h = buf.tmp2
+    np.subtract(buf.h, candidate, out=new_h)
+    new_h *= z
+    new_h += candidate
+    _commit(buf.h, new_h, active)
+
+
+def _rnn_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
+    gates = buf.gates
+    np.matmul(buf.h, r.T, out=gates)
+    gates += buf.projected[t]
+    _clip(gates, attrs["clip"])
+    funcs[0](gates)
+    _commit(buf.h, gates, active)
+
+
+_STEPS = {"LSTM": _lstm_step, "GRU": _gru_step, "RNN": _rnn_step}
+
+
+def _attrs(**kw) -> dict:
+    return kw
+
+
+@kernel("LSTM", workspace=rnn_workspace, outputs="many")
+def lstm(
+    x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, out, ws,
+    activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
+    hidden_size=None, input_forget=0, layout=0,
+):  # fmt: skip
+    attrs = _attrs(
+        activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
+        direction=direction, input_forget=input_forget, layout=layout, linear_before_reset=0,
+    )  # fmt: skip
+    _run("LSTM", x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs)
+
+
+@kernel("GRU", workspace=rnn_workspace, outputs="many")
+def gru(
+    x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
+    activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
+    linear_before_reset=0,
+):  # fmt: skip
+    attrs = _attrs(
+        activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
+        direction=direction, input_forget=0, layout=layout, linear_before_reset=linear_before_reset,
+    )  # fmt: skip
+    _run("GRU", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs)
+
+
+@kernel("RNN", workspace=rnn_workspace, outputs="many")
+def rnn(
+    x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
+    activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
+):  # fmt: skip
+    attrs = _attrs(
+        activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
+        direction=direction, input_forget=0, layout=layout, linear_before_reset=0,
+    )  # fmt: skip
+    _run("RNN", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs)
