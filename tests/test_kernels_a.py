@@ -92,10 +92,10 @@ def test_every_listed_op_is_registered():
     assert not missing, f"no kernel for {missing}"
 
 
-def _run_raw(model, inputs, expected, fill, alias=False):
+def _run_raw(model, inputs, expected, fill, alias=None):
     """Call the kernel's function directly (not through `call`, which drops the return
-    value): outputs pre-filled with `fill`, inputs read-only. With `alias`, output 0 is
-    input 0's own buffer, as when the planner reuses a dying input in place."""
+    value): outputs pre-filled with `fill`, inputs read-only. With `alias` = i, output 0 is
+    input i's own buffer, as when the planner reuses a dying input in place."""
     node = model.graph.node[0]
     k = get_kernel(node.op_type)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
@@ -106,10 +106,10 @@ def _run_raw(model, inputs, expected, fill, alias=False):
             x = np.array(x)
             x.flags.writeable = False
         frozen.append(x)
-    if alias:
-        outputs[0] = np.array(inputs[0])
-        frozen[0] = outputs[0].view()
-        frozen[0].flags.writeable = False
+    if alias is not None:
+        outputs[0] = np.array(inputs[alias])
+        frozen[alias] = outputs[0].view()
+        frozen[alias].flags.writeable = False
     attrs = attributes_of(node)
     extra = {"opset": opset} if k.takes_opset else {}
     if k.workspace is not None:
@@ -144,19 +144,19 @@ def test_kernel_writes_every_output_element_and_returns_none(model, inputs, expe
 
 
 def _aliasable(param):
+    """(case, input index) pairs where the input could hold output 0 in place."""
     model, inputs, expected = param.values
     k = get_kernel(model.graph.node[0].op_type)
-    x = inputs[0] if inputs else None
-    return (
-        not param.marks
-        and not k.multi_output
-        and isinstance(x, np.ndarray)
-        and x.shape == expected[0].shape
-        and x.dtype == expected[0].dtype != object
-    )
+    if param.marks or k.multi_output:
+        return []
+    return [
+        pytest.param(model, inputs, expected, i, id=f"{param.id}-input{i}")
+        for i, x in enumerate(inputs)
+        if isinstance(x, np.ndarray) and x.shape == expected[0].shape and x.dtype == expected[0].dtype != object
+    ]
 
 
-@pytest.mark.parametrize(("model", "inputs", "expected"), [p for p in CASES if _aliasable(p)])
-def test_kernel_is_correct_in_place(model, inputs, expected):
-    _, got = _run_raw(model, inputs, expected, 0, alias=True)
+@pytest.mark.parametrize(("model", "inputs", "expected", "index"), [a for p in CASES for a in _aliasable(p)])
+def test_kernel_is_correct_in_place(model, inputs, expected, index):
+    _, got = _run_raw(model, inputs, expected, 0, alias=index)
     assert_matches(got[0], expected[0])
