@@ -234,22 +234,27 @@ class Session:
                 tracemalloc.start()
             tracemalloc.reset_peak()
             base = tracemalloc.get_traced_memory()[0]
+        # Preallocated so that memplan's own bookkeeping does not count as bytes beside the arena.
+        step_seconds = np.zeros(total)
         started = time.perf_counter()
         for index, step in enumerate(self._steps):
             t0 = time.perf_counter()
             if not step.skip:
                 self._execute(step, values)
-            seconds = time.perf_counter() - t0
-            stats.trace.append(StepRecord(index, step.node.name, step.node.op_type, seconds))
+            step_seconds[index] = time.perf_counter() - t0
             if self._canary is not None:
                 self._canary.after(index, step.node.name)
             if on_step is not None:
-                on_step(index, total, step.node.name, seconds)
+                on_step(index, total, step.node.name, float(step_seconds[index]))
         stats.seconds = time.perf_counter() - started
         if self.measure_memory:
             stats.outside_arena_bytes = max(0, tracemalloc.get_traced_memory()[1] - base)
             if not tracing:
                 tracemalloc.stop()
+        stats.trace = [
+            StepRecord(i, s.node.name, s.node.op_type, float(t))
+            for i, (s, t) in enumerate(zip(self._steps, step_seconds, strict=True))
+        ]
         self.stats = stats
         return self._collect(external_outputs, stats)
 
@@ -258,7 +263,7 @@ class Session:
         ins = [values[k] if k >= 0 else None for k in step.inputs]
         outs = [values[o] if isinstance(o, int) else o for o in step.outputs]
         try:
-            call(step.kernel, ins, outs, step.ws, dict(node.attributes), node.opset)
+            call(step.kernel, ins, outs, step.ws, node.attributes, node.opset)
         except Exception as e:
             raise ExecutionError(
                 f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}", node.name
