@@ -40,7 +40,7 @@ class Canary:
 
     def _checksum(self, buffer_id: str) -> int:
         lo, hi = self.span[buffer_id]
-        return zlib.crc32(self.arena[lo:hi])
+        return zlib.crc32(self.arena[lo:hi].data)
 
     def start(self, filled: Sequence[str]) -> None:
         """Poison everything, before the caller's data (`filled` buffers) is copied in."""

@@ -183,12 +183,13 @@ def _catalog() -> list[tuple[str, str, frozenset[str]]]:
 
     with _quiet():
         cases = load_model_tests(kind="node")
-    single = {c.name: c.model.graph.node[0].op_type for c in cases if len(c.model.graph.node) == 1}
+    models = {c.name: c.model for c in cases if c.model is not None}
+    single = {name: m.graph.node[0].op_type for name, m in models.items() if len(m.graph.node) == 1}
     out = []
-    for c in cases:
-        base = c.name.split("_expanded")[0]
-        op = single.get(base) or single.get(c.name) or c.model.graph.node[0].op_type
-        out.append((c.name, op, frozenset(_op_types(c.model.graph))))
+    for name, model in sorted(models.items()):
+        base = name.split("_expanded")[0]
+        op = single.get(base) or single.get(name) or model.graph.node[0].op_type
+        out.append((name, op, frozenset(_op_types(model.graph))))
     return sorted(out)
 
 

@@ -16,7 +16,8 @@ refused by name instead of exhausting memory.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -101,10 +102,16 @@ def _fold_node(
         _check_size(node, name, size, max_bytes)
     inputs = [constants[name] if name else None for name in node.input]
     if known and sum(sizes.values()) > SMALL_CONSTANT_BYTES:
-        run = functools.cache(lambda: evaluate(node, [c.value() if c else None for c in inputs], outs, opset))
+
+        @functools.cache
+        def run() -> list[np.ndarray]:
+            return evaluate(node, [c.value() if c else None for c in inputs], outs, opset)
+
         for k, (name, t) in enumerate(zip(node.output, outs, strict=True)):
             if name and t is not None:
-                constants[name] = Constant.lazy(name, t.shape, np_dtype(t.elem_type, name), lambda k=k: run()[k])
+                constants[name] = Constant.lazy(
+                    name, t.shape, np_dtype(t.elem_type, name), functools.partial(_pick, run, k)
+                )
         return
     results = evaluate(node, [c.value() if c else None for c in inputs], outs, opset)
     for name, value in zip(node.output, results, strict=False):
@@ -113,13 +120,17 @@ def _fold_node(
             constants[name] = Constant.of_array(name, value)
 
 
+def _pick(run: Callable[[], list[np.ndarray]], k: int) -> np.ndarray:
+    return run()[k]
+
+
 def _type_bytes(t: TensorType, name: str) -> int:
     return int(np.prod(t.shape, dtype=np.int64)) * np_dtype(t.elem_type, f"tensor {name!r}").itemsize
 
 
 def _predicted_bytes(node: onnx.NodeProto, constants: Mapping[str, Constant]) -> int:
     """Output size of ops that can make a large tensor from small inputs, before running them."""
-    values = [constants[n].value() if n else None for n in node.input]
+    values: list[Any] = [constants[n].value() if n else None for n in node.input]
     try:
         if node.op_type == "ConstantOfShape":
             attr = attributes_of(node).get("value")

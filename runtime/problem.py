@@ -57,7 +57,7 @@ def memory_problem(
         sizes[name] = t.nbytes
         kinds[name] = t.kind
     for node in graph.nodes:
-        scratch = ()
+        scratch: tuple[str, ...] = ()
         ws = workspace_bytes(graph, node) if workspace else 0
         if ws:
             wid = workspace_id(node)

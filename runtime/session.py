@@ -18,6 +18,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +73,7 @@ class _Step:
     outputs: list[np.ndarray | int | None]  # arena view, slot of an external output, or None
     ws: np.ndarray | None
     skip: bool  # a view whose output already is its input's bytes: nothing to do
+    attributes: dict[str, Any] = field(default_factory=dict)  # parsed once, at prepare
 
 
 class Session:
@@ -208,7 +210,7 @@ class Session:
             a, b = self._views[node.inputs[0]], self._views[node.outputs[0]]
             same = a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             skip = same and not any(node.outputs[1:])
-        return _Step(node, kernel, ins, outs, ws, skip)
+        return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes))
 
     # ---- run ---------------------------------------------------------------------------------------
 
@@ -263,7 +265,7 @@ class Session:
         ins = [values[k] if k >= 0 else None for k in step.inputs]
         outs = [values[o] if isinstance(o, int) else o for o in step.outputs]
         try:
-            call(step.kernel, ins, outs, step.ws, node.attributes, node.opset)
+            call(step.kernel, ins, outs, step.ws, step.attributes, node.opset)
         except Exception as e:
             raise ExecutionError(
                 f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}", node.name

@@ -109,7 +109,7 @@ def bind_dims(
 
 
 def _all_params(_bound: Mapping[str, TensorType], inputs: Iterable[onnx.ValueInfoProto]) -> list[str]:
-    params = set()
+    params: set[str] = set()
     for vi in inputs:
         t = type_of(vi)
         if t is not None and t.dims is not None:
@@ -231,7 +231,8 @@ def _dropout(node: onnx.NodeProto, ins: list[TensorType | None], opset: int) -> 
     x = ins[0] if ins else None
     if x is None:
         return [None] * len(node.output)
-    return [x, TensorType(TensorProto.BOOL if opset >= 10 else x.elem_type, x.dims)][: len(node.output)]
+    out: list[TensorType | None] = [x, TensorType(TensorProto.BOOL if opset >= 10 else x.elem_type, x.dims)]
+    return out[: len(node.output)]
 
 
 def _broadcast_dims(types: list[TensorType | None]) -> Dims | None:
