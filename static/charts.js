@@ -60,7 +60,8 @@
     const steps = view.live.map((_, i) => i);
     const names = steps.map((s) => stepName(view, s));
     const curve = {
-      type: view.live.length > 5000 ? "scattergl" : "scatter", mode: "lines", line: { shape: "hv", color: "#4e79a7" },
+      // SVG, not WebGL: headless and GPU-less browsers render WebGL in software, far slower.
+      type: "scatter", mode: "lines", line: { shape: "hv", color: "#4e79a7" },
       x: steps, y: view.live, customdata: names, name: "live bytes",
       hovertemplate: "step %{x}: %{customdata}<br>%{y:,} bytes live<extra></extra>", fill: "tozeroy",
     };
@@ -78,7 +79,7 @@
 
   // ---- c. offsets over steps ----------------------------------------------------------
   // Each tensor is the rectangle [first, last + 1) × [offset, offset + size).
-  function polygons(view, offsets, keep) {
+  function polygons(view, offsets, keep, closed) {
     const b = view.buffers;
     const xs = view.kinds.map(() => []);
     const ys = view.kinds.map(() => []);
@@ -86,8 +87,13 @@
       const off = offsets[i];
       if (off === null || off === undefined || b.size[i] === 0 || (keep && !keep(i))) continue;
       const k = b.kind[i], x0 = b.first[i], x1 = b.last[i] + 1, y1 = off + b.size[i];
-      xs[k].push(x0, x1, x1, x0, x0, null);
-      ys[k].push(off, off, y1, y1, off, null);
+      if (closed) {
+        xs[k].push(x0, x1, x1, x0, x0, null);
+        ys[k].push(off, off, y1, y1, off, null);
+      } else {  // fill "toself" closes each polygon; only an outline needs the fifth corner
+        xs[k].push(x0, x1, x1, x0, null);
+        ys[k].push(off, off, y1, y1, null);
+      }
     }
     return { xs, ys };
   }
@@ -106,12 +112,14 @@
   M.offsetChart = function (el, view, planId) {
     const plan = view.plans.find((p) => p.id === planId);
     const offsets = view.offsets[planId];
-    const { xs, ys } = polygons(view, offsets, null);
+    const outline = view.buffers.id.length <= 2000;
+    const { xs, ys } = polygons(view, offsets, null, outline);
+    // Outlines help with a few hundred tensors and turn thousands into a grey smear; without
+    // them Plotly draws fills only (mode "none"), three times faster.
     const traces = view.kinds.map((kind, k) => ({
-      type: "scatter", mode: "lines", fill: "toself", name: kind, x: xs[k], y: ys[k], hoverinfo: "skip",
-      line: { width: 0.5, color: "rgba(0,0,0,0.35)" }, fillcolor: kindColor(kind, k), opacity: 0.85,
+      type: "scatter", mode: outline ? "lines" : "none", fill: "toself", name: kind, x: xs[k], y: ys[k], hoverinfo: "skip",
+      line: { width: outline ? 0.5 : 0, color: "rgba(0,0,0,0.35)" }, fillcolor: kindColor(kind, k), opacity: 0.85,
     }));
-    traces.push({ type: "scatter", mode: "lines", name: "found", x: [], y: [], hoverinfo: "skip", showlegend: false, line: { width: 2.5, color: "#000" } });
     const arena = plan ? plan.arena_bytes : 0;
     const layout = {
       title: { text: (plan ? plan.strategy + ": " + fmt(arena) + " bytes" : planId), font: { size: 13 } },
@@ -123,7 +131,7 @@
     if (view.x_range) layout.xaxis.range = view.x_range.slice();
     const started = performance.now();
     const ready = Plotly.newPlot(el, traces, layout, CONFIG);
-    const chart = { el, planId, offsets, strategy: plan ? plan.strategy : planId, highlightTrace: traces.length - 1 };
+    const chart = { el, planId, offsets, strategy: plan ? plan.strategy : planId, baseShapes: layout.shapes, outlined: 0 };
     chart.ready = ready.then(() => { chart.renderMs = performance.now() - started; return chart; });
     attachHover(chart, view);
     return chart;
@@ -193,11 +201,19 @@
     return hits;
   };
 
+  // Found tensors are outlined with layout shapes: relayout redraws shapes only, while
+  // restyling a trace would redraw all 20,000 polygons.
+  const MAX_OUTLINED = 200;
   M.highlight = function (chart, view, hits) {
-    const set = new Set(hits);
-    const { xs, ys } = polygons(view, chart.offsets, (i) => set.has(i));
-    const x = [].concat(...xs), y = [].concat(...ys);
-    return Plotly.restyle(chart.el, { x: [x], y: [y] }, [chart.highlightTrace]);
+    const b = view.buffers;
+    const found = hits.slice(0, MAX_OUTLINED).filter((i) => chart.offsets[i] !== null && chart.offsets[i] !== undefined).map((i) => ({
+      type: "rect", xref: "x", yref: "y", x0: b.first[i], x1: b.last[i] + 1, y0: chart.offsets[i], y1: chart.offsets[i] + b.size[i],
+      line: { width: 2.5, color: "#000" }, fillcolor: "rgba(255,255,0,0.35)",
+    }));
+    if (!found.length && !chart.outlined) return Promise.resolve();
+    chart.outlined = found.length;
+    chart.foundShapes = found;
+    return Plotly.relayout(chart.el, { shapes: chart.baseShapes.concat(found) });
   };
 
   // Zoom one chart, zoom them all (same steps, same bytes).
@@ -215,10 +231,10 @@
   };
 
   // ---- the plan page ------------------------------------------------------------------
+  const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
+
   M.planPage = function (view, options) {
     view.interactiveUrl = options.interactiveUrl;
-    M.comparisonChart(document.getElementById("chart-compare"), view);
-    M.liveChart(document.getElementById("chart-live"), view);
     const usable = view.plans.filter((p) => view.offsets[p.id]);
     const pickA = document.getElementById("pick-a"), pickB = document.getElementById("pick-b");
     for (const pick of [pickA, pickB]) for (const p of usable) pick.add(new Option(p.strategy + " (" + fmt(p.arena_bytes) + ")", p.id));
@@ -227,26 +243,26 @@
     const state = { a: null, b: null, xRange: view.x_range, query: view.query || "" };
     M.plan = state;
 
-    function draw() {
+    // The left offset chart first, so it is on screen as early as possible; the rest follow.
+    function drawOffsets() {
       state.a = M.offsetChart(document.getElementById("chart-offsets-a"), view, pickA.value);
-      state.b = M.offsetChart(document.getElementById("chart-offsets-b"), view, pickB.value);
-      state.ready = Promise.all([state.a.ready, state.b.ready]).then(() => {
-        M.syncZoom([state.a, state.b], (range) => { state.xRange = range; updateUrl(); });
-        return search();
-      });
-      return state.ready;
+      return state.a.ready
+        .then((a) => { a.drawnAt = performance.now(); return nextTask(); })
+        .then(() => { state.b = M.offsetChart(document.getElementById("chart-offsets-b"), view, pickB.value); return state.b.ready; })
+        .then(() => M.syncZoom([state.a, state.b], (range) => { state.xRange = range; updateUrl(); }));
     }
     function search() {
       const hits = M.findTensors(view, state.query);
       const count = document.getElementById("search-count");
       count.textContent = state.query ? hits.length + (hits.length === 500 ? "+" : "") + " found" : "";
       state.hits = hits;
-      const live = document.getElementById("chart-live");
-      const b = view.buffers;
-      Plotly.relayout(live, { shapes: hits.slice(0, 1).map((i) => ({
+      const live = document.getElementById("chart-live"), b = view.buffers;
+      const span = hits.slice(0, 1).map((i) => ({
         type: "rect", xref: "x", yref: "paper", x0: b.first[i] - 0.5, x1: b.last[i] + 0.5, y0: 0, y1: 1,
-        fillcolor: "rgba(225,87,89,0.15)", line: { width: 1, color: "#e15759" } })) });
-      return Promise.all([M.highlight(state.a, view, hits), M.highlight(state.b, view, hits)]);
+        fillcolor: "rgba(225,87,89,0.15)", line: { width: 1, color: "#e15759" } }));
+      const jobs = [M.highlight(state.a, view, hits), M.highlight(state.b, view, hits)];
+      if (live._fullLayout && (span.length || (live.layout.shapes || []).length)) jobs.push(Plotly.relayout(live, { shapes: span }));
+      return Promise.all(jobs);
     }
     function updateUrl() {
       const link = document.getElementById("permalink");
@@ -258,12 +274,24 @@
       if (link) link.href = url;
       if (options.interactiveUrl) history.replaceState(null, "", url);
     }
+    function redraw() {
+      view.x_range = state.xRange;
+      state.ready = drawOffsets().then(search);
+      updateUrl();
+    }
     const input = document.getElementById("search");
     input.addEventListener("input", () => { state.query = input.value; search(); updateUrl(); });
-    pickA.addEventListener("change", () => { view.x_range = state.xRange; draw(); updateUrl(); });
-    pickB.addEventListener("change", () => { view.x_range = state.xRange; draw(); updateUrl(); });
+    pickA.addEventListener("change", redraw);
+    pickB.addEventListener("change", redraw);
     document.getElementById("legend-kinds").textContent = "colours by kind: " + view.kinds.join(", ");
-    draw();
+    state.ready = drawOffsets()
+      .then(nextTask)
+      .then(() => {
+        M.comparisonChart(document.getElementById("chart-compare"), view);
+        M.liveChart(document.getElementById("chart-live"), view);
+        return search();
+      })
+      .then(() => state);
     updateUrl();
     if (M.runForm) M.runForm();
     return state;
@@ -272,7 +300,7 @@
   // ---- the run page's time chart ----------------------------------------------------------
   M.timeChart = function (el, steps) {
     Plotly.newPlot(el, [{
-      type: steps.length > 5000 ? "scattergl" : "bar",
+      type: "bar",
       x: steps.map((s) => s.step), y: steps.map((s) => s.seconds * 1000),
       customdata: steps.map((s) => s.name + " (" + s.op_type + ")"),
       hovertemplate: "step %{x}: %{customdata}<br>%{y:.3f} ms<extra></extra>", marker: { color: "#4e79a7" },

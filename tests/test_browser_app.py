@@ -141,10 +141,9 @@ def test_hovering_a_rectangle_shows_its_tooltip_and_search_highlights(server, pa
     shot(page, "hover")
     page.fill("#search", "late")
     page.wait_for_function("document.getElementById('search-count').textContent === '1 found'")
-    highlighted = page.evaluate(
-        "Memplan.plan.a.el.data[Memplan.plan.a.highlightTrace].x.filter((v) => v !== null).length"
-    )
-    assert highlighted == 5  # one closed rectangle
+    outlined = page.evaluate("Memplan.plan.a.foundShapes.map((s) => [s.x0, s.x1, s.y0, s.y1 - s.y0])")
+    offset = page.evaluate("VIEW.offsets[Memplan.plan.a.planId][VIEW.buffers.id.indexOf('late')]")
+    assert outlined == [[3, 5, offset, 1024]]  # 'late' lives in steps 3..4, drawn to the end of step 4
     assert "q=late" in page.url
 
 
