@@ -144,3 +144,24 @@ def test_shape_chains_fold_once_shapes_are_static():
     assert [n.op_type for n in graph.nodes] == ["Reshape"]
     assert graph.tensors["y"].shape == (2, 24)
     assert graph.nodes[0].name  # synthesised when the model leaves it empty
+
+
+def test_a_declared_output_shape_flows_back_through_shape_preserving_ops():
+    # The reduction's axes arrive at run time, so onnx cannot size 's'; the model promises y's shape.
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2, 2])
+    axes = helper.make_tensor_value_info("axes", TensorProto.INT64, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 2, 1])
+    nodes = [
+        helper.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=1),
+        helper.make_node("Sqrt", ["s"], ["y"]),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "back", [x, axes], [y]), opset_imports=[helper.make_opsetid("", 18)]
+    )
+    graph = load_model(model)
+    assert graph.tensors["s"].shape == (3, 2, 1) and graph.tensors["s"].dtype == np.float32
+    data = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    from runtime import Session
+
+    out = Session(graph).run({"x": data, "axes": np.array([2], np.int64)})["y"]
+    np.testing.assert_allclose(out, np.sqrt(data.sum(axis=2, keepdims=True)), rtol=1e-6)
