@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import planner
-from runtime import ShapeError, load_model, memory_problem, workspace_id
+from runtime import Session, ShapeError, load_model, memory_problem, workspace_id
 from runtime.kernels import get_kernel
 
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
@@ -161,7 +161,5 @@ def test_a_declared_output_shape_flows_back_through_shape_preserving_ops():
     graph = load_model(model)
     assert graph.tensors["s"].shape == (3, 2, 1) and graph.tensors["s"].dtype == np.float32
     data = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
-    from runtime import Session
-
     out = Session(graph).run({"x": data, "axes": np.array([2], np.int64)})["y"]
     np.testing.assert_allclose(out, np.sqrt(data.sum(axis=2, keepdims=True)), rtol=1e-6)
