@@ -46,7 +46,7 @@ class _Sink:
             raise AppError(
                 413,
                 f"the file is larger than the upload limit of {self.limit:,} bytes; "
-                "raise it with MEMPLAN_MAX_UPLOAD_BYTES (or --max-upload-bytes) when serving",
+                "the server sets it with MEMPLAN_MAX_UPLOAD_BYTES",
                 limit=self.limit,
             )
         self.hash.update(data)

@@ -110,12 +110,9 @@
 
   // ---- model page: the planning form ---------------------------------------------------
   M.readPlanForm = function (form) {
+    // Values go to the server as typed: it answers a bad one with a reason naming the dim.
     const dims = {};
-    for (const el of form.querySelectorAll("[name^='dim:']")) {
-      const value = Number(el.value);
-      if (!Number.isInteger(value) || value < 1) throw { status: 422, title: "Invalid dims", detail: "dim " + el.name.slice(4) + " must be a whole number ≥ 1, got " + JSON.stringify(el.value) };
-      dims[el.name.slice(4)] = value;
-    }
+    for (const el of form.querySelectorAll("[name^='dim:']")) dims[el.name.slice(4)] = el.value === "" ? null : Number(el.value);
     const pools = [];
     for (const line of form.elements.pools.value.split("\n").map((l) => l.trim()).filter(Boolean)) {
       const [name, capacity] = line.split("=").map((x) => x.trim());

@@ -24,7 +24,7 @@ from onnx.reference import ReferenceEvaluator
 import runtime
 from app.library import EXAMPLES_DIR
 from app.main import Settings, create_app
-from planner import Placement, Plan, check_plan
+from planner import Placement, Plan, check_plan, names
 
 SQUEEZENET = EXAMPLES_DIR / "light_squeezenet.onnx"
 RESNET = EXAMPLES_DIR / "light_resnet50.onnx"
@@ -202,6 +202,8 @@ def test_model_page_shows_io_ops_and_tensor_count(client):
     model_id = client.post("/api/v1/examples/squeezenet").json()["id"]
     html = client.get(f"/models/{model_id}").text
     assert "data_0" in html and "Conv" in html and "plan-form" in html
+    for name in names():  # every registered strategy can be chosen in the form
+        assert f'name="strategy" value="{name}"' in html
     twin = client.get(f"/models/{model_id}?format=json").json()
     graph = runtime.load_model(SQUEEZENET)
     assert twin["graph"]["tensor_count"] == len(graph.tensors)

@@ -164,6 +164,29 @@ def test_bad_upload_shows_the_reason_on_the_page(server, page, tmp_path):
     shot(page, "bad-upload")
 
 
+def test_a_bad_dims_form_shows_the_reason_on_the_page(server, page, tmp_path):
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]), ir_version=8)
+    path = tmp_path / "relu.onnx"
+    path.write_bytes(model.SerializeToString())
+    page.goto(server + "/")
+    page.set_input_files("#file-input", str(path))
+    page.wait_for_url("**/models/*")
+    page.fill("input[name='dim:N']", "0")
+    page.click("#plan-button")
+    page.locator("#error-box").wait_for(state="visible")
+    assert "dim 'N' must be a positive size" in page.inner_text("#error-box")
+    shot(page, "bad-dims")
+    page.fill("input[name='dim:N']", "4")
+    page.click("#plan-button")
+    page.wait_for_url("**/plans/*")
+    _plan_page_ready(page)
+    assert page.evaluate("VIEW.buffers.size[VIEW.buffers.id.indexOf('x')]") == 4 * 8 * 4
+
+
 def test_permalink_reopens_the_same_view(server, page):
     result = _post(server + "/api/v1/problems/plan", network_like(300).dumps().encode(), "application/json")
     by_name = {p["strategy"]: p["id"] for p in result["plans"]}
