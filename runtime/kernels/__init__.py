@@ -85,15 +85,21 @@ def kernel(
     return wrap
 
 
+_LOADED: list[bool] = []  # non-empty once every kernel module has been imported
+
+
 def _load_all() -> None:
     package = importlib.import_module(__name__)
     for info in pkgutil.iter_modules(package.__path__):
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
+    _LOADED.append(True)
 
 
 def kernels() -> dict[str, Kernel]:
-    if not _KERNELS:
+    # Not "if not _KERNELS": importing one kernel module directly (for its helpers) registers
+    # its kernels early, and the registry must still load all the others.
+    if not _LOADED:
         _load_all()
     return dict(sorted(_KERNELS.items()))
 
