@@ -17,6 +17,7 @@ import pytest
 from onnx import helper
 
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
+from runtime.kernels import conv as conv_module
 from tests.kernel_harness import backend_cases, run_against_reference, run_kernel
 
 OPS = [
@@ -184,6 +185,14 @@ def test_conv_random_against_reference(seed):
     model = one_node("Conv", {"x": x, "w": w, "b": b}, group=group, **attrs)
     got, expected = run_against_reference(model, {"x": x, "w": w, **({"b": b} if b is not None else {})})
     _close(got, expected)
+
+
+@pytest.mark.parametrize("seed", [0, 3, 7, 14, 21, 22])
+def test_conv_in_small_bands_against_reference(seed, monkeypatch):
+    # Tiny band budgets force one output row (one channel, depthwise) per im2col band.
+    monkeypatch.setattr(conv_module, "IM2COL_BLOCK_BYTES", 64)
+    monkeypatch.setattr(conv_module, "DEPTHWISE_BLOCK_BYTES", 64)
+    test_conv_random_against_reference(seed)
 
 
 @pytest.mark.parametrize("seed", range(25))

@@ -123,6 +123,11 @@ def _padded_shape(x_shape: tuple[int, ...], geo: Geometry) -> tuple[int, ...]:
     return tuple(i + b + e for i, b, e in zip(x_shape[2:], geo.begin, geo.end, strict=True))
 
 
+def _is_depthwise(x_shape, w_shape, group: int) -> bool:
+    """One filter per input channel: cheaper as a sum of K scaled taps than as K-long dot products."""
+    return group > 1 and group == x_shape[1] == w_shape[0] and w_shape[1] == 1
+
+
 def conv_workspace(
     inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
 ) -> int:
@@ -131,10 +136,88 @@ def conv_workspace(
     if _is_pointwise(geo, group):
         return 0
     channels = x.shape[1]
-    blocks = [((channels, *geo.kernel, *geo.out), x.dtype)]
+    if _is_depthwise(x.shape, w.shape, group):
+        blocks = [((min(channels, _depthwise_block(geo, x.dtype)), *geo.kernel, *geo.out), x.dtype)]
+    else:
+        blocks = [((channels, *geo.kernel, _band_rows(geo, channels, x.dtype), *geo.out[1:]), x.dtype)]
     if geo.padded:
         blocks.append(((channels, *_padded_shape(x.shape, geo)), x.dtype))
     return scratch_bytes(*blocks)
+
+
+def _images(x, geo: Geometry, padded: np.ndarray | None):
+    """Each image of `x` as the windows read it: padded through the workspace when needed."""
+    for n in range(x.shape[0]):
+        if padded is None:
+            yield n, x[n]
+        else:
+            pad_into(padded, x[n], geo, 0)
+            yield n, padded
+
+
+# An im2col buffer holds this many bytes at most: a large conv fills and multiplies it one
+# band of output rows at a time, which bounds the workspace and keeps the band in cache.
+IM2COL_BLOCK_BYTES = 2 << 20
+
+
+def _band_rows(geo: Geometry, channels: int, dtype) -> int:
+    per_row = channels * int(np.prod(geo.kernel + geo.out[1:], dtype=np.int64)) * np.dtype(dtype).itemsize
+    return max(1, min(geo.out[0], IM2COL_BLOCK_BYTES // max(per_row, 1)))
+
+
+def _conv_im2col(x, w, out, geo: Geometry, group: int, scratch: Scratch) -> None:
+    channels, filters = x.shape[1], w.shape[0]
+    rows = _band_rows(geo, channels, x.dtype)
+    row_pixels = int(np.prod(geo.out[1:], dtype=np.int64))
+    band_shape = (channels, *geo.kernel, rows, *geo.out[1:])
+    col = scratch.take((int(np.prod(band_shape, dtype=np.int64)),), x.dtype)
+    padded = scratch.take((channels, *_padded_shape(x.shape, geo)), x.dtype) if geo.padded else None
+    rank = len(geo.kernel)
+    # windows() yields (C, *out, *kernel); the matmul wants (C, *kernel, *out).
+    to_col = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
+    per_group = w.reshape(group, filters // group, -1)
+    lead = (slice(None),) * (1 + rank)
+    for n, src in _images(x, geo, padded):
+        win = windows(src, geo).transpose(to_col)
+        target = out[n].reshape(group, filters // group, -1)
+        for r in range(0, geo.out[0], rows):
+            m = min(rows, geo.out[0] - r)
+            band = col[: col.size // rows * m].reshape(channels, *geo.kernel, m, *geo.out[1:])
+            np.copyto(band, win[(*lead, slice(r, r + m))])
+            # The output band is a strided view with unit inner stride: BLAS writes it in place.
+            np.matmul(
+                per_group,
+                band.reshape(group, -1, m * row_pixels),
+                out=target[:, :, r * row_pixels : (r + m) * row_pixels],
+            )
+
+
+# Depthwise im2col buffers cover this many bytes at most: channels are independent, so a
+# block of them at a time gives the same result with a fraction of the workspace.
+DEPTHWISE_BLOCK_BYTES = 1 << 20
+
+
+def _depthwise_block(geo: Geometry, dtype) -> int:
+    per_channel = int(np.prod(geo.kernel + geo.out, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return max(1, DEPTHWISE_BLOCK_BYTES // max(per_channel, 1))
+
+
+def _conv_depthwise(x, w, out, geo: Geometry, scratch: Scratch) -> None:
+    channels = x.shape[1]
+    block = min(channels, _depthwise_block(geo, x.dtype))
+    col = scratch.take((block, *geo.kernel, *geo.out), x.dtype)
+    padded = scratch.take((channels, *_padded_shape(x.shape, geo)), x.dtype) if geo.padded else None
+    rank = len(geo.kernel)
+    to_col = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
+    taps = int(np.prod(geo.kernel))
+    pixels = int(np.prod(geo.out, dtype=np.int64))
+    for n, src in _images(x, geo, padded):
+        win = windows(src, geo).transpose(to_col)
+        for c in range(0, channels, block):
+            m = min(block, channels - c)
+            np.copyto(col[:m], win[c : c + m])
+            target = out[n, c : c + m].reshape(m, 1, pixels)
+            np.matmul(w[c : c + m].reshape(m, 1, taps), col[:m].reshape(m, taps, pixels), out=target)
 
 
 @kernel("Conv", workspace=conv_workspace)
@@ -144,27 +227,16 @@ def conv(
     geo = _conv_geometry(x.shape, w.shape, out.shape, auto_pad, pads, strides, dilations, kernel_shape)
     batch, channels = x.shape[:2]
     filters = w.shape[0]
-    pixels = int(np.prod(geo.out, dtype=np.int64))
     if _is_pointwise(geo, group):
+        # A 1x1 stride-1 conv is W @ X per image: no copy of the input at all.
+        pixels = int(np.prod(geo.out, dtype=np.int64))
         np.matmul(
             w.reshape(filters, channels), x.reshape(batch, channels, pixels), out=out.reshape(batch, filters, pixels)
         )
+    elif _is_depthwise(x.shape, w.shape, group):
+        _conv_depthwise(x, w, out, geo, Scratch(ws, "Conv"))
     else:
-        scratch = Scratch(ws, "Conv")
-        col = scratch.take((channels, *geo.kernel, *geo.out), x.dtype)
-        padded = scratch.take((channels, *_padded_shape(x.shape, geo)), x.dtype) if geo.padded else None
-        rank = len(geo.kernel)
-        # windows() yields (C, *out, *kernel); the matmul wants (C, *kernel, *out).
-        to_col = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
-        per_group = w.reshape(group, filters // group, -1)
-        for n in range(batch):
-            src = x[n]
-            if padded is not None:
-                pad_into(padded, src, geo, 0)
-                src = padded
-            np.copyto(col, windows(src, geo).transpose(to_col))
-            target = out[n].reshape(group, filters // group, pixels)
-            np.matmul(per_group, col.reshape(group, -1, pixels), out=target)
+        _conv_im2col(x, w, out, geo, group, Scratch(ws, "Conv"))
     if b is not None:
         out += b.reshape((filters,) + (1,) * len(geo.out))
 
