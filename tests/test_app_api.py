@@ -99,7 +99,7 @@ def test_offline_report_embeds_plotly_and_loads_nothing_remote(client):
     plan_id = _plan_csv(client, strategies="best_fit")["plans"][0]["id"]
     html = client.get(f"/api/v1/plans/{plan_id}/export.html").text
     assert "plotly.js v" in html and "Memplan.planPage" in html
-    assert not re.findall(r"<(?:script|link|img)[^>]*(?:src|href)=", html)  # nothing fetched: all inline
+    assert not re.findall(r"<(?:script|link|img)[^>]*(?:src|href)=\"(?!data:)", html)  # nothing fetched: all inline
     assert '"load": 160' in html or '"load":160' in html
 
 
