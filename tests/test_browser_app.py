@@ -5,6 +5,7 @@ Each test keeps a screenshot of the page it drove under test-artifacts/ (git-ign
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import socket
@@ -145,6 +146,24 @@ def test_hovering_a_rectangle_shows_its_tooltip_and_search_highlights(server, pa
     offset = page.evaluate("VIEW.offsets[Memplan.plan.a.planId][VIEW.buffers.id.indexOf('late')]")
     assert outlined == [[3, 5, offset, 1024]]  # 'late' lives in steps 3..4, drawn to the end of step 4
     assert "q=late" in page.url
+
+
+def test_drag_and_drop_uploads_a_model(server, page):
+    data = base64.b64encode((EXAMPLES_DIR / "light_bvlc_alexnet.onnx").read_bytes()).decode()
+    page.goto(server + "/")
+    page.evaluate(
+        """(data) => {
+            const bytes = Uint8Array.from(atob(data), (c) => c.charCodeAt(0));
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([bytes], "dropped_alexnet.onnx"));
+            const zone = document.getElementById("dropzone");
+            zone.dispatchEvent(new DragEvent("dragover", { dataTransfer: transfer, bubbles: true, cancelable: true }));
+            zone.dispatchEvent(new DragEvent("drop", { dataTransfer: transfer, bubbles: true, cancelable: true }));
+        }""",
+        data,
+    )
+    page.wait_for_url("**/models/*")
+    assert page.inner_text("h1") == "dropped_alexnet"
 
 
 def test_gallery_opens_an_example_in_one_click(server, page):
