@@ -112,6 +112,19 @@ def test_oversize_upload_is_413_and_leaves_nothing(tmp_path):
         assert r.status_code == 413 and "10,000" in r.json()["detail"]
         assert not _blobs(app) and not list((tmp_path / "small" / "incoming").iterdir())
         assert client.get("/api/v1/models").json()["models"] == []
+        # Without a Content-Length the limit is enforced while streaming.
+        data = RESNET.read_bytes()
+        head = b'--B\r\nContent-Disposition: form-data; name="file"; filename="r.onnx"\r\n\r\n'
+
+        def chunks():
+            yield head
+            for start in range(0, len(data), 4096):
+                yield data[start : start + 4096]
+            yield b"\r\n--B--\r\n"
+
+        r = client.post("/api/v1/models", content=chunks(), headers={"content-type": "multipart/form-data; boundary=B"})
+        assert r.status_code == 413 and "limit" in r.json()["detail"]
+        assert not _blobs(app) and not list((tmp_path / "small" / "incoming").iterdir())
 
 
 @pytest.mark.parametrize(
