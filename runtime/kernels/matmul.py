@@ -15,7 +15,8 @@ def matmul(a, b, *, out):
 
 
 @kernel("Gemm")
-def gemm(a, b, c=None, *, out, alpha=1.0, beta=1.0, transA=0, transB=0):
+def gemm(a, b, c=None, *, out, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0):
+    # `broadcast` (Gemm before opset 7) only allowed what numpy's broadcasting does anyway.
     np.matmul(a.T if transA else a, b.T if transB else b, out=out)
     if alpha != 1.0:
         out *= out.dtype.type(alpha)

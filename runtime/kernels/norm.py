@@ -34,7 +34,11 @@ def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
 
 
 @kernel("BatchNormalization", outputs="many")
-def batch_normalization(x, scale, bias, mean, var, *, out, epsilon=1e-5, momentum=0.9, training_mode=0):
+def batch_normalization(
+    x, scale, bias, mean, var, *, out, epsilon=1e-5, momentum=0.9, training_mode=0, spatial=1, is_test=0,
+    consumed_inputs=None,
+):  # fmt: skip
+    # spatial, is_test and consumed_inputs belong to opsets before 9; inference ignores them.
     y = out[0]
     if training_mode:
         # Normalise with this batch's statistics; report running statistics updated by momentum.

@@ -268,17 +268,13 @@ def _rnn_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
 _STEPS = {"LSTM": _lstm_step, "GRU": _gru_step, "RNN": _rnn_step}
 
 
-def _attrs(**kw) -> dict:
-    return kw
-
-
 @kernel("LSTM", workspace=rnn_workspace, outputs="many")
 def lstm(
     x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, out, ws,
     activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
     hidden_size=None, input_forget=0, layout=0,
 ):  # fmt: skip
-    attrs = _attrs(
+    attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=input_forget, layout=layout, linear_before_reset=0,
     )  # fmt: skip
@@ -291,7 +287,7 @@ def gru(
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
     linear_before_reset=0,
 ):  # fmt: skip
-    attrs = _attrs(
+    attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=0, layout=layout, linear_before_reset=linear_before_reset,
     )  # fmt: skip
@@ -303,7 +299,7 @@ def rnn(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
 ):  # fmt: skip
-    attrs = _attrs(
+    attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=0, layout=layout, linear_before_reset=0,
     )  # fmt: skip
