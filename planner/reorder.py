@@ -57,9 +57,16 @@ class _Graph:
             for name in step.writes:
                 if self.writer[index[name]] == -1 and name not in schedule.inputs:
                     self.writer[index[name]] = t
+        # A buffer aliasing another keeps that one's bytes alive: count the bytes once, at
+        # the root, live until the last use of any buffer of the group.
+        root = {name: _alias_root(name, schedule) for name in names}
+        for name, r in root.items():
+            if r != name:
+                self.size[index[name]] = 0
         self.is_output = np.zeros(len(names), dtype=bool)
-        self.is_output[[index[n] for n in schedule.outputs]] = True
+        self.is_output[[index[root.get(n, n)] for n in schedule.outputs]] = True
         read_pairs = [(index[b], t) for t, s in enumerate(steps) for b in s.reads]
+        read_pairs += [(index[root[b]], t) for t, s in enumerate(steps) for b in s.reads if root[b] != b]
         self.read_buf = np.array([b for b, _ in read_pairs], dtype=np.int64)
         self.read_step = np.array([t for _, t in read_pairs], dtype=np.int64)
         scratch_pairs = [(index[b], t) for t, s in enumerate(steps) for b in s.scratch]
@@ -136,6 +143,16 @@ def reorder(
         excluded=schedule.excluded,
     )
     return Reordered(result, best_order, before, best, iterations)
+
+
+def _alias_root(name: str, schedule: Schedule) -> str:
+    seen = {name}
+    while name in schedule.aliases:
+        name = schedule.aliases[name][0]
+        if name in seen:
+            raise ProblemError(f"aliases form a cycle through {name!r}")
+        seen.add(name)
+    return name
 
 
 def _positions(order: list[int]) -> np.ndarray:

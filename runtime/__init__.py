@@ -25,7 +25,7 @@ from runtime.errors import (
     UnsupportedOpError,
 )
 from runtime.graph import DEFAULT_MAX_TENSOR_BYTES, Graph, Node, TensorInfo, load_model
-from runtime.problem import memory_problem, workspace_bytes, workspace_id
+from runtime.problem import memory_problem, memory_schedule, reorder_graph, workspace_bytes, workspace_id
 from runtime.session import RunStats, Session, StepRecord
 
 __all__ = [
@@ -48,6 +48,8 @@ __all__ = [
     "UnsupportedOpError",
     "load_model",
     "memory_problem",
+    "memory_schedule",
+    "reorder_graph",
     "workspace_bytes",
     "workspace_id",
 ]

@@ -13,9 +13,11 @@ copy instead when the input is a constant or either side lives outside the arena
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import replace
 
 from planner import Problem, Schedule, Step, problem_from_schedule
+from planner.reorder import Reordered, reorder
 from runtime.errors import ModelError
 from runtime.graph import Graph, Node
 from runtime.kernels import TensorMeta, get_kernel
@@ -43,12 +45,19 @@ def memory_problem(
     their memory); ``workspace=False`` asks kernels for no scratch (they allocate their
     own, outside the arena). Buffer ids are tensor names, plus ``"<node>::ws"`` for scratch.
     """
+    if alignment < 1:
+        raise ModelError(f"alignment={alignment}: must be a positive number of bytes")
+    schedule = memory_schedule(graph, io=io, workspace=workspace, constants=constants)
+    problem = problem_from_schedule(schedule, alignment=alignment, name=name or graph.name)
+    return problem.replace(buffers=tuple(replace(b, name=_buffer_name(b.id, b.kind)) for b in problem.buffers))
+
+
+def memory_schedule(graph: Graph, io: str = "arena", workspace: bool = True, constants: str = "exclude") -> Schedule:
+    """The planner's neutral schedule of `graph`: per node, what it reads, writes and uses as scratch."""
     if io not in IO_MODES:
         raise ModelError(f"io={io!r}: accepted values are {IO_MODES}")
     if constants not in CONSTANT_MODES:
         raise ModelError(f"constants={constants!r}: accepted values are {CONSTANT_MODES}")
-    if alignment < 1:
-        raise ModelError(f"alignment={alignment}: must be a positive number of bytes")
     external = set(graph.inputs) | set(graph.outputs) if io == "external" else set()
     const_names = set(graph.constants)
     in_arena_consts = const_names if constants == "arena" else set()
@@ -72,7 +81,7 @@ def memory_problem(
         if source is not None:
             aliases[node.outputs[0]] = (source, 0)
     consts = tuple(sorted(in_arena_consts))
-    schedule = Schedule(
+    return Schedule(
         steps=steps,
         sizes=sizes,
         inputs=tuple(graph.inputs) + consts,
@@ -81,8 +90,16 @@ def memory_problem(
         aliases=aliases,
         excluded=frozenset(external),
     )
-    problem = problem_from_schedule(schedule, alignment=alignment, name=name or graph.name)
-    return problem.replace(buffers=tuple(replace(b, name=_buffer_name(b.id, b.kind)) for b in problem.buffers))
+
+
+def reorder_graph(
+    graph: Graph, *, io: str = "arena", workspace: bool = True, time_limit: float = 1.0, seed: int = 0
+) -> tuple[Graph, Reordered]:
+    """`graph` with its nodes in a memory-aware order (see `planner.reorder`), and the search's
+    figures. Outputs do not change: every node still runs after the nodes it reads from."""
+    found = reorder(memory_schedule(graph, io=io, workspace=workspace), time_limit=time_limit, seed=seed)
+    nodes = tuple(graph.nodes[i] for i in found.order)
+    return dataclasses.replace(graph, nodes=nodes), found
 
 
 def _buffer_name(buffer_id: str, kind: str) -> str:
