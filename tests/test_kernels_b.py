@@ -83,7 +83,7 @@ def _run_with_ws(model: onnx.ModelProto, inputs: list, like: list, mode: str) ->
         outputs.append(None if e is None else np.full(e.shape, 7, dtype=e.dtype))
     size = 0
     ws = None
-    if mode == "exact":
+    if mode == "exact" and k.workspace is not None:
         metas_in = [None if x is None else TensorMeta(tuple(x.shape), x.dtype) for x in inputs]
         metas_out = [None if o is None else TensorMeta(tuple(o.shape), o.dtype) for o in outputs]
         size = k.workspace(metas_in, metas_out, **attrs)
@@ -378,26 +378,34 @@ def test_recurrent_random_against_onnxruntime(op, seed):
 # --- memory outside the arena ---------------------------------------------------------
 
 
+def _weights(rng: np.random.Generator, *shapes: tuple[int, ...]) -> dict[str, np.ndarray]:
+    return {f"w{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+
+
 @pytest.mark.parametrize(
-    ("op", "shape", "attrs"),
+    ("op", "shape", "weights", "attrs"),
     [
-        ("Conv", (1, 32, 28, 28), {"pads": [1, 1, 1, 1]}),
-        ("Conv", (1, 32, 56, 56), {"pads": [1, 1, 1, 1]}),
-        ("Conv", (2, 32, 28, 28), {"strides": [2, 2]}),
-        ("Conv", (1, 32, 28, 28), {"pads": [1, 1, 1, 1], "group": 32}),
-        ("MaxPool", (1, 32, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
-        ("AveragePool", (1, 32, 28, 28), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
-        ("AveragePool", (1, 16, 112, 112), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("Conv", (1, 32, 28, 28), [(32, 32, 3, 3)], {"pads": [1, 1, 1, 1]}),
+        ("Conv", (1, 32, 56, 56), [(32, 32, 3, 3)], {"pads": [1, 1, 1, 1]}),
+        ("Conv", (2, 32, 28, 28), [(32, 32, 1, 1)], {"strides": [2, 2]}),
+        ("Conv", (1, 32, 28, 28), [(32, 1, 3, 3)], {"pads": [1, 1, 1, 1], "group": 32}),
+        ("ConvTranspose", (1, 16, 28, 28), [(16, 8, 4, 4)], {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ("MaxPool", (1, 32, 28, 28), [], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ("AveragePool", (1, 32, 28, 28), [], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("AveragePool", (1, 16, 112, 112), [], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("BatchNormalization", (2, 32, 28, 28), [(32,)] * 4, {}),
+        ("LayerNormalization", (4, 64, 256), [(256,), (256,)], {}),
+        ("InstanceNormalization", (2, 32, 28, 28), [(32,), (32,)], {}),
+        ("LRN", (1, 32, 28, 28), [], {"size": 5}),
+        ("Gemm", (256, 512), [(512, 256), (256,)], {}),
+        ("MatMul", (8, 128, 256), [(256, 128)], {}),
     ],
 )
-def test_kernels_allocate_little_outside_the_workspace(op, shape, attrs):
+def test_kernels_allocate_little_outside_the_workspace(op, shape, weights, attrs):
     rng = np.random.default_rng(0)
-    x = rng.standard_normal(shape).astype(np.float32)
-    feeds = {"x": x}
-    if op == "Conv":
-        group = attrs.get("group", 1)
-        k = 1 if "strides" in attrs else 3
-        feeds["w"] = rng.standard_normal((32, 32 // group, k, k)).astype(np.float32)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32), **_weights(rng, *weights)}
+    if op == "BatchNormalization":
+        feeds["w3"] = np.abs(feeds["w3"])  # a variance
     model = one_node(op, feeds, **attrs)
     expected = run_ort(model, feeds)
     inputs = list(feeds.values())
@@ -410,6 +418,7 @@ def test_kernels_allocate_little_outside_the_workspace(op, shape, attrs):
         tracemalloc.stop()
     _close(got, expected, rtol=1e-3, atol=1e-4)
     # The test's own output and workspace arrays are counted too. Beyond them the kernel may
-    # use numpy's fixed-size ufunc buffers (8192 elements), never memory that grows with the tensor.
+    # use numpy's ufunc buffers for strided operands (8192 elements each, ~80 KB at most here),
+    # never memory that grows with the tensor.
     own = sum(o.nbytes for o in got) + size
-    assert peak - own <= 48 * 1024, f"{op} allocated {peak - own} bytes outside out/ws ({own} bytes)"
+    assert peak - own <= 128 * 1024, f"{op} allocated {peak - own} bytes outside out/ws ({own} bytes)"
