@@ -88,6 +88,9 @@ def plan(
         str, typer.Option(help="Model inputs/outputs: 'arena' (planned) or 'external' (caller's memory).")
     ] = "arena",
     workspace: Annotated[str, typer.Option(help="Plan kernel scratch in the arena: on|off.")] = "on",
+    reorder: Annotated[
+        bool, typer.Option(help="Plan a model's nodes in a memory-aware order; shows the model's own order beside it.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
     output: Annotated[
         Path | None,
@@ -109,18 +112,28 @@ def plan(
     if output is not None and output.suffix.lower() not in (".csv", ".json"):
         raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json")
     names = resolve_names(strategy)
-    model = ModelOptions(dims=parse_dims(dims), io=io, workspace=workspace == "on")
+    model = ModelOptions(dims=parse_dims(dims), io=io, workspace=workspace == "on", reorder=reorder)
     problem, graph = load_problem(input, alignment=alignment, capacity=capacity, model=model)
     options: dict[str, Any] = {"seed": seed}
     if time_limit is not None:
         options["time_limit"] = time_limit
     outcomes = run_strategies(problem, names, **options)
-    extra = {"tensors": len(graph.tensors)} if graph is not None else {}
+    extras: list[dict[str, Any]] = [{"tensors": len(graph.tensors)} if graph is not None else {} for _ in outcomes]
+    if reorder:
+        own, _ = load_problem(
+            input, alignment=alignment, capacity=capacity, model=ModelOptions(model.dims, io, model.workspace)
+        )
+        for extra, theirs in zip(extras, run_strategies(own, names, **options), strict=True):
+            extra.update(
+                order="memory-aware",
+                model_order_lower_bound=theirs.lower_bound,
+                model_order_arena_bytes=theirs.arena_bytes,
+            )
 
     if as_json:
-        typer.echo(json.dumps([{**o.to_json(), **extra} for o in outcomes], indent=2))
+        typer.echo(json.dumps([{**o.to_json(), **extra} for o, extra in zip(outcomes, extras, strict=True)], indent=2))
     else:
-        _print_table(problem, outcomes)
+        _print_table(problem, outcomes, extras)
     chosen = best(outcomes)
     if output is not None and chosen is not None:
         _write_plan(output, problem, chosen.plan)
@@ -131,32 +144,33 @@ def plan(
         raise fail(f"no strategy produced a valid plan: {reasons}", EXIT_INFEASIBLE)
 
 
-def _print_table(problem: Any, outcomes: list[Any]) -> None:
+def _print_table(problem: Any, outcomes: list[Any], extras: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     title = f"{problem.name or 'problem'}: {len(problem.buffers):,} buffers, {problem.steps:,} steps"
     table = Table(title=title)
-    for column in ("strategy", "arena bytes", "x LOAD", "seconds", "valid"):
+    reordered = bool(extras and "order" in extras[0])
+    columns = ["strategy", "arena bytes", "x LOAD", "seconds", "valid"] + (["model order arena"] if reordered else [])
+    for column in columns:
         table.add_column(column, justify="left" if column == "strategy" else "right")
-    for o in outcomes:
+    for o, extra in zip(outcomes, extras, strict=True):
+        theirs = [f"{extra['model_order_arena_bytes'] or 0:,}"] if reordered else []
         if o.plan is None:
-            table.add_row(o.strategy, "-", "-", f"{o.seconds:.3f}", o.error or "")
+            table.add_row(o.strategy, "-", "-", f"{o.seconds:.3f}", o.error or "", *theirs)
             continue
         ratio = o.plan.arena_bytes / o.lower_bound if o.lower_bound else 1.0
-        table.add_row(
-            o.strategy,
-            f"{o.plan.arena_bytes:,}",
-            f"{ratio:.4f}",
-            f"{o.seconds:.3f}",
-            "yes" if o.valid else f"NO: {o.violations}",
-        )
+        valid = "yes" if o.valid else f"NO: {o.violations}"
+        table.add_row(o.strategy, f"{o.plan.arena_bytes:,}", f"{ratio:.4f}", f"{o.seconds:.3f}", valid, *theirs)
     console = Console()
     console.print(table)
     if outcomes:
-        console.print(
-            f"LOAD (lower bound) {outcomes[0].lower_bound:,} bytes; naive sum {outcomes[0].naive_bytes:,} bytes"
-        )
+        first = outcomes[0]
+        console.print(f"LOAD (lower bound) {first.lower_bound:,} bytes; naive sum {first.naive_bytes:,} bytes")
+        if reordered:
+            console.print(
+                f"memory-aware order; the model's own order has LOAD {extras[0]['model_order_lower_bound']:,} bytes"
+            )
 
 
 def _write_plan(path: Path, problem: Any, plan: Any) -> None:
@@ -214,6 +228,7 @@ def run(
     verify: Annotated[
         bool, typer.Option(help="Compare outputs with onnxruntime (or onnx.reference when it is missing).")
     ] = False,
+    reorder: Annotated[bool, typer.Option(help="Run the nodes in a memory-aware order.")] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
     ] = False,
@@ -237,6 +252,7 @@ def run(
         workspace=workspace == "on",
         canary=canary,
         verify=verify,
+        reorder=reorder,
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2))

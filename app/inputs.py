@@ -23,6 +23,7 @@ class ModelOptions:
     dims: dict[str, int] = field(default_factory=dict)
     io: str = "arena"
     workspace: bool = True
+    reorder: bool = False  # plan the nodes in a memory-aware order instead of the model's
 
 
 def parse_dims(text: str | None) -> dict[str, int]:
@@ -71,10 +72,16 @@ def load_problem(
 
         options = model or ModelOptions()
         graph = runtime.load_model(path, dims=options.dims)
+        if options.reorder:
+            graph, _ = runtime.reorder_graph(graph, io=options.io, workspace=options.workspace)
         problem = runtime.memory_problem(graph, io=options.io, workspace=options.workspace, alignment=alignment or 64)
     else:
         accepted = ", ".join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)
         raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; accepted: {accepted}")
+    if model is not None and model.reorder and graph is None:
+        raise InputError(
+            f"{path}: --reorder needs an ONNX model; a bare problem has no data dependencies to reorder by"
+        )
     if alignment is not None and alignment != problem.alignment:
         if alignment < 1:
             raise InputError(f"--alignment must be a positive number of bytes, got {alignment}")
