@@ -1,48 +1,23 @@
 """The app's one door into the runtime: stored model -> graph -> planning problem.
 
-The runtime is imported lazily so that the service (problems, plans, charts) works, and
-says why model planning does not, on an installation where the runtime cannot load.
+Runtime errors about a model become 422 answers naming what the model does that memplan
+cannot take.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import runtime
 from app.errors import AppError
 from planner import Pool, Problem
 
 _GRAPHS: OrderedDict[tuple[str, tuple[tuple[str, int], ...]], Any] = OrderedDict()
 _GRAPHS_LOCK = threading.Lock()
 GRAPH_CACHE = 4  # graphs of big models hold their folded constants: keep only a few
-
-
-def runtime_module() -> Any:
-    """The runtime package with its public API; AppError 503 when it is not there yet."""
-    try:
-        runtime = importlib.import_module("runtime")
-    except ImportError as e:  # pragma: no cover - the runtime ships with memplan
-        raise AppError(503, f"the runtime is not available ({e}); models cannot be planned or run") from None
-    if not hasattr(runtime, "load_model") or not hasattr(runtime, "memory_problem"):
-        raise AppError(503, "the runtime is not available in this build; plan problems through /api/v1/problems/plan")
-    return runtime
-
-
-def runtime_available() -> bool:
-    try:
-        runtime_module()
-    except AppError:
-        return False
-    return True
-
-
-def _model_error_types(runtime: Any) -> tuple[type[BaseException], ...]:
-    errors = getattr(runtime, "errors", None) or importlib.import_module("runtime.errors")
-    model_error = getattr(errors, "ModelError", None)
-    return (model_error,) if model_error else ()
 
 
 def load_graph(path: Path, dims: dict[str, int]) -> Any:
@@ -52,10 +27,9 @@ def load_graph(path: Path, dims: dict[str, int]) -> Any:
         if key in _GRAPHS:
             _GRAPHS.move_to_end(key)
             return _GRAPHS[key]
-    runtime = runtime_module()
     try:
         graph = runtime.load_model(path, dims=dims)
-    except _model_error_types(runtime) as e:
+    except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
     with _GRAPHS_LOCK:
         _GRAPHS[key] = graph
@@ -75,10 +49,9 @@ def model_problem(
     graph: Any, *, io: str, workspace: bool, alignment: int, pools: list[dict[str, Any]] | None, name: str
 ) -> Problem:
     """The planning problem of a graph under the page's or the request's options."""
-    runtime = runtime_module()
     try:
         problem = runtime.memory_problem(graph, io=io, workspace=workspace, alignment=alignment)
-    except _model_error_types(runtime) as e:
+    except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
     changes: dict[str, Any] = {"name": problem.name or name}
     if pools:

@@ -67,14 +67,12 @@ async def open_example(name: str, storage: StorageDep) -> RedirectResponse:
 async def model_page(request: Request, record: ModelDep, storage: StorageDep) -> Response:
     graph_facts: dict[str, Any] | None = None
     graph_error = None
-    if analysis.runtime_available() and not record.summary.get("symbolic_dims"):
+    if not record.summary.get("symbolic_dims"):
         try:
             graph = await run_in_threadpool(analysis.load_graph, library.model_path(storage, record), {})
             graph_facts = analysis.graph_facts(graph)
         except AppError as e:
             graph_error = e.detail
-    elif not analysis.runtime_available():
-        graph_error = "the runtime is not available in this build: models can be inspected but not planned or run"
     return render(
         request,
         "model.html",

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+import runtime
 from app import analysis, library
 from app.errors import AppError
 from app.jobs import Job, JobFailed, JobManager
@@ -20,8 +21,8 @@ from app.planning import plan_and_store
 from app.schemas import RunRequest
 from app.storage import ModelRecord, Storage
 from planner import Plan, Problem
+from runtime import oracle
 
-RTOL, ATOL = 1e-3, 1e-4  # float32 kernels against another float32 implementation
 MAX_EVENTS_PER_RUN = 5000  # beyond this, progress events are thinned (the time chart keeps every op)
 
 
@@ -85,25 +86,6 @@ def _read_npz(data: bytes) -> dict[str, np.ndarray]:
         ) from None
 
 
-def random_inputs(graph: Any, seed: int) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input: normal floats, small non-negative integers, random booleans."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for name in graph.inputs:
-        info = graph.tensors[name]
-        dtype = np.dtype(info.dtype)
-        shape = tuple(info.shape)
-        if dtype.kind == "f":
-            feeds[name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind in "iu":
-            feeds[name] = rng.integers(0, 3, size=shape).astype(dtype)
-        elif dtype.kind == "b":
-            feeds[name] = rng.integers(0, 2, size=shape).astype(bool)
-        else:
-            raise JobFailed(f"input {name!r}: cannot make random {dtype} data; upload an .npz with it", 422)
-    return feeds
-
-
 def execute(
     job: Job,
     storage: Storage,
@@ -113,19 +95,27 @@ def execute(
     inputs: dict[str, np.ndarray] | None,
     body: RunRequest,
 ) -> dict[str, Any]:
-    runtime = analysis.runtime_module()
     path = library.model_path(storage, record)
     job.report(0.0, "loading the model")
     graph = analysis.load_graph(path, options.get("dims", {}))
-    feeds = inputs if inputs is not None else random_inputs(graph, body.seed)
+    try:
+        feeds = inputs if inputs is not None else oracle.random_inputs(graph, body.seed)
+    except runtime.ModelError as e:
+        raise JobFailed(f"{e}; upload an .npz with it", 422) from None
     missing = sorted(set(graph.inputs) - set(feeds))
     if missing:
         raise JobFailed(f"inputs: the .npz lacks {missing}; the model's inputs are {list(graph.inputs)}", 422)
-    session = _session(runtime, graph, plan, options)
+    session = runtime.Session(
+        graph,
+        plan,
+        io=options.get("io", "arena"),
+        workspace=options.get("workspace", True),
+        alignment=options.get("alignment", 64),
+    )
     job.report(0.0, "preparing: kernels, views into the arena")
     try:
         session.prepare()
-    except runtime.errors.ModelError as e:
+    except runtime.ModelError as e:
         raise JobFailed(f"the plan cannot be run: {e}", 422) from None
     times: list[dict[str, Any]] = []
     total = max(len(graph.nodes), 1)
@@ -140,12 +130,11 @@ def execute(
     started = time.perf_counter()
     try:
         outputs = session.run(feeds, on_step=on_step)
-    except (runtime.errors.ModelError, runtime.errors.ExecutionError) as e:
+    except (runtime.ModelError, runtime.ExecutionError) as e:
         raise JobFailed(f"the model cannot run: {e}", 422) from None
     elapsed = time.perf_counter() - started
-    outputs = _as_dict(outputs, graph.outputs)
     job.report(1.0, "checking the outputs against an oracle")
-    verdict = verify(path, feeds, outputs, body.verify)
+    verdict = oracle.verify(path, feeds, outputs, body.verify)
     return {
         "model_id": record.id,
         "strategy": plan.strategy,
@@ -160,37 +149,12 @@ def execute(
     }
 
 
-def _session(runtime: Any, graph: Any, plan: Plan, options: dict[str, Any]) -> Any:
-    import inspect
-
-    wanted = {
-        "io": options.get("io", "arena"),
-        "workspace": options.get("workspace", True),
-        "alignment": options.get("alignment", 64),
-    }
-    accepted = inspect.signature(runtime.Session).parameters
-    kwargs = {k: v for k, v in wanted.items() if k in accepted}
-    try:
-        return runtime.Session(graph, plan, **kwargs)
-    except runtime.errors.ModelError as e:
-        raise JobFailed(f"the plan cannot be run: {e}", 422) from None
-
-
-def _as_dict(outputs: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    if isinstance(outputs, dict):
-        return {k: np.asarray(v) for k, v in outputs.items()}
-    return {name: np.asarray(v) for name, v in zip(names, outputs, strict=False)}
-
-
-def _stats(session: Any) -> dict[str, Any]:
-    stats = getattr(session, "stats", None)
-    if callable(stats):
-        stats = stats()
+def _stats(session: runtime.Session) -> dict[str, Any]:
+    """The run's scalar figures (arena, bytes outside it, copies, seconds)."""
+    stats = session.stats
     if stats is None:
         return {}
-    if not isinstance(stats, dict):
-        stats = {k: v for k, v in vars(stats).items() if not k.startswith("_")}
-    return {k: v for k, v in stats.items() if isinstance(v, int | float | str | bool | type(None))}
+    return {k: v for k, v in vars(stats).items() if isinstance(v, int | float | str | bool | type(None))}
 
 
 def _describe(name: str, value: np.ndarray) -> dict[str, Any]:
@@ -205,45 +169,3 @@ def _describe(name: str, value: np.ndarray) -> dict[str, Any]:
         "mean": float(flat.astype(np.float64).mean()) if numeric else None,
         "first": [float(x) for x in flat[:6]] if numeric else [],
     }
-
-
-def verify(path: Any, feeds: dict[str, np.ndarray], outputs: dict[str, np.ndarray], oracle: str) -> dict[str, Any]:
-    """Compare outputs with onnxruntime (or onnx.reference); pass when all are close."""
-    if oracle == "none":
-        return {"oracle": None, "passed": None, "detail": "verification skipped"}
-    expected, used, notes = None, None, []
-    if oracle in ("auto", "onnxruntime"):
-        try:
-            import onnxruntime as ort
-
-            quiet = ort.SessionOptions()
-            quiet.log_severity_level = 3  # its warnings about unused initializers are noise here
-            session = ort.InferenceSession(str(path), quiet, providers=["CPUExecutionProvider"])
-            names = [o.name for o in session.get_outputs()]
-            expected, used = dict(zip(names, session.run(names, feeds), strict=False)), "onnxruntime"
-        except Exception as e:  # not installed, or it refuses the model: fall back
-            notes.append(f"onnxruntime: {type(e).__name__}: {str(e)[:200]}")
-    if expected is None and oracle in ("auto", "reference"):
-        try:
-            from onnx.reference import ReferenceEvaluator
-
-            evaluator = ReferenceEvaluator(str(path))
-            expected, used = (
-                dict(zip(evaluator.output_names, evaluator.run(None, feeds), strict=False)),
-                "onnx.reference",
-            )
-        except Exception as e:
-            notes.append(f"onnx.reference: {type(e).__name__}: {str(e)[:200]}")
-    if expected is None:
-        return {"oracle": None, "passed": None, "detail": "no oracle could run the model: " + "; ".join(notes)}
-    rows = []
-    for name, got in outputs.items():
-        want = np.asarray(expected[name])
-        same_shape = tuple(want.shape) == tuple(got.shape)
-        diff = (
-            float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if same_shape and got.size else 0.0
-        )
-        close = same_shape and bool(np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True))
-        rows.append({"name": name, "max_abs_diff": diff, "close": close, "shape_matches": same_shape})
-    passed = all(r["close"] for r in rows)
-    return {"oracle": used, "passed": passed, "rtol": RTOL, "atol": ATOL, "outputs": rows, "notes": notes}
