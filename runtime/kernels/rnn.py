@@ -104,7 +104,7 @@ def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
     seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     width = w.shape[1]  # gates * hidden
     hidden = inputs[2].shape[2]
-    blocks = [((seq, batch, width), x.dtype), ((batch, width), x.dtype)]
+    blocks = [((seq, batch, width), x.dtype), ((hidden, width), x.dtype), ((batch, width), x.dtype)]
     blocks += [((batch, hidden), x.dtype)] * 4  # state, cell, and two scratch rows
     return scratch_bytes(*blocks)
 
@@ -112,10 +112,17 @@ def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
 class _Buffers:
     """The workspace of one recurrent node, reused by each direction in turn."""
 
-    def __init__(self, ws, op: str, seq: int, batch: int, hidden: int, dtype) -> None:
+    def __init__(self, ws, op: str, seq: int, batch: int, hidden: int, dtype, layout: int) -> None:
         scratch = Scratch(ws, op)
         width = _GATES[op] * hidden
-        self.projected = scratch.take((seq, batch, width), dtype)  # X @ W^T (+ biases) for all steps
+        # X @ W^T (+ biases) for all steps, in X's own order so that one 2-D matmul fills it;
+        # `projected` is its time-major view.
+        if layout == 0:
+            self.projected = scratch.take((seq, batch, width), dtype)
+        else:
+            self.projected = scratch.take((batch, seq, width), dtype).transpose(1, 0, 2)
+        # R^T made contiguous once per direction: every step's matmul then streams it row by row.
+        self.r_t = scratch.take((hidden, width), dtype)
         self.gates = scratch.take((batch, width), dtype)
         self.h = scratch.take((batch, hidden), dtype)
         self.c = scratch.take((batch, hidden), dtype)
@@ -125,8 +132,7 @@ class _Buffers:
 
 def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs) -> None:
     layout = attrs["layout"]
-    xs = x if layout == 0 else x.transpose(1, 0, 2)  # time-major view
-    seq, batch = xs.shape[:2]
+    seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     directions, hidden = w.shape[0], r.shape[2]
     y, y_h = out[0], out[1] if len(out) > 1 else None
     y_c = out[2] if op == "LSTM" and len(out) > 2 else None
@@ -138,12 +144,13 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
     lens = None if sequence_lens is None else np.asarray(sequence_lens)
     if lens is not None and (lens >= seq).all():
         lens = None
-    buffers = _Buffers(ws, op, seq, batch, hidden, x.dtype)
+    buffers = _Buffers(ws, op, seq, batch, hidden, x.dtype, layout)
     funcs = _activations(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], directions)
     reverse = attrs["direction"] == "reverse"
     for d in range(directions):
         bias = None if b is None else b[d]
-        _project(op, xs, w[d], bias, hidden, attrs, buffers.projected)
+        _project(op, x, w[d], bias, hidden, attrs, buffers.projected)
+        np.copyto(buffers.r_t, r[d].T)
         buffers.h[...] = 0 if initial_h is None else initial_h[d]
         buffers.c[...] = 0 if initial_c is None else initial_c[d]
         order = range(seq - 1, -1, -1) if reverse or d == 1 else range(seq)
@@ -154,7 +161,7 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
                     ys[t, d] = 0
                 continue
             step = _STEPS[op]
-            step(buffers, t, r[d], bias, None if p is None else p[d], funcs[d], attrs, active)
+            step(buffers, t, bias, None if p is None else p[d], funcs[d], attrs, active)
             if ys is not None:
                 ys[t, d] = buffers.h
                 if active is not None:
@@ -165,12 +172,14 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
             (y_c[d] if layout == 0 else y_c[:, d])[...] = buffers.c
 
 
-def _project(op: str, xs, w, bias, hidden: int, attrs: dict, projected: np.ndarray) -> None:
-    """All steps' input projections X_t W^T plus the biases that do not depend on the state."""
-    np.matmul(xs, w.T, out=projected)
+def _project(op: str, x, w, bias, hidden: int, attrs: dict, projected: np.ndarray) -> None:
+    """All steps' input projections X_t W^T plus the biases that do not depend on the state.
+    `projected` is a time-major view of a buffer laid out like `x` (either layout)."""
+    width = projected.shape[2]
+    flat = projected if attrs["layout"] == 0 else projected.transpose(1, 0, 2)
+    np.matmul(x.reshape(-1, x.shape[2]), w.T, out=flat.reshape(-1, width))
     if bias is None:
         return
-    width = projected.shape[2]
     projected += bias[:width]
     if op == "GRU" and attrs["linear_before_reset"]:
         projected[..., : 2 * hidden] += bias[width : width + 2 * hidden]  # Rb_h goes inside r * (...)
@@ -191,11 +200,11 @@ def _commit(state: np.ndarray, new: np.ndarray, active) -> None:
         np.copyto(state, new, where=active[:, None])
 
 
-def _lstm_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
+def _lstm_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
     f, g, h = funcs
     hidden = buf.h.shape[1]
     gates = buf.gates
-    np.matmul(buf.h, r.T, out=gates)
+    np.matmul(buf.h, buf.r_t, out=gates)
     gates += buf.projected[t]
     i, o, fg, c = (gates[:, k * hidden : (k + 1) * hidden] for k in range(4))
     if p is not None:
@@ -225,26 +234,26 @@ def _lstm_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
     _commit(buf.h, new_h, active)
 
 
-def _gru_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
+def _gru_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
     f, g = funcs
     hidden = buf.h.shape[1]
     gates = buf.gates
     proj = buf.projected[t]
-    np.matmul(buf.h, r[: 2 * hidden].T, out=gates[:, : 2 * hidden])
+    np.matmul(buf.h, buf.r_t[:, : 2 * hidden], out=gates[:, : 2 * hidden])
     gates[:, : 2 * hidden] += proj[:, : 2 * hidden]
     _clip(gates[:, : 2 * hidden], attrs["clip"])
     z, reset, candidate = (gates[:, k * hidden : (k + 1) * hidden] for k in range(3))
     f(z)
     f(reset)
-    r_h = r[2 * hidden :]
+    r_h = buf.r_t[:, 2 * hidden :]
     if attrs["linear_before_reset"]:
-        np.matmul(buf.h, r_h.T, out=candidate)
+        np.matmul(buf.h, r_h, out=candidate)
         if bias is not None:
             candidate += bias[5 * hidden :]
         candidate *= reset
     else:
         np.multiply(reset, buf.h, out=buf.tmp)
-        np.matmul(buf.tmp, r_h.T, out=candidate)
+        np.matmul(buf.tmp, r_h, out=candidate)
     candidate += proj[:, 2 * hidden :]
     _clip(candidate, attrs["clip"])
     g(candidate)
@@ -256,9 +265,9 @@ def _gru_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
     _commit(buf.h, new_h, active)
 
 
-def _rnn_step(buf: _Buffers, t, r, bias, p, funcs, attrs, active) -> None:
+def _rnn_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
     gates = buf.gates
-    np.matmul(buf.h, r.T, out=gates)
+    np.matmul(buf.h, buf.r_t, out=gates)
     gates += buf.projected[t]
     _clip(gates, attrs["clip"])
     funcs[0](gates)
