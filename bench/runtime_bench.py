@@ -13,6 +13,7 @@ Writes its section of docs/BENCHMARKS.md and prints the table; it asserts nothin
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -51,7 +52,7 @@ def main() -> None:
         session.run(feeds)
         outside = session.stats.outside_arena_bytes
         session.measure_memory = False  # tracemalloc slows numpy down: off while timing
-        ours = _median(lambda: session.run(feeds), args.repeat)
+        ours = _median(functools.partial(session.run, feeds), args.repeat)
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = args.threads
@@ -59,7 +60,7 @@ def main() -> None:
         options.log_severity_level = 3
         peer = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         peer.run(None, feeds)
-        theirs = _median(lambda: peer.run(None, feeds), args.repeat)
+        theirs = _median(functools.partial(peer.run, None, feeds), args.repeat)
         name = path.stem.removeprefix("light_")
         rows.append((name, session.plan.arena_bytes, session.plan.lower_bound, outside, ours, theirs))
         print(
