@@ -339,7 +339,7 @@ def _recurrent_case(op: str, seed: int) -> tuple[dict, dict, list]:
     }
     if op == "LSTM":
         feeds["c0"] = maybe(state_shape)
-        feeds["p"] = maybe((dirs, 3 * hidden))
+        feeds["p"] = maybe((dirs, 3 * hidden), p=1.0 if seed % 3 == 1 else 0.5)  # seed 1: with clip
     attrs = {"hidden_size": hidden, "direction": direction, "layout": layout}
     if seed % 4 == 1:
         attrs["clip"] = 1.5
@@ -375,6 +375,25 @@ def test_recurrent_random_against_onnxruntime(op, seed):
     _close(run_kernel(model, inputs, like=expected), expected, rtol=1e-4, atol=1e-5)
     got, _ = _run_with_ws(model, inputs, expected, "none")
     _close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_lstm_clip_with_peepholes_against_onnxruntime():
+    # Large pre-activations and a tight clip: every gate, the cell candidate included, is clipped.
+    rng = np.random.default_rng(5)
+    hidden = 3
+    feeds = {
+        "x": rng.standard_normal((4, 2, 3)).astype(np.float32) * 2,
+        "w": rng.standard_normal((1, 4 * hidden, 3)).astype(np.float32),
+        "r": rng.standard_normal((1, 4 * hidden, hidden)).astype(np.float32),
+        "b": None,
+        "lens": None,
+        "h0": None,
+        "c0": None,
+        "p": rng.standard_normal((1, 3 * hidden)).astype(np.float32),
+    }
+    model = one_node("LSTM", feeds, n_outputs=3, opset=14, out_types=[np.float32] * 3, hidden_size=hidden, clip=0.5)
+    expected = run_ort(model, feeds)
+    _close(run_kernel(model, list(feeds.values()), like=expected), expected)
 
 
 # --- memory outside the arena ---------------------------------------------------------
