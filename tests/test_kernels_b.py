@@ -377,6 +377,39 @@ def test_recurrent_random_against_onnxruntime(op, seed):
     _close(got, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize(
+    ("activation", "alpha", "beta"),
+    [
+        ("Tanh", None, None),
+        ("Sigmoid", None, None),
+        ("Relu", None, None),
+        ("LeakyRelu", 0.2, None),
+        ("ThresholdedRelu", 0.3, None),
+        ("ScaledTanh", 0.7, 1.3),
+        ("HardSigmoid", 0.3, 0.4),
+        ("Elu", 0.8, None),
+        ("Softsign", None, None),
+        ("Softplus", None, None),
+        ("Affine", 0.5, 0.25),
+    ],
+)
+def test_rnn_activations_against_onnxruntime(activation, alpha, beta):
+    rng = np.random.default_rng(9)
+    feeds = {
+        "x": rng.standard_normal((3, 2, 3)).astype(np.float32),
+        "w": rng.standard_normal((2, 4, 3)).astype(np.float32),
+        "r": rng.standard_normal((2, 4, 4)).astype(np.float32),
+    }
+    attrs: dict = {"hidden_size": 4, "direction": "bidirectional", "activations": [activation] * 2}
+    if alpha is not None:
+        attrs["activation_alpha"] = [alpha] * 2
+    if beta is not None:
+        attrs["activation_beta"] = [beta] * 2
+    model = one_node("RNN", feeds, n_outputs=2, opset=14, **attrs)
+    expected = run_ort(model, feeds)
+    _close(run_kernel(model, list(feeds.values()), like=expected), expected)
+
+
 def test_lstm_clip_with_peepholes_against_onnxruntime():
     # Large pre-activations and a tight clip: every gate, the cell candidate included, is clipped.
     rng = np.random.default_rng(5)
