@@ -157,7 +157,7 @@ def _images(x, geo: Geometry, padded: np.ndarray | None):
 
 # An im2col buffer holds this many bytes at most: a large conv fills and multiplies it one
 # band of output rows at a time, which bounds the workspace and keeps the band in cache.
-IM2COL_BLOCK_BYTES = 2 << 20
+IM2COL_BLOCK_BYTES = 1 << 20
 
 
 def _band_rows(geo: Geometry, channels: int, dtype) -> int:
