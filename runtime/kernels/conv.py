@@ -165,7 +165,7 @@ def _band_rows(geo: Geometry, channels: int, dtype) -> int:
     return max(1, min(geo.out[0], IM2COL_BLOCK_BYTES // max(per_row, 1)))
 
 
-def _conv_im2col(x, w, out, geo: Geometry, group: int, scratch: Scratch) -> None:
+def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> None:
     channels, filters = x.shape[1], w.shape[0]
     rows = _band_rows(geo, channels, x.dtype)
     row_pixels = int(np.prod(geo.out[1:], dtype=np.int64))
@@ -176,6 +176,7 @@ def _conv_im2col(x, w, out, geo: Geometry, group: int, scratch: Scratch) -> None
     # windows() yields (C, *out, *kernel); the matmul wants (C, *kernel, *out).
     to_col = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
     per_group = w.reshape(group, filters // group, -1)
+    bias = None if b is None else b.reshape(group, filters // group, 1)
     lead = (slice(None),) * (1 + rank)
     for n, src in _images(x, geo, padded):
         win = windows(src, geo).transpose(to_col)
@@ -184,12 +185,12 @@ def _conv_im2col(x, w, out, geo: Geometry, group: int, scratch: Scratch) -> None
             m = min(rows, geo.out[0] - r)
             band = col[: col.size // rows * m].reshape(channels, *geo.kernel, m, *geo.out[1:])
             np.copyto(band, win[(*lead, slice(r, r + m))])
-            # The output band is a strided view with unit inner stride: BLAS writes it in place.
-            np.matmul(
-                per_group,
-                band.reshape(group, -1, m * row_pixels),
-                out=target[:, :, r * row_pixels : (r + m) * row_pixels],
-            )
+            # The output band is a strided view with unit inner stride: BLAS writes it in place,
+            # and the bias is added while the band is still in cache.
+            target_band = target[:, :, r * row_pixels : (r + m) * row_pixels]
+            np.matmul(per_group, band.reshape(group, -1, m * row_pixels), out=target_band)
+            if bias is not None:
+                target_band += bias
 
 
 # Depthwise im2col buffers cover this many bytes at most: channels are independent, so a
@@ -202,7 +203,7 @@ def _depthwise_block(geo: Geometry, dtype) -> int:
     return max(1, DEPTHWISE_BLOCK_BYTES // max(per_channel, 1))
 
 
-def _conv_depthwise(x, w, out, geo: Geometry, scratch: Scratch) -> None:
+def _conv_depthwise(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
     channels = x.shape[1]
     block = min(channels, _depthwise_block(geo, x.dtype))
     col = scratch.take((block, *geo.kernel, *geo.out), x.dtype)
@@ -218,6 +219,8 @@ def _conv_depthwise(x, w, out, geo: Geometry, scratch: Scratch) -> None:
             np.copyto(col[:m], win[c : c + m])
             target = out[n, c : c + m].reshape(m, 1, pixels)
             np.matmul(w[c : c + m].reshape(m, 1, taps), col[:m].reshape(m, taps, pixels), out=target)
+            if b is not None:
+                target += b[c : c + m].reshape(m, 1, 1)
 
 
 @kernel("Conv", workspace=conv_workspace)
@@ -233,12 +236,12 @@ def conv(
         np.matmul(
             w.reshape(filters, channels), x.reshape(batch, channels, pixels), out=out.reshape(batch, filters, pixels)
         )
+        if b is not None:
+            out += b.reshape((filters,) + (1,) * len(geo.out))
     elif _is_depthwise(x.shape, w.shape, group):
-        _conv_depthwise(x, w, out, geo, Scratch(ws, "Conv"))
+        _conv_depthwise(x, w, b, out, geo, Scratch(ws, "Conv"))
     else:
-        _conv_im2col(x, w, out, geo, group, Scratch(ws, "Conv"))
-    if b is not None:
-        out += b.reshape((filters,) + (1,) * len(geo.out))
+        _conv_im2col(x, w, b, out, geo, group, Scratch(ws, "Conv"))
 
 
 def _transpose_pads(x_spatial, y_spatial, geo_k, strides, dilations, output_padding, auto_pad, pads, output_shape):
