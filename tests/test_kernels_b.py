@@ -17,7 +17,6 @@ import pytest
 from onnx import helper
 
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
-from runtime.kernels import conv as conv_module
 from tests.kernel_harness import backend_cases, run_against_reference, run_kernel
 
 OPS = [
@@ -190,8 +189,8 @@ def test_conv_random_against_reference(seed):
 @pytest.mark.parametrize("seed", [0, 3, 7, 14, 21, 22])
 def test_conv_in_small_bands_against_reference(seed, monkeypatch):
     # Tiny band budgets force one output row (one channel, depthwise) per im2col band.
-    monkeypatch.setattr(conv_module, "IM2COL_BLOCK_BYTES", 64)
-    monkeypatch.setattr(conv_module, "DEPTHWISE_BLOCK_BYTES", 64)
+    monkeypatch.setattr("runtime.kernels.conv.IM2COL_BLOCK_BYTES", 64)
+    monkeypatch.setattr("runtime.kernels.conv.DEPTHWISE_BLOCK_BYTES", 64)
     test_conv_random_against_reference(seed)
 
 
@@ -222,6 +221,12 @@ def test_conv_transpose_random_against_onnxruntime(seed):
     model = one_node("ConvTranspose", feeds, **attrs)
     expected = run_ort(model, feeds)
     _close(run_kernel(model, [x, w, b], like=expected), expected)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 4, 7, 9])
+def test_conv_transpose_in_small_bands_against_onnxruntime(seed, monkeypatch):
+    monkeypatch.setattr("runtime.kernels.conv.IM2COL_BLOCK_BYTES", 64)  # one input row per band
+    test_conv_transpose_random_against_onnxruntime(seed)
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -259,10 +259,37 @@ def _transpose_pads(x_spatial, y_spatial, geo_k, strides, dilations, output_padd
     return tuple(begin)
 
 
+def _transpose_band_rows(x_shape, w_shape, group: int, dtype) -> int:
+    """Input rows per ConvTranspose column band (the same budget as Conv's im2col bands)."""
+    per_row = w_shape[1] * group * int(np.prod(w_shape[2:]) * np.prod(x_shape[3:], dtype=np.int64))
+    return max(1, min(x_shape[2], IM2COL_BLOCK_BYTES // max(per_row * np.dtype(dtype).itemsize, 1)))
+
+
 def conv_transpose_workspace(inputs, outputs, *, group=1, **_: object) -> int:
     x, w = inputs[0], inputs[1]
-    pixels = int(np.prod(x.shape[2:], dtype=np.int64))
-    return scratch_bytes(((w.shape[1] * group * int(np.prod(w.shape[2:], dtype=np.int64)), pixels), x.dtype))
+    rows = _transpose_band_rows(x.shape, w.shape, group, x.dtype)
+    band = (w.shape[1] * group * int(np.prod(w.shape[2:])), rows * int(np.prod(x.shape[3:], dtype=np.int64)))
+    return scratch_bytes((band, x.dtype))
+
+
+def _scatter_taps(target, cols, rows: tuple[int, int], geo: Geometry) -> None:
+    """Add the columns of input rows [rows) (``cols``: filters, *kernel, band rows, *rest) into
+    `target`: tap k of input position i lands on output position i * stride + k * dilation - pad."""
+    rank = len(geo.kernel)
+    avail = [rows] + [(0, cols.shape[1 + rank + i]) for i in range(1, rank)]
+    for k in np.ndindex(*geo.kernel):
+        src, dst = [], []
+        for i in range(rank):
+            shift = k[i] * geo.dilations[i] - geo.begin[i]  # output position of input 0 for this tap
+            first = -(shift // geo.strides[i]) if shift < 0 else 0  # first input landing at >= 0
+            lo = max(avail[i][0], first)
+            hi = min(avail[i][1] - 1, (geo.out[i] - 1 - shift) // geo.strides[i])
+            if hi < lo:
+                break
+            src.append(slice(lo - avail[i][0], hi - avail[i][0] + 1))
+            dst.append(slice(lo * geo.strides[i] + shift, hi * geo.strides[i] + shift + 1, geo.strides[i]))
+        else:
+            target[(slice(None), *dst)] += cols[(slice(None), *k, *src)]
 
 
 @kernel("ConvTranspose", workspace=conv_transpose_workspace)
@@ -279,26 +306,19 @@ def conv_transpose(
     begin = _transpose_pads(
         x.shape[2:], out.shape[2:], ksize, strides, dilations, output_padding, auto_pad, pads, output_shape
     )
+    geo = Geometry(ksize, strides, dilations, begin, (0,) * rank, tuple(out.shape[2:]))
     filters = w.shape[1] * group
-    pixels = int(np.prod(x.shape[2:], dtype=np.int64))
-    col = Scratch(ws, "ConvTranspose").take((filters * int(np.prod(ksize)), pixels), x.dtype)
+    rows = _transpose_band_rows(x.shape, w.shape, group, x.dtype)
+    rest = int(np.prod(x.shape[3:], dtype=np.int64))
+    col = Scratch(ws, "ConvTranspose").take((filters * int(np.prod(ksize)) * rows * rest,), x.dtype)
     # (group, C/group, M/group*K) -> its transpose per group multiplies the image's channels.
     per_group = w.reshape(group, channels // group, -1).transpose(0, 2, 1)
-    offsets = list(np.ndindex(*ksize))
     for n in range(batch):
-        np.matmul(per_group, x[n].reshape(group, channels // group, pixels), out=col.reshape(group, -1, pixels))
-        cols = col.reshape(filters, *ksize, *x.shape[2:])
         target = out[n]
         target[...] = 0 if b is None else b.reshape((filters,) + (1,) * rank)
-        for k in offsets:
-            src, dst = [slice(None)], [slice(None)]
-            for i in range(rank):
-                shift = k[i] * dilations[i] - begin[i]  # output position of input 0 for this tap
-                lo = -(shift // strides[i]) if shift < 0 else 0  # first input landing at >= 0
-                hi = min(x.shape[2 + i] - 1, (out.shape[2 + i] - 1 - shift) // strides[i])
-                if hi < lo:
-                    break
-                src.append(slice(lo, hi + 1))
-                dst.append(slice(lo * strides[i] + shift, hi * strides[i] + shift + 1, strides[i]))
-            else:
-                target[tuple(dst)] += cols[(slice(None), *k, *src[1:])]
+        for r in range(0, x.shape[2], rows):
+            m = min(rows, x.shape[2] - r)
+            band = col[: col.size // rows * m]
+            inputs = x[n, :, r : r + m].reshape(group, channels // group, m * rest)
+            np.matmul(per_group, inputs, out=band.reshape(group, -1, m * rest))
+            _scatter_taps(target, band.reshape(filters, *ksize, m, *x.shape[3:]), (r, r + m), geo)
