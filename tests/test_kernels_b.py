@@ -37,6 +37,14 @@ OPS = [
     "LSTM",
     "GRU",
     "RNN",
+    "RMSNormalization",
+    "GroupNormalization",
+    "MeanVarianceNormalization",
+    "LpNormalization",
+    "LpPool",
+    "Upsample",
+    "MatMulInteger",
+    "ConvInteger",
 ]
 
 # Backend cases a kernel does not pass, with the reason.
@@ -432,6 +440,59 @@ def test_lstm_clip_with_peepholes_against_onnxruntime():
     model = one_node("LSTM", feeds, n_outputs=3, opset=14, out_types=[np.float32] * 3, hidden_size=hidden, clip=0.5)
     expected = run_ort(model, feeds)
     _close(run_kernel(model, list(feeds.values()), like=expected), expected)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_integer_products_random_against_onnxruntime(seed):
+    rng = np.random.default_rng(900 + seed)
+    if seed % 2:
+        a = rng.integers(0, 256, (3, 5), dtype=np.uint8)
+        b = rng.integers(0, 256, (5, 4), dtype=np.uint8)
+        feeds = {"a": a, "b": b, "az": np.array(rng.integers(0, 256), dtype=np.uint8)}
+        feeds["bz"] = rng.integers(0, 256, 4, dtype=np.uint8) if seed % 4 == 1 else np.array(7, dtype=np.uint8)
+        model = one_node("MatMulInteger", feeds, opset=10, out_types=[np.int32])
+    else:
+        group = 1 + seed % 3
+        x = rng.integers(0, 256, (1, 2 * group, 6, 5), dtype=np.uint8)
+        w = rng.integers(0, 256, (3 * group, 2, 3, 3), dtype=np.uint8)
+        feeds = {"x": x, "w": w, "xz": np.array(rng.integers(0, 256), dtype=np.uint8)}
+        feeds["wz"] = np.array(rng.integers(0, 256), dtype=np.uint8)
+        model = one_node("ConvInteger", feeds, opset=10, out_types=[np.int32], group=group, pads=[1, 0, 1, 2])
+    expected = run_ort(model, feeds)
+    got = run_kernel(model, list(feeds.values()), like=expected)
+    np.testing.assert_array_equal(got[0], expected[0])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_more_normalisations_and_lp_pools_against_onnxruntime(seed):
+    rng = np.random.default_rng(1000 + seed)
+    x = rng.standard_normal((2, 6, 5, 4)).astype(np.float32)
+    cases = [
+        ("LpNormalization", {"x": x}, 1, {"axis": int(rng.integers(-4, 4)), "p": 1 + seed % 2}),
+        (
+            "MeanVarianceNormalization",
+            {"x": x},
+            13,
+            {"axes": [int(a) for a in sorted(rng.choice(4, 2, replace=False))]},
+        ),
+        ("GlobalLpPool", {"x": x}, 2, {"p": 1 + seed % 3}),
+        ("LpPool", {"x": x}, 18, {"kernel_shape": [2, 3], "p": 1 + seed % 3, "pads": [1, 1, 0, 1], "strides": [1, 2]}),
+        (
+            "GroupNormalization",
+            {"x": x, "s": rng.standard_normal(6).astype(np.float32), "b": rng.standard_normal(6).astype(np.float32)},
+            21,
+            {"num_groups": [1, 2, 3, 6][seed % 4]},
+        ),
+        ("RMSNormalization", {"x": x, "s": rng.standard_normal(4).astype(np.float32)}, 23, {}),
+    ]
+    for op, feeds, opset, attrs in cases:
+        model = one_node(op, feeds, opset=opset, **attrs)
+        if op == "RMSNormalization":
+            got, expected = run_against_reference(model, feeds)  # newer than this onnxruntime
+        else:
+            expected = run_ort(model, feeds)
+            got = run_kernel(model, list(feeds.values()), like=expected)
+        _close(got, expected, rtol=1e-4, atol=1e-5)
 
 
 # --- memory outside the arena ---------------------------------------------------------

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from runtime.kernels import kernel
+from runtime.kernels import TensorMeta, kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 
 
@@ -322,3 +322,33 @@ def conv_transpose(
             inputs = x[n, :, r : r + m].reshape(group, channels // group, m * rest)
             np.matmul(per_group, inputs, out=band.reshape(group, -1, m * rest))
             _scatter_taps(target, band.reshape(filters, *ksize, m, *x.shape[3:]), (r, r + m), geo)
+
+
+def _int32(meta) -> TensorMeta:
+    return TensorMeta(tuple(meta.shape), np.dtype(np.int32))
+
+
+def conv_integer_workspace(inputs, outputs, **attrs) -> int:
+    x, w = _int32(inputs[0]), _int32(inputs[1])
+    widened = scratch_bytes((x.shape, x.dtype), (w.shape, w.dtype))
+    return widened + conv_workspace([x, w], [_int32(outputs[0])], **attrs)
+
+
+@kernel("ConvInteger", workspace=conv_integer_workspace)
+def conv_integer(
+    x, w, x_zero_point=None, w_zero_point=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1,
+    kernel_shape=None, pads=None, strides=None,
+):  # fmt: skip
+    # Conv of (x - x_zero) and (w - w_zero) in int32. Removing the zero point first makes the
+    # zero padding of the shifted input equal to padding x with its zero point, as the spec says.
+    scratch = Scratch(ws, "ConvInteger")
+    x32 = scratch.take(x.shape, np.int32)
+    w32 = scratch.take(w.shape, np.int32)
+    np.subtract(x, 0 if x_zero_point is None else x_zero_point.astype(np.int32), out=x32, dtype=np.int32)
+    w_zero = 0 if w_zero_point is None else w_zero_point.astype(np.int32)
+    if np.ndim(w_zero) == 1:
+        w_zero = w_zero.reshape((-1,) + (1,) * (w.ndim - 1))  # one zero point per output channel
+    np.subtract(w, w_zero, out=w32, dtype=np.int32)
+    rest = None if ws is None else ws[scratch.used :]
+    conv(x32, w32, None, out=out, ws=rest, auto_pad=auto_pad, dilations=dilations, group=group,
+         kernel_shape=kernel_shape, pads=pads, strides=strides)  # fmt: skip

@@ -108,3 +108,59 @@ def lrn(x, *, out, ws, size, alpha=0.0001, beta=0.75, bias=1.0):
     out += out.dtype.type(bias)
     out **= out.dtype.type(beta)
     np.divide(x, out, out=out)
+
+
+@kernel("RMSNormalization")
+def rms_normalization(x, scale, *, out, axis=-1, epsilon=1e-5, stash_type=1):
+    axis = axis + x.ndim if axis < 0 else axis
+    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+    x2, y2 = x.reshape(rows, -1), out.reshape(rows, -1)
+    stat = _stat_dtype(x.dtype)
+    mean_square = np.einsum("ij,ij->i", x2, x2, dtype=stat) / max(x2.shape[1], 1)
+    np.multiply(x2, (1.0 / np.sqrt(mean_square + epsilon))[:, None].astype(out.dtype), out=y2)
+    out *= scale
+
+
+@kernel("GroupNormalization")
+def group_normalization(x, scale, bias, *, out, num_groups, epsilon=1e-5, stash_type=1):
+    batch, channels = x.shape[:2]
+    rows = batch * num_groups
+    _standardize(x.reshape(rows, -1), out.reshape(rows, -1), epsilon)
+    if scale.size != channels:
+        # Opset 18 gives one scale and bias per group; opset 21 one per channel.
+        scale, bias = np.repeat(scale, channels // num_groups), np.repeat(bias, channels // num_groups)
+    out *= _per_channel(scale.astype(out.dtype), x.ndim)
+    out += _per_channel(bias.astype(out.dtype), x.ndim)
+
+
+def _sum_squares(a: np.ndarray, axes: tuple[int, ...], dtype) -> np.ndarray:
+    """Sum of a * a over `axes`, kept as size-1 axes, through einsum: no squared temporary."""
+    letters = "abcdefghijklmnopqrstuvwxyz"[: a.ndim]
+    kept = "".join(c for i, c in enumerate(letters) if i not in axes)
+    total = np.einsum(f"{letters},{letters}->{kept}", a, a, dtype=dtype)
+    return total.reshape([1 if i in axes else n for i, n in enumerate(a.shape)])
+
+
+@kernel("MeanVarianceNormalization")
+def mean_variance_normalization(x, *, out, axes=(0, 2, 3)):
+    # (X - E[X]) / sqrt(E[(X - E[X])^2] + 1e-9) over `axes`, the spec's own tiny epsilon.
+    axes = tuple(sorted(a + x.ndim if a < 0 else a for a in axes))
+    stat = _stat_dtype(x.dtype)
+    count = max(int(np.prod([x.shape[a] for a in axes], dtype=np.int64)), 1)
+    mean = x.mean(axis=axes, dtype=stat, keepdims=True)
+    np.subtract(x, mean.astype(out.dtype), out=out)
+    var = _sum_squares(out, axes, stat) / count
+    out /= np.sqrt(var + 1e-9).astype(out.dtype)
+
+
+@kernel("LpNormalization")
+def lp_normalization(x, *, out, axis=-1, p=2):
+    axis = axis + x.ndim if axis < 0 else axis
+    if p == 1:
+        norm = np.abs(x).sum(axis=axis, keepdims=True)  # a temporary, but a rare op
+    elif p == 2:
+        norm = np.sqrt(_sum_squares(x, (axis,), _stat_dtype(x.dtype)))
+    else:
+        raise ValueError(f"LpNormalization: p={p} is not 1 or 2")
+    # A zero vector stays zero rather than becoming 0/0.
+    np.divide(x, np.where(norm == 0, 1, norm).astype(out.dtype), out=out)

@@ -132,6 +132,54 @@ def average_pool(
     _divide_by_counts(out, geo, x.shape[2:], bool(count_include_pad))
 
 
+def lp_pool_workspace(inputs, outputs, **attrs) -> int:
+    x, y = inputs[0], outputs[0]
+    return pool_workspace(inputs, outputs, **attrs) + scratch_bytes((y.shape[1:], x.dtype))
+
+
+@kernel("LpPool", workspace=lp_pool_workspace)
+def lp_pool(
+    x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, p=2, pads=None, strides=None,
+):  # fmt: skip
+    # (sum over the window of |x|^p)^(1/p); pads add nothing to the sum.
+    geo = _geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    scratch = Scratch(ws, "LpPool")
+    power = scratch.take(out.shape[1:], x.dtype)
+    for n, win in _images(x, geo, scratch, 0):
+        out[n] = 0
+        for tap in np.ndindex(*geo.kernel):
+            _abs_power(win[(Ellipsis, *tap)], p, power)
+            out[n] += power
+    _root(out, p)
+
+
+def _abs_power(src: np.ndarray, p: float, dst: np.ndarray) -> None:
+    if p == 2:
+        np.square(src, out=dst)
+    else:
+        np.abs(src, out=dst)
+        if p != 1:
+            dst **= dst.dtype.type(p)
+
+
+def _root(out: np.ndarray, p: float) -> None:
+    if p == 2:
+        np.sqrt(out, out=out)
+    elif p != 1:
+        out **= out.dtype.type(1.0 / p)
+
+
+@kernel("GlobalLpPool")
+def global_lp_pool(x, *, out, p=2):
+    spatial = tuple(range(2, x.ndim))
+    if p == 2:
+        letters = "abcdefghijklmnopqrstuvwxyz"[: x.ndim]
+        out.reshape(x.shape[:2])[...] = np.einsum(f"{letters},{letters}->ab", x, x)  # no squared temporary
+    else:
+        np.sum(np.abs(x) ** p, axis=spatial, keepdims=True, out=out)
+    _root(out, p)
+
+
 @kernel("GlobalAveragePool")
 def global_average_pool(x, *, out):
     np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)

@@ -195,19 +195,25 @@ def resize(
         mode=mode, nearest_mode=nearest_mode,
     )  # fmt: skip
     plan = axis_taps(x.shape, out.shape, roi, scales, sizes, attrs)
+    _run_plan(x, plan, out, ws, mode != "nearest")
+    _extrapolate(out, plan, extrapolation_value)
+
+
+def _run_plan(x: np.ndarray, plan: list[AxisTaps], out: np.ndarray, ws, filtered: bool) -> None:
+    """Apply the axes of `plan` one after the other, through the workspace, into `out`."""
     if not plan:
         np.copyto(out, x)
         return
-    if not np.issubdtype(out.dtype, np.floating) and mode != "nearest":
+    if not np.issubdtype(out.dtype, np.floating) and filtered:
         _resize_integer(x, plan, out)
         return
-    blocks = _blocks(x.shape, out.shape, [t.axis for t in plan], out.dtype, mode != "nearest")
+    blocks = _blocks(x.shape, out.shape, [t.axis for t in plan], out.dtype, filtered)
     scratch = Scratch(ws if ws is not None and ws.size >= scratch_bytes(*blocks) else None, "Resize")
     stages = _stage_shapes(x.shape, out.shape, [t.axis for t in plan])
     ping = scratch.take(blocks[0][0], out.dtype) if len(plan) > 1 else None
     pong = scratch.take(blocks[1][0], out.dtype) if len(plan) > 2 else None
     tmp_size = max(int(np.prod(s, dtype=np.int64)) for s in stages)
-    tmp_flat = scratch.take((tmp_size,), out.dtype) if mode != "nearest" else None
+    tmp_flat = scratch.take((tmp_size,), out.dtype) if filtered else None
     src = x
     for k, taps in enumerate(plan):
         n = int(np.prod(stages[k], dtype=np.int64))
@@ -216,7 +222,23 @@ def resize(
         tmp = None if tmp_flat is None else tmp_flat[:n].reshape(stages[k])
         _apply(src, taps, dst, tmp)
         src = dst
-    _extrapolate(out, plan, extrapolation_value)
+
+
+def upsample_workspace(inputs, outputs, *, mode="nearest", **_) -> int:
+    return resize_workspace(inputs, outputs, mode=mode, coordinate_transformation_mode="asymmetric")
+
+
+@kernel("Upsample", workspace=upsample_workspace)
+def upsample(x, scales=None, *, out, ws, mode="nearest"):
+    # Resize's ancestor (an attribute `scales` before opset 9, an input after): asymmetric
+    # coordinates, nearest rounding down, "linear" meaning (bi)linear.
+    attrs = dict(
+        antialias=0, axes=None, coordinate_transformation_mode="asymmetric", cubic_coeff_a=-0.75, exclude_outside=0,
+        keep_aspect_ratio_policy="stretch", mode="linear" if mode in ("linear", "bilinear") else mode,
+        nearest_mode="floor",
+    )  # fmt: skip
+    plan = axis_taps(x.shape, out.shape, None, np.asarray(scales, dtype=np.float64), None, attrs)
+    _run_plan(x, plan, out, ws, attrs["mode"] != "nearest")
 
 
 def _extrapolate(out: np.ndarray, plan: list[AxisTaps], value: float) -> None:
