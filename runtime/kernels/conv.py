@@ -176,7 +176,6 @@ def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> N
     # windows() yields (C, *out, *kernel); the matmul wants (C, *kernel, *out).
     to_col = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
     per_group = w.reshape(group, filters // group, -1)
-    bias = None if b is None else b.reshape(group, filters // group, 1)
     lead = (slice(None),) * (1 + rank)
     for n, src in _images(x, geo, padded):
         win = windows(src, geo).transpose(to_col)
@@ -185,12 +184,13 @@ def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> N
             m = min(rows, geo.out[0] - r)
             band = col[: col.size // rows * m].reshape(channels, *geo.kernel, m, *geo.out[1:])
             np.copyto(band, win[(*lead, slice(r, r + m))])
-            # The output band is a strided view with unit inner stride: BLAS writes it in place,
-            # and the bias is added while the band is still in cache.
+            # The output band is a strided view with unit inner stride: BLAS writes it in place.
             target_band = target[:, :, r * row_pixels : (r + m) * row_pixels]
             np.matmul(per_group, band.reshape(group, -1, m * row_pixels), out=target_band)
-            if bias is not None:
-                target_band += bias
+    if b is not None:
+        # One pass over the contiguous output: a band at a time would make numpy buffer the
+        # strided operand (~80 KB outside the arena) for no measurable gain.
+        out += b.reshape((filters,) + (1,) * len(geo.out))
 
 
 # Depthwise im2col buffers cover this many bytes at most: channels are independent, so a
