@@ -113,10 +113,9 @@ def _conv_geometry(x_shape, w_shape, y_shape, auto_pad, pads, strides, dilations
     return spatial_geometry(tuple(x_shape[2:]), tuple(y_shape[2:]), kernel_shape, auto_pad, pads, strides, dilations)
 
 
-def _is_pointwise(geo: Geometry, group: int) -> bool:
-    return (
-        group == 1 and not geo.padded and all(k == 1 and s == 1 for k, s in zip(geo.kernel, geo.strides, strict=True))
-    )
+def _is_pointwise(geo: Geometry) -> bool:
+    """A 1x1, stride-1, unpadded conv: a matmul per group straight from the input."""
+    return not geo.padded and all(k == 1 and s == 1 for k, s in zip(geo.kernel, geo.strides, strict=True))
 
 
 def _padded_shape(x_shape: tuple[int, ...], geo: Geometry) -> tuple[int, ...]:
@@ -133,7 +132,7 @@ def conv_workspace(
 ) -> int:
     x, w, y = inputs[0], inputs[1], outputs[0]
     geo = _conv_geometry(x.shape, w.shape, y.shape, auto_pad, pads, strides, dilations, kernel_shape)
-    if _is_pointwise(geo, group):
+    if _is_pointwise(geo):
         return 0
     channels = x.shape[1]
     if _is_depthwise(x.shape, w.shape, group):
@@ -230,11 +229,13 @@ def conv(
     geo = _conv_geometry(x.shape, w.shape, out.shape, auto_pad, pads, strides, dilations, kernel_shape)
     batch, channels = x.shape[:2]
     filters = w.shape[0]
-    if _is_pointwise(geo, group):
-        # A 1x1 stride-1 conv is W @ X per image: no copy of the input at all.
+    if _is_pointwise(geo):
+        # W @ X per image and group, broadcast over both in one call: no copy of the input at all.
         pixels = int(np.prod(geo.out, dtype=np.int64))
         np.matmul(
-            w.reshape(filters, channels), x.reshape(batch, channels, pixels), out=out.reshape(batch, filters, pixels)
+            w.reshape(group, filters // group, channels // group),
+            x.reshape(batch, group, channels // group, pixels),
+            out=out.reshape(batch, group, filters // group, pixels),
         )
         if b is not None:
             out += b.reshape((filters,) + (1,) * len(geo.out))
