@@ -519,6 +519,8 @@ def _weights(rng: np.random.Generator, *shapes: tuple[int, ...]) -> dict[str, np
         ("LRN", (1, 32, 28, 28), [], {"size": 5}),
         ("Gemm", (256, 512), [(512, 256), (256,)], {}),
         ("MatMul", (8, 128, 256), [(256, 128)], {}),
+        ("GlobalAveragePool", (1, 1000, 13, 13), [], {}),
+        ("GlobalMaxPool", (1, 1000, 13, 13), [], {}),
     ],
 )
 def test_kernels_allocate_little_outside_the_workspace(op, shape, weights, attrs):
@@ -538,7 +540,7 @@ def test_kernels_allocate_little_outside_the_workspace(op, shape, weights, attrs
         tracemalloc.stop()
     _close(got, expected, rtol=1e-3, atol=1e-4)
     # The test's own output and workspace arrays are counted too. Beyond them the kernel may
-    # use numpy's ufunc buffers for strided operands (8192 elements each, ~80 KB at most here),
-    # never memory that grows with the tensor.
+    # use numpy's ufunc buffers for strided or broadcast operands (kept at 2048 elements by
+    # small_ufunc_buffers), never memory that grows with the tensor.
     own = sum(o.nbytes for o in got) + size
-    assert peak - own <= 128 * 1024, f"{op} allocated {peak - own} bytes outside out/ws ({own} bytes)"
+    assert peak - own <= 24 * 1024, f"{op} allocated {peak - own} bytes outside out/ws ({own} bytes)"

@@ -19,7 +19,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from runtime.kernels import TensorMeta, kernel
-from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 
 
 @dataclass(frozen=True)
@@ -223,6 +223,7 @@ def _conv_depthwise(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
 
 
 @kernel("Conv", workspace=conv_workspace)
+@small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
 ):
@@ -294,6 +295,7 @@ def _scatter_taps(target, cols, rows: tuple[int, int], geo: Geometry) -> None:
 
 
 @kernel("ConvTranspose", workspace=conv_transpose_workspace)
+@small_ufunc_buffers()
 def conv_transpose(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
     output_padding=None, output_shape=None, pads=None, strides=None,

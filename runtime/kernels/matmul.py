@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import kernel
-from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 
 
 @kernel("MatMul")
@@ -17,6 +17,7 @@ def matmul(a, b, *, out):
 
 
 @kernel("Gemm")
+@small_ufunc_buffers()
 def gemm(a, b, c=None, *, out, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0):
     # `broadcast` (Gemm before opset 7) only allowed what numpy's broadcasting does anyway.
     np.matmul(a.T if transA else a, b.T if transB else b, out=out)

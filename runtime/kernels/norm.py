@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import kernel
-from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 
 
 def _stat_dtype(dtype: np.dtype) -> np.dtype:
@@ -34,6 +34,7 @@ def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
 
 
 @kernel("BatchNormalization", outputs="many")
+@small_ufunc_buffers()
 def batch_normalization(
     x, scale, bias, mean, var, *, out, epsilon=1e-5, momentum=0.9, training_mode=0, spatial=1, is_test=0,
     consumed_inputs=None,
@@ -65,6 +66,7 @@ def batch_normalization(
 
 
 @kernel("LayerNormalization", outputs="many")
+@small_ufunc_buffers()
 def layer_normalization(x, scale, bias=None, *, out, axis=-1, epsilon=1e-5, stash_type=1):
     y = out[0]
     axis = axis + x.ndim if axis < 0 else axis
@@ -80,6 +82,7 @@ def layer_normalization(x, scale, bias=None, *, out, axis=-1, epsilon=1e-5, stas
 
 
 @kernel("InstanceNormalization")
+@small_ufunc_buffers()
 def instance_normalization(x, scale, bias, *, out, epsilon=1e-5):
     rows = x.shape[0] * x.shape[1]
     _standardize(x.reshape(rows, -1), out.reshape(rows, -1), epsilon)
@@ -93,6 +96,7 @@ def lrn_workspace(inputs, outputs, *, size, **_) -> int:
 
 
 @kernel("LRN", workspace=lrn_workspace)
+@small_ufunc_buffers()
 def lrn(x, *, out, ws, size, alpha=0.0001, beta=0.75, bias=1.0):
     # Squares of x with zero channels around them, so every channel's window is one slice.
     before = (size - 1) // 2
@@ -111,6 +115,7 @@ def lrn(x, *, out, ws, size, alpha=0.0001, beta=0.75, bias=1.0):
 
 
 @kernel("RMSNormalization")
+@small_ufunc_buffers()
 def rms_normalization(x, scale, *, out, axis=-1, epsilon=1e-5, stash_type=1):
     axis = axis + x.ndim if axis < 0 else axis
     rows = int(np.prod(x.shape[:axis], dtype=np.int64))
@@ -122,6 +127,7 @@ def rms_normalization(x, scale, *, out, axis=-1, epsilon=1e-5, stash_type=1):
 
 
 @kernel("GroupNormalization")
+@small_ufunc_buffers()
 def group_normalization(x, scale, bias, *, out, num_groups, epsilon=1e-5, stash_type=1):
     batch, channels = x.shape[:2]
     rows = batch * num_groups

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import kernel
-from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 from runtime.kernels.conv import Geometry, pad_into, spatial_geometry, windows
 
 
@@ -74,6 +74,7 @@ def _tap_positions(geo: Geometry, tap: tuple[int, ...], x_spatial, storage_order
 
 
 @kernel("MaxPool", workspace=pool_workspace, outputs="many")
+@small_ufunc_buffers()
 def max_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None,
     storage_order=0, strides=None,
@@ -118,6 +119,7 @@ def _divide_by_counts(out: np.ndarray, geo: Geometry, x_spatial, include_pad: bo
 
 
 @kernel("AveragePool", workspace=pool_workspace)
+@small_ufunc_buffers()
 def average_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
     pads=None, strides=None,
@@ -138,6 +140,7 @@ def lp_pool_workspace(inputs, outputs, **attrs) -> int:
 
 
 @kernel("LpPool", workspace=lp_pool_workspace)
+@small_ufunc_buffers()
 def lp_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, p=2, pads=None, strides=None,
 ):  # fmt: skip
@@ -170,6 +173,7 @@ def _root(out: np.ndarray, p: float) -> None:
 
 
 @kernel("GlobalLpPool")
+@small_ufunc_buffers()
 def global_lp_pool(x, *, out, p=2):
     spatial = tuple(range(2, x.ndim))
     if p == 2:
@@ -181,10 +185,15 @@ def global_lp_pool(x, *, out, p=2):
 
 
 @kernel("GlobalAveragePool")
+@small_ufunc_buffers()
 def global_average_pool(x, *, out):
-    np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
+    # Sum over one flattened spatial axis, then scale: np.mean over several axes buffers ~17 KB.
+    rows = out.reshape(x.shape[:2])
+    np.add.reduce(x.reshape(*x.shape[:2], -1), axis=2, out=rows)
+    rows /= rows.dtype.type(max(int(np.prod(x.shape[2:], dtype=np.int64)), 1))
 
 
 @kernel("GlobalMaxPool")
+@small_ufunc_buffers()
 def global_max_pool(x, *, out):
-    np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True, out=out)
+    np.maximum.reduce(x.reshape(*x.shape[:2], -1), axis=2, out=out.reshape(x.shape[:2]))
