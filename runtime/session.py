@@ -239,19 +239,22 @@ class Session:
         # Preallocated so that memplan's own bookkeeping does not count as bytes beside the arena.
         step_seconds = np.zeros(total)
         started = time.perf_counter()
-        for index, step in enumerate(self._steps):
-            t0 = time.perf_counter()
-            if not step.skip:
-                self._execute(step, values)
-            step_seconds[index] = time.perf_counter() - t0
-            if self._canary is not None:
-                self._canary.after(index, step.node.name)
-            if on_step is not None:
-                on_step(index, total, step.node.name, float(step_seconds[index]))
-        stats.seconds = time.perf_counter() - started
-        if self.measure_memory:
-            stats.outside_arena_bytes = max(0, tracemalloc.get_traced_memory()[1] - base)
-            if not tracing:
+        try:
+            for index, step in enumerate(self._steps):
+                t0 = time.perf_counter()
+                if not step.skip:
+                    self._execute(step, values)
+                step_seconds[index] = time.perf_counter() - t0
+                if self._canary is not None:
+                    self._canary.after(index, step.node.name)
+                if on_step is not None:
+                    on_step(index, total, step.node.name, float(step_seconds[index]))
+            stats.seconds = time.perf_counter() - started
+            if self.measure_memory:
+                stats.outside_arena_bytes = max(0, tracemalloc.get_traced_memory()[1] - base)
+        finally:
+            # Stop the tracing this run started, even when a step fails (a canary hit, say).
+            if self.measure_memory and not tracing:
                 tracemalloc.stop()
         stats.trace = [
             StepRecord(i, s.node.name, s.node.op_type, float(t))
