@@ -31,16 +31,10 @@ SKIPS = {
     "test_training_dropout_default": _RANDOM_MASK,
     "test_training_dropout_default_mask": _RANDOM_MASK,
 }
-# float8_e8m0 needs Cast's round_mode, which memplan does not implement.
-UNSUPPORTED_TYPES = ("E8M0",)
 
 
 def _skip_reason(name: str) -> str | None:
-    if name in SKIPS:
-        return SKIPS[name]
-    if any(t in name for t in UNSUPPORTED_TYPES):
-        return "float8_e8m0 (Cast round_mode) is not supported"
-    return None
+    return SKIPS.get(name)
 
 
 def _array(value):

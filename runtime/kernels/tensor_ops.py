@@ -8,6 +8,7 @@ outside ``[-n, n)`` is an error naming the op, the axis and the accepted range.
 from __future__ import annotations
 
 import numpy as np
+from onnx import numpy_helper
 
 from runtime.kernels import kernel
 from runtime.kernels._blocks import apply_blocks
@@ -99,9 +100,12 @@ def cast(x, *, out, to=None, saturate=1, round_mode="up"):
     ml_dtypes (bfloat16, float8, 4-bit integers) when `out` has such a dtype. Float to
     integer truncates (out-of-range values are undefined in ONNX too). With `saturate`
     (the default), values beyond a float8 type's range, infinities included, become its
-    largest finite value; NaN stays NaN. float8_e8m0 (round_mode) is not supported."""
+    largest finite value; NaN stays NaN. float8_e8m0 (a power of two) rounds as
+    `round_mode` says ("up", "down" or "nearest"), by onnx's own converter."""
     if out.dtype == object:
         out[...] = x.astype(str) if x.dtype != object else x
+    elif out.dtype.name == "float8_e8m0fnu":
+        np.copyto(out, numpy_helper.to_float8e8m0(x.astype(np.float32), bool(saturate), round_mode), casting="unsafe")
     elif saturate and out.dtype.name in _FLOAT8_MAX and x.dtype.kind == "f":
         top = _FLOAT8_MAX[out.dtype.name]
         apply_blocks(lambda x, o: np.copyto(o, np.clip(x, -top, top), casting="unsafe"), out, x)
