@@ -333,6 +333,19 @@ def serve(
     uvicorn.run(create_app(settings), host=host, port=port)
 
 
+def _load_command_modules() -> None:
+    import importlib
+    import pkgutil
+
+    import app.commands as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+_load_command_modules()
+
+
 def main() -> None:
     try:
         app()

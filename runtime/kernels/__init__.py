@@ -130,7 +130,9 @@ def attributes_of(node: Any) -> dict[str, Any]:
     return attrs
 
 
-def call(k: Kernel, inputs: list[Any], outputs: list[Any], ws: np.ndarray | None, attrs: dict[str, Any], opset: int) -> None:
+def call(
+    k: Kernel, inputs: list[Any], outputs: list[Any], ws: np.ndarray | None, attrs: dict[str, Any], opset: int
+) -> None:
     """Run one kernel with the contract above (the dispatcher's single entry point)."""
     extra: dict[str, Any] = {"opset": opset} if k.takes_opset else {}
     if k.workspace is not None:
