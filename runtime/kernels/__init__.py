@@ -59,6 +59,9 @@ class Kernel:
     # the two buffers and the kernel only has to leave the bytes where they are.
     view: bool = False
     takes_opset: bool = False
+    # Inputs output 0 may overwrite (same shape and dtype): the kernel stays correct when
+    # `out` is that input's memory, so the runtime may plan it over an input that dies here.
+    inplace: tuple[int, ...] = ()
 
 
 _KERNELS: dict[str, Kernel] = {}
@@ -70,8 +73,10 @@ def kernel(
     workspace: WorkspaceFn | None = None,
     outputs: str = "one",
     view: bool = False,
+    inplace: tuple[int, ...] = (),
 ) -> Callable[[KernelFn], KernelFn]:
-    """Register `fn` as the kernel of `op_type` (its exact ONNX name)."""
+    """Register `fn` as the kernel of `op_type` (its exact ONNX name); `inplace` lists the
+    inputs whose memory output 0 may be when shapes and dtypes match."""
     if outputs not in ("one", "many"):
         raise ValueError("outputs must be 'one' or 'many'")
 
@@ -79,7 +84,7 @@ def kernel(
         if op_type in _KERNELS:
             raise ValueError(f"kernel {op_type!r} registered twice")
         takes_opset = "opset" in inspect.signature(fn).parameters
-        _KERNELS[op_type] = Kernel(op_type, fn, workspace, outputs == "many", view, takes_opset)
+        _KERNELS[op_type] = Kernel(op_type, fn, workspace, outputs == "many", view, takes_opset, tuple(inplace))
         return fn
 
     return wrap

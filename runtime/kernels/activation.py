@@ -14,12 +14,12 @@ from runtime.kernels import kernel
 from runtime.kernels._blocks import apply_blocks, erf, readable
 
 
-@kernel("Relu")
+@kernel("Relu", inplace=(0,))
 def relu(x, *, out):
     np.maximum(x, 0, out=out)
 
 
-@kernel("LeakyRelu")
+@kernel("LeakyRelu", inplace=(0,))
 def leaky_relu(x, *, out, alpha=0.01):
     def block(x, o):
         np.multiply(x, alpha, out=o)
@@ -28,7 +28,7 @@ def leaky_relu(x, *, out, alpha=0.01):
     apply_blocks(block, out, x)
 
 
-@kernel("PRelu")
+@kernel("PRelu", inplace=(0,))
 def prelu(x, slope, *, out):
     """`slope` broadcasts to `x` (unidirectionally)."""
 
@@ -39,12 +39,12 @@ def prelu(x, slope, *, out):
     apply_blocks(block, out, x, slope)
 
 
-@kernel("ThresholdedRelu")
+@kernel("ThresholdedRelu", inplace=(0,))
 def thresholded_relu(x, *, out, alpha=1.0):
     apply_blocks(lambda x, o: np.multiply(x, x > alpha, out=o), out, x)
 
 
-@kernel("Elu")
+@kernel("Elu", inplace=(0,))
 def elu(x, *, out, alpha=1.0):
     def block(x, o):
         with np.errstate(over="ignore"):
@@ -55,7 +55,7 @@ def elu(x, *, out, alpha=1.0):
     apply_blocks(block, out, x)
 
 
-@kernel("Selu")
+@kernel("Selu", inplace=(0,))
 def selu(x, *, out, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
     def block(x, o):
         with np.errstate(over="ignore"):
@@ -67,7 +67,7 @@ def selu(x, *, out, alpha=1.67326319217681884765625, gamma=1.0507010221481323242
     apply_blocks(block, out, x)
 
 
-@kernel("Celu")
+@kernel("Celu", inplace=(0,))
 def celu(x, *, out, alpha=1.0):
     def block(x, o):
         # max(0, x) + min(0, alpha * (exp(x / alpha) - 1)): the two terms never both count.
@@ -80,7 +80,7 @@ def celu(x, *, out, alpha=1.0):
     apply_blocks(block, out, x)
 
 
-@kernel("Sigmoid")
+@kernel("Sigmoid", inplace=(0,))
 def sigmoid(x, *, out):
     # 1 / (1 + exp(-x)): exp overflows to inf for x << 0 and the result is then exactly 0.
     with np.errstate(over="ignore"):
@@ -90,19 +90,19 @@ def sigmoid(x, *, out):
     np.reciprocal(out, out=out)
 
 
-@kernel("Tanh")
+@kernel("Tanh", inplace=(0,))
 def tanh(x, *, out):
     np.tanh(x, out=out)
 
 
-@kernel("HardSigmoid")
+@kernel("HardSigmoid", inplace=(0,))
 def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
     np.multiply(x, alpha, out=out)
     out += beta
     np.clip(out, 0, 1, out=out)
 
 
-@kernel("HardSwish")
+@kernel("HardSwish", inplace=(0,))
 def hard_swish(x, *, out):
     def block(x, o):
         hard_sigmoid(x, out=o, alpha=1 / 6, beta=0.5)
@@ -120,12 +120,12 @@ def _softplus(x, o):
     o += np.maximum(x, 0)
 
 
-@kernel("Softplus")
+@kernel("Softplus", inplace=(0,))
 def softplus(x, *, out):
     apply_blocks(_softplus, out, x)
 
 
-@kernel("Softsign")
+@kernel("Softsign", inplace=(0,))
 def softsign(x, *, out):
     def block(x, o):
         np.abs(x, out=o)
@@ -135,7 +135,7 @@ def softsign(x, *, out):
     apply_blocks(block, out, x)
 
 
-@kernel("Mish")
+@kernel("Mish", inplace=(0,))
 def mish(x, *, out):
     def block(x, o):
         _softplus(x, o)
@@ -145,7 +145,7 @@ def mish(x, *, out):
     apply_blocks(block, out, x)
 
 
-@kernel("Gelu")
+@kernel("Gelu", inplace=(0,))
 def gelu(x, *, out, approximate="none"):
     """x * Phi(x), with Phi exact (erf) or its tanh approximation (approximate="tanh")."""
     if approximate not in ("none", "tanh"):
@@ -205,17 +205,17 @@ def _softmax_kernel(x, out, axis, opset, log):
     _softmax(x.reshape(flat), np.reshape(out, flat, copy=False), 1, log)
 
 
-@kernel("Softmax")
+@kernel("Softmax", inplace=(0,))
 def softmax(x, *, out, axis=None, opset):
     _softmax_kernel(x, out, axis, opset, log=False)
 
 
-@kernel("LogSoftmax")
+@kernel("LogSoftmax", inplace=(0,))
 def log_softmax(x, *, out, axis=None, opset):
     _softmax_kernel(x, out, axis, opset, log=True)
 
 
-@kernel("Clip")
+@kernel("Clip", inplace=(0,))
 def clip(x, min=None, max=None, *, out):
     """Bounds are inputs from opset 11 and attributes before it; both arrive here as
     `min`/`max`, and an absent bound does not clip."""

@@ -18,17 +18,17 @@ def _is_int(a: np.ndarray) -> bool:
     return np.issubdtype(a.dtype, np.integer)
 
 
-@kernel("Add")
+@kernel("Add", inplace=(0, 1))
 def add(a, b, *, out):
     np.add(a, b, out=out)
 
 
-@kernel("Sub")
+@kernel("Sub", inplace=(0, 1))
 def sub(a, b, *, out):
     np.subtract(a, b, out=out)
 
 
-@kernel("Mul")
+@kernel("Mul", inplace=(0, 1))
 def mul(a, b, *, out):
     np.multiply(a, b, out=out)
 
@@ -40,7 +40,7 @@ def _trunc_div(a, b, out):
     np.floor_divide(out, b, out=out)
 
 
-@kernel("Div")
+@kernel("Div", inplace=(0, 1))
 def div(a, b, *, out):
     """Integer division truncates toward zero (as in C), not toward -inf as numpy's `//`."""
     if not _is_int(out):
@@ -52,7 +52,7 @@ def div(a, b, *, out):
         apply_blocks(_trunc_div, out, a, b)
 
 
-@kernel("Pow")
+@kernel("Pow", inplace=(0, 1))
 def pow_(a, b, *, out):
     """The result has the base's type; the exponent may be of another numeric type."""
     with np.errstate(all="ignore"):
@@ -64,7 +64,7 @@ def pow_(a, b, *, out):
             np.power(a, b, out=out, casting="unsafe")
 
 
-@kernel("Mod")
+@kernel("Mod", inplace=(0, 1))
 def mod(a, b, *, out, fmod=0):
     """fmod=0: the remainder takes the divisor's sign (Python's %); fmod=1: the dividend's (C's fmod)."""
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -85,17 +85,17 @@ def _fold(ufunc, inputs, out):
         ufunc(out, x, out=out)
 
 
-@kernel("Sum")
+@kernel("Sum", inplace=(0, 1))
 def sum_(*inputs, out):
     _fold(np.add, inputs, out)
 
 
-@kernel("Max")
+@kernel("Max", inplace=(0, 1))
 def max_(*inputs, out):
     _fold(np.maximum, inputs, out)
 
 
-@kernel("Min")
+@kernel("Min", inplace=(0, 1))
 def min_(*inputs, out):
     _fold(np.minimum, inputs, out)
 
@@ -112,7 +112,7 @@ def _unary(op_type, ufunc, errors=None):
 
     run.__name__ = op_type.lower()
     run.__doc__ = f"ONNX {op_type}: numpy's {ufunc.__name__}."
-    kernel(op_type)(run)
+    kernel(op_type, inplace=(0,))(run)
 
 
 _unary("Neg", np.negative)
@@ -139,7 +139,7 @@ _unary("Acosh", np.arccosh, ("invalid",))
 _unary("Atanh", np.arctanh, ("divide", "invalid"))
 
 
-@kernel("Erf")
+@kernel("Erf", inplace=(0,))
 def erf_(x, *, out):
     """Gauss's error function (numpy has none): see `_blocks.erf` for its accuracy."""
     apply_blocks(erf, out, x)

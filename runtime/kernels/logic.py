@@ -16,7 +16,7 @@ def _binary(op_type, ufunc):
 
     run.__name__ = op_type.lower()
     run.__doc__ = f"ONNX {op_type}: numpy's {ufunc.__name__}."
-    kernel(op_type)(run)
+    kernel(op_type, inplace=(0, 1))(run)
 
 
 _binary("Equal", np.equal)
@@ -32,12 +32,12 @@ _binary("BitwiseOr", np.bitwise_or)
 _binary("BitwiseXor", np.bitwise_xor)
 
 
-@kernel("Not")
+@kernel("Not", inplace=(0,))
 def not_(x, *, out):
     np.logical_not(x, out=out)
 
 
-@kernel("BitwiseNot")
+@kernel("BitwiseNot", inplace=(0,))
 def bitwise_not(x, *, out):
     np.invert(x, out=out)
 
@@ -56,7 +56,7 @@ def is_inf(x, *, out, detect_negative=1, detect_positive=1):
         out &= x < 0
 
 
-@kernel("Where")
+@kernel("Where", inplace=(1, 2))
 def where(condition, x, y, *, out):
     def block(c, x, y, o):
         np.copyto(o, y)

@@ -33,7 +33,7 @@ def _per_channel(v: np.ndarray, ndim: int) -> np.ndarray:
     return v.reshape((-1,) + (1,) * (ndim - 2))
 
 
-@kernel("BatchNormalization", outputs="many")
+@kernel("BatchNormalization", outputs="many", inplace=(0,))
 @small_ufunc_buffers()
 def batch_normalization(
     x, scale, bias, mean, var, *, out, epsilon=1e-5, momentum=0.9, training_mode=0, spatial=1, is_test=0,
