@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.errors import not_found
-from app.jobs import Job, JobManager
+from app.jobs import FINISHED, Job, JobManager
 from app.settings import Settings
 from app.storage import ModelRecord, PlanRecord, Storage
 
@@ -43,10 +43,14 @@ def _plan(plan_id: str, storage: StorageDep) -> PlanRecord:
     return record
 
 
-def _job(job_id: str, jobs: JobsDep) -> Job:
+def _job(job_id: str, jobs: JobsDep, storage: StorageDep) -> Job:
     job = jobs.get(job_id)
     if job is None:
-        raise not_found("job", job_id)
+        # Forgotten by this process (an older one ran it, or it was dropped): what storage recorded.
+        stored = storage.get_job(job_id)
+        if stored is None or stored["state"] not in FINISHED:
+            raise not_found("job", job_id)
+        job = Job.restored(stored)
     return job
 
 

@@ -14,6 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.jobs import QueueFull
 from planner import InfeasibleError, PlanningError, ProblemError, UnknownStrategyError
 
 log = logging.getLogger("memplan.app")
@@ -22,12 +23,16 @@ PROBLEM_JSON = "application/problem+json"
 
 _TITLES = {
     400: "Bad request",
+    401: "Token required",
+    403: "Forbidden",
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",
+    410: "Gone",
     413: "Upload too large",
     415: "Unsupported file",
     422: "Unprocessable input",
+    429: "Too many jobs",
     500: "Internal error",
     503: "Not available",
 }
@@ -104,9 +109,13 @@ def install(app: FastAPI) -> None:
             detail = f"nothing at {request.url.path}; the API is listed at /docs"
         return problem_response(request, AppError(exc.status_code, detail))
 
+    @app.exception_handler(QueueFull)
+    async def _queue_full(request: Request, exc: QueueFull) -> Response:
+        return problem_response(request, AppError(429, str(exc)))
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s", request.url.path)
         return problem_response(request, AppError(500, f"unexpected {type(exc).__name__}: {exc}"))
 
-    _ = (_app_error, _planning_error, _validation, _http, _unexpected)  # registered by the decorators
+    _ = (_app_error, _planning_error, _validation, _http, _queue_full, _unexpected)  # registered by the decorators

@@ -2,7 +2,13 @@
 
 A job runs `work(job)`; the work reports progress through `job.report(...)`, which both
 updates the job's state and appends an event for server-sent-event listeners. At most
-`max_workers` jobs run at once; the rest wait in line in submission order.
+`max_workers` jobs run at once; the rest wait in line in submission order, at most
+`max_queued` of them (one more is refused, so a flood of requests cannot pile up work).
+
+A job can be cancelled: a queued one never starts; a running one stops at its next
+`report` (every op of a run, every strategy of a plan), which raises `JobCancelled`.
+Every change of state is handed to `on_change` (the service stores it in SQLite), so a
+job that was running when the process died is found and marked interrupted on restart.
 """
 
 from __future__ import annotations
@@ -17,7 +23,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
-FINISHED = (DONE, FAILED)
+CANCELLED, INTERRUPTED = "cancelled", "interrupted"
+FINISHED = (DONE, FAILED, CANCELLED, INTERRUPTED)
+
+
+class JobCancelled(Exception):
+    """Raised inside the work by `Job.report` once the job was asked to stop."""
+
+
+class QueueFull(Exception):
+    """`JobManager.submit` refused a job: `max_queued` jobs already wait for a worker."""
 
 
 class JobFailed(Exception):
@@ -43,12 +58,18 @@ class Job:
         self.created = time.time()
         self.finished: float | None = None
         self.events: list[dict[str, Any]] = []
+        self.cancel_requested = False
         self._changed = threading.Condition()
 
     # ---- called by the work --------------------------------------------------------------
 
     def report(self, progress: float | None = None, message: str | None = None, **data: Any) -> None:
-        """Record progress (0..1) and a message; `data` goes into the event for listeners."""
+        """Record progress (0..1) and a message; `data` goes into the event for listeners.
+
+        Raises `JobCancelled` when the job was cancelled, so the work stops here.
+        """
+        if self.cancel_requested:
+            raise JobCancelled
         with self._changed:
             if progress is not None:
                 self.progress = max(0.0, min(1.0, progress))
@@ -88,6 +109,21 @@ class Job:
                 self._changed.wait(left)
         return True
 
+    @classmethod
+    def restored(cls, row: dict[str, Any]) -> Job:
+        """A finished job read back from storage (no events but its final one)."""
+        job = cls(row["kind"], row["title"])
+        job.id = row["id"]
+        job.state = row["state"]
+        job.progress = row["progress"]
+        job.message = row["message"]
+        job.result = row["result"]
+        job.error = row["error"]
+        job.created = row["created"]
+        job.finished = row["finished"]
+        job.events = [{"seq": 0, "event": job.state, "data": {"state": job.state, "message": job.message}}]
+        return job
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -108,21 +144,57 @@ class Job:
 
 
 class JobManager:
-    def __init__(self, max_workers: int = 2, keep: int = 200) -> None:
+    def __init__(
+        self,
+        max_workers: int = 2,
+        keep: int = 200,
+        *,
+        max_queued: int | None = None,
+        on_change: Callable[[Job], None] | None = None,
+    ) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="memplan-job")
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._lock = threading.Lock()
         self._keep = keep
+        self._max_workers = max_workers
+        self._max_queued = max_queued
+        self._on_change = on_change
 
     def submit(
         self, kind: str, title: str, work: Callable[[Job], dict[str, Any]], links: dict[str, str] | None = None
     ) -> Job:
+        """Queue `work`; `QueueFull` when `max_queued` jobs already wait for a worker."""
         job = Job(kind, title, links)
         with self._lock:
+            if self._max_queued is not None:
+                active = sum(1 for j in self._jobs.values() if j.state in (QUEUED, RUNNING))
+                if active >= self._max_workers + self._max_queued:
+                    raise QueueFull(
+                        f"{active} jobs are running or waiting, the most this service takes "
+                        f"({self._max_workers} running + {self._max_queued} waiting); try again when one finishes"
+                    )
             self._jobs[job.id] = job
             self._forget_old()
+        self._changed(job)
         self._pool.submit(self._run, job, work)
         return job
+
+    def cancel(self, job: Job) -> bool:
+        """Ask a job to stop; True unless it had already finished. A queued job is cancelled at once."""
+        with job._changed:
+            if job.state in FINISHED:
+                return False
+            job.cancel_requested = True
+            queued = job.state == QUEUED
+        if queued:
+            job.message = "cancelled before it started"
+            job._set_state(CANCELLED)
+            self._changed(job)
+        return True
+
+    def _changed(self, job: Job) -> None:
+        if self._on_change is not None:
+            self._on_change(job)
 
     def get(self, job_id: str) -> Job | None:
         with self._lock:
@@ -132,10 +204,23 @@ class JobManager:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _run(self, job: Job, work: Callable[[Job], dict[str, Any]]) -> None:
-        job.message = "running"
-        job._set_state(RUNNING)
+        with job._changed:  # re-entrant: _set_state takes it again
+            if job.state != QUEUED:  # cancelled while it waited
+                return
+            job.message = "running"
+            job._set_state(RUNNING)
+        self._changed(job)
+        try:
+            self._finish(job, work)
+        finally:
+            self._changed(job)
+
+    def _finish(self, job: Job, work: Callable[[Job], dict[str, Any]]) -> None:
         try:
             result = work(job)
+        except JobCancelled:
+            job.message = "cancelled while running"
+            job._set_state(CANCELLED)
         except JobFailed as e:
             job.error = {"status": e.status, "detail": e.detail}
             job.message = e.detail

@@ -19,8 +19,9 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from app import api, errors, pages
-from app.jobs import JobManager
-from app.settings import Settings
+from app.jobs import Job, JobManager
+from app.security import AccessControl
+from app.settings import Settings, activate
 from app.storage import Storage
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +43,13 @@ def plotly_js_path() -> Path:
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    activate(settings.limits())
     storage = Storage(settings.data_dir)
-    jobs = JobManager(settings.max_jobs, settings.keep_jobs)
+
+    def remember(job: Job) -> None:
+        storage.save_job({**job.to_json(), "created": job.created, "finished": job.finished})
+
+    jobs = JobManager(settings.max_jobs, settings.keep_jobs, max_queued=settings.max_queued_jobs, on_change=remember)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.jobs = jobs
     app.state.templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
     errors.install(app)
+    app.add_middleware(AccessControl, token=settings.token, read_only=settings.read_only)
 
     plotly_js = plotly_js_path()
 
@@ -74,5 +81,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(api.router())
     app.include_router(pages.router)
-    logging.getLogger("memplan.app").info("memplan data in %s", settings.data_dir)
+    log = logging.getLogger("memplan.app")
+    log.info("memplan data in %s", settings.data_dir)
+    if any(storage.recovered.values()):
+        log.warning("recovered after an unclean stop: %s", storage.recovered)
     return app

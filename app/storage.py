@@ -8,6 +8,12 @@ Layout of the data directory::
 
 Every change goes through `Storage._write`, one connection guarded by one lock, so
 concurrent requests never interleave half-done writes. Reads use short-lived connections.
+
+Durability: an upload is written under incoming/, renamed into blobs/ when complete, and
+only then recorded in one SQLite transaction, so a model is visible whole or not at all.
+If the process dies on the way, `recover()` (run when storage opens) deletes what is left
+in incoming/, blobs no record refers to, and marks jobs that were queued or running as
+interrupted.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import sqlite3
 import threading
 import time
@@ -43,8 +50,15 @@ CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, model_id TEXT REFERENCES models(id) ON DELETE CASCADE,
     plan_id TEXT, result TEXT NOT NULL, created REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL, state TEXT NOT NULL,
+    progress REAL NOT NULL, message TEXT NOT NULL, result TEXT, error TEXT,
+    created REAL NOT NULL, finished REAL
+);
 CREATE INDEX IF NOT EXISTS plans_by_problem ON plans(problem_id);
 """
+
+UNFINISHED_JOB_STATES = ("queued", "running")
 
 
 def new_id() -> str:
@@ -101,6 +115,7 @@ class Storage:
         self._conn = self._connect()
         with self._lock:
             self._conn.executescript(SCHEMA)
+        self.recovered = self.recover()
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.db_path, check_same_thread=False, timeout=30)
@@ -131,6 +146,70 @@ class Storage:
             yield conn
         finally:
             conn.close()
+
+    # ---- after a crash -------------------------------------------------------------------
+
+    def recover(self) -> dict[str, int]:
+        """Remove what a killed process left half-done; counts of what was cleaned."""
+        partial = 0
+        for leftover in self.incoming.iterdir():
+            partial += 1
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
+        with self._read() as conn:
+            known = {(r["sha256"], r["format"]) for r in conn.execute("SELECT sha256, format FROM models")}
+        orphans = 0
+        for blob in self.blobs.glob("*/*"):
+            if blob.is_file() and (blob.stem, blob.suffix.lstrip(".")) not in known:
+                blob.unlink(missing_ok=True)
+                orphans += 1
+        interrupted = self._write(
+            [
+                (
+                    "UPDATE jobs SET state = 'interrupted', finished = ?, "
+                    "message = 'interrupted: the service stopped while this job was ' || state "
+                    "WHERE state IN (?, ?)",
+                    (time.time(), *UNFINISHED_JOB_STATES),
+                )
+            ]
+        )
+        return {"partial_uploads": partial, "orphan_blobs": orphans, "interrupted_jobs": interrupted}
+
+    # ---- jobs ----------------------------------------------------------------------------
+
+    def save_job(self, job: dict[str, Any]) -> None:
+        """Record a job's state (the `Job.to_json()` fields); called on every change of state."""
+        self._write(
+            [
+                (
+                    "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        job["id"],
+                        job["kind"],
+                        job["title"],
+                        job["state"],
+                        job["progress"],
+                        job["message"],
+                        json.dumps(job["result"]) if job["result"] is not None else None,
+                        json.dumps(job["error"]) if job["error"] is not None else None,
+                        job["created"],
+                        job["finished"],
+                    ),
+                )
+            ]
+        )
+
+    def get_job(self, job_id: str) -> dict[str, Any] | None:
+        with self._read() as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        out["result"] = json.loads(row["result"]) if row["result"] else None
+        out["error"] = json.loads(row["error"]) if row["error"] else None
+        return out
 
     # ---- model files -------------------------------------------------------------------
 

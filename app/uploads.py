@@ -8,6 +8,7 @@ A model with external data comes as a .zip holding one .onnx and its data files.
 from __future__ import annotations
 
 import hashlib
+import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -17,6 +18,7 @@ from python_multipart import MultipartParser
 from python_multipart.multipart import parse_options_header
 
 from app.errors import AppError
+from app.settings import Limits, active_limits
 
 FIELD = "file"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -158,18 +160,19 @@ def sniff_format(path: Path) -> str:
     return "zip" if head == ZIP_MAGIC else "onnx"
 
 
-def unpack_zip(archive: Path, into: Path) -> Path:
+def unpack_zip(archive: Path, into: Path, limits: Limits | None = None) -> Path:
     """Extract a model archive safely; the path of its one .onnx file.
 
     Accepted: exactly one ``*.onnx`` member (in any folder) and its external data files,
-    with relative paths that stay inside the archive's folder.
+    with relative paths that stay inside the archive's folder, no links, and at most
+    `zip_max_entries` members, `zip_max_bytes` unpacked, and `zip_max_ratio` unpacked
+    bytes per compressed byte for any member (a zip bomb is refused before extraction).
     """
+    limits = limits or active_limits()
     try:
         with zipfile.ZipFile(archive) as zf:
             members = [m for m in zf.infolist() if not m.is_dir()]
-            bad = [m.filename for m in members if m.filename.startswith("/") or ".." in PurePosixPath(m.filename).parts]
-            if bad:
-                raise AppError(422, f"the .zip has paths outside its folder: {bad[:3]}; use relative paths")
+            _check_members(members, limits)
             onnx_files = [m.filename for m in members if m.filename.lower().endswith(".onnx")]
             if len(onnx_files) != 1:
                 raise AppError(
@@ -178,7 +181,51 @@ def unpack_zip(archive: Path, into: Path) -> Path:
                     + (f": {onnx_files[:5]}" if onnx_files else ""),
                 )
             into.mkdir(parents=True, exist_ok=True)
-            zf.extractall(into)
+            for member in members:
+                _extract(zf, member, into)
     except zipfile.BadZipFile as e:
         raise AppError(422, f"the .zip is damaged or truncated ({e}); re-create it and upload again") from None
+    except (zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, ValueError) as e:
+        # Unsupported compression, encryption, bad CRC: nothing we can unpack.
+        raise AppError(422, f"the .zip cannot be unpacked ({type(e).__name__}: {e}); use plain deflate") from None
     return into / onnx_files[0]
+
+
+def _check_members(members: list[zipfile.ZipInfo], limits: Limits) -> None:
+    if len(members) > limits.zip_max_entries:
+        raise AppError(
+            422,
+            f"the .zip has {len(members):,} files; at most {limits.zip_max_entries:,} are accepted (zip_max_entries)",
+        )
+    bad = [m.filename for m in members if m.filename.startswith("/") or ".." in PurePosixPath(m.filename).parts]
+    bad += [m.filename for m in members if "\\" in m.filename or ":" in m.filename]
+    if bad:
+        raise AppError(422, f"the .zip has paths outside its folder: {bad[:3]}; use relative paths")
+    links = [m.filename for m in members if stat.S_ISLNK(m.external_attr >> 16)]
+    if links:
+        raise AppError(422, f"the .zip holds symbolic links {links[:3]}; put the data files themselves in it")
+    total = sum(m.file_size for m in members)
+    if total > limits.zip_max_bytes:
+        raise AppError(
+            422, f"the .zip unpacks to {total:,} bytes; at most {limits.zip_max_bytes:,} are accepted (zip_max_bytes)"
+        )
+    for m in members:
+        if m.file_size > 1024 * 1024 and m.file_size > limits.zip_max_ratio * max(m.compress_size, 1):
+            raise AppError(
+                422,
+                f"the .zip member {m.filename!r} expands {m.file_size / max(m.compress_size, 1):,.0f} times; "
+                f"at most {limits.zip_max_ratio:,.0f} is accepted (zip_max_ratio)",
+            )
+
+
+def _extract(zf: zipfile.ZipFile, member: zipfile.ZipInfo, into: Path) -> None:
+    """Copy one member, counting bytes: the header's size may lie, the stream may not exceed it."""
+    target = into / member.filename
+    target.parent.mkdir(parents=True, exist_ok=True)
+    written = 0
+    with zf.open(member) as source, target.open("wb") as sink:
+        while chunk := source.read(1 << 20):
+            written += len(chunk)
+            if written > member.file_size:
+                raise AppError(422, f"the .zip member {member.filename!r} holds more bytes than its header declares")
+            sink.write(chunk)
