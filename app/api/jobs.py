@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from app.deps import JobDep
+from app.deps import JobDep, JobsDep
 from app.jobs import FINISHED, Job
 from app.schemas import JobOut
 
@@ -21,6 +21,13 @@ KEEPALIVE_S = 10.0
 
 @router.get("/jobs/{job_id}", response_model=JobOut)
 def get_job(job: JobDep) -> dict[str, Any]:
+    return job.to_json()
+
+
+@router.post("/jobs/{job_id}/cancel", response_model=JobOut)
+def cancel_job(job: JobDep, jobs: JobsDep) -> dict[str, Any]:
+    """Stop a job: a queued one never starts, a running one stops at its next step; a finished one is left as is."""
+    jobs.cancel(job)
     return job.to_json()
 
 
