@@ -13,6 +13,7 @@ from typing import Any
 
 import runtime
 from app.errors import AppError
+from app.settings import active_limits
 from planner import Pool, Problem
 
 _GRAPHS: OrderedDict[tuple[str, tuple[tuple[str, int], ...]], Any] = OrderedDict()
@@ -28,7 +29,7 @@ def load_graph(path: Path, dims: dict[str, int]) -> Any:
             _GRAPHS.move_to_end(key)
             return _GRAPHS[key]
     try:
-        graph = runtime.load_model(path, dims=dims)
+        graph = runtime.load_model(path, dims=dims, max_tensor_bytes=active_limits().max_tensor_bytes)
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
     with _GRAPHS_LOCK:

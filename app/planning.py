@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.jobs import Job, JobManager
+from app.settings import active_limits
 from app.storage import PlanRecord, Storage, new_id
 from planner import Plan, Problem, get
 from planner.compare import Outcome, run_strategies
@@ -86,6 +87,7 @@ def plan_and_store(
     tensors: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Store the problem, plan it with each strategy, and return what `PlansOut` describes."""
+    strategy_options = active_limits().cap_time(strategy_options)  # no request outlasts plan_seconds
     problem_id = storage.add_problem(problem.to_json(), request_options, model_id, tensors)
     inline = [] if background else [n for n in names if not get(n).slow]
     later = [n for n in names if n not in inline]

@@ -19,6 +19,7 @@ from app.errors import AppError
 from app.jobs import Job, JobFailed, JobManager
 from app.planning import plan_and_store
 from app.schemas import RunRequest
+from app.settings import active_limits
 from app.storage import ModelRecord, Storage
 from planner import Plan, Problem
 from runtime import oracle
@@ -111,6 +112,7 @@ def execute(
         io=options.get("io", "arena"),
         workspace=options.get("workspace", True),
         alignment=options.get("alignment", 64),
+        max_arena_bytes=active_limits().max_arena_bytes,
     )
     job.report(0.0, "preparing: kernels, views into the arena")
     try:
