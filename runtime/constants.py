@@ -32,6 +32,8 @@ class Constant:
     source: str  # "initializer", "external", "node" (a Constant node) or "folded"
     _load: Callable[[], np.ndarray] | None = field(default=None, repr=False)
     _value: np.ndarray | None = field(default=None, repr=False)
+    # (file, byte offset) of little-endian raw data a parameter store can memory-map
+    location: tuple[str, int] | None = field(default=None, repr=False)
 
     @property
     def nbytes(self) -> int:
@@ -44,17 +46,24 @@ class Constant:
     def value(self) -> np.ndarray:
         """The (read-only) array, computed or read on first call and kept."""
         if self._value is None:
-            assert self._load is not None
-            array = np.asarray(self._load())
-            if array.shape != self.shape or array.dtype != self.dtype:
-                raise ModelError(
-                    f"constant {self.name!r}: its data is {array.dtype}{list(array.shape)} "
-                    f"but its declared type is {self.dtype}{list(self.shape)}"
-                )
+            array = self.read()
             array.flags.writeable = False
             self._value = array
             self._load = None
         return self._value
+
+    def read(self) -> np.ndarray:
+        """The value, without keeping it in this Constant (a parameter store keeps it instead)."""
+        if self._value is not None:
+            return self._value
+        assert self._load is not None
+        array = np.asarray(self._load())
+        if array.shape != self.shape or array.dtype != self.dtype:
+            raise ModelError(
+                f"constant {self.name!r}: its data is {array.dtype}{list(array.shape)} "
+                f"but its declared type is {self.dtype}{list(self.shape)}"
+            )
+        return array
 
     @classmethod
     def of_array(cls, name: str, array: np.ndarray, source: str = "folded") -> Constant:
@@ -100,7 +109,7 @@ def from_initializer(tensor: onnx.TensorProto, model_dir: str | None) -> Constan
             data = f.read(need)
         return np.frombuffer(data, dtype=dtype.newbyteorder("<")).astype(dtype, copy=False).reshape(shape)
 
-    return Constant(tensor.name, shape, dtype, "external", read)
+    return Constant(tensor.name, shape, dtype, "external", read, location=(path, offset))
 
 
 def _external_location(tensor: onnx.TensorProto, model_dir: str | None) -> tuple[str, int, int | None]:

@@ -6,6 +6,16 @@ name, refuses a plan `planner.check_plan` rejects, allocates one 64-byte-aligned
 arena and makes every non-constant tensor a view ``arena[off:off+nbytes].view(dtype)
 .reshape(shape)``. ``run(inputs)`` is then a flat loop over the steps.
 
+Zero-copy I/O: `input_buffer`/`output_buffer` hand out the session's own buffers (arena
+views under ``io="arena"``) so a caller writes inputs and reads outputs in place;
+`bind_input`/`bind_output` make kernels read and write caller memory when it fits (see
+`runtime.binding`) and copy, saying why, when it does not. `RunStats` counts every copy.
+
+Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are shared,
+read-only views (one allocation for every session holding the same bytes). Initializers
+named in ``unbound=`` commit no memory at prepare and are bound by `set_shared_input`.
+An ``arena=`` given by the caller (see `runtime.batches`) is used instead of a new one.
+
 Honest memory: while the loop runs, tracemalloc (which sees numpy's data allocations)
 measures the peak of bytes allocated outside the arena; the arena itself and the returned
 outputs are allocated outside that window, so what is reported is what kernels and the
@@ -16,19 +26,23 @@ from __future__ import annotations
 
 import time
 import tracemalloc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import planner
 from planner import Plan, Problem
+from runtime.binding import Binding, make_binding
 from runtime.canary import Canary
-from runtime.errors import ExecutionError, InputError, PlanError, TensorTooLargeError, UnsupportedOpError
-from runtime.graph import Graph, Node
+from runtime.errors import ExecutionError, InputError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
+from runtime.graph import Graph, Node, TensorInfo
 from runtime.kernels import Kernel, call, get_kernel
 from runtime.problem import DEFAULT_ALIGNMENT, memory_problem, workspace_id
+
+if TYPE_CHECKING:
+    from runtime.params import ParameterStore
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
 DEFAULT_MAX_ARENA_BYTES = 16 << 30
@@ -53,6 +67,7 @@ class RunStats:
     copies: int = 0  # arrays copied into or out of the arena (inputs, outputs, non-aliased views)
     copied_bytes: int = 0
     constant_bytes: int = 0  # parameters, kept outside the arena
+    fallbacks: dict[str, str] = field(default_factory=dict)  # bound tensor -> why it was copied
 
     @property
     def step_seconds(self) -> list[float]:
@@ -92,6 +107,10 @@ class Session:
         measure_memory: bool = True,
         max_arena_bytes: int = DEFAULT_MAX_ARENA_BYTES,
         on_step: OnStep | None = None,
+        params: ParameterStore | None = None,
+        unbound: Iterable[str] = (),
+        arena: np.ndarray | None = None,
+        io_alignment: int = 0,
     ) -> None:
         self.graph = graph
         self.io = io
@@ -103,6 +122,13 @@ class Session:
         self.max_arena_bytes = max_arena_bytes
         self.on_step = on_step
         self._plan_arg = plan
+        self.params = params
+        self.io_alignment = io_alignment  # 0: a bound array needs only its element's alignment
+        self._arena_arg = arena
+        self._unbound = tuple(dict.fromkeys(unbound))
+        self._shared: dict[str, np.ndarray] = {}  # unbound initializers bound so far
+        self._bindings: dict[str, Binding] = {}
+        self._own_io: set[str] = set()  # inputs/outputs whose session buffer the caller holds
         self.problem: Problem | None = None
         self.plan: Plan | None = None
         self.arena: np.ndarray | None = None
@@ -116,6 +142,9 @@ class Session:
         if self._prepared:
             return self
         kernels = self._resolve_kernels()
+        self._check_unbound()
+        if self.params is not None:
+            self.graph = self.params.share(self.graph, skip=self._unbound)
         problem = memory_problem(self.graph, io=self.io, workspace=self.workspace, alignment=self.alignment)
         plan = planner.plan(problem, self._plan_arg) if isinstance(self._plan_arg, str) else self._plan_arg
         self._check_plan(problem, plan)
@@ -125,7 +154,7 @@ class Session:
                 f"{self.max_arena_bytes:,}; refused before allocating"
             )
         self.problem, self.plan = problem, plan
-        self.arena = _aligned_arena(plan.arena_bytes, max(self.alignment, 64))
+        self.arena = self._take_arena(plan.arena_bytes)
         self._bind_views(problem, plan)
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
         self._canary = None
@@ -192,6 +221,9 @@ class Session:
             self._values[self._slot[name]] = _read_only(view)
         self.constant_bytes = 0
         for name, c in self.graph.constants.items():
+            if name in self._unbound:  # committed only when set_shared_input binds it
+                self._values[self._slot[name]] = self._shared.get(name)
+                continue
             value = c.value()
             self.constant_bytes += value.nbytes
             if name in self._views:  # constants planned into the arena
@@ -212,19 +244,151 @@ class Session:
             skip = same and not any(node.outputs[1:])
         return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes))
 
+    def _check_unbound(self) -> None:
+        accepted = [n for n, c in self.graph.constants.items() if c.source in ("initializer", "external")]
+        wrong = [n for n in self._unbound if n not in accepted]
+        if wrong:
+            raise ModelError(
+                f"unbound={wrong}: only initializers the graph still reads can be left unbound; accepted: {accepted}"
+            )
+
+    def _take_arena(self, nbytes: int) -> np.ndarray:
+        """A fresh aligned arena, or the first `nbytes` of the caller's (which must fit)."""
+        align = max(self.alignment, 64)
+        given = self._arena_arg
+        if given is None:
+            return _aligned_arena(nbytes, align)
+        fits = (
+            isinstance(given, np.ndarray)
+            and given.dtype == np.uint8
+            and given.ndim == 1
+            and given.flags.c_contiguous
+            and given.flags.writeable
+        )
+        if not fits:
+            raise PlanError("arena: pass a writable, C-contiguous, one-dimensional uint8 array")
+        if given.size < nbytes or given.ctypes.data % align:
+            raise PlanError(
+                f"arena: the plan needs {nbytes:,} bytes aligned to {align}; the given arena has {given.size:,} "
+                f"bytes at an address {given.ctypes.data % align} bytes past a multiple of {align}"
+            )
+        return given[:nbytes]
+
+    # ---- caller memory: zero-copy inputs and outputs, shared inputs ----------------------------------
+
+    @property
+    def bindings(self) -> dict[str, Binding]:
+        return dict(self._bindings)
+
+    @property
+    def unbound(self) -> list[str]:
+        """Initializers declared unbound that `set_shared_input` has not bound yet."""
+        return [n for n in self._unbound if n not in self._shared]
+
+    def input_buffer(self, name: str) -> np.ndarray:
+        """The session's own buffer for graph input `name`: write it before each run, then call
+        `run()` without that input. Under ``io="arena"`` it is the arena view (its bytes are reused
+        once the input is dead, so write it again before every run)."""
+        self.prepare()
+        self._io_info(name, "input")
+        if name in self._views:
+            self._own_io.add(name)
+            return self._views[name]
+        if name not in self._own_io:
+            t = self.graph.tensors[name]
+            self.bind_input(name, _aligned_arena(t.nbytes, 64).view(t.dtype).reshape(t.shape))
+            self._own_io.add(name)
+        return self._bindings[name].array
+
+    def output_buffer(self, name: str) -> np.ndarray:
+        """The buffer graph output `name` is computed into, read-only: `run` returns it without a
+        copy, and its contents stay valid until the next run of any session sharing the arena."""
+        self.prepare()
+        self._io_info(name, "output")
+        if name in self._views:
+            self._own_io.add(name)
+            return _read_only(self._views[name])
+        if name not in self._own_io:
+            t = self.graph.tensors[name]
+            self.bind_output(name, _aligned_arena(t.nbytes, 64).view(t.dtype).reshape(t.shape))
+            self._own_io.add(name)
+        return _read_only(self._bindings[name].array)
+
+    def bind_input(self, name: str, array: np.ndarray) -> Binding:
+        """Read graph input `name` from the caller's `array` on every run (which then needs no
+        value for it). Zero-copy when it fits, else copied each run: see the Binding's reason."""
+        return self._bind(name, "input", array)
+
+    def bind_output(self, name: str, array: np.ndarray) -> Binding:
+        """Compute graph output `name` into the caller's `array` (returned by `run` too)."""
+        return self._bind(name, "output", array)
+
+    def _bind(self, name: str, role: str, array: np.ndarray) -> Binding:
+        self.prepare()
+        info = self._io_info(name, role)
+        others = [b for n, b in self._bindings.items() if n != name]
+        binding = make_binding(
+            name, role, array, info, in_arena=name in self._views, alignment=self.io_alignment, others=others
+        )
+        self._bindings[name] = binding
+        self._own_io.discard(name)
+        return binding
+
+    def _io_info(self, name: str, role: str) -> TensorInfo:
+        names = self.graph.inputs if role == "input" else self.graph.outputs
+        if name not in names:
+            hint = "; it is an initializer: see set_shared_input" if name in self.graph.constants else ""
+            raise InputError(
+                f"{name!r} is not a graph {role} of {self.graph.name!r}{hint}; its {role}s are {list(names)}"
+            )
+        return self.graph.tensors[name]
+
+    def set_shared_input(self, name: str, array: np.ndarray) -> None:
+        """Bind initializer `name`, declared in ``unbound=``, to `array` (read, never copied when
+        C-contiguous and aligned). Binding it again is accepted only with equal data."""
+        if name not in self._unbound:
+            raise InputError(
+                f"{name!r} was not declared unbound; the session's unbound initializers are {list(self._unbound)}"
+            )
+        c = self.graph.constants[name]
+        want = f"{c.dtype}{list(c.shape)}"
+        if not isinstance(array, np.ndarray) or array.shape != c.shape or array.dtype != c.dtype:
+            got = f"{array.dtype}{list(array.shape)}" if isinstance(array, np.ndarray) else type(array).__name__
+            raise InputError(f"shared input {name!r}: got {got}; it is declared {want}")
+        held = self._shared.get(name)
+        if held is not None:
+            if held.base is array or held is array or np.array_equal(held, array):
+                return
+            raise InputError(
+                f"shared input {name!r} is already bound to different data; a shared input is bound once per session"
+            )
+        value = array if array.flags.c_contiguous and array.flags.aligned else np.ascontiguousarray(array)
+        if self.params is not None:
+            value = self.params.intern(value)
+        self._shared[name] = _read_only(value)
+        if self._prepared:
+            self._values[self._slot[name]] = self._shared[name]
+
     # ---- run ---------------------------------------------------------------------------------------
 
-    def run(self, inputs: Mapping[str, np.ndarray], on_step: OnStep | None = None) -> dict[str, np.ndarray]:
-        """Run the model once; returns a fresh array per graph output, in graph output order."""
+    def run(
+        self, inputs: Mapping[str, np.ndarray] | None = None, on_step: OnStep | None = None
+    ) -> dict[str, np.ndarray]:
+        """Run the model once; returns one array per graph output, in graph output order: a fresh
+        copy, or (without a copy) the caller's bound array or the session's `output_buffer`.
+        Inputs bound or written through `input_buffer` need no entry in `inputs`."""
         self.prepare()
         assert self.arena is not None and self.plan is not None
+        if self.unbound:
+            raise InputError(
+                f"shared input(s) {self.unbound} are declared unbound and not bound yet: call "
+                "set_shared_input(name, array) before running"
+            )
         on_step = on_step or self.on_step
-        feeds = self._check_inputs(inputs)
-        stats = RunStats(self.plan.arena_bytes, None, 0.0, constant_bytes=self.constant_bytes)
-        if self._canary is not None:
-            self._canary.start([n for n in self.graph.inputs if n in self._views])
-        for name, array in feeds.items():
-            self._feed(name, array, stats)
+        feeds = self._check_inputs(inputs or {})
+        fallbacks = {n: b.reason for n, b in self._bindings.items() if b.reason is not None}
+        stats = RunStats(self.plan.arena_bytes, None, 0.0, constant_bytes=self.constant_bytes, fallbacks=fallbacks)
+        self._fill_inputs(feeds, stats)
         external_outputs = self._external_outputs()
         if self._canary is not None:
             self._canary.begin()
@@ -276,13 +440,16 @@ class Session:
 
     def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         expected = {n: self.graph.tensors[n] for n in self.graph.inputs}
-        missing = [n for n in expected if n not in inputs]
+        supplied = set(self._bindings) | self._own_io
+        missing = [n for n in expected if n not in inputs and n not in supplied]
         unknown = [n for n in inputs if n not in expected]
         if missing or unknown:
             want = ", ".join(f"{n!r}: {t.dtype}{list(t.shape)}" for n, t in expected.items())
             raise InputError(f"inputs missing {missing} / unknown {unknown}; the model takes {{{want}}}")
         feeds = {}
         for name, t in expected.items():
+            if name not in inputs:
+                continue
             array = np.asarray(inputs[name])
             if array.shape != t.shape:
                 raise InputError(f"input {name!r} has shape {list(array.shape)}; the model is bound to {list(t.shape)}")
@@ -292,6 +459,22 @@ class Session:
                 array = array.astype(t.dtype)
             feeds[name] = array
         return feeds
+
+    def _fill_inputs(self, feeds: dict[str, np.ndarray], stats: RunStats) -> None:
+        """Inputs given to `run` are copied; bound ones are read in place or copied as their
+        binding says; `input_buffer` ones are already there."""
+        in_place = [n for n in self.graph.inputs if n in self._views and n not in feeds and n not in self._bindings]
+        if self._canary is not None:
+            # The canary poisons the whole arena first: keep what the caller wrote in place.
+            kept = {n: self._views[n].copy() for n in in_place}
+            self._canary.start([n for n in self.graph.inputs if n in self._views])
+            for n, array in kept.items():
+                self._views[n][...] = array
+        for name in self.graph.inputs:
+            if name in feeds:
+                self._feed(name, feeds[name], stats)
+            elif name in self._bindings:
+                self._feed_bound(self._bindings[name], stats)
 
     def _feed(self, name: str, array: np.ndarray, stats: RunStats) -> None:
         if name in self._views:
@@ -305,27 +488,54 @@ class Session:
             stats.copied_bytes += array.nbytes
         self._values[self._slot[name]] = _read_only(array)
 
+    def _feed_bound(self, binding: Binding, stats: RunStats) -> None:
+        name = binding.name
+        if binding.zero_copy:
+            self._values[self._slot[name]] = _read_only(binding.array)
+            return
+        if name in self._views:
+            self._views[name][...] = binding.array
+        else:
+            t = self.graph.tensors[name]
+            self._values[self._slot[name]] = _read_only(np.array(binding.array, dtype=t.dtype, order="C"))
+        stats.copies += 1
+        stats.copied_bytes += binding.nbytes
+
     def _external_outputs(self) -> dict[str, np.ndarray]:
+        """Where outputs planned outside the arena are computed: the caller's bound array when it
+        fits, else a fresh array (copied into a bound array after the run)."""
         out = {}
         for name in self.graph.outputs:
             t = self.graph.tensors.get(name)
             if t is not None and t.producer is not None and name not in self._views:
-                out[name] = np.empty(t.shape, t.dtype)
+                b = self._bindings.get(name)
+                out[name] = b.array if b is not None and b.zero_copy else np.empty(t.shape, t.dtype)
                 self._values[self._slot[name]] = out[name]
         return out
 
     def _collect(self, external: dict[str, np.ndarray], stats: RunStats) -> dict[str, np.ndarray]:
         results = {}
         for name in self.graph.outputs:
+            b = self._bindings.get(name)
             if name in external:
-                results[name] = external[name]
-                continue
-            source = self._views.get(name)
-            if source is None:
-                value = self._values[self._slot[name]]
-                assert value is not None
-                source = value
-            results[name] = np.array(source, copy=True)
+                source = external[name]
+                if b is None or b.zero_copy:
+                    results[name] = source
+                    continue
+            else:
+                source = self._views.get(name)
+                if source is None:
+                    value = self._values[self._slot[name]]
+                    assert value is not None
+                    source = value
+                if b is None and name in self._own_io:
+                    results[name] = _read_only(source)
+                    continue
+            if b is not None:
+                np.copyto(b.array, source, casting="unsafe")
+                results[name] = b.array
+            else:
+                results[name] = np.array(source, copy=True)
             stats.copies += 1
             stats.copied_bytes += source.nbytes
         return results
