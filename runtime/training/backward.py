@@ -157,4 +157,5 @@ def _batch_norm(b: Builder, node: Node, dy: str) -> None:
     outs = [b.grad_of(t) if b.needs(t) else "" for t in (x, scale, bias)]
     if any(outs):
         attrs = {"epsilon": node.attributes.get("epsilon", 1e-5)}
-        b.emit("BatchNormGrad", [dy, x, scale, node.outputs[1], node.outputs[2]], outs, node, attrs)
+        saved = b.recomputed(x)
+        b.emit("BatchNormGrad", [dy, saved, scale, node.outputs[1], node.outputs[2]], outs, node, attrs)

@@ -68,13 +68,15 @@ def build_training_step(
     output: str | None = None,
     label: str = "label",
     hyper: Mapping[str, float] | None = None,
+    recompute: bool = True,
 ) -> TrainingStep:
     """The training step of `model`; `trainable` defaults to every float initializer.
 
     Raises ModelError naming the field at fault for: no trainable initializers, a name that is
     no float initializer, an unknown loss or optimizer, an output the loss cannot take, and
     (UnsupportedOpError) every op on the gradient path without a backward rule, all listed.
-    The model itself is never modified."""
+    The model itself is never modified. `hyper` overrides the optimizer's defaults (`DEFAULT_HYPER`);
+    `recompute` lets batch normalisation's backward recompute its Conv input instead of keeping it."""
     if loss not in LOSSES:
         raise ModelError(f"loss={loss!r}: accepted values are {LOSSES}")
     if optimizer not in OPTIMIZERS:
@@ -84,7 +86,7 @@ def build_training_step(
     out = output or graph.outputs[0]
     if out not in graph.outputs:
         raise ModelError(f"output {out!r} is not a graph output; the model's outputs are {list(graph.outputs)}")
-    builder = Builder(graph, names, optimizer, {**DEFAULT_HYPER[optimizer], **(hyper or {})})
+    builder = Builder(graph, names, optimizer, {**DEFAULT_HYPER[optimizer], **(hyper or {})}, recompute)
     return builder.build(out, loss, label)
 
 
@@ -118,8 +120,12 @@ def _trainable(graph: Graph, trainable: Sequence[str] | None) -> tuple[str, ...]
 class Builder:
     """Accumulates the step's nodes and tensors; backward rules call `needs`, `grad_of`, `emit`."""
 
-    def __init__(self, graph: Graph, trainable: tuple[str, ...], optimizer: str, hyper: dict[str, float]) -> None:
+    def __init__(
+        self, graph: Graph, trainable: tuple[str, ...], optimizer: str, hyper: dict[str, float], recompute: bool = True
+    ) -> None:
         self.fwd = graph
+        self.recompute = recompute
+        self.producer = {o: n for n in graph.nodes for o in n.outputs if o}
         self.trainable = trainable
         self.optimizer = optimizer
         self.hyper = hyper
@@ -152,6 +158,19 @@ class Builder:
     def pass_grad(self, name: str, grad: str) -> None:
         """`name`'s gradient (contribution) is the tensor `grad` itself."""
         self._accumulate(name, grad, "")
+
+    def recomputed(self, name: str) -> str:
+        """`name` for a backward op to read: with ``recompute``, a Conv output is computed again from the
+        Conv's inputs (which its own backward keeps anyway), so the forward copy dies right after its
+        consumers and only the recomputed one (kind "extra") lives, for one backward op."""
+        src = self.producer.get(name)
+        if not self.recompute or src is None or src.op_type != "Conv":
+            return name
+        again = f"{name}/recomputed"
+        shape, dtype, _ = self.types[name]
+        self._add(again, shape, dtype, "extra")
+        self.emit("Conv", src.inputs, [again], f"{src.name}/recompute", src.attributes)
+        return again
 
     def emit(
         self, op: str, inputs: Sequence[str], outputs: Sequence[str], at: Node | str | None, attrs: Any = None
