@@ -1,0 +1,82 @@
+"""The training demo: an MLP or a small CNN learns 8x8 digits inside one planned arena."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from runtime.errors import ModelError
+from runtime.training import data, models
+from runtime.training.build import build_training_step
+from runtime.training.plans import CategoryPlans, plan_categories, training_problem
+from runtime.training.session import TrainingSession
+
+DEMO_MODELS = ("mlp", "cnn")
+
+
+@dataclass
+class DemoResult:
+    model: str
+    source: str  # which data set was used
+    losses: list[float] = field(default_factory=list)  # one per step
+    accuracy: float = 0.0  # on the training images, after the last step
+    plans: CategoryPlans | None = None
+
+
+def train_demo(
+    model: str = "mlp",
+    steps: int = 200,
+    batch: int = 32,
+    optimizer: str = "adam",
+    lr: float | None = None,
+    strategy: str = "greedy_by_size",
+    seed: int = 0,
+    on_step: Callable[[int, float], None] | None = None,
+) -> DemoResult:
+    """Train `model` ("mlp" or "cnn") for `steps` steps of `batch` digits; the step runs in its unified arena."""
+    if model not in DEMO_MODELS:
+        raise ModelError(f"model={model!r}: the demo trains one of {DEMO_MODELS}")
+    if steps < 1 or batch < 1:
+        raise ModelError(f"steps={steps} and batch={batch} must both be at least 1")
+    images, labels, source = data.digits(seed=seed)
+    if model == "mlp":
+        images = images.reshape(len(images), 64)
+        proto = models.mlp(batch=batch, inputs=64, hidden=(64,), classes=10, seed=seed)
+    else:
+        proto = models.small_cnn(batch=batch, size=8, channels=(8, 16), classes=10, seed=seed)
+    hyper = {"lr": lr if lr is not None else (0.01 if optimizer == "adam" else 0.05)}
+    step = build_training_step(proto, optimizer=optimizer, hyper=hyper)
+    plans = plan_categories(training_problem(step), strategy)
+    session = TrainingSession(step, plans.unified).prepare()
+    result = DemoResult(model, source, plans=plans)
+    feed = data.batches(images, labels, batch, seed)
+    for i in range(steps):
+        x, y = next(feed)
+        result.losses.append(session.run({"x": x, step.label: y}))
+        if on_step is not None:
+            on_step(i, result.losses[-1])
+    result.accuracy = _accuracy(proto, session.parameters(), images, labels, batch)
+    return result
+
+
+def _accuracy(proto, params, images, labels, batch) -> float:
+    """Share of the images the trained network classifies right, by onnx.reference on the trained weights
+    (in batches of `batch`, batch normalisation in training mode since running statistics are not trained)."""
+    from onnx import helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    trained = proto.__class__()
+    trained.CopyFrom(proto)
+    for init in trained.graph.initializer:
+        if init.name in params:
+            init.CopyFrom(numpy_helper.from_array(params[init.name], init.name))
+    for node in trained.graph.node:  # normalise with batch statistics, as the training step did
+        if node.op_type == "BatchNormalization":
+            node.attribute.append(helper.make_attribute("training_mode", 1))
+    evaluator = ReferenceEvaluator(trained)
+    right = total = 0
+    for start in range(0, len(labels) - batch + 1, batch):
+        (logits,) = evaluator.run(None, {"x": images[start : start + batch]})
+        right += int((logits.argmax(axis=1) == labels[start : start + batch]).sum())
+        total += batch
+    return right / total if total else 0.0
