@@ -32,6 +32,7 @@ from runtime.errors import ModelError
 from runtime.graph import Graph, load_model
 
 Key = tuple[str, str, tuple[int, ...]]
+HASH_CHUNK = 1 << 20
 
 
 @dataclass
@@ -89,11 +90,13 @@ class ParameterStore:
     def _array_for(self, c: Constant, location: tuple[str, int] | None) -> np.ndarray:
         # Packed (4-bit) and ml_dtypes types are not laid out as numpy views them: decode those.
         if location is not None and c.nbytes > 0 and c.dtype.kind in "biufc":
-            region = self._file(location[0])[location[1] : location[1] + c.nbytes]
-            if region.size == c.nbytes:
-                key = _key(region, c.dtype, c.shape)
+            path, offset = location
+            if offset + c.nbytes <= os.path.getsize(path):
+                # Hashed through read(), not the mapping: a duplicate's pages never become resident.
+                key = _file_key(path, offset, c.nbytes, c.dtype, c.shape)
                 if key in self._entries:
-                    return self._use(key, region, "mapped")
+                    return self._use(key, self._entries[key].array, "mapped")
+                region = self._file(path)[offset : offset + c.nbytes]
                 array = region.view(c.dtype.newbyteorder("<")).reshape(c.shape)
                 if location[1] % c.dtype.alignment == 0:
                     return self._use(key, array, "mapped")
@@ -154,6 +157,22 @@ class ParameterStore:
 def _key(data: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> Key:
     digest = hashlib.blake2b(data.reshape(-1).view(np.uint8), digest_size=20).hexdigest()
     return digest, np.dtype(dtype).str, tuple(shape)
+
+
+def _file_key(path: str, offset: int, nbytes: int, dtype: np.dtype, shape: tuple[int, ...]) -> Key:
+    digest = hashlib.blake2b(digest_size=20)
+    chunk = bytearray(min(nbytes, HASH_CHUNK))
+    view = memoryview(chunk)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        left = nbytes
+        while left:
+            got = f.readinto(view[: min(left, len(chunk))])
+            if not got:
+                raise ModelError(f"{os.path.basename(path)!r} ended {left} bytes before a parameter's data did")
+            digest.update(view[:got])
+            left -= got
+    return digest.hexdigest(), np.dtype(dtype).str, tuple(shape)
 
 
 # ---- where raw_data lies in an .onnx file ----------------------------------------------------------------
