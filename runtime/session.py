@@ -523,11 +523,9 @@ class Session:
                     results[name] = source
                     continue
             else:
-                source = self._views.get(name)
-                if source is None:
-                    value = self._values[self._slot[name]]
-                    assert value is not None
-                    source = value
+                value = self._views[name] if name in self._views else self._values[self._slot[name]]
+                assert value is not None
+                source = value
                 if b is None and name in self._own_io:
                     results[name] = _read_only(source)
                     continue
