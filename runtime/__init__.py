@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from runtime.batches import BatchSessions
+from runtime.binding import Binding
 from runtime.constants import Constant
 from runtime.errors import (
     CanaryError,
@@ -25,10 +27,16 @@ from runtime.errors import (
     UnsupportedOpError,
 )
 from runtime.graph import DEFAULT_MAX_TENSOR_BYTES, Graph, Node, TensorInfo, load_model
+from runtime.params import ParameterStore
+from runtime.pipeline import Pipeline
 from runtime.problem import memory_problem, memory_schedule, reorder_graph, workspace_bytes, workspace_id
 from runtime.session import RunStats, Session, StepRecord
 
 __all__ = [
+    "Pipeline",
+    "ParameterStore",
+    "Binding",
+    "BatchSessions",
     "DEFAULT_MAX_TENSOR_BYTES",
     "CanaryError",
     "Constant",

@@ -155,7 +155,7 @@ class ParameterStore:
 
 
 def _key(data: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> Key:
-    digest = hashlib.blake2b(data.reshape(-1).view(np.uint8), digest_size=20).hexdigest()
+    digest = hashlib.blake2b(data.reshape(-1).view(np.uint8).data, digest_size=20).hexdigest()
     return digest, np.dtype(dtype).str, tuple(shape)
 
 
@@ -190,7 +190,7 @@ def raw_data_locations(path: str | os.PathLike[str]) -> dict[str, tuple[int, int
     if os.path.getsize(path) == 0:
         return {}
     data = np.memmap(path, dtype=np.uint8, mode="r")
-    buf = memoryview(data)
+    buf = data.data
     found: dict[str, tuple[int, int]] = {}
     for field_no, start, end in _fields(buf, 0, len(buf)):
         if field_no != _MODEL_GRAPH:
