@@ -354,4 +354,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run the package module's app, on which app/commands/ registered their commands.
+    from app.cli import main as package_main
+
+    package_main()
