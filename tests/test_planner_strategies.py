@@ -52,6 +52,8 @@ GOLDEN = {
     "greedy_by_conflicts": (12, 30),
     "best_fit": (12, 30),
     "hill_climb": (12, 30),
+    "optimal": (12, 30),
+    "best": (12, 30),
 }
 
 

@@ -1,0 +1,131 @@
+"""Anytime use of the search: decide a height, or tighten a height, within a budget.
+
+Searches restart with each candidate order in turn under a node limit that doubles every
+round (as MiniMalloc does): one order is often lucky where another thrashes, and a search
+that ends within its limit is a proof either way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from planner.exact.model import ORDERS, Model
+from planner.exact.search import BudgetSpent, Search
+
+
+@dataclass
+class Budget:
+    """Seconds until `deadline` (a `time.perf_counter` value) and/or a number of nodes."""
+
+    deadline: float | None = None
+    max_nodes: int | None = None
+    nodes: int = 0
+
+    def spent(self) -> bool:
+        if self.max_nodes is not None and self.nodes >= self.max_nodes:
+            return True
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
+    def limit(self, wanted: int) -> int:
+        return wanted if self.max_nodes is None else max(0, min(wanted, self.max_nodes - self.nodes))
+
+
+@dataclass
+class Outcome:
+    """What is known after a budget: the best packing found and the proven lower bound.
+
+    `status`: "optimal" (the packing meets the bound), "infeasible" (no packing fits the
+    target: `lower_bound` exceeds it), "feasible" (a packing within the target, not proven
+    smallest) or "timeout" (neither a packing within the target nor a proof).
+    """
+
+    status: str
+    lower_bound: int
+    height: int | None = None
+    offsets: np.ndarray | None = None
+    nodes: int = 0
+    restarts: int = 0
+    history: list[tuple[str, int]] = field(default_factory=list)  # (event, height) in order
+
+
+def _round(model: Model, height: int, limit: int, budget: Budget) -> tuple[str, np.ndarray | None, int]:
+    """Try each order once with `limit` nodes: ("found", offsets), ("infeasible"), ("unknown")."""
+    tries = 0
+    for order in ORDERS:
+        nodes = budget.limit(limit)
+        if nodes <= 0 or budget.spent():
+            break
+        search = Search(model, height, order, node_limit=nodes, deadline=budget.deadline)
+        tries += 1
+        try:
+            offsets = search.run()
+        except BudgetSpent:
+            continue
+        finally:
+            budget.nodes += search.nodes
+        if offsets is None:
+            return "infeasible", None, tries
+        return "found", offsets.copy(), tries
+    return "unknown", None, tries
+
+
+def _first_limit(model: Model) -> int:
+    return max(64, 2 * len(model))
+
+
+def _height(model: Model, offsets: np.ndarray) -> int:
+    return int((offsets + model.size).max()) if len(model) else 0
+
+
+def decide(model: Model, target: int, budget: Budget) -> Outcome:
+    """A packing no higher than `target`, a proof that none exists, or "timeout"."""
+    lower = int(model.load().max()) if len(model) else 0
+    if target < lower:
+        return Outcome("infeasible", lower)
+    limit, restarts = _first_limit(model), 0
+    while not budget.spent():
+        verdict, offsets, tries = _round(model, target, limit, budget)
+        restarts += tries
+        if verdict == "found":
+            height = _height(model, offsets)  # type: ignore[arg-type]
+            status = "optimal" if height <= lower else "feasible"
+            return Outcome(status, lower, height, offsets, budget.nodes, restarts)
+        if verdict == "infeasible":
+            return Outcome("infeasible", target + 1, nodes=budget.nodes, restarts=restarts)
+        limit *= 2
+    return Outcome("timeout", lower, nodes=budget.nodes, restarts=restarts)
+
+
+def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | None = None) -> Outcome:
+    """Tighten `incumbent` (offsets of a valid packing) towards the smallest height.
+
+    Each round first asks for a packing at the lower bound (often the answer, and then
+    proven at once), then for one just below the best so far; a proven "no" raises the
+    bound. Ends at the budget or when the best meets the bound (then "optimal"). With
+    `cap`, packings higher than `cap` do not count as feasible.
+    """
+    lower = int(model.load().max()) if len(model) else 0
+    best, best_height = incumbent, _height(model, incumbent)
+    history = [("start", best_height)]
+    limit, restarts = _first_limit(model), 0
+    while best_height > lower and not budget.spent():
+        for target in dict.fromkeys((lower, best_height - 1)):
+            if target < lower or budget.spent():
+                continue
+            verdict, offsets, tries = _round(model, target, limit, budget)
+            restarts += tries
+            if verdict == "found":
+                best, best_height = offsets, _height(model, offsets)  # type: ignore[arg-type]
+                history.append(("found", best_height))
+            elif verdict == "infeasible":
+                lower = max(lower, target + 1)
+                history.append(("bound", lower))
+            if best_height <= lower:
+                break
+        limit *= 2
+    within = cap is None or best_height <= cap
+    status = "optimal" if best_height <= lower else ("feasible" if within else "timeout")
+    return Outcome(status, lower, best_height, best, budget.nodes, restarts, history)

@@ -1,0 +1,98 @@
+"""best: a portfolio that keeps the smallest plan, the default in the UI.
+
+1. Run every fast strategy (registered without ``slow``), simplest first; the local search
+   gets part of the time limit and a bounded number of moves. Stop early once a plan reaches LOAD: none can be smaller.
+2. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
+   `optimal` on the rest of the budget, also bounded by a node count so that the result
+   does not depend on the machine's speed (unless the time runs out first).
+3. Keep the smallest plan that the independent checker accepts (ties: the simpler
+   strategy); `stats["winner"]` names the strategy that made it.
+
+Optimal when the winning plan meets LOAD or `optimal` proved it; otherwise never worse
+than any fast strategy.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from planner.aliases import blocks_of
+from planner.bounds import load
+from planner.check import check_plan
+from planner.errors import InfeasibleError
+from planner.plan import Plan
+from planner.problem import Problem
+from planner.registry import register, registered
+from planner.strategies.optimal import check_time_limit
+
+DEFAULT_TIME_LIMIT = 5.0
+SMALL_BLOCKS = 500
+OPTIMAL_NODES = 1000
+SEARCH_SHARE = 0.3  # of the time limit, for the local search
+CLIMB_ITERATIONS = 500  # and at most this many moves, so that the answer is reproducible
+
+
+@register(
+    "best",
+    origin="memplan (portfolio of the strategies above)",
+    summary="every fast strategy, optimal briefly on small problems; the smallest plan",
+    rank=95,
+)
+def best(problem: Problem, *, time_limit: float | None = None, seed: int = 0, **options: Any) -> Plan:
+    started = time.perf_counter()
+    seconds = check_time_limit(time_limit, DEFAULT_TIME_LIMIT)
+    deadline = started + seconds
+    floor = load(problem)
+    tried: dict[str, int | str] = {}
+    plans: list[Plan] = []
+    failures: list[InfeasibleError] = []
+    for name, strategy in registered().items():
+        if strategy.slow or name == "best":
+            continue
+        if plans and min(p.arena_bytes for p in plans) <= floor:
+            break
+        extra = {"time_limit": max(1e-3, seconds * SEARCH_SHARE), "max_iterations": CLIMB_ITERATIONS}
+        if name != "hill_climb":
+            extra = {}
+        _attempt(problem, name, {**options, "seed": seed, **extra}, tried, plans, failures)
+    small = len(blocks_of(problem)) <= SMALL_BLOCKS
+    left = deadline - time.perf_counter()
+    if small and left > 0 and not (plans and min(p.arena_bytes for p in plans) <= floor):
+        budget = {"time_limit": left, "max_nodes": OPTIMAL_NODES, "seed": seed}
+        _attempt(problem, "optimal", budget, tried, plans, failures)
+    if not plans:
+        raise min(failures, key=lambda e: (not getattr(e, "proven", False), e.needed))
+    winner = min(plans, key=lambda p: p.arena_bytes)  # the first listed wins ties
+    stats = {"winner": winner.strategy, "tried": tried, "winner_stats": dict(winner.stats)}
+    return Plan(
+        strategy="best",
+        offsets=winner.offsets,
+        pool_sizes=winner.pool_sizes,
+        lower_bound=winner.lower_bound,
+        naive=winner.naive,
+        elapsed_s=time.perf_counter() - started,
+        stats=stats,
+    )
+
+
+def _attempt(
+    problem: Problem,
+    name: str,
+    options: dict[str, Any],
+    tried: dict[str, int | str],
+    plans: list[Plan],
+    failures: list[InfeasibleError],
+) -> None:
+    """Run one strategy; record its arena (or why it has none) and keep a checked plan."""
+    try:
+        result = registered()[name](problem, **options)
+    except InfeasibleError as e:
+        failures.append(e)
+        tried[name] = "infeasible"
+        return
+    if check_plan(problem, result).ok:
+        plans.append(result)
+        tried[name] = result.arena_bytes
+    else:
+        tried[name] = "invalid"

@@ -1,0 +1,218 @@
+"""optimal: an exact planner under a time budget (skyline branch and bound, `planner.exact`).
+
+1. Merge alias groups into blocks; LOAD (the most bytes live at one step) is the first
+   lower bound. A capacity below LOAD is refused at once, with that bound.
+2. Place the blocks greedily (largest first, best fit; and largest first, first fit) and
+   keep the smaller arena as the incumbent.
+3. With a capacity: if the incumbent fits, done; otherwise search for a packing within
+   the capacity, or a proof that none exists.
+   Without one: ask the search for a packing at the lower bound, then just below the
+   best arena so far, in rounds with doubling node limits; a found packing becomes the
+   incumbent, a proof raises the lower bound; stop when they meet or the budget ends.
+4. Several pools: the greedy plan decides which pool each block goes to, then each pool
+   is minimised on its own within its capacity (optimal per pool, not across pools).
+
+Optimal when `stats["status"]` is "optimal" (the arena equals a proven lower bound);
+anytime otherwise: the plan is the best found, `proven_lower_bound` what is known.
+The search follows MiniMalloc (Moffitt, ASPLOS 2023): canonical packings, section-based
+inference, temporal decomposition, restarts over several candidate orders.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.bounds import load
+from planner.errors import InfeasibleError, ProblemError
+from planner.exact import Budget, Model, Outcome, decide, minimise
+from planner.placement import Blocks, Placer
+from planner.plan import Plan
+from planner.problem import Problem
+from planner.registry import register
+from planner.strategies._order import by
+
+DEFAULT_TIME_LIMIT = 10.0
+# Without a time limit the effort is counted in search nodes (a second or so), so that the
+# default answer is the same on every machine; an explicit time limit lifts this cap.
+DEFAULT_NODES = 2000
+# Beyond this many blocks a Python search rarely improves on the greedy incumbent in a
+# useful time, and its per-node cost grows with the block count: keep the incumbent.
+MAX_SEARCH_BLOCKS = 3000
+
+
+class ExactInfeasibleError(InfeasibleError):
+    """No plan within the capacity: proven (`proven` True) or none found in the budget."""
+
+    def __init__(self, pool: str, needed: int, capacity: int, *, proven: bool, lower_bound: int) -> None:
+        self.proven = proven
+        self.lower_bound = lower_bound
+        super().__init__(pool, needed, capacity, "optimal")
+
+    def __str__(self) -> str:
+        if self.proven:
+            why = f"proven: no plan fits in fewer than {self.lower_bound:,} bytes"
+        else:
+            why = (
+                f"not proven: no plan within the capacity was found before the time limit; "
+                f"the proven lower bound is {self.lower_bound:,} bytes"
+            )
+        return f"{super().__str__()} ({why})"
+
+
+@dataclass
+class _PoolResult:
+    offsets: np.ndarray  # by block index, for the blocks of this pool
+    outcome: Outcome
+
+
+@register(
+    "optimal",
+    origin="exact search after MiniMalloc (canonical packings, section inference)",
+    summary="branch and bound: the smallest arena or a proof, within a time budget",
+    exact=True,
+    slow=True,
+    rank=90,
+)
+def optimal(
+    problem: Problem,
+    *,
+    time_limit: float | None = None,
+    seed: int = 0,
+    max_nodes: int | None = None,
+    **_: object,
+) -> Plan:
+    started = time.perf_counter()
+    seconds = check_time_limit(time_limit, DEFAULT_TIME_LIMIT)
+    if max_nodes is not None and (isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1):
+        raise ProblemError(f"max_nodes: must be a positive whole number of search nodes, got {max_nodes!r}")
+    if max_nodes is None and time_limit is None:
+        max_nodes = DEFAULT_NODES
+    budget = Budget(deadline=started + seconds, max_nodes=max_nodes)
+    placer = Placer(problem)
+    blocks = placer.blocks
+    single = len(problem.pools) == 1
+    if single:
+        _refuse_below_load(problem)
+    pools = _greedy_pools(problem, blocks)
+    results: dict[int, _PoolResult] = {}
+    for k in sorted(set(pools.tolist())):
+        members = np.flatnonzero(pools == k)
+        share = Budget(deadline=_share(budget, len(problem.pools) - k), max_nodes=max_nodes)
+        results[k] = _solve_pool(problem, blocks, members, k, share)
+        budget.nodes += share.nodes
+    for k, result in results.items():
+        for i, offset in zip(np.flatnonzero(pools == k).tolist(), result.offsets.tolist(), strict=True):
+            placer.place_at(i, k, int(offset))
+    outcomes = [r.outcome for r in results.values()]
+    status = _overall_status(outcomes, single)
+    bound = max([load(problem)] + [o.lower_bound for o in outcomes]) if single else load(problem)
+    stats = {
+        "status": status,
+        "proven_lower_bound": bound,
+        "nodes": budget.nodes,
+        "restarts": sum(o.restarts for o in outcomes),
+        "seconds": round(time.perf_counter() - started, 6),
+        "time_limit": seconds,
+        "seed": seed,
+    }
+    if not single:
+        stats["pools_assigned_by"] = "greedy_by_size, then each pool minimised on its own"
+    return placer.plan("optimal", started, **stats)
+
+
+def check_time_limit(time_limit: object, default: float) -> float:
+    """The time limit in seconds; refuses zero, negative and non-numbers with `ProblemError`."""
+    if time_limit is None:
+        return default
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or math.isnan(time_limit):
+        raise ProblemError(f"time_limit: must be a number of seconds > 0, got {time_limit!r}")
+    if time_limit <= 0:
+        raise ProblemError(f"time_limit: must be > 0 seconds, got {time_limit}")
+    return float(time_limit)
+
+
+def _refuse_below_load(problem: Problem) -> None:
+    pool = problem.pools[0]
+    bound = load(problem)
+    if pool.capacity is not None and pool.capacity < bound:
+        raise ExactInfeasibleError(pool.name, bound, pool.capacity, proven=True, lower_bound=bound)
+
+
+def _share(budget: Budget, pools_left: int) -> float | None:
+    """A deadline giving the next pool its fair part of the time that is left."""
+    if budget.deadline is None:
+        return None
+    now = time.perf_counter()
+    return now + max(0.0, budget.deadline - now) / max(1, pools_left)
+
+
+def _greedy_pools(problem: Problem, blocks: Blocks) -> np.ndarray:
+    """The pool of each block: the only pool, or where greedy_by_size puts it."""
+    if len(problem.pools) == 1:
+        return np.zeros(len(blocks), dtype=np.int64)
+    placer = Placer(problem, blocks)
+    placer.place_all(by(-blocks.size, blocks.first), rule="best")
+    placer.plan("optimal", time.perf_counter())  # raises InfeasibleError when a pool overflows
+    return placer.pool.copy()
+
+
+def _incumbent(problem: Problem, blocks: Blocks, members: np.ndarray, k: int) -> np.ndarray:
+    """Offsets of `members` in the smaller of two greedy packings of them alone in pool `k`."""
+    sub = Blocks(
+        ids=[blocks.ids[i] for i in members.tolist()],
+        members=[blocks.members[i] for i in members.tolist()],
+        first=blocks.first[members],
+        last=blocks.last[members],
+        size=blocks.size[members],
+        align=blocks.align[members],
+        candidates=[(k,)] * len(members),
+    )
+    best: tuple[int, np.ndarray] | None = None
+    for order, rule in ((by(-sub.size, sub.first), "best"), (by(-sub.size, -sub.conflict_counts()), "first")):
+        placer = Placer(problem, sub)
+        placer.place_all(order, rule=rule)  # over the capacity if need be: only offsets matter
+        if best is None or placer.top[k] < best[0]:
+            best = (placer.top[k], placer.offset.copy())
+    return best[1] if best else np.zeros(0, dtype=np.int64)
+
+
+def _solve_pool(problem: Problem, blocks: Blocks, members: np.ndarray, k: int, budget: Budget) -> _PoolResult:
+    """Offsets for the blocks of pool `k`, minimised (or decided, with a capacity)."""
+    pool = problem.pools[k]
+    incumbent = _incumbent(problem, blocks, members, k)
+    sized = np.flatnonzero(blocks.size[members] > 0)  # empty blocks sit at 0, apart
+    chosen = members[sized]
+    model = Model.of(blocks.size[chosen], blocks.first[chosen], blocks.last[chosen], blocks.align[chosen])
+    start = incumbent[sized]
+    offsets = np.zeros(len(members), dtype=np.int64)
+    capacity = pool.capacity
+    height = int((start + model.size).max()) if len(model) else 0
+    fits = capacity is None or height <= capacity
+    if len(model) > MAX_SEARCH_BLOCKS:
+        outcome = Outcome("feasible" if fits else "timeout", int(model.load().max()), height, start)
+    elif capacity is not None and not fits:
+        outcome = decide(model, capacity, budget)
+    elif capacity is not None:
+        # The greedy plan already fits: answer at once, optimal when it meets LOAD.
+        lower = int(model.load().max()) if len(model) else 0
+        outcome = Outcome("optimal" if height <= lower else "feasible", lower, height, start)
+    else:
+        outcome = minimise(model, start, budget)
+    if outcome.offsets is None:
+        assert capacity is not None
+        needed = outcome.lower_bound if outcome.status == "infeasible" else height
+        raise ExactInfeasibleError(
+            pool.name, needed, capacity, proven=outcome.status == "infeasible", lower_bound=outcome.lower_bound
+        )
+    offsets[sized] = outcome.offsets
+    return _PoolResult(offsets, outcome)
+
+
+def _overall_status(outcomes: list[Outcome], single: bool) -> str:
+    if not single:
+        return "feasible"
+    return outcomes[0].status if outcomes else "optimal"
