@@ -6,7 +6,17 @@ size or proves there is none, and an anytime driver that tightens the size under
 """
 
 from planner.exact.driver import Budget, Outcome, decide, minimise
+from planner.exact.limits import ExactInfeasibleError, check_time_limit
 from planner.exact.model import Model
 from planner.exact.search import Search
 
-__all__ = ["Budget", "Model", "Outcome", "Search", "decide", "minimise"]
+__all__ = [
+    "Budget",
+    "ExactInfeasibleError",
+    "Model",
+    "Outcome",
+    "Search",
+    "check_time_limit",
+    "decide",
+    "minimise",
+]

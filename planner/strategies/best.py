@@ -21,10 +21,10 @@ from planner.aliases import blocks_of
 from planner.bounds import load
 from planner.check import check_plan
 from planner.errors import InfeasibleError
+from planner.exact.limits import check_time_limit
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register, registered
-from planner.strategies.optimal import check_time_limit
 
 DEFAULT_TIME_LIMIT = 5.0
 SMALL_BLOCKS = 500

@@ -20,15 +20,15 @@ inference, temporal decomposition, restarts over several candidate orders.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from planner.bounds import load
-from planner.errors import InfeasibleError, ProblemError
+from planner.errors import ProblemError
 from planner.exact import Budget, Model, Outcome, decide, minimise
+from planner.exact.limits import ExactInfeasibleError, check_time_limit
 from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
@@ -42,25 +42,6 @@ DEFAULT_NODES = 2000
 # Beyond this many blocks a Python search rarely improves on the greedy incumbent in a
 # useful time, and its per-node cost grows with the block count: keep the incumbent.
 MAX_SEARCH_BLOCKS = 3000
-
-
-class ExactInfeasibleError(InfeasibleError):
-    """No plan within the capacity: proven (`proven` True) or none found in the budget."""
-
-    def __init__(self, pool: str, needed: int, capacity: int, *, proven: bool, lower_bound: int) -> None:
-        self.proven = proven
-        self.lower_bound = lower_bound
-        super().__init__(pool, needed, capacity, "optimal")
-
-    def __str__(self) -> str:
-        if self.proven:
-            why = f"proven: no plan fits in fewer than {self.lower_bound:,} bytes"
-        else:
-            why = (
-                f"not proven: no plan within the capacity was found before the time limit; "
-                f"the proven lower bound is {self.lower_bound:,} bytes"
-            )
-        return f"{super().__str__()} ({why})"
 
 
 @dataclass
@@ -122,17 +103,6 @@ def optimal(
     if not single:
         stats["pools_assigned_by"] = "greedy_by_size, then each pool minimised on its own"
     return placer.plan("optimal", started, **stats)
-
-
-def check_time_limit(time_limit: object, default: float) -> float:
-    """The time limit in seconds; refuses zero, negative and non-numbers with `ProblemError`."""
-    if time_limit is None:
-        return default
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or math.isnan(time_limit):
-        raise ProblemError(f"time_limit: must be a number of seconds > 0, got {time_limit!r}")
-    if time_limit <= 0:
-        raise ProblemError(f"time_limit: must be > 0 seconds, got {time_limit}")
-    return float(time_limit)
 
 
 def _refuse_below_load(problem: Problem) -> None:
@@ -206,7 +176,12 @@ def _solve_pool(problem: Problem, blocks: Blocks, members: np.ndarray, k: int, b
         assert capacity is not None
         needed = outcome.lower_bound if outcome.status == "infeasible" else height
         raise ExactInfeasibleError(
-            pool.name, needed, capacity, proven=outcome.status == "infeasible", lower_bound=outcome.lower_bound
+            pool.name,
+            needed,
+            capacity,
+            proven=outcome.status == "infeasible",
+            lower_bound=outcome.lower_bound,
+            nodes=outcome.nodes,
         )
     offsets[sized] = outcome.offsets
     return _PoolResult(offsets, outcome)
