@@ -10,10 +10,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from app import analysis, charts, library, planning
+from app import analysis, charts, library, parameters, pipelines, planning
 from app.api.models import model_out
 from app.api.plans import problem_of
-from app.deps import JobsDep, ModelDep, PlanDep, SettingsDep, StorageDep
+from app.deps import JobDep, JobsDep, ModelDep, PlanDep, SettingsDep, StorageDep
 from app.errors import AppError, not_found
 from app.storage import PlanRecord, Storage
 from planner import get, names
@@ -82,6 +82,7 @@ async def model_page(request: Request, record: ModelDep, storage: StorageDep) ->
             "graph": graph_facts,
             "graph_error": graph_error,
             "strategies": strategy_list(),
+            "parameters": await run_in_threadpool(parameters.sharing, storage, record),
         },
     )
 
@@ -161,6 +162,8 @@ def job_page(request: Request, job_id: str, jobs: JobsDep) -> Response:
         raise not_found("job", job_id)
     if job.kind == "run":
         return RedirectResponse(f"/runs/{job_id}", status_code=303)
+    if job.kind == "training":
+        return RedirectResponse(f"/training/demo/{job_id}", status_code=303)
     return render(request, "job.html", {"page_title": job.title, "job": job.to_json()})
 
 
@@ -193,3 +196,34 @@ def report_html(request: Request, storage: Storage, record: PlanRecord) -> str:
         charts_js=inline((STATIC_DIR / "charts.js").read_text(encoding="utf-8")),
         css=(STATIC_DIR / "memplan.css").read_text(encoding="utf-8"),
     )
+
+
+@router.get("/pipelines")
+def pipeline_form(request: Request, storage: StorageDep) -> Response:
+    """Pick stored models and connect them into a pipeline (the form posts to /api/v1/pipelines)."""
+    models = [model_out(r) for r in storage.list_models()]
+    fast = [s for s in strategy_list() if not s["slow"]]
+    return render(request, "pipelines.html", {"page_title": "pipeline", "models": models, "strategies": fast})
+
+
+@router.get("/pipelines/{pipeline_id}")
+async def pipeline_page(request: Request, pipeline_id: str, storage: StorageDep) -> Response:
+    """The joint arena against the models' separate arenas, and a run button."""
+    info = await run_in_threadpool(pipelines.describe, storage, pipeline_id)
+    return render(request, "pipeline.html", {"page_title": f"pipeline {info['name']}", "pipeline": info})
+
+
+@router.get("/training")
+def training_page(request: Request) -> Response:
+    """The training demo's form: an MLP or a small CNN learns 8x8 digits inside one arena."""
+    fast = [s for s in strategy_list() if not s["slow"]]
+    return render(request, "training.html", {"page_title": "training demo", "job": None, "strategies": fast})
+
+
+@router.get("/training/demo/{job_id}")
+def training_demo_page(request: Request, job: JobDep) -> Response:
+    """One demo run: the loss per step (live while it trains) and both plans by category."""
+    if job.kind != "training":
+        raise AppError(404, f"job {job.id!r} is a {job.kind} job, not a training demo; see /jobs/{job.id}")
+    fast = [s for s in strategy_list() if not s["slow"]]
+    return render(request, "training.html", {"page_title": "training demo", "job": job.to_json(), "strategies": fast})

@@ -38,7 +38,9 @@ def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequ
             raise AppError(409, f"plan {body.plan_id!r} ({plan_record.strategy}) is not valid and cannot be run")
         options = stored["options"]
     else:
-        options = {"dims": body.dims, "io": body.io, "workspace": body.workspace, "alignment": body.alignment}
+        # Zero-copy needs inputs and outputs outside the arena, where caller memory can be bound.
+        io = "external" if body.zero_copy else body.io
+        options = {"dims": body.dims, "io": io, "workspace": body.workspace, "alignment": body.alignment}
         made = plan_and_store(
             storage,
             jobs,
@@ -59,6 +61,8 @@ def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequ
     def work(job: Job) -> dict[str, Any]:
         result = execute(job, storage, record, options, Plan.from_json(plan_record.plan), inputs, body)
         result["plan_id"] = plan_record.id
+        result["options"] = {**options, "zero_copy": body.zero_copy, "seed": body.seed}
+        result["rerun"] = {"url": f"/api/v1/models/{record.id}/runs", "body": rerun_body(plan_record.strategy, options)}
         storage.add_run(job.id, record.id, plan_record.id, result)
         return result
 
@@ -117,6 +121,7 @@ def execute(
     job.report(0.0, "preparing: kernels, views into the arena")
     try:
         session.prepare()
+        run_feeds = bind_io(session, feeds) if body.zero_copy else feeds
     except runtime.ModelError as e:
         raise JobFailed(f"the plan cannot be run: {e}", 422) from None
     times: list[dict[str, Any]] = []
@@ -131,7 +136,7 @@ def execute(
 
     started = time.perf_counter()
     try:
-        outputs = session.run(feeds, on_step=on_step)
+        outputs = session.run(run_feeds, on_step=on_step)
     except (runtime.ModelError, runtime.ExecutionError) as e:
         raise JobFailed(f"the model cannot run: {e}", 422) from None
     elapsed = time.perf_counter() - started
@@ -146,9 +151,42 @@ def execute(
         "verdict": verdict,
         "arena_bytes": plan.arena_bytes,
         "stats": _stats(session),
+        **copy_figures(session),
         "seed": body.seed if inputs is None else None,
         "inputs": "uploaded .npz" if inputs is not None else f"random, seed {body.seed}",
     }
+
+
+def rerun_body(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The request that runs the same model again with a fresh plan (the run page's zero-copy toggle
+    flips `zero_copy` in it)."""
+    return {
+        "strategy": strategy,
+        "dims": options.get("dims", {}),
+        "alignment": options.get("alignment", 64),
+        "workspace": options.get("workspace", True),
+    }
+
+
+def bind_io(session: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Bind `feeds` and fresh output arrays as the caller's memory (`Session.bind_input`/`bind_output`,
+    a `Pipeline` forwards both); the run then needs no feeds. A binding that cannot be zero-copy is
+    still made: the session copies and the run's `fallbacks` say why."""
+    graph = session.graph
+    for name in graph.inputs:
+        session.bind_input(name, np.ascontiguousarray(feeds[name]))
+    for name in graph.outputs:
+        t = graph.tensors[name]
+        session.bind_output(name, np.empty(t.shape, t.dtype))
+    return {}
+
+
+def copy_figures(session: Any) -> dict[str, Any]:
+    """Copies into and out of the arena in the run, and why each bound tensor was copied (if it was)."""
+    stats = session.stats
+    if stats is None:
+        return {"copies": None, "copied_bytes": None, "fallbacks": {}}
+    return {"copies": stats.copies, "copied_bytes": stats.copied_bytes, "fallbacks": dict(stats.fallbacks)}
 
 
 def _stats(session: runtime.Session) -> dict[str, Any]:

@@ -127,6 +127,11 @@ class RunRequest(BaseModel):
     workspace: bool = True
     seed: int = 0
     verify: Literal["auto", "onnxruntime", "reference", "none"] = "auto"
+    zero_copy: bool = Field(
+        default=False,
+        description="bind caller memory to every input and output (a fresh plan then keeps them outside the arena, "
+        "io 'external'); the result counts the copies that remain and says why",
+    )
 
     @field_validator("strategy")
     @classmethod
@@ -134,3 +139,82 @@ class RunRequest(BaseModel):
         if value not in strategy_names():
             raise ValueError(f"unknown strategy {value!r}; accepted: {', '.join(strategy_names())}")
         return value
+
+
+class PipelineRequest(BaseModel):
+    """Stored models run one after the other in one joint arena, outputs connected to inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+    models: dict[str, str] = Field(
+        description="pipeline name -> stored model id, in run order, e.g. {'a': id1, 'b': id2}", min_length=1
+    )
+    connections: dict[str, str] = Field(
+        default_factory=dict, description="'<name>:<output>' -> '<name>:<input>', e.g. {'a:y': 'b:x'}"
+    )
+    strategy: str = "greedy_by_size"
+    dims: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="symbolic dims per pipeline name, e.g. {'a': {'N': 8}}"
+    )
+    alignment: int = Field(default=64, ge=1, le=1 << 20)
+    io: Literal["arena", "external"] = "arena"
+    workspace: bool = True
+    run: bool = Field(default=False, description="also start a run of the pipeline (a job)")
+    seed: int = 0
+
+    @field_validator("strategy")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        return RunRequest._known(value)
+
+    @field_validator("models")
+    @classmethod
+    def _names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value:
+            if not name or ":" in name:
+                raise ValueError(f"pipeline name {name!r} must be non-empty and contain no ':'")
+        return value
+
+
+class PipelineRunRequest(BaseModel):
+    """Run a planned pipeline; inputs are seeded random."""
+
+    model_config = ConfigDict(extra="forbid")
+    seed: int = 0
+    zero_copy: bool = Field(default=False, description="bind caller memory to the pipeline's inputs and outputs")
+    verify: Literal["auto", "onnxruntime", "reference", "none"] = "auto"
+
+
+class TrainingPlanRequest(BaseModel):
+    """A training step (forward, loss, backward, update) of a stored model, planned by category and unified."""
+
+    model_config = ConfigDict(extra="forbid")
+    trainable: list[str] | None = Field(default=None, description="initializers to train; default every float one")
+    loss: Literal["cross_entropy", "mse"] = "cross_entropy"
+    optimizer: Literal["sgd", "adam", "none"] = "sgd"
+    dims: dict[str, int] = Field(default_factory=dict)
+    strategy: str = "greedy_by_size"
+    alignment: int = Field(default=64, ge=1, le=1 << 20)
+    recompute: bool = Field(default=True, description="batch norm's backward recomputes its Conv input")
+
+    @field_validator("strategy")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        return RunRequest._known(value)
+
+
+class TrainingDemoRequest(BaseModel):
+    """Train the demo MLP or small CNN on 8x8 digits inside one arena, as a job streaming the loss."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: Literal["mlp", "cnn"] = "mlp"
+    steps: int = Field(default=200, ge=1, le=5000)
+    batch: int = Field(default=32, ge=1, le=512)
+    optimizer: Literal["sgd", "adam"] = "adam"
+    lr: float | None = Field(default=None, gt=0, le=10)
+    strategy: str = "greedy_by_size"
+    seed: int = 0
+
+    @field_validator("strategy")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        return RunRequest._known(value)

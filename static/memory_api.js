@@ -1,0 +1,80 @@
+// Runtime memory API pages: the run page's zero-copy toggle, pipelines of stored models.
+(function () {
+  "use strict";
+  const M = (window.Memplan = window.Memplan || {});
+  const CONFIG = { displaylogo: false, responsive: true };
+
+  async function post(url, body) {
+    return M.readJson(await fetch(url, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    }));
+  }
+
+  // Run page: run the same model (or pipeline) again with zero-copy on or off.
+  M.zeroCopyToggle = function (result) {
+    const form = document.getElementById("rerun-form");
+    if (!form || !result || !result.rerun) return;
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      M.clearError();
+      const body = Object.assign({}, result.rerun.body, {
+        zero_copy: form.elements.zero_copy.checked, seed: Number(form.elements.seed.value || 0),
+      });
+      try {
+        const job = await post(result.rerun.url, body);
+        window.location.href = "/runs/" + job.id;
+      } catch (problem) { M.showError(problem); }
+    });
+  };
+
+  M.pipelineForm = function () {
+    const form = document.getElementById("pipeline-form");
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      M.clearError();
+      const connections = {};
+      for (const line of form.elements.connections.value.split("\n").map((l) => l.trim()).filter(Boolean)) {
+        const [source, dest] = line.split("->").map((x) => x.trim());
+        connections[source] = dest;
+      }
+      let dims = {};
+      try { dims = form.elements.dims.value.trim() ? JSON.parse(form.elements.dims.value) : {}; }
+      catch (e) { M.showError({ title: "Invalid dims", detail: "dims: not JSON (" + e.message + "); e.g. {\"a\": {\"N\": 8}}" }); return; }
+      const body = {
+        models: { a: form.elements["model-a"].value, b: form.elements["model-b"].value },
+        connections: connections, strategy: form.elements.strategy.value, io: form.elements.io.value, dims: dims,
+      };
+      try {
+        const pipeline = await post("/api/v1/pipelines", body);
+        window.location.href = pipeline.links.page;
+      } catch (problem) { M.showError(problem); }
+    });
+  };
+
+  M.pipelinePage = function (pipeline) {
+    const names = Object.keys(pipeline.separate_arena_bytes);
+    const traces = names.map((name) => ({
+      type: "bar", name: name + " alone", x: ["separate arenas"], y: [pipeline.separate_arena_bytes[name]],
+      hovertemplate: name + ": %{y:,} bytes<extra></extra>",
+    }));
+    if (pipeline.joint_arena_bytes !== null) {
+      traces.push({ type: "bar", name: "joint arena", x: ["one joint arena"], y: [pipeline.joint_arena_bytes],
+        marker: { color: "#59a14f" }, hovertemplate: "joint: %{y:,} bytes<extra></extra>" });
+    }
+    Plotly.newPlot(document.getElementById("chart-pipeline"), traces, {
+      barmode: "stack", margin: { t: 10, r: 10, b: 40, l: 80 }, yaxis: { title: "bytes" },
+    }, CONFIG);
+    const form = document.getElementById("pipeline-run-form");
+    if (!form) return;
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      M.clearError();
+      try {
+        const job = await post(form.dataset.runs, {
+          zero_copy: form.elements.zero_copy.checked, seed: Number(form.elements.seed.value || 0),
+        });
+        window.location.href = "/runs/" + job.id;
+      } catch (problem) { M.showError(problem); }
+    });
+  };
+})();

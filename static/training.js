@@ -1,0 +1,105 @@
+// Training memory: the demo's loss chart, and a step's arena bytes by category (both plans).
+(function () {
+  "use strict";
+  const M = (window.Memplan = window.Memplan || {});
+  const CONFIG = { displaylogo: false, responsive: true };
+  const COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#bab0ac"];
+
+  // Two stacked bars: each category's own arena, and what each category holds of the unified arena
+  // at its peak step (plus the bytes unused at that step).
+  M.categoryChart = function (el, breakdown) {
+    const x = ["one arena per category", "unified arena (at its peak step)"];
+    const traces = breakdown.categories.map((c, i) => ({
+      type: "bar", name: c.category, x: x, y: [c.per_category_bytes, c.unified_peak_bytes],
+      marker: { color: COLORS[i % COLORS.length] },
+      hovertemplate: c.category + ": %{y:,} bytes<extra></extra>",
+    }));
+    traces.push({
+      type: "bar", name: "unused at the peak", x: x, y: [0, breakdown.unused_at_peak_bytes],
+      marker: { color: "#e5e7eb" }, hovertemplate: "unused: %{y:,} bytes<extra></extra>",
+    });
+    return Plotly.newPlot(el, traces, {
+      barmode: "stack", margin: { t: 30, r: 10, b: 40, l: 80 }, yaxis: { title: "bytes" },
+      title: { text: breakdown.per_category_total.toLocaleString() + " bytes per category vs " +
+        breakdown.unified_bytes.toLocaleString() + " unified", font: { size: 13 } },
+    }, CONFIG);
+  };
+
+  M.lossChart = function (el, losses) {
+    return Plotly.newPlot(el, [{
+      type: "scatter", mode: "lines", name: "loss", x: losses.map((_, i) => i + 1), y: losses.slice(),
+      line: { color: "#e15759" },
+    }], {
+      margin: { t: 10, r: 10, b: 40, l: 60 }, xaxis: { title: "step" }, yaxis: { title: "loss", rangemode: "tozero" },
+    }, CONFIG);
+  };
+
+  M.trainingPage = function (data) {
+    const form = document.getElementById("training-form");
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      M.clearError();
+      const body = {
+        model: form.elements.model.value, steps: Number(form.elements.steps.value),
+        batch: Number(form.elements.batch.value), optimizer: form.elements.optimizer.value,
+        strategy: form.elements.strategy.value,
+      };
+      try {
+        const job = await M.readJson(await fetch("/api/v1/training/demo", {
+          method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+        }));
+        window.location.href = "/training/demo/" + job.id;
+      } catch (problem) { M.showError(problem); }
+    });
+    const job = data.job;
+    if (!job) return;
+    const chart = document.getElementById("chart-loss");
+    if (job.result) {
+      M.lossChart(chart, job.result.losses);
+      M.categoryChart(document.getElementById("chart-categories"), job.result);
+      return;
+    }
+    if (job.state === "failed" || job.state === "cancelled" || job.state === "interrupted") return;
+    const ready = M.lossChart(chart, []);
+    const bar = document.getElementById("training-progress"), message = document.getElementById("training-message");
+    const state = document.getElementById("training-state");
+    M.follow(job.id, (p) => {
+      bar.value = p.progress;
+      message.textContent = p.message;
+      state.textContent = "running";
+      if (p.loss !== undefined) ready.then(() => Plotly.extendTraces(chart, { x: [[p.step + 1]], y: [[p.loss]] }, [0]));
+    }).then(() => window.location.reload())
+      .catch((error) => { state.textContent = "failed"; M.showError(error || {}); });
+  };
+
+  // Model page: plan the model's training step and show both plans by category.
+  M.trainingPlanForm = function () {
+    const form = document.getElementById("training-plan-form");
+    if (!form) return;
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      M.clearError();
+      const dims = {};
+      for (const el of document.querySelectorAll("#plan-form [name^='dim:']")) dims[el.name.slice(4)] = Number(el.value);
+      const body = {
+        loss: form.elements.loss.value, optimizer: form.elements.optimizer.value,
+        strategy: form.elements.strategy.value, dims: dims,
+      };
+      const status = document.getElementById("training-plan-status");
+      status.textContent = "planning the training step…";
+      try {
+        const result = await M.readJson(await fetch("/api/v1/models/" + form.dataset.model + "/training-plans", {
+          method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+        }));
+        status.textContent = "";
+        const link = document.getElementById("training-plan-link");
+        link.href = result.links.plan;
+        link.hidden = false;
+        document.getElementById("training-plan-summary").textContent = result.unified_bytes.toLocaleString() +
+          " bytes unified, " + result.per_category_total.toLocaleString() + " in one arena per category (" +
+          result.ratio.toFixed(3) + "×)";
+        M.categoryChart(document.getElementById("chart-training-categories"), result);
+      } catch (problem) { status.textContent = ""; M.showError(problem); }
+    });
+  };
+})();
