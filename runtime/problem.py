@@ -9,6 +9,10 @@ Static Memory Planner does). Constants stay out of the arena unless
 View ops (the kernel registers ``view=True``: Reshape, Flatten, Squeeze, Unsqueeze,
 Identity, Dropout at inference) alias their input: their output is the same bytes. They
 copy instead when the input is a constant or either side lives outside the arena.
+Two more forms of alias are on by default and can each be switched off to see what they
+save (see `runtime.inplace`): ``inplace`` writes an elementwise op's output over an input
+that dies at that step, ``concat_inplace`` has Concat's producers write straight into their
+slices of its output.
 """
 
 from __future__ import annotations
@@ -17,9 +21,11 @@ import dataclasses
 from dataclasses import replace
 
 from planner import Problem, Schedule, Step, problem_from_schedule
+from planner.lifetimes import live_ranges
 from planner.reorder import Reordered, reorder
-from runtime.errors import ModelError
+from runtime.errors import ModelError, PlanError
 from runtime.graph import Graph, Node
+from runtime.inplace import AliasGroups, alias_hazards, plan_concat_in_place, plan_in_place
 from runtime.kernels import TensorMeta, get_kernel
 
 IO_MODES = ("arena", "external")
@@ -38,22 +44,43 @@ def memory_problem(
     alignment: int = DEFAULT_ALIGNMENT,
     constants: str = "exclude",
     name: str | None = None,
+    inplace: bool = True,
+    concat_inplace: bool = True,
 ) -> Problem:
     """The planning problem of `graph` in schedule order.
 
     ``io="external"`` leaves graph inputs and outputs out of the arena (the caller owns
     their memory); ``workspace=False`` asks kernels for no scratch (they allocate their
     own, outside the arena). Buffer ids are tensor names, plus ``"<node>::ws"`` for scratch.
+    ``inplace`` and ``concat_inplace`` switch those aliases on or off (views always alias).
     """
     if alignment < 1:
         raise ModelError(f"alignment={alignment}: must be a positive number of bytes")
-    schedule = memory_schedule(graph, io=io, workspace=workspace, constants=constants)
+    schedule = memory_schedule(
+        graph,
+        io=io,
+        workspace=workspace,
+        constants=constants,
+        inplace=inplace,
+        concat_inplace=concat_inplace,
+        alignment=alignment,
+    )
     problem = problem_from_schedule(schedule, alignment=alignment, name=name or graph.name)
     return problem.replace(buffers=tuple(replace(b, name=_buffer_name(b.id, b.kind)) for b in problem.buffers))
 
 
-def memory_schedule(graph: Graph, io: str = "arena", workspace: bool = True, constants: str = "exclude") -> Schedule:
-    """The planner's neutral schedule of `graph`: per node, what it reads, writes and uses as scratch."""
+def memory_schedule(
+    graph: Graph,
+    io: str = "arena",
+    workspace: bool = True,
+    constants: str = "exclude",
+    inplace: bool = True,
+    concat_inplace: bool = True,
+    alignment: int = DEFAULT_ALIGNMENT,
+) -> Schedule:
+    """The planner's neutral schedule of `graph`: per node, what it reads, writes and uses as
+    scratch, and which tensors share bytes (views, in place, concat in place; a concat slice
+    is aliased only at a multiple of `alignment`)."""
     if io not in IO_MODES:
         raise ModelError(f"io={io!r}: accepted values are {IO_MODES}")
     if constants not in CONSTANT_MODES:
@@ -81,7 +108,7 @@ def memory_schedule(graph: Graph, io: str = "arena", workspace: bool = True, con
         if source is not None:
             aliases[node.outputs[0]] = (source, 0)
     consts = tuple(sorted(in_arena_consts))
-    return Schedule(
+    schedule = Schedule(
         steps=steps,
         sizes=sizes,
         inputs=tuple(graph.inputs) + consts,
@@ -90,6 +117,27 @@ def memory_schedule(graph: Graph, io: str = "arena", workspace: bool = True, con
         aliases=aliases,
         excluded=frozenset(external),
     )
+    if not (inplace or concat_inplace):
+        return schedule
+    outside = external | (const_names - in_arena_consts)
+    groups = AliasGroups(aliases, sizes)
+    ranges = live_ranges(schedule)
+    # In place first: it never costs bytes, while a concat slice is taken only when it lowers
+    # the peak of what is live then.
+    if inplace:
+        aliases.update(plan_in_place(graph, groups, ranges, outside))
+    if concat_inplace:
+        aliases.update(plan_concat_in_place(graph, groups, outside, alignment, ranges))
+    return dataclasses.replace(schedule, aliases=aliases)
+
+
+def check_aliases(graph: Graph, problem: Problem) -> None:
+    """Refuse (PlanError) a problem whose aliases would make a kernel read overwritten data,
+    naming the node and the tensors."""
+    hazards = alias_hazards(graph, problem)
+    if hazards:
+        more = f" (+{len(hazards) - 5} more)" if len(hazards) > 5 else ""
+        raise PlanError(f"unsafe alias: {'; '.join(hazards[:5])}{more}")
 
 
 def reorder_graph(
@@ -97,7 +145,10 @@ def reorder_graph(
 ) -> tuple[Graph, Reordered]:
     """`graph` with its nodes in a memory-aware order (see `planner.reorder`), and the search's
     figures. Outputs do not change: every node still runs after the nodes it reads from."""
-    found = reorder(memory_schedule(graph, io=io, workspace=workspace), time_limit=time_limit, seed=seed)
+    # In-place aliases depend on the order (an input must die at the step that overwrites it):
+    # the search sees views and concat slices only, and the new order gets its own in-place pass.
+    schedule = memory_schedule(graph, io=io, workspace=workspace, inplace=False)
+    found = reorder(schedule, time_limit=time_limit, seed=seed)
     nodes = tuple(graph.nodes[i] for i in found.order)
     return dataclasses.replace(graph, nodes=nodes), found
 

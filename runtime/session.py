@@ -34,12 +34,13 @@ import numpy as np
 
 import planner
 from planner import Plan, Problem
+from planner.aliases import alias_roots
 from runtime.binding import Binding, make_binding
 from runtime.canary import Canary
 from runtime.errors import ExecutionError, InputError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
 from runtime.graph import Graph, Node, TensorInfo
 from runtime.kernels import Kernel, call, get_kernel
-from runtime.problem import DEFAULT_ALIGNMENT, memory_problem, workspace_id
+from runtime.problem import DEFAULT_ALIGNMENT, check_aliases, memory_problem, workspace_id
 
 if TYPE_CHECKING:
     from runtime.params import ParameterStore
@@ -111,10 +112,13 @@ class Session:
         unbound: Iterable[str] = (),
         arena: np.ndarray | None = None,
         io_alignment: int = 0,
+        inplace: bool = True,
+        concat_inplace: bool = True,
     ) -> None:
         self.graph = graph
         self.io = io
         self.workspace = workspace
+        self.inplace, self.concat_inplace = inplace, concat_inplace  # see runtime.inplace
         self.alignment = alignment
         self.canary = canary
         self.check = check  # False only to prove the canary: runs a plan the checker would refuse
@@ -145,7 +149,15 @@ class Session:
         self._check_unbound()
         if self.params is not None:
             self.graph = self.params.share(self.graph, skip=self._unbound)
-        problem = memory_problem(self.graph, io=self.io, workspace=self.workspace, alignment=self.alignment)
+        problem = memory_problem(
+            self.graph,
+            io=self.io,
+            workspace=self.workspace,
+            alignment=self.alignment,
+            inplace=self.inplace,
+            concat_inplace=self.concat_inplace,
+        )
+        check_aliases(self.graph, problem)
         plan = planner.plan(problem, self._plan_arg) if isinstance(self._plan_arg, str) else self._plan_arg
         self._check_plan(problem, plan)
         if plan.arena_bytes > self.max_arena_bytes:
@@ -159,7 +171,12 @@ class Session:
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
         self._canary = None
         if self.canary:
-            writes = [[*(n for n in s.node.outputs if n), workspace_id(s.node)] for s in self._steps]
+            # An input overwritten in place is written by the step too.
+            where = {b.id: r for b, r in zip(problem.buffers, alias_roots(problem), strict=True)}
+            writes = [
+                [*(n for n in s.node.outputs if n), workspace_id(s.node), *self._overwritten(s, where)]
+                for s in self._steps
+            ]
             self._canary = Canary(problem, plan, self.arena, writes)
         self._prepared = True
         return self
@@ -242,7 +259,17 @@ class Session:
             a, b = self._views[node.inputs[0]], self._views[node.outputs[0]]
             same = a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             skip = same and not any(node.outputs[1:])
+        if node.op_type == "Concat" and node.outputs[0] in self._views:
+            kernel, skip = _concat_in_place(node, kernel, self.graph, self._views, outs[0])
         return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes))
+
+    def _overwritten(self, step: _Step, where: Mapping[str, tuple[int, int]]) -> list[str]:
+        """Inputs the problem declares output 0 is written over (in place): same alias root
+        and offset. Declared, not measured, so the canary still sees a plan that overlaps."""
+        out = step.node.outputs[0] if step.node.outputs else ""
+        if step.skip or out not in where:
+            return []
+        return [n for n in step.node.inputs if n != out and where.get(n) == where[out]]
 
     def _check_unbound(self) -> None:
         accepted = [n for n, c in self.graph.constants.items() if c.source in ("initializer", "external")]
@@ -537,6 +564,34 @@ class Session:
             stats.copies += 1
             stats.copied_bytes += source.nbytes
         return results
+
+
+def _concat_in_place(
+    node: Node, kernel: Kernel, graph: Graph, views: Mapping[str, np.ndarray], out: np.ndarray
+) -> tuple[Kernel, bool]:
+    """A Concat some of whose inputs already sit in their slice of the output (concat in
+    place): a kernel that copies only the others, and whether there is nothing to do."""
+    axis = int(node.attributes.get("axis", 0)) % max(out.ndim, 1)
+    pending, at = [], 0
+    for k, name in enumerate(node.inputs):
+        width = graph.tensors[name].shape[axis]
+        index = (slice(None),) * axis + (slice(at, at + width),)
+        at += width
+        x = views.get(name)
+        if x is None or not x.size or _address(x) != _address(out[index]):
+            pending.append((k, index))
+    if len(pending) == len(node.inputs):
+        return kernel, False
+
+    def copy_the_rest(*inputs: np.ndarray, out: np.ndarray, **_: Any) -> None:
+        for k, index in pending:
+            out[index] = inputs[k]
+
+    return Kernel(node.op_type, copy_the_rest), not pending
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
 
 
 def _aligned_arena(nbytes: int, alignment: int) -> np.ndarray:

@@ -1,0 +1,324 @@
+"""In-place and concat-in-place aliasing, and the check that no alias makes a kernel read overwritten data.
+
+Three forms of alias let tensors share bytes (the planner then places each alias group as
+one block, see `planner.aliases`):
+
+1. views (Reshape, Flatten, ...): output 0 is its input's bytes (`runtime.problem.view_source`);
+2. in place: an op whose kernel declares ``inplace=(k, ...)`` writes output 0 over input k
+   when that input dies at this step (this node is its last reader), has the output's
+   shape and dtype, is not a graph output, not a constant and not outside the arena, and
+   no other tensor sharing those bytes is still needed;
+3. concat in place: a Concat along its outermost non-unit axis has contiguous slices, so
+   each input's producer can write straight into its slice of the output (DenseNet's dense
+   blocks then stop copying). An input qualifies when it is produced by a node, lives in
+   the arena, is no graph output, has no alias yet, appears once in the Concat and its
+   slice starts at a multiple of the alignment. The Concat then copies only the inputs
+   that are not already in place (nothing at all when every input is).
+
+`alias_hazards` is the independent check the runtime runs before executing: for every step
+it finds the bytes the step writes and names any other tensor in those bytes that is still
+needed (read later, a graph output, or read by this step at an input its kernel may not
+overwrite).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+
+import numpy as np
+
+from planner import Problem
+from planner.aliases import alias_roots
+from runtime.graph import Graph, Node
+from runtime.kernels import Kernel, get_kernel
+
+
+class AliasGroups:
+    """Alias links (tensor -> (aliased tensor, byte offset)) with each root's members at hand."""
+
+    def __init__(self, links: Mapping[str, tuple[str, int]], sizes: Mapping[str, int]) -> None:
+        self.links = dict(links)
+        self.sizes = sizes
+        self.members: dict[str, dict[str, int]] = {}
+        for name in sizes:
+            root, delta = self.root(name)
+            self.members.setdefault(root, {})[name] = delta
+
+    def root(self, name: str) -> tuple[str, int]:
+        delta = 0
+        while name in self.links:
+            name, offset = self.links[name]
+            delta += offset
+        return name, delta
+
+    def block(self, root: str, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int, int]:
+        """(first, last, size) of the bytes the group of `root` occupies, as the planner sees it."""
+        members = [(m, d) for m, d in self.members.get(root, {root: 0}).items() if m in ranges]
+        first = min(ranges[m][0] for m, _ in members)
+        last = max(ranges[m][1] for m, _ in members)
+        return first, last, max(d + self.sizes[m] for m, d in members)
+
+    def join(self, name: str, target: str, offset: int) -> None:
+        """Make `name` (a root) sit `offset` bytes into `target`; its members move with it."""
+        root, delta = self.root(target)
+        self.links[name] = (target, offset)
+        moved = self.members.pop(name, {name: 0})
+        group = self.members.setdefault(root, {})
+        for member, d in moved.items():
+            group[member] = delta + offset + d
+
+
+def kernel_of(node: Node) -> Kernel | None:
+    return get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
+
+
+def concat_slices(graph: Graph, node: Node) -> list[int] | None:
+    """Byte offset of each input's slice in the Concat's output, or None when slices are not
+    contiguous (some axis before the concat axis is longer than 1)."""
+    out = graph.tensors[node.outputs[0]]
+    rank = len(out.shape)
+    axis = int(node.attributes.get("axis", 0))
+    axis = axis + rank if axis < 0 else axis
+    if not 0 <= axis < rank or math.prod(out.shape[:axis]) != 1:
+        return None
+    row = math.prod(out.shape[axis + 1 :]) * out.dtype.itemsize
+    offsets, at = [], 0
+    for name in node.inputs:
+        offsets.append(at)
+        at += (graph.tensors[name].shape[axis] if name else 0) * row
+    return offsets
+
+
+class LiveBytes:
+    """Bytes live at each step when every alias group is one block: the planner's LOAD profile."""
+
+    def __init__(self, groups: AliasGroups, ranges: Mapping[str, tuple[int, int]], steps: int) -> None:
+        self.groups, self.ranges = groups, ranges
+        self.live = np.zeros(max(steps, 1), dtype=np.int64)
+        for root in groups.members:
+            if root in ranges:
+                first, last, size = groups.block(root, ranges)
+                self.live[first : last + 1] += size
+
+    def try_join(self, name: str, target: str, offset: int, safe: Callable[[str], bool]) -> bool:
+        """Alias `name` into `target` unless that raises the peak of live bytes or `safe(root)`
+        says the merged group has a hazard; say whether it did."""
+        groups = self.groups
+        live = self.live.copy()
+        spans = [groups.block(groups.root(n)[0], self.ranges) for n in (name, target)]
+        for first, last, size in spans:
+            live[first : last + 1] -= size
+        root = groups.root(target)[0]
+        saved = {r: dict(groups.members[r]) for r in (root, name) if r in groups.members}
+        groups.join(name, target, offset)
+        first, last, size = groups.block(root, self.ranges)
+        live[first : last + 1] += size
+        # Judged over the merged block's own steps: bytes it adds there must stay under the
+        # peak it already had, so an alias far from the model's peak is not waved through.
+        lo, hi = min(first, *(f for f, _, _ in spans)), max(last, *(end for _, end, _ in spans))
+        if live[lo : hi + 1].max() > self.live[lo : hi + 1].max() or not safe(root):
+            del groups.links[name]
+            groups.members.update(saved)
+            return False
+        self.live = live
+        return True
+
+
+def plan_concat_in_place(
+    graph: Graph, groups: AliasGroups, outside: set[str], alignment: int, ranges: Mapping[str, tuple[int, int]]
+) -> dict[str, tuple[str, int]]:
+    """Alias Concat inputs into their slices of the output; returns the links added.
+
+    A slice alias makes the output's block live from the input's first step, which can cost
+    more than the copy it saves (an input born at a model's peak, say): an alias that would
+    raise the peak of live bytes is not taken, nor one that puts a tensor still needed under
+    a later write into the group (an in-place op over the Concat's output, say).
+    """
+    added: dict[str, tuple[str, int]] = {}
+    outputs = set(graph.outputs)
+    pinned = outputs | set(graph.constants)
+    profile = LiveBytes(groups, ranges, len(graph.nodes))
+    producer = {n: step for step, node in enumerate(graph.nodes) for n in node.outputs if n}
+
+    def safe(root: str) -> bool:
+        members = groups.members[root]
+        where = {n: groups.root(n) for n in ranges if n not in outside}
+        steps = sorted({producer[m] for m in members if m in producer})
+        return not any(_node_hazards(graph, s, where, groups.members, groups.sizes, ranges, pinned) for s in steps)
+
+    for node in graph.nodes:
+        kernel = kernel_of(node)
+        if kernel is None or node.op_type != "Concat" or not node.outputs or not node.outputs[0]:
+            continue
+        out = node.outputs[0]
+        offsets = concat_slices(graph, node) if out not in outside else None
+        if offsets is None:
+            continue
+        counts: dict[str, int] = {}
+        for name in node.inputs:
+            counts[name] = counts.get(name, 0) + 1
+        for name, offset in zip(node.inputs, offsets, strict=True):
+            t = graph.tensors.get(name) if name else None
+            if t is None or t.producer is None or name in outside or name in outputs or counts[name] > 1:
+                continue
+            if name in groups.links or t.nbytes == 0 or offset % alignment or groups.root(out)[0] == name:
+                continue
+            if profile.try_join(name, out, offset, safe):
+                added[name] = (out, offset)
+    return added
+
+
+def plan_in_place(
+    graph: Graph, groups: AliasGroups, ranges: Mapping[str, tuple[int, int]], outside: set[str]
+) -> dict[str, tuple[str, int]]:
+    """Alias output 0 of in-place-safe ops onto an input that dies at that step; returns the links added."""
+    added: dict[str, tuple[str, int]] = {}
+    pinned = set(graph.outputs) | set(graph.constants)
+    for step, node in enumerate(graph.nodes):
+        kernel = kernel_of(node)
+        if kernel is None or not kernel.inplace or not node.outputs or not node.outputs[0]:
+            continue
+        out = node.outputs[0]
+        if out in outside or out in groups.links or out not in ranges:
+            continue
+        for k in kernel.inplace:
+            source = node.inputs[k] if k < len(node.inputs) else ""
+            if not source or source in outside or source in pinned or ranges.get(source, (0, -1))[1] != step:
+                continue
+            if not _same_type(graph, source, out) or graph.tensors[out].nbytes == 0:
+                continue
+            root, delta = groups.root(source)
+            written = (delta, delta + graph.tensors[out].nbytes)
+            members = groups.members.get(root, {source: delta})
+            sizes = {m: graph.tensors[m].nbytes for m in members}
+            if _clobbered(graph, node, kernel, step, source, written, members, sizes, ranges, pinned):
+                continue
+            groups.join(out, source, 0)
+            added[out] = (source, 0)
+            break
+    return added
+
+
+def _same_type(graph: Graph, a: str, b: str) -> bool:
+    ta, tb = graph.tensors[a], graph.tensors[b]
+    return ta.shape == tb.shape and ta.dtype == tb.dtype
+
+
+def _clobbered(
+    graph: Graph,
+    node: Node,
+    kernel: Kernel,
+    step: int,
+    writer: str,
+    written: tuple[int, int],
+    members: Mapping[str, int],
+    sizes: Mapping[str, int],
+    ranges: Mapping[str, tuple[int, int]],
+    pinned: set[str],
+) -> list[tuple[str, str]]:
+    """(tensor, why) for every member of the group that writing bytes `written` at `step`
+    would destroy while it is still needed. `writer` is the tensor the write belongs to (or,
+    when planning, the input about to be overwritten: the same bytes)."""
+    lo, hi = written
+    found = []
+    for member, delta in members.items():
+        if member == writer or sizes[member] == 0 or member not in ranges:
+            continue
+        first, last = ranges[member]
+        if not first <= step <= last or delta >= hi or delta + sizes[member] <= lo:
+            continue
+        if member in pinned:
+            found.append((member, "is a graph output or a constant, needed after the run"))
+        elif last > step:
+            found.append((member, f"is still read at step {last}"))
+        elif not _overwritable(graph, node, kernel, member, (delta, delta + sizes[member]) == written):
+            found.append((member, f"is read by this node at an input its {node.op_type} kernel may not overwrite"))
+    return found
+
+
+def _overwritable(graph: Graph, node: Node, kernel: Kernel, member: str, same_bytes: bool) -> bool:
+    """Whether output 0 of `node` may be written over `member`, which dies at this step."""
+    out = node.outputs[0] if node.outputs else ""
+    reads = [k for k, name in enumerate(node.inputs) if name == member]
+    if not reads:
+        return True  # nobody reads it at this step: it is dead already
+    return bool(out) and same_bytes and _same_type(graph, member, out) and all(k in kernel.inplace for k in reads)
+
+
+def alias_hazards(graph: Graph, problem: Problem) -> list[str]:
+    """Every place where a step would overwrite bytes of a tensor still needed, in words.
+
+    Empty for every problem `runtime.memory_problem` builds; a non-empty answer means an
+    alias request (``alias_of``) would make a kernel read overwritten data.
+    """
+    bufs = problem.buffers
+    members: dict[str, dict[str, int]] = {}
+    where: dict[str, tuple[str, int]] = {}
+    for i, (root, delta) in enumerate(alias_roots(problem)):
+        members.setdefault(bufs[root].id, {})[bufs[i].id] = delta
+        where[bufs[i].id] = (bufs[root].id, delta)
+    if all(len(g) == 1 for g in members.values()):
+        return []
+    ranges = {b.id: (b.first, b.last) for b in bufs}
+    sizes = {b.id: b.size for b in bufs}
+    pinned = {b.id for b in bufs if b.kind == "constant"} | set(graph.outputs)
+    found: list[str] = []
+    for step in range(len(graph.nodes)):
+        found += _node_hazards(graph, step, where, members, sizes, ranges, pinned)
+    return found
+
+
+def _node_hazards(
+    graph: Graph,
+    step: int,
+    where: Mapping[str, tuple[str, int]],
+    members: Mapping[str, Mapping[str, int]],
+    sizes: Mapping[str, int],
+    ranges: Mapping[str, tuple[int, int]],
+    pinned: set[str],
+) -> list[str]:
+    """What the node at `step` overwrites while still needed; `where` maps every tensor in
+    the arena to (alias root, byte offset), `members` each root to its group."""
+    node = graph.nodes[step]
+    kernel = kernel_of(node)
+    if kernel is None:
+        return []
+    found = []
+    for writer, lo, hi in _writes(graph, node, kernel, where, sizes):
+        group = members[where[writer][0]]
+        if len(group) == 1:
+            continue
+        for member, why in _clobbered(graph, node, kernel, step, writer, (lo, hi), group, sizes, ranges, pinned):
+            found.append(
+                f"node {node.name!r} ({node.op_type}) writes {writer!r} over the bytes of {member!r}, which {why}"
+            )
+    return found
+
+
+def _writes(
+    graph: Graph,
+    node: Node,
+    kernel: Kernel,
+    where: Mapping[str, tuple[int, int]],
+    sizes: Mapping[str, int],
+) -> list[tuple[str, int, int]]:
+    """(tensor, start, end) of the bytes a node writes, relative to its alias group."""
+    outs = [n for n in node.outputs if n and n in where]
+    if not outs:
+        return []
+    first = node.outputs[0]
+    if kernel.view and node.inputs and first in where and where.get(node.inputs[0]) == where[first]:
+        outs.remove(first)  # a view already is its input's bytes: the step writes nothing there
+    if node.op_type == "Concat" and first in outs:
+        offsets = concat_slices(graph, node)
+        if offsets is not None:
+            outs.remove(first)
+            root, base = where[first]
+            spans = []
+            for name, offset in zip(node.inputs, offsets, strict=True):
+                if name and where.get(name) != (root, base + offset):
+                    size = graph.tensors[name].nbytes
+                    spans.append((first, base + offset, base + offset + size))
+            return spans + [(n, where[n][1], where[n][1] + sizes[n]) for n in outs]
+    return [(n, where[n][1], where[n][1] + sizes[n]) for n in outs]
