@@ -1,0 +1,104 @@
+"""The service's training memory: a stored model's training step by category, and the demo job.
+
+Oracles: capacities against `runtime.training.plan_categories` called directly, the stored unified
+plan through `planner.check_plan`, the demo's losses against its own SSE events, and the loss falling.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.main import Settings, create_app
+from planner import Plan, Problem, check_plan
+from runtime.training import CATEGORIES, build_training_step, plan_categories, training_problem
+from runtime.training import models as training_models
+
+PROBLEM_JSON = "application/problem+json"
+
+
+@pytest.fixture()
+def client(tmp_path):
+    app = create_app(Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 22))
+    with TestClient(app) as c:
+        yield c
+
+
+@pytest.fixture()
+def cnn(client):
+    model = training_models.small_cnn(batch=4, size=8, channels=(4, 8), classes=10, seed=0)
+    r = client.post("/api/v1/models", files={"file": ("cnn.onnx", model.SerializeToString())})
+    assert r.status_code == 201, r.text
+    return r.json()["id"], model
+
+
+def test_training_plan_matches_the_runtime_and_stores_a_checked_unified_plan(client, cnn):
+    model_id, proto = cnn
+    r = client.post(f"/api/v1/models/{model_id}/training-plans", json={"optimizer": "adam", "strategy": "best_fit"})
+    assert r.status_code == 201, r.text
+    out = r.json()
+    direct = plan_categories(training_problem(build_training_step(proto, optimizer="adam")), "best_fit")
+    assert out["capacities"] == direct.capacities
+    assert out["unified_bytes"] == direct.unified.arena_bytes < out["per_category_total"]
+    assert [c["category"] for c in out["categories"]] == list(CATEGORIES.values())
+    # The unified bar: what each category holds at the peak step plus what is unused there is the arena.
+    held = sum(c["unified_peak_bytes"] for c in out["categories"])
+    assert held + out["unused_at_peak_bytes"] == out["unified_bytes"]
+    stored = client.get(f"/api/v1/problems/{out['problem_id']}").json()
+    problem = Problem.from_json(stored["problem"])
+    plan = Plan.from_json(client.app.state.storage.get_plan(out["plan_id"]).plan)
+    assert check_plan(problem, plan).ok and plan.arena_bytes == out["unified_bytes"]
+    assert {b.kind for b in problem.buffers} <= set(CATEGORIES)
+    page = client.get(out["links"]["plan"], params={"format": "json"}).json()
+    assert page["plan"]["id"] == out["plan_id"] and page["runnable"] is False
+
+
+def test_training_plan_errors_say_what_is_accepted(client, cnn):
+    model_id, _ = cnn
+    r = client.post(f"/api/v1/models/{model_id}/training-plans", json={"trainable": ["nope"]})
+    assert r.status_code == 422 and r.headers["content-type"].startswith(PROBLEM_JSON)
+    assert "trainable 'nope'" in r.json()["detail"] and "float initializers" in r.json()["detail"]
+    r = client.post(f"/api/v1/models/{model_id}/training-plans", json={"optimizer": "rmsprop"})
+    assert r.status_code == 422 and "optimizer" in r.json()["detail"]
+    r = client.post(f"/api/v1/models/{model_id}/training-plans", json={"dims": {"batch": 2}})
+    assert r.status_code == 422 and "no symbolic dim 'batch'" in r.json()["detail"]
+    assert client.post("/api/v1/models/missing/training-plans", json={}).status_code == 404
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_training_demo_streams_a_falling_loss(client, model):
+    r = client.post("/api/v1/training/demo", json={"model": model, "steps": 30, "batch": 16})
+    assert r.status_code == 202, r.text
+    job = r.json()
+    assert job["kind"] == "training" and job["links"]["page"] == f"/training/demo/{job['id']}"
+    assert client.app.state.jobs.get(job["id"]).wait(120)
+    losses = []
+    with client.stream("GET", f"/api/v1/jobs/{job['id']}/events") as stream:
+        event = None
+        for line in stream.iter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: ") and event == "progress":
+                data = json.loads(line[6:])
+                if "loss" in data:
+                    losses.append(data["loss"])
+    result = client.get(f"/api/v1/jobs/{job['id']}").json()["result"]
+    assert losses == result["losses"] and len(losses) == 30
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+    assert result["unified_bytes"] <= result["per_category_total"]
+    page = client.get(f"/training/demo/{job['id']}", params={"format": "json"}).json()
+    assert page["page"] == "training" and page["job"]["result"]["losses"] == losses
+    assert client.get(f"/jobs/{job['id']}", follow_redirects=False).headers["location"] == f"/training/demo/{job['id']}"
+    assert client.get(result["links"]["plan"]).status_code == 200
+
+
+def test_training_demo_refuses_bad_options(client):
+    r = client.post("/api/v1/training/demo", json={"model": "resnet"})
+    assert r.status_code == 422 and "model" in r.json()["detail"]
+    r = client.post("/api/v1/training/demo", json={"steps": 0})
+    assert r.status_code == 422 and "steps" in r.json()["detail"]
+    assert client.get("/training", params={"format": "json"}).json()["page"] == "training"
+    assert client.get("/training").status_code == 200
+    assert client.get("/training/demo/nothing").status_code == 404
