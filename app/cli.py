@@ -7,6 +7,7 @@ traceback reaches the user (set MEMPLAN_DEBUG=1 to see one).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -91,6 +92,10 @@ def plan(
     reorder: Annotated[
         bool, typer.Option(help="Plan a model's nodes in a memory-aware order; shows the model's own order beside it.")
     ] = False,
+    inplace: Annotated[str, typer.Option(help="Elementwise ops write over an input that dies there: on|off.")] = "on",
+    concat_inplace: Annotated[
+        str, typer.Option(help="Concat's producers write straight into their slices: on|off.")
+    ] = "on",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
     output: Annotated[
         Path | None,
@@ -109,10 +114,18 @@ def plan(
         raise fail(f"--io must be 'arena' or 'external', got {io!r}")
     if workspace not in ("on", "off"):
         raise fail(f"--workspace must be 'on' or 'off', got {workspace!r}")
+    _check_switches(inplace, concat_inplace)
     if output is not None and output.suffix.lower() not in (".csv", ".json"):
         raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json")
     names = resolve_names(strategy)
-    model = ModelOptions(dims=parse_dims(dims), io=io, workspace=workspace == "on", reorder=reorder)
+    model = ModelOptions(
+        dims=parse_dims(dims),
+        io=io,
+        workspace=workspace == "on",
+        reorder=reorder,
+        inplace=inplace == "on",
+        concat_inplace=concat_inplace == "on",
+    )
     problem, graph = load_problem(input, alignment=alignment, capacity=capacity, model=model)
     options: dict[str, Any] = {"seed": seed}
     if time_limit is not None:
@@ -121,7 +134,7 @@ def plan(
     extras: list[dict[str, Any]] = [{"tensors": len(graph.tensors)} if graph is not None else {} for _ in outcomes]
     if reorder:
         own, _ = load_problem(
-            input, alignment=alignment, capacity=capacity, model=ModelOptions(model.dims, io, model.workspace)
+            input, alignment=alignment, capacity=capacity, model=dataclasses.replace(model, reorder=False)
         )
         for extra, theirs in zip(extras, run_strategies(own, names, **options), strict=True):
             extra.update(
@@ -130,10 +143,18 @@ def plan(
                 model_order_arena_bytes=theirs.arena_bytes,
             )
 
+    if graph is not None:
+        _alias_savings(input, problem, model, alignment, capacity, extras)
     if as_json:
         typer.echo(json.dumps([{**o.to_json(), **extra} for o, extra in zip(outcomes, extras, strict=True)], indent=2))
     else:
         _print_table(problem, outcomes, extras)
+        if graph is not None:
+            saved = extras[0]["aliases"]
+            typer.echo(
+                f"in place {'on' if model.inplace else 'off'}, concat in place {'on' if model.concat_inplace else 'off'}: "
+                f"greedy_by_size {saved['arena_bytes_without']:,} -> {saved['arena_bytes_with']:,} bytes"
+            )
     chosen = best(outcomes)
     if output is not None and chosen is not None:
         _write_plan(output, problem, chosen.plan)
@@ -142,6 +163,34 @@ def plan(
     if chosen is None:
         reasons = "; ".join(f"{o.strategy}: {o.error or o.violations}" for o in outcomes)
         raise fail(f"no strategy produced a valid plan: {reasons}", EXIT_INFEASIBLE)
+
+
+def _check_switches(inplace: str, concat_inplace: str) -> None:
+    if inplace not in ("on", "off") or concat_inplace not in ("on", "off"):
+        raise fail(f"--inplace and --concat-inplace take on|off, got {inplace!r} and {concat_inplace!r}")
+
+
+def _alias_savings(
+    input: Path, problem: Any, model: Any, alignment: int | None, capacity: int | None, extras: list[dict[str, Any]]
+) -> None:
+    """What the model's in-place and concat-in-place aliases save, with greedy_by_size (fast)."""
+    from app.inputs import load_problem
+    from planner import plan as plan_with
+
+    plain, _ = load_problem(
+        input,
+        alignment=alignment,
+        capacity=capacity,
+        model=dataclasses.replace(model, inplace=False, concat_inplace=False),
+    )
+    saved = {
+        "inplace": model.inplace,
+        "concat_inplace": model.concat_inplace,
+        "arena_bytes_with": plan_with(problem.with_capacity(None), "greedy_by_size").arena_bytes,
+        "arena_bytes_without": plan_with(plain.with_capacity(None), "greedy_by_size").arena_bytes,
+    }
+    for extra in extras:
+        extra["aliases"] = saved
 
 
 def _print_table(problem: Any, outcomes: list[Any], extras: list[dict[str, Any]]) -> None:
@@ -229,6 +278,10 @@ def run(
         bool, typer.Option(help="Compare outputs with onnxruntime (or onnx.reference when it is missing).")
     ] = False,
     reorder: Annotated[bool, typer.Option(help="Run the nodes in a memory-aware order.")] = False,
+    inplace: Annotated[str, typer.Option(help="Elementwise ops write over an input that dies there: on|off.")] = "on",
+    concat_inplace: Annotated[
+        str, typer.Option(help="Concat's producers write straight into their slices: on|off.")
+    ] = "on",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
     ] = False,
@@ -240,6 +293,7 @@ def run(
         raise fail(f"--repeat must be >= 1, got {repeat}")
     if io not in ("arena", "external") or workspace not in ("on", "off"):
         raise fail("--io takes arena|external and --workspace takes on|off")
+    _check_switches(inplace, concat_inplace)
     report = run_model(
         model,
         dims=_dims(dims),
@@ -253,6 +307,8 @@ def run(
         canary=canary,
         verify=verify,
         reorder=reorder,
+        inplace=inplace == "on",
+        concat_inplace=concat_inplace == "on",
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2))
@@ -262,6 +318,10 @@ def run(
             f"{model.name}: {report['strategy']} arena {report['arena_bytes']:,} bytes; outside it {report['outside_arena_bytes']:,} bytes ({ratio:.2%})"
         )
         typer.echo(f"median of {repeat} run(s): {report['seconds'] * 1000:.2f} ms")
+        typer.echo(
+            f"in place {'on' if inplace == 'on' else 'off'}, concat in place {'on' if concat_inplace == 'on' else 'off'}; "
+            f"with both off this strategy needs {report['arena_bytes_without_aliases']:,} bytes"
+        )
         for name, shape in report["outputs"].items():
             typer.echo(f"  output {name}: {shape}")
         if "verification" in report:

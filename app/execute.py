@@ -25,6 +25,8 @@ def run_model(
     canary: bool,
     verify: bool,
     reorder: bool = False,
+    inplace: bool = True,
+    concat_inplace: bool = True,
 ) -> dict[str, Any]:
     import planner
     import runtime
@@ -38,7 +40,11 @@ def run_model(
     if reorder:
         graph, _ = runtime.reorder_graph(graph, io=io, workspace=workspace)
     feeds = _read_npz(inputs) if inputs is not None else random_inputs(graph, seed)
-    session = runtime.Session(graph, strategy, io=io, workspace=workspace, canary=canary).prepare()
+    session = runtime.Session(
+        graph, strategy, io=io, workspace=workspace, canary=canary, inplace=inplace, concat_inplace=concat_inplace
+    ).prepare()
+    # What the aliases save: the same strategy on the problem without in-place and concat-in-place aliases.
+    plain = runtime.memory_problem(graph, io=io, workspace=workspace, inplace=False, concat_inplace=False)
     outputs = session.run(feeds)  # warm-up, and the outputs reported
     outside = session.stats.outside_arena_bytes if session.stats else None
     timings = []
@@ -55,6 +61,9 @@ def run_model(
         "outputs": {name: list(value.shape) for name, value in outputs.items()},
         "inputs": str(inputs) if inputs else f"random, seed {seed}",
         "order": "memory-aware" if reorder else "model",
+        "inplace": inplace,
+        "concat_inplace": concat_inplace,
+        "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
     }
     if verify:
         report["verification"] = judge(path, feeds, outputs)

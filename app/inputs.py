@@ -24,6 +24,8 @@ class ModelOptions:
     io: str = "arena"
     workspace: bool = True
     reorder: bool = False  # plan the nodes in a memory-aware order instead of the model's
+    inplace: bool = True  # elementwise ops over a dying input (runtime.inplace)
+    concat_inplace: bool = True  # Concat producers straight into their slices
 
 
 def parse_dims(text: str | None) -> dict[str, int]:
@@ -74,7 +76,14 @@ def load_problem(
         graph = runtime.load_model(path, dims=options.dims)
         if options.reorder:
             graph, _ = runtime.reorder_graph(graph, io=options.io, workspace=options.workspace)
-        problem = runtime.memory_problem(graph, io=options.io, workspace=options.workspace, alignment=alignment or 64)
+        problem = runtime.memory_problem(
+            graph,
+            io=options.io,
+            workspace=options.workspace,
+            alignment=alignment or 64,
+            inplace=options.inplace,
+            concat_inplace=options.concat_inplace,
+        )
     else:
         accepted = ", ".join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)
         raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; accepted: {accepted}")
