@@ -1,0 +1,82 @@
+"""The memory API and training pages in real Chromium: the run page's zero-copy toggle, the
+training demo's falling loss chart, the pipeline page. Servers and browser as in test_browser_app."""
+
+from __future__ import annotations
+
+from tests import memory_models, test_browser_app
+
+# The same uvicorn server, Chromium and page fixtures (and skip without Chromium) as test_browser_app.
+pytestmark = test_browser_app.pytestmark
+server, browser, page = test_browser_app.server, test_browser_app.browser, test_browser_app.page
+shot = test_browser_app.shot
+
+
+def _upload(page, server: str, model, name: str) -> str:
+    response = page.request.post(
+        server + "/api/v1/models",
+        multipart={
+            "file": {
+                "name": f"{name}.onnx",
+                "mimeType": "application/octet-stream",
+                "buffer": model.SerializeToString(),
+            }
+        },
+    )
+    assert response.status == 201, response.text()
+    return response.json()["id"]
+
+
+def _finished_run(page) -> None:
+    page.wait_for_selector("#copies", timeout=60_000)  # the page reloads once the run is done
+
+
+def test_run_page_zero_copy_toggle_shows_zero_copies(server, page):
+    model_id = _upload(page, server, memory_models.mlp(seed=7), "toggle")
+    job = page.request.post(server + f"/api/v1/models/{model_id}/runs", data={"dims": {"N": 2}}).json()
+    page.goto(server + f"/runs/{job['id']}")
+    _finished_run(page)
+    assert page.inner_text("#copies") == "2" and page.inner_text("#zero-copy") == "off"
+    page.set_checked("#zero-copy-toggle", True)
+    page.click("#rerun-button")
+    page.wait_for_url(lambda url: job["id"] not in url)
+    _finished_run(page)
+    assert page.inner_text("#copies") == "0" and page.inner_text("#copied-bytes") == "0"
+    assert page.inner_text("#zero-copy").startswith("on") and "outputs match" in page.inner_text("#verdict")
+    shot(page, "run-zero-copy")
+
+
+def test_training_demo_page_shows_a_falling_loss_chart(server, page):
+    page.goto(server + "/training")
+    page.fill("[name=steps]", "40")
+    page.select_option("[name=model]", "mlp")
+    page.click("#training-button")
+    page.wait_for_url("**/training/demo/*")
+    page.wait_for_selector("#loss-drop", timeout=60_000)
+    page.wait_for_function("document.getElementById('chart-loss').data !== undefined")
+    losses = page.evaluate("document.getElementById('chart-loss').data[0].y")
+    assert len(losses) == 40 and sum(losses[-5:]) < 0.5 * sum(losses[:5])
+    bars = page.evaluate("document.getElementById('chart-categories').data.map((t) => t.name)")
+    assert "non-const" in bars and "optimizer variables" in bars
+    shot(page, "training-demo")
+
+
+def test_pipeline_of_two_uploaded_models_is_planned_and_run(server, page):
+    first = _upload(page, server, memory_models.mlp(features=32, hidden=64, classes=16, seed=1), "pipe_a")
+    second = _upload(page, server, memory_models.mlp(features=16, hidden=32, classes=10, seed=2), "pipe_b")
+    page.goto(server + "/pipelines")
+    page.select_option("[name=model-a]", first)
+    page.select_option("[name=model-b]", second)
+    page.fill("[name=connections]", "a:y -> b:x")
+    page.fill("[name=dims]", '{"a": {"N": 3}, "b": {"N": 3}}')
+    page.check("input[name=io][value=external]")
+    page.click("#pipeline-button")
+    page.wait_for_url("**/pipelines/*")
+    joint = int(page.inner_text("#joint-bytes").replace(",", ""))
+    separate = int(page.inner_text("#separate-bytes").replace(",", ""))
+    assert 0 < joint <= separate
+    page.check("#pipeline-run-form [name=zero_copy]")
+    page.click("#pipeline-run-button")
+    page.wait_for_url("**/runs/*")
+    _finished_run(page)
+    assert page.inner_text("#copies") == "0" and "outputs match" in page.inner_text("#verdict")
+    shot(page, "pipeline-run")
