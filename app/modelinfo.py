@@ -53,7 +53,9 @@ def _dtype(value: onnx.ValueInfoProto) -> str:
     try:
         return str(np.dtype(helper.tensor_dtype_to_np_dtype(elem)))
     except Exception:
-        return onnx.TensorProto.DataType.Name(elem).lower() if elem else "unknown"
+        if elem in onnx.TensorProto.DataType.values():
+            return onnx.TensorProto.DataType.Name(elem).lower()
+        return f"unknown ({elem})" if elem else "unknown"
 
 
 def _tensor_bytes(t: onnx.TensorProto) -> int:
