@@ -84,6 +84,8 @@ def bind_dims(
             raise ShapeError(f"graph input {vi.name!r} has no shape; memplan needs the rank and size of every input")
         out: list[int] = []
         for axis, d in enumerate(t.dims):
+            if isinstance(d, int) and d < 0:
+                raise ShapeError(f"graph input {vi.name!r}: dim {axis} is {d}; a dim is a size >= 0 or a symbolic name")
             if isinstance(d, int):
                 out.append(d)
             elif isinstance(d, str) and d in dims:
