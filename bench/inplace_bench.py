@@ -1,0 +1,99 @@
+"""What in-place and concat-in-place aliases save on the onnx wheel's nine light models.
+
+For each model and each of the four settings (both forms off, in place only, concat in place
+only, both on; views always alias) the arena of `--strategy` and LOAD, with workspace and
+graph inputs/outputs in the arena as `memplan run` plans them by default. With `--verify`
+every model also runs once with both forms off and once with both on, and the outputs must
+be bit-identical (the same kernels in the same order; only where they write changes).
+
+Run from the repository root: ``python bench/inplace_bench.py [--strategy S] [--verify]``.
+Writes section "inplace" of docs/BENCHMARKS.md and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+SETTINGS = {
+    "off": {"inplace": False, "concat_inplace": False},
+    "in place": {"inplace": True, "concat_inplace": False},
+    "concat": {"inplace": False, "concat_inplace": True},
+    "both": {"inplace": True, "concat_inplace": True},
+}
+
+
+def measure(path: Path, strategy: str, verify: bool) -> dict:
+    import numpy as np
+
+    import planner
+    import runtime
+    from runtime.oracle import random_inputs
+
+    graph = runtime.load_model(path)
+    row: dict = {"model": path.stem.removeprefix("light_"), "arena": {}, "load": {}, "aliases": {}}
+    for label, switches in SETTINGS.items():
+        problem = runtime.memory_problem(graph, **switches)
+        row["arena"][label] = planner.plan(problem, strategy).arena_bytes
+        row["load"][label] = planner.load(problem)
+        row["aliases"][label] = sum(b.alias_of is not None for b in problem.buffers)
+    if verify:
+        feeds = random_inputs(graph, seed=0)
+        base = runtime.Session(graph, strategy, **SETTINGS["off"]).run(feeds)
+        got = runtime.Session(graph, strategy, **SETTINGS["both"]).run(feeds)
+        row["identical"] = all(np.array_equal(base[k], got[k]) for k in base)
+    return row
+
+
+def markdown(rows: list[dict], strategy: str, verify: bool) -> str:
+    lines = [
+        "## In place and concat in place: arena per light model",
+        "",
+        f"`python bench/inplace_bench.py --strategy {strategy}{' --verify' if verify else ''}`: arena of "
+        f"{strategy} (bytes) with workspace and graph inputs/outputs in the arena; views alias in every column. "
+        "*in place*: elementwise ops write over an input that dies at that step; *concat*: Concat's producers "
+        "write into their slices (taken only where that does not raise the live bytes of the merged block). "
+        "LOAD is the lower bound of each setting.",
+        "",
+        "| model | off | in place | concat | both | both / off | LOAD off | LOAD both | aliases (both) |"
+        + (" outputs identical |" if verify else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---|" if verify else ""),
+    ]
+    for r in rows:
+        a = r["arena"]
+        cells = [r["model"], *(f"{a[k]:,}" for k in SETTINGS), f"{a['both'] / a['off']:.3f}"]
+        cells += [f"{r['load']['off']:,}", f"{r['load']['both']:,}", str(r["aliases"]["both"])]
+        if verify:
+            cells.append("yes" if r["identical"] else "NO")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--strategy", default="greedy_by_size")
+    parser.add_argument("--verify", action="store_true", help="Run each model with both forms off and on.")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    args = parser.parse_args()
+
+    import onnx
+
+    from app.docsections import replace_section
+
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    rows = []
+    for path in sorted(light.glob("light_*.onnx")):
+        rows.append(measure(path, args.strategy, args.verify))
+        print(rows[-1]["model"], rows[-1]["arena"], rows[-1].get("identical", ""), flush=True)
+    text = markdown(rows, args.strategy, args.verify)
+    replace_section(args.output, "inplace", text)
+    print(text)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
