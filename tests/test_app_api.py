@@ -192,7 +192,7 @@ def test_plan_page_json_twin_and_permalink_parameters(client):
     assert view["x_range"] == [0.5, 2.5] and view["query"] == "b"
     assert view["load"] == 160 and view["live"] == [96, 160, 160, 96]
     assert [row["id"] for row in twin["peak"]] == ["a", "b", "d"]  # largest first, ties by id
-    assert set(view["offsets"]) == set(by_name.values())
+    assert set(view["offsets"]) >= set(by_name.values())  # slow strategies' plans arrive by job
     bad = client.get(f"/plans/{plan_id}", params={"compare": "fastest"}, headers={"accept": "application/json"})
     assert bad.status_code == 422 and "compare" in bad.json()["detail"]
 

@@ -117,8 +117,8 @@ def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | 
                 continue
             verdict, offsets, tries = _round(model, target, limit, budget)
             restarts += tries
-            if verdict == "found":
-                best, best_height = offsets, _height(model, offsets)  # type: ignore[arg-type]
+            if verdict == "found" and offsets is not None:
+                best, best_height = offsets, _height(model, offsets)
                 history.append(("found", best_height))
             elif verdict == "infeasible":
                 lower = max(lower, target + 1)

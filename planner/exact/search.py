@@ -78,7 +78,7 @@ class Search:
         if int((state[2]).max()) > self.height:
             return None
         # Depth is at most two frames per block; the default limit would stop large searches.
-        needed = 2 * n + 200 + len(_stack_depth())
+        needed = 2 * n + 200 + _stack_depth()
         if sys.getrecursionlimit() < needed:
             sys.setrecursionlimit(needed)
         return self._offset if self._solve(state, 0, S) else None
@@ -229,10 +229,10 @@ def _raise_run(floor: np.ndarray, active: np.ndarray, at_f: np.ndarray, a: int) 
     return raised
 
 
-def _stack_depth() -> list[None]:
-    """One entry per frame on the caller's stack (to size the recursion limit)."""
-    frame, frames = sys._getframe(), []
+def _stack_depth() -> int:
+    """How many frames are on the caller's stack (to size the recursion limit)."""
+    depth, frame = 0, sys._getframe()
     while frame is not None:
-        frames.append(None)
-        frame = frame.f_back
-    return frames
+        depth += 1
+        frame = frame.f_back  # type: ignore[assignment]
+    return depth
