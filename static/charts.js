@@ -1,7 +1,7 @@
 // memplan charts: strategy comparison, live bytes, offsets over steps.
 // The page hands over one VIEW object (see app/charts.py); every chart is a few traces,
-// so 20,000 tensors stay interactive: rectangles are filled polygons separated by gaps,
-// and hover is resolved here from the data, not by one Plotly object per tensor.
+// so 20,000 tensors stay interactive: rectangles are painted on a canvas shown under the
+// axes, and hover is resolved here from the data, not by one Plotly object per tensor.
 (function () {
   "use strict";
   const M = (window.Memplan = window.Memplan || {});
@@ -78,24 +78,51 @@
   };
 
   // ---- c. offsets over steps ----------------------------------------------------------
-  // Each tensor is the rectangle [first, last + 1) × [offset, offset + size).
-  function polygons(view, offsets, keep, closed) {
-    const b = view.buffers;
-    const xs = view.kinds.map(() => []);
-    const ys = view.kinds.map(() => []);
+  // Each tensor is the rectangle [first, last + 1) × [offset, offset + size). Plotly takes most
+  // of a second to lay out 20,000 SVG polygons; a canvas paints them in milliseconds. So the
+  // rectangles are a picture under Plotly's axes (a layout image), repainted for the visible
+  // range after every zoom so it stays sharp, and hover and search are resolved from the data.
+  const OUTLINE_MAX = 2000;  // outlines help with a few hundred tensors, smear thousands grey
+
+  function paint(view, chart, hidden) {
+    const full = chart.el._fullLayout, xa = full.xaxis, ya = full.yaxis;
+    const ratio = window.devicePixelRatio || 1;
+    const w = Math.max(1, Math.round(xa._length)), h = Math.max(1, Math.round(ya._length));
+    const canvas = document.createElement("canvas");
+    canvas.width = Math.round(w * ratio);
+    canvas.height = Math.round(h * ratio);
+    const g = canvas.getContext("2d");
+    g.setTransform(ratio, 0, 0, ratio, 0, 0);
+    const [x0, x1] = xa.range.map(Number), [y0, y1] = ya.range.map(Number);
+    const sx = w / (x1 - x0), sy = h / (y1 - y0);
+    const b = view.buffers, offsets = chart.offsets, outline = b.id.length <= OUTLINE_MAX;
+    g.globalAlpha = 0.85;
+    g.lineWidth = 0.5;
+    g.strokeStyle = "rgba(0,0,0,0.35)";
+    let kind = -1;
+    // Problem order, so that where rectangles overlap (an invalid plan) the last one is on
+    // top, as M.tensorAt assumes.
     for (let i = 0; i < b.id.length; i++) {
-      const off = offsets[i];
-      if (off === null || off === undefined || b.size[i] === 0 || (keep && !keep(i))) continue;
-      const k = b.kind[i], x0 = b.first[i], x1 = b.last[i] + 1, y1 = off + b.size[i];
-      if (closed) {
-        xs[k].push(x0, x1, x1, x0, x0, null);
-        ys[k].push(off, off, y1, y1, off, null);
-      } else {  // fill "toself" closes each polygon; only an outline needs the fifth corner
-        xs[k].push(x0, x1, x1, x0, null);
-        ys[k].push(off, off, y1, y1, null);
-      }
+      const off = offsets[i], k = b.kind[i];
+      if (off === null || off === undefined || b.size[i] === 0 || hidden[k]) continue;
+      const left = (b.first[i] - x0) * sx, right = (b.last[i] + 1 - x0) * sx;
+      const top = (y1 - off - b.size[i]) * sy, bottom = (y1 - off) * sy;
+      if (right < 0 || left > w || bottom < 0 || top > h) continue;
+      if (k !== kind) { g.fillStyle = kindColor(view.kinds[k], k); kind = k; }
+      g.fillRect(left, top, right - left, bottom - top);
+      if (outline) g.strokeRect(left, top, right - left, bottom - top);
     }
-    return { xs, ys };
+    return {
+      source: canvas.toDataURL("image/png"), xref: "x", yref: "y", x: x0, y: y1, sizex: x1 - x0, sizey: y1 - y0,
+      xanchor: "left", yanchor: "top", sizing: "stretch", layer: "above",  // over the grid, like the traces it replaces
+    };
+  }
+
+  // Paint the rectangles for the axes as they are now; kinds switched off in the legend stay out.
+  function repaint(chart, view) {
+    const data = chart.el._fullData || [];
+    const hidden = view.kinds.map((_, k) => data[k] !== undefined && data[k].visible !== true);
+    return Plotly.relayout(chart.el, { images: [paint(view, chart, hidden)] });
   }
 
   function tooltipHtml(view, offsets, i, strategy) {
@@ -112,27 +139,33 @@
   M.offsetChart = function (el, view, planId) {
     const plan = view.plans.find((p) => p.id === planId);
     const offsets = view.offsets[planId];
-    const outline = view.buffers.id.length <= 2000;
-    const { xs, ys } = polygons(view, offsets, null, outline);
-    // Outlines help with a few hundred tensors and turn thousands into a grey smear; without
-    // them Plotly draws fills only (mode "none"), three times faster.
+    // One empty trace per kind: the legend (and clicking it hides a kind); the picture is painted.
     const traces = view.kinds.map((kind, k) => ({
-      type: "scatter", mode: outline ? "lines" : "none", fill: "toself", name: kind, x: xs[k], y: ys[k], hoverinfo: "skip",
-      line: { width: outline ? 0.5 : 0, color: "rgba(0,0,0,0.35)" }, fillcolor: kindColor(kind, k), opacity: 0.85,
+      type: "scatter", mode: "none", fill: "toself", name: kind, x: [null], y: [null], hoverinfo: "skip",
+      fillcolor: kindColor(kind, k), opacity: 0.85,
     }));
     const arena = plan ? plan.arena_bytes : 0;
+    // Fixed ranges: there are no points for Plotly to autorange on. Headroom shows the arena line.
     const layout = {
       title: { text: (plan ? plan.strategy + ": " + fmt(arena) + " bytes" : planId), font: { size: 13 } },
       margin: { t: 34, r: 10, b: 40, l: 80 }, hovermode: false, dragmode: "zoom",
-      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "offset (bytes)" }, rangemode: "tozero" },
+      xaxis: { title: { text: "step" }, range: [0, Math.max(view.steps, 1)] },
+      yaxis: { title: { text: "offset (bytes)" }, range: [0, Math.max(arena, 1) * 1.05] },
       shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: arena, y1: arena, line: { dash: "dash", color: "#e15759", width: 1 } }],
       legend: { orientation: "h", y: -0.15 },
     };
     if (view.x_range) layout.xaxis.range = view.x_range.slice();
     const started = performance.now();
-    const ready = Plotly.newPlot(el, traces, layout, CONFIG);
     const chart = { el, planId, offsets, strategy: plan ? plan.strategy : planId, baseShapes: layout.shapes, outlined: 0 };
-    chart.ready = ready.then(() => { chart.renderMs = performance.now() - started; return chart; });
+    chart.ready = Plotly.newPlot(el, traces, layout, CONFIG)
+      .then(() => repaint(chart, view))
+      .then(() => { chart.renderMs = performance.now() - started; return chart; });
+    // Zoom, pan, resize or a legend click: paint again at the new scale.
+    el.on("plotly_relayout", (ev) => {
+      if (!Object.keys(ev).some((key) => /^(xaxis|yaxis|autosize|width|height)/.test(key))) return;
+      repaint(chart, view);
+    });
+    el.on("plotly_restyle", () => repaint(chart, view));
     attachHover(chart, view);
     return chart;
   };
@@ -201,8 +234,7 @@
     return hits;
   };
 
-  // Found tensors are outlined with layout shapes: relayout redraws shapes only, while
-  // restyling a trace would redraw all 20,000 polygons.
+  // Found tensors are outlined with layout shapes: relayout redraws shapes only, not the picture.
   const MAX_OUTLINED = 200;
   M.highlight = function (chart, view, hits) {
     const b = view.buffers;
