@@ -73,7 +73,8 @@ def test_light_model_outputs_are_identical_with_and_without_aliases(name):
     got = session.run(feeds)
     for out in graph.outputs:
         np.testing.assert_array_equal(got[out], base[out])
-    assert session.plan.arena_bytes < off.plan.arena_bytes
+    # LOAD, not a heuristic's arena: a greedy placement may come out no smaller on a given model.
+    assert session.plan.lower_bound < off.plan.lower_bound
 
 
 def residual_dense_block() -> onnx.ModelProto:
