@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import kernel
-from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
+from runtime.kernels._scratch import STRIDED_UFUNC_BUFFER, Scratch, scratch_bytes, small_ufunc_buffers
 from runtime.kernels.conv import Geometry, pad_into, spatial_geometry, windows
 
 
@@ -73,8 +73,136 @@ def _tap_positions(geo: Geometry, tap: tuple[int, ...], x_spatial, storage_order
     return flat
 
 
-@kernel("MaxPool", workspace=pool_workspace, outputs="many")
-@small_ufunc_buffers()
+def _tap_range(tap: int, axis: int, geo: Geometry, length: int) -> tuple[int, int]:
+    """Output positions [lo, hi) along `axis` whose window reads a real input element (not a pad
+    or the ceil_mode overhang) at kernel offset `tap`: position o reads o * stride + tap * dilation - begin."""
+    shift = tap * geo.dilations[axis] - geo.begin[axis]
+    stride = geo.strides[axis]
+    lo = max(0, -(shift // stride)) if shift < 0 else 0
+    hi = min(geo.out[axis], (length - 1 - shift) // stride + 1) if length - 1 - shift >= 0 else 0
+    return lo, max(lo, hi)
+
+
+def _pool_axis(src, dst, axis: int, geo: Geometry, ufunc, identity) -> None:
+    """Reduce `src` along spatial `axis` (counted from the first spatial axis) into `dst` with
+    `ufunc` over the kernel taps: one strided slice per tap, no padded copy. Positions a tap
+    misses read pads, which `identity` (lowest value for max, zero for sums) stands for."""
+    lead = src.ndim - len(geo.kernel) + axis
+    head = (slice(None),) * lead
+    length, stride = src.shape[lead], geo.strides[axis]
+    ranges = [_tap_range(k, axis, geo, length) for k in range(geo.kernel[axis])]
+    first = max(range(len(ranges)), key=lambda k: ranges[k][1] - ranges[k][0])  # the widest tap starts
+    for k in [first] + [k for k in range(len(ranges)) if k != first]:
+        lo, hi = ranges[k]
+        start = lo * stride + k * geo.dilations[axis] - geo.begin[axis]
+        reads = src[(*head, slice(start, start + (hi - lo - 1) * stride + 1, stride))] if hi > lo else None
+        if k == first:
+            dst[(*head, slice(0, lo))] = identity
+            dst[(*head, slice(hi, None))] = identity
+            if reads is not None:
+                np.copyto(dst[(*head, slice(lo, hi))], reads)
+        elif reads is not None:
+            part = dst[(*head, slice(lo, hi))]
+            ufunc(part, reads, out=part)
+
+
+def _dense_first(x_shape, geo: Geometry) -> bool:
+    """Whether the last axis is reduced at every input position (stride 1) over the flattened
+    image, the stride applied by the next axis's reads: contiguous loops instead of strided
+    ones. Needs a next axis, every window to start inside the input row, and few border
+    columns (each is recomputed on its own): at most a quarter of the row."""
+    width = x_shape[-1]
+    shifts = [k * geo.dilations[-1] - geo.begin[-1] for k in range(geo.kernel[-1])]
+    border = max(0, -min(shifts)) + max(0, max(shifts))
+    return len(geo.kernel) > 1 and (geo.out[-1] - 1) * geo.strides[-1] <= width - 1 and 4 * border <= width
+
+
+def _separable_shapes(x_shape, geo: Geometry) -> list[tuple[int, ...]]:
+    """Shapes of the intermediate results of one image, the last spatial axis reduced first."""
+    shape, shapes = list(x_shape[1:]), []
+    for axis in reversed(range(1, len(geo.kernel))):
+        shape[1 + axis] = geo.out[axis]
+        shapes.append(tuple(shape))
+    if shapes and _dense_first(x_shape, geo):
+        shapes[0] = tuple(x_shape[1:])  # every input column; the next step reads every stride-th
+    return shapes
+
+
+def _pool_last_axis_dense(src, dense, geo: Geometry, ufunc, identity) -> None:
+    """``dense[..., j]`` = the reduction over the taps of the window starting at input column
+    j - begin (stride 1), for every column j of the contiguous `src`. Each tap is one call over
+    the flattened image; the few border columns whose taps wrap into a neighbouring row are
+    then recomputed from their valid taps alone."""
+    width = src.shape[-1]
+    shifts = [k * geo.dilations[-1] - geo.begin[-1] for k in range(geo.kernel[-1])]
+    flat_src, flat_dst = src.reshape(-1), dense.reshape(-1)
+    size = flat_src.size
+    for i, shift in enumerate(sorted(shifts, key=abs)):  # the widest tap first: it initialises
+        a, b = max(0, -shift), size - max(0, shift)
+        if i == 0:
+            np.copyto(flat_dst[a:b], flat_src[a + shift : b + shift])
+        else:
+            ufunc(flat_dst[a:b], flat_src[a + shift : b + shift], out=flat_dst[a:b])
+    left, right = max(0, -min(shifts)), max(0, max(shifts))
+    for j in sorted(set(range(min(left, width))) | set(range(max(width - right, 0), width))):
+        valid = [shift for shift in shifts if 0 <= j + shift < width]
+        column = dense[..., j]
+        if not valid:
+            column[...] = identity
+            continue
+        np.copyto(column, src[..., j + valid[0]])
+        for shift in valid[1:]:
+            ufunc(column, src[..., j + shift], out=column)
+
+
+def _separable_buffers(x_shape, geo: Geometry) -> list[int]:
+    """Elements of the two buffers the intermediate results alternate between (each step reads
+    one and writes the other), sized for the largest result each holds."""
+    sizes = [0, 0]
+    for step, shape in enumerate(_separable_shapes(x_shape, geo)):
+        sizes[step % 2] = max(sizes[step % 2], int(np.prod(shape, dtype=np.int64)))
+    return [s for s in sizes if s]
+
+
+def separable_workspace(
+    inputs, outputs, *, kernel_shape, auto_pad="NOTSET", pads=None, strides=None, dilations=None, **_
+) -> int:
+    x, y = inputs[0], outputs[0]
+    geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    return scratch_bytes(*(((n,), x.dtype) for n in _separable_buffers(x.shape, geo)))
+
+
+def _pool_separable(x, y, geo: Geometry, scratch: Scratch, ufunc, identity) -> None:
+    """A max or sum over each window as one reduction per spatial axis (a window is the
+    product of per-axis ranges): k strided ufunc calls per axis instead of k^rank."""
+    shapes = _separable_shapes(x.shape, geo)
+    buffers = [scratch.take((n,), x.dtype) for n in _separable_buffers(x.shape, geo)]
+    rank = len(geo.kernel)
+    for n in range(x.shape[0]):
+        src = x[n]
+        for step, axis in enumerate(reversed(range(rank))):
+            if axis == 0:
+                dst = y[n]
+            else:
+                size = int(np.prod(shapes[step], dtype=np.int64))
+                dst = buffers[step % 2][:size].reshape(shapes[step])
+            if step == 0 and _dense_first(x.shape, geo) and src.flags.c_contiguous:
+                _pool_last_axis_dense(src, dst, geo, ufunc, identity)
+                # Window o of the last axis starts at input column o * stride - begin.
+                src = dst[..., : (geo.out[-1] - 1) * geo.strides[-1] + 1 : geo.strides[-1]]
+                continue
+            _pool_axis(src, dst, axis, geo, ufunc, identity)
+            src = dst
+
+
+def max_pool_workspace(inputs, outputs, **attrs) -> int:
+    if len(outputs) > 1 and outputs[1] is not None:
+        return pool_workspace(inputs, outputs, **attrs)
+    return separable_workspace(inputs, outputs, **attrs)
+
+
+@kernel("MaxPool", workspace=max_pool_workspace, outputs="many")
+@small_ufunc_buffers(STRIDED_UFUNC_BUFFER)
 def max_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None,
     storage_order=0, strides=None,
@@ -82,15 +210,14 @@ def max_pool(
     y, indices = out[0], out[1] if len(out) > 1 else None
     geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
     scratch = Scratch(ws, "MaxPool")
+    if indices is None:
+        _pool_separable(x, y, geo, scratch, np.maximum, _lowest(x.dtype))
+        return
     taps = list(np.ndindex(*geo.kernel))
-    better = None if indices is None else scratch.take(y.shape[1:], np.bool_)
+    better = scratch.take(y.shape[1:], np.bool_)
     for n, win in _images(x, geo, scratch, _lowest(x.dtype)):
         target = y[n]
         np.copyto(target, win[(Ellipsis, *taps[0])])
-        if indices is None:
-            for tap in taps[1:]:
-                np.maximum(target, win[(Ellipsis, *tap)], out=target)
-            continue
         where = indices[n]
         np.copyto(where, _tap_positions(geo, taps[0], x.shape[2:], storage_order))
         for tap in taps[1:]:
@@ -118,19 +245,14 @@ def _divide_by_counts(out: np.ndarray, geo: Geometry, x_spatial, include_pad: bo
         out /= inside.reshape((-1,) + (1,) * (rank - 1 - i))
 
 
-@kernel("AveragePool", workspace=pool_workspace)
-@small_ufunc_buffers()
+@kernel("AveragePool", workspace=separable_workspace)
+@small_ufunc_buffers(STRIDED_UFUNC_BUFFER)
 def average_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
     pads=None, strides=None,
 ):  # fmt: skip
     geo = _geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
-    taps = list(np.ndindex(*geo.kernel))
-    for n, win in _images(x, geo, Scratch(ws, "AveragePool"), 0):
-        target = out[n]
-        np.copyto(target, win[(Ellipsis, *taps[0])])
-        for tap in taps[1:]:
-            np.add(target, win[(Ellipsis, *tap)], out=target)
+    _pool_separable(x, out, geo, Scratch(ws, "AveragePool"), np.add, 0)
     _divide_by_counts(out, geo, x.shape[2:], bool(count_include_pad))
 
 
