@@ -1,0 +1,33 @@
+"""Fuzz the REST API from its own OpenAPI description: no 5xx, and responses match their schemas."""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error, response_schema_conformance
+
+from app.main import Settings, create_app
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    data = tmp_path_factory.mktemp("fuzz")
+    # Short planning budget: a fuzzed time_limit must not stall the suite.
+    return create_app(Settings(data_dir=data, plan_seconds=1.0, max_queued_jobs=4))
+
+
+# /problems/plan describes its body by a $ref to the Problem schema's URL, which the fuzzer
+# cannot resolve offline; its parsing is covered by the planner's and the API's own tests.
+schema = schemathesis.pytest.from_fixture("api_schema").exclude(path_regex="problems/plan$")
+
+
+@pytest.fixture(scope="module")
+def api_schema(app):
+    return schemathesis.openapi.from_asgi("/openapi.json", app)
+
+
+@schema.parametrize()
+@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+def test_api_answers_every_generated_request_without_a_server_error(case):
+    case.call_and_validate(checks=[not_a_server_error, response_schema_conformance])
