@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from fastapi import Request
 from python_multipart import MultipartParser
+from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import parse_options_header
 
 from app.errors import AppError
@@ -141,6 +142,8 @@ async def _receive_multipart(request: Request, temp: Path, limit: int, content_t
         async for chunk in request.stream():
             parser.write(chunk)
         parser.finalize()
+    except MultipartParseError as e:
+        raise AppError(400, f"the multipart body is malformed ({e}); send the model as form field {FIELD!r}") from None
     finally:
         if state["sink"] is not None:
             state["sink"].close()
