@@ -73,8 +73,9 @@ def test_light_model_outputs_are_identical_with_and_without_aliases(name):
     got = session.run(feeds)
     for out in graph.outputs:
         np.testing.assert_array_equal(got[out], base[out])
-    # LOAD, not a heuristic's arena: a greedy placement may come out no smaller on a given model.
-    assert session.plan.lower_bound < off.plan.lower_bound
+    # LOAD never rises (it may not fall when a kernel's scratch is the peak) and the blocks shrink;
+    # a greedy placement's arena may come out no smaller on a given model, so it is not asserted.
+    assert session.plan.lower_bound <= off.plan.lower_bound and session.plan.naive < off.plan.naive
 
 
 def residual_dense_block() -> onnx.ModelProto:
