@@ -8,6 +8,7 @@ up to `ALIGN` bytes so every block starts where BLAS and SIMD loops like it.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -21,7 +22,7 @@ def _round_up(n: int) -> int:
 
 def block_bytes(shape: Iterable[int], dtype: np.dtype | type) -> int:
     """Bytes one block of `shape` and `dtype` takes in a workspace, alignment included."""
-    return _round_up(int(np.prod(tuple(shape), dtype=np.int64)) * np.dtype(dtype).itemsize)
+    return _round_up(math.prod(int(n) for n in shape) * np.dtype(dtype).itemsize)
 
 
 def scratch_bytes(*blocks: tuple[Iterable[int], np.dtype | type]) -> int:
@@ -47,7 +48,7 @@ class Scratch:
         dtype = np.dtype(dtype)
         if self.ws is None:
             return np.empty(shape, dtype=dtype)
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         start, end = self.used, self.used + nbytes
         if end > self.ws.size:
             raise ValueError(f"{self.owner}: workspace of {self.ws.size} bytes is too small, needs at least {end}")

@@ -13,10 +13,10 @@ strides and dilations into per-axis numbers, taking output sizes from the output
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 from runtime.kernels import TensorMeta, kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
@@ -83,12 +83,20 @@ def windows(src: np.ndarray, geo: Geometry) -> np.ndarray:
     already padded): no copy is made."""
     rank = len(geo.kernel)
     lead = src.ndim - rank
-    axes = tuple(range(lead, src.ndim))
-    view = sliding_window_view(src, geo.extent, axis=axes)
-    index = (slice(None),) * lead
-    index += tuple(slice(0, (o - 1) * s + 1, s) for o, s in zip(geo.out, geo.strides, strict=True))
-    index += tuple(slice(None, None, d) for d in geo.dilations)
-    return view[index]
+    need = [(o - 1) * s + e for o, s, e in zip(geo.out, geo.strides, geo.extent, strict=True)]
+    if any(n > length for n, length in zip(need, src.shape[lead:], strict=True)):
+        raise ValueError(f"windows of extent {geo.extent} need spatial sizes {need}, got {src.shape[lead:]}")
+    steps = src.strides[lead:]
+    shape = (*src.shape[:lead], *geo.out, *geo.kernel)
+    strides = (
+        *src.strides[:lead],
+        *(t * s for t, s in zip(steps, geo.strides, strict=True)),
+        *(t * d for t, d in zip(steps, geo.dilations, strict=True)),
+    )
+    if src.flags.c_contiguous:
+        # A view over src's buffer: a tenth of as_strided's cost, which small convs feel.
+        return np.ndarray(shape, src.dtype, src, 0, strides)
+    return np.lib.stride_tricks.as_strided(src, shape, strides, writeable=False)
 
 
 def pad_into(dst: np.ndarray, x: np.ndarray, geo: Geometry, fill: float) -> None:
@@ -160,16 +168,16 @@ IM2COL_BLOCK_BYTES = 1 << 20
 
 
 def _band_rows(geo: Geometry, channels: int, dtype) -> int:
-    per_row = channels * int(np.prod(geo.kernel + geo.out[1:], dtype=np.int64)) * np.dtype(dtype).itemsize
+    per_row = channels * math.prod(geo.kernel + geo.out[1:]) * np.dtype(dtype).itemsize
     return max(1, min(geo.out[0], IM2COL_BLOCK_BYTES // max(per_row, 1)))
 
 
 def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> None:
     channels, filters = x.shape[1], w.shape[0]
     rows = _band_rows(geo, channels, x.dtype)
-    row_pixels = int(np.prod(geo.out[1:], dtype=np.int64))
+    row_pixels = math.prod(geo.out[1:])
     band_shape = (channels, *geo.kernel, rows, *geo.out[1:])
-    col = scratch.take((int(np.prod(band_shape, dtype=np.int64)),), x.dtype)
+    col = scratch.take((math.prod(band_shape),), x.dtype)
     padded = scratch.take((channels, *_padded_shape(x.shape, geo)), x.dtype) if geo.padded else None
     rank = len(geo.kernel)
     # windows() yields (C, *out, *kernel); the matmul wants (C, *kernel, *out).
@@ -198,7 +206,7 @@ DEPTHWISE_BLOCK_BYTES = 1 << 20
 
 
 def _depthwise_block(geo: Geometry, dtype) -> int:
-    per_channel = int(np.prod(geo.kernel + geo.out, dtype=np.int64)) * np.dtype(dtype).itemsize
+    per_channel = math.prod(geo.kernel + geo.out) * np.dtype(dtype).itemsize
     return max(1, DEPTHWISE_BLOCK_BYTES // max(per_channel, 1))
 
 
@@ -209,8 +217,8 @@ def _conv_depthwise(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
     padded = scratch.take((channels, *_padded_shape(x.shape, geo)), x.dtype) if geo.padded else None
     rank = len(geo.kernel)
     to_col = (0, *range(rank + 1, 2 * rank + 1), *range(1, rank + 1))
-    taps = int(np.prod(geo.kernel))
-    pixels = int(np.prod(geo.out, dtype=np.int64))
+    taps = math.prod(geo.kernel)
+    pixels = math.prod(geo.out)
     for n, src in _images(x, geo, padded):
         win = windows(src, geo).transpose(to_col)
         for c in range(0, channels, block):
@@ -232,7 +240,7 @@ def conv(
     filters = w.shape[0]
     if _is_pointwise(geo):
         # W @ X per image and group, broadcast over both in one call: no copy of the input at all.
-        pixels = int(np.prod(geo.out, dtype=np.int64))
+        pixels = math.prod(geo.out)
         np.matmul(
             w.reshape(group, filters // group, channels // group),
             x.reshape(batch, group, channels // group, pixels),
@@ -270,7 +278,7 @@ def _transpose_band_rows(x_shape, w_shape, group: int, dtype) -> int:
 def conv_transpose_workspace(inputs, outputs, *, group=1, **_: object) -> int:
     x, w = inputs[0], inputs[1]
     rows = _transpose_band_rows(x.shape, w.shape, group, x.dtype)
-    band = (w.shape[1] * group * int(np.prod(w.shape[2:])), rows * int(np.prod(x.shape[3:], dtype=np.int64)))
+    band = (w.shape[1] * group * math.prod(w.shape[2:]), rows * math.prod(x.shape[3:]))
     return scratch_bytes((band, x.dtype))
 
 
@@ -312,8 +320,8 @@ def conv_transpose(
     geo = Geometry(ksize, strides, dilations, begin, (0,) * rank, tuple(out.shape[2:]))
     filters = w.shape[1] * group
     rows = _transpose_band_rows(x.shape, w.shape, group, x.dtype)
-    rest = int(np.prod(x.shape[3:], dtype=np.int64))
-    col = Scratch(ws, "ConvTranspose").take((filters * int(np.prod(ksize)) * rows * rest,), x.dtype)
+    rest = math.prod(x.shape[3:])
+    col = Scratch(ws, "ConvTranspose").take((filters * math.prod(ksize) * rows * rest,), x.dtype)
     # (group, C/group, M/group*K) -> its transpose per group multiplies the image's channels.
     per_group = w.reshape(group, channels // group, -1).transpose(0, 2, 1)
     for n in range(batch):

@@ -9,6 +9,8 @@ filled with the lowest value for max and zero for average.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from runtime.kernels import kernel
@@ -63,9 +65,9 @@ def _tap_positions(geo: Geometry, tap: tuple[int, ...], x_spatial, storage_order
     """Flat input index (within one channel) each output position reads at kernel offset `tap`."""
     rank = len(x_spatial)
     if storage_order == 0:
-        steps = [int(np.prod(x_spatial[i + 1 :], dtype=np.int64)) for i in range(rank)]
+        steps = [math.prod(x_spatial[i + 1 :]) for i in range(rank)]
     else:
-        steps = [int(np.prod(x_spatial[:i], dtype=np.int64)) for i in range(rank)]
+        steps = [math.prod(x_spatial[:i]) for i in range(rank)]
     flat = np.zeros(geo.out, dtype=np.int64)
     for i in range(rank):
         coord = np.arange(geo.out[i]) * geo.strides[i] + tap[i] * geo.dilations[i] - geo.begin[i]
@@ -160,7 +162,7 @@ def _separable_buffers(x_shape, geo: Geometry) -> list[int]:
     one and writes the other), sized for the largest result each holds."""
     sizes = [0, 0]
     for step, shape in enumerate(_separable_shapes(x_shape, geo)):
-        sizes[step % 2] = max(sizes[step % 2], int(np.prod(shape, dtype=np.int64)))
+        sizes[step % 2] = max(sizes[step % 2], math.prod(shape))
     return [s for s in sizes if s]
 
 
@@ -184,7 +186,7 @@ def _pool_separable(x, y, geo: Geometry, scratch: Scratch, ufunc, identity) -> N
             if axis == 0:
                 dst = y[n]
             else:
-                size = int(np.prod(shapes[step], dtype=np.int64))
+                size = math.prod(shapes[step])
                 dst = buffers[step % 2][:size].reshape(shapes[step])
             if step == 0 and _dense_first(x.shape, geo) and src.flags.c_contiguous:
                 _pool_last_axis_dense(src, dst, geo, ufunc, identity)
@@ -227,7 +229,7 @@ def max_pool(
             np.copyto(where, _tap_positions(geo, tap, x.shape[2:], storage_order), where=better)
     if indices is not None:
         # Indices count over the whole tensor: add each (image, channel)'s offset.
-        per_channel = int(np.prod(x.shape[2:], dtype=np.int64))
+        per_channel = math.prod(x.shape[2:])
         base = np.arange(x.shape[0] * x.shape[1], dtype=np.int64) * per_channel
         indices += base.reshape(x.shape[:2] + (1,) * len(geo.out))
 
@@ -312,7 +314,7 @@ def global_average_pool(x, *, out):
     # Sum over one flattened spatial axis, then scale: np.mean over several axes buffers ~17 KB.
     rows = out.reshape(x.shape[:2])
     np.add.reduce(x.reshape(*x.shape[:2], -1), axis=2, out=rows)
-    rows /= rows.dtype.type(max(int(np.prod(x.shape[2:], dtype=np.int64)), 1))
+    rows /= rows.dtype.type(max(math.prod(x.shape[2:]), 1))
 
 
 @kernel("GlobalMaxPool")
