@@ -3,10 +3,13 @@
 For each model, in one process: memplan's Session runs the model inside the planned arena
 (greedy_by_size, workspace on, inputs and outputs in the arena) and onnxruntime runs it
 with the same number of threads (numpy's BLAS and onnxruntime's intra-op pool are both
-given `--threads`). Each side: one warm-up run, then the median of `--repeat` runs.
+given `--threads`). Each side: one warm-up run, then the median of `--repeat` runs, the two
+sides alternating, timed twice: wall time, and the CPU time of the calling thread. With one
+thread both sides compute in the calling thread, so the CPU-time ratio is the one to trust
+on a shared machine, where the scheduler can stall either side for milliseconds of wall time.
 Also recorded: arena, LOAD, and the bytes numpy allocated outside the arena during a run.
 
-Run from the repository root: ``python bench/runtime_bench.py [--threads N] [--repeat N]``.
+Run from the repository root: ``python bench/runtime_bench.py [--threads N] [--repeat N] [--models a,b]``.
 Writes its section of docs/BENCHMARKS.md and prints the table; it asserts nothing.
 """
 
@@ -31,6 +34,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    parser.add_argument("--models", default="", help="comma-separated model names (default: all nine)")
     args = parser.parse_args()
     # BLAS reads its thread count when numpy loads, so set it before importing anything heavy.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -45,14 +49,16 @@ def main() -> None:
 
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     rows = []
+    wanted = {m.strip() for m in args.models.split(",") if m.strip()}
     for path in sorted(light.glob("*.onnx")):
+        if wanted and path.stem.removeprefix("light_") not in wanted:
+            continue
         graph = runtime.load_model(path)
         feeds = random_inputs(graph, seed=0)
         session = runtime.Session(graph, "greedy_by_size").prepare()
         session.run(feeds)
         outside = session.stats.outside_arena_bytes
         session.measure_memory = False  # tracemalloc slows numpy down: off while timing
-        ours = _median(functools.partial(session.run, feeds), args.repeat)
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = args.threads
@@ -60,11 +66,15 @@ def main() -> None:
         options.log_severity_level = 3
         peer = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         peer.run(None, feeds)
-        theirs = _median(functools.partial(peer.run, None, feeds), args.repeat)
+        ours, theirs = _medians(
+            functools.partial(session.run, feeds), functools.partial(peer.run, None, feeds), args.repeat
+        )
         name = path.stem.removeprefix("light_")
         rows.append((name, session.plan.arena_bytes, session.plan.lower_bound, outside, ours, theirs))
         print(
-            f"{name:14} memplan {ours * 1e3:8.1f} ms  onnxruntime {theirs * 1e3:8.1f} ms  x{ours / theirs:.2f}",
+            f"{name:14} wall: memplan {ours[0] * 1e3:7.1f} ms  onnxruntime {theirs[0] * 1e3:7.1f} ms  "
+            f"x{ours[0] / theirs[0]:.2f}   cpu: memplan {ours[1] * 1e3:7.1f} ms  onnxruntime {theirs[1] * 1e3:7.1f} ms  "
+            f"x{ours[1] / theirs[1]:.2f}",
             flush=True,
         )
 
@@ -74,27 +84,39 @@ def main() -> None:
         f"`python bench/runtime_bench.py --threads {args.threads} --repeat {args.repeat}`: both sides in one process, "
         f"{args.threads} thread(s) each, median of {args.repeat} runs after a warm-up. Arena: greedy_by_size with "
         "workspace and graph inputs/outputs inside it. Outside: bytes numpy allocated beside the arena during one run "
-        "(tracemalloc peak).",
+        "(tracemalloc peak). Wall: elapsed time; CPU: the calling thread's CPU time (`time.thread_time`), which the "
+        "other processes of a shared machine do not inflate.",
         "",
-        "| model | arena (bytes) | LOAD (bytes) | outside arena (bytes) | outside / arena | memplan ms | onnxruntime ms | memplan / onnxruntime |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | arena (bytes) | LOAD (bytes) | outside arena (bytes) | outside / arena | memplan ms (wall) | onnxruntime ms (wall) | ratio (wall) | memplan ms (CPU) | onnxruntime ms (CPU) | ratio (CPU) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, arena, load, outside, ours, theirs in rows:
         lines.append(
-            f"| {name} | {arena:,} | {load:,} | {outside:,} | {outside / arena:.2%} | {ours * 1e3:.1f} | {theirs * 1e3:.1f} | {ours / theirs:.2f}x |"
+            f"| {name} | {arena:,} | {load:,} | {outside:,} | {outside / arena:.2%} | {ours[0] * 1e3:.1f} | "
+            f"{theirs[0] * 1e3:.1f} | {ours[0] / theirs[0]:.2f}x | {ours[1] * 1e3:.1f} | {theirs[1] * 1e3:.1f} | "
+            f"{ours[1] / theirs[1]:.2f}x |"
         )
     replace_section(args.output, "runtime-light-models", "\n".join(lines))
     print(f"wrote {args.output}")
 
 
-def _median(call, repeat: int) -> float:
-    """Median wall time of `repeat` calls (the whole call: inputs in, outputs out)."""
-    times = []
+def _medians(ours, theirs, repeat: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(median wall time, median calling-thread CPU time) of `repeat` calls of each side (the
+    whole call: inputs in, outputs out). The two sides alternate, so that a burst of load on
+    the machine slows both rather than one."""
+    times: dict[str, tuple[list[float], list[float]]] = {"ours": ([], []), "theirs": ([], [])}
     for _ in range(repeat):
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for side, call in (("ours", ours), ("theirs", theirs)):
+            started, started_cpu = time.perf_counter(), time.thread_time()
+            call()
+            times[side][1].append(time.thread_time() - started_cpu)
+            times[side][0].append(time.perf_counter() - started)
+    wall_ours, cpu_ours = times["ours"]
+    wall_theirs, cpu_theirs = times["theirs"]
+    return (
+        (statistics.median(wall_ours), statistics.median(cpu_ours)),
+        (statistics.median(wall_theirs), statistics.median(cpu_theirs)),
+    )
 
 
 if __name__ == "__main__":
