@@ -77,6 +77,7 @@ def run(base: str, clients: int, seconds: float) -> dict[str, float]:
     ordered = sorted(latencies)
     return {
         "clients": clients,
+        "asked_seconds": seconds,
         "seconds": elapsed,
         "requests": len(ordered),
         "errors": len(errors),
@@ -110,7 +111,7 @@ def markdown(figures: dict[str, float]) -> str:
     return "\n".join(
         [
             f"Load (`python bench/load_test.py --clients {figures['clients']} --seconds "
-            f"{round(figures['seconds'])}`), one uvicorn worker on loopback, each client looping "
+            f"{figures['asked_seconds']:g}`), one uvicorn worker on loopback, each client looping "
             "upload -> plan (2 strategies) -> read plan -> list models:",
             "",
             f"- requests: {figures['requests']:,} in {figures['seconds']:.1f} s "
