@@ -130,7 +130,7 @@ def plan_page_context(
         },
         "model": model_out(model) if model else None,
         "plans": summaries,
-        "peak": charts.peak_table(problem, tensors),
+        "peak": charts.peak_table(problem, tensors, view["peak_step"]),
         "view": view,
         "runnable": model is not None and record.valid,
     }

@@ -127,13 +127,15 @@
 
   function tooltipHtml(view, offsets, i, strategy) {
     const b = view.buffers;
-    const shape = b.shape[i] ? b.shape[i].join("×") : "";
-    const consumers = b.consumers[i] && b.consumers[i].length ? b.consumers[i].join(", ") : "—";
+    // A facts column is null when no tensor has that fact (a problem posted without a model).
+    const fact = (key) => (b[key] ? b[key][i] : null);
+    const shape = fact("shape") ? fact("shape").join("×") : "";
+    const consumers = fact("consumers") && fact("consumers").length ? fact("consumers").join(", ") : "—";
     return "<b>" + esc(b.id[i]) + "</b><br>" +
-      esc(view.kinds[b.kind[i]]) + (shape ? " · " + esc(shape) : "") + (b.dtype[i] ? " " + esc(b.dtype[i]) : "") + "<br>" +
+      esc(view.kinds[b.kind[i]]) + (shape ? " · " + esc(shape) : "") + (fact("dtype") ? " " + esc(fact("dtype")) : "") + "<br>" +
       fmt(b.size[i]) + " bytes at offset " + fmt(offsets[i]) + " (" + esc(strategy) + ")<br>" +
       "steps " + b.first[i] + "–" + b.last[i] + ": " + esc(stepName(view, b.first[i])) + " → " + esc(stepName(view, b.last[i])) + "<br>" +
-      "producer: " + esc(b.producer[i] || "—") + "<br>consumers: " + esc(consumers);
+      "producer: " + esc(fact("producer") || "—") + "<br>consumers: " + esc(consumers);
   }
 
   M.offsetChart = function (el, view, planId) {
