@@ -77,8 +77,8 @@ class Search:
         )
         if int((state[2]).max()) > self.height:
             return None
-        # Depth is at most two frames per block; the default limit would stop large searches.
-        needed = 2 * n + 200 + _stack_depth()
+        # Depth is at most four frames per block; the default limit would stop large searches.
+        needed = 4 * n + 300 + _stack_depth()
         if sys.getrecursionlimit() < needed:
             sys.setrecursionlimit(needed)
         return self._offset if self._solve(state, 0, S) else None
