@@ -84,6 +84,11 @@ def summarize(model: onnx.ModelProto) -> dict[str, Any]:
     tensors = {v["name"] for v in inputs} | initializers | {o for n in graph.node for o in n.output if o}
     symbols = sorted({d for v in inputs for d in v["dims"] if isinstance(d, str)})
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if any(isinstance(x, bytes) for x in (graph.name, model.producer_name, model.producer_version)) or any(
+        isinstance(v["name"], bytes) for v in (*inputs, *outputs)
+    ):
+        # Protobuf hands back bytes for a string field that is not UTF-8: the file is damaged.
+        raise AppError(422, "not a valid ONNX model: some names are not UTF-8 text; the file may be damaged")
     return {
         "graph_name": graph.name,
         "opset": opset,
