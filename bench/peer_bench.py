@@ -1,0 +1,287 @@
+"""memplan's arena against onnxruntime's and Apache TVM's memory planners on the same models.
+
+Models: the onnx wheel's nine light models, and ResNet-18, MobileNetV2, a GPT-2-style stack and
+an LSTM written in `bench/peer_models.py` and exported with torch (bench-only dependencies:
+``torch==2.13.0`` CPU and ``apache-tvm==0.27.0.post1``; neither is needed by memplan).
+
+What each column measures (bytes):
+- memplan like for like: `planner.plan(problem, "best")` on
+  ``runtime.memory_problem(graph, io="external", workspace=False)`` with in-place and
+  concat-in-place aliases: activations only, as the peers count them (graph inputs, outputs
+  and kernels' scratch stay outside). Checked with `planner.check_plan`; the model then runs
+  once in a `runtime.Session` with that plan and its outputs are compared with onnxruntime's.
+- memplan inclusive: the same with graph inputs/outputs in the arena and kernels' scratch on.
+- LOAD: the lower bound (largest sum of sizes live at one step) of the like-for-like problem.
+- onnxruntime: a CPU session with its defaults (all graph optimisations, CPU arena, memory
+  pattern on) and profiling on runs three times; every node entry of the profile carries the
+  allocator's counters after the node and the change during it. The planned pattern is what
+  run 1 finds allocated before its first node (the block the memory pattern learnt in run 0)
+  minus what run 0 found there.
+- TVM: `tvm.relax.frontend.onnx.from_onnx` (weights bound as constants), then the CPU
+  backend's own passes up to `CallTIRRewrite` (dispatch, legalize, fold, fuse, lower dataflow)
+  and `StaticPlanBlockMemory`; the sum of the sizes of every `R.memory.alloc_storage` of
+  ``main``. Graph outputs are allocated outside those storages, as in memplan like for like.
+  Each model is compiled in a child process so that a crash or a slow import is one cell.
+
+Run from the repository root: ``python bench/peer_bench.py [--models a,b] [--skip-run]``.
+Writes section "peers" of docs/BENCHMARKS.md and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ORT_RUNS = 3
+TVM_TIMEOUT_S = 900
+
+
+def memplan_figures(path: Path, run: bool) -> dict:
+    """Like-for-like and inclusive arenas of "best", LOAD, and (with `run`) one verified execution."""
+    import planner
+    import runtime
+    from runtime.oracle import random_inputs, verify
+
+    graph = runtime.load_model(path)
+    out: dict = {}
+    for label, io, workspace in (("like", "external", False), ("inclusive", "arena", True)):
+        problem = runtime.memory_problem(graph, io=io, workspace=workspace, inplace=True, concat_inplace=True)
+        started = time.perf_counter()
+        plan = planner.plan(problem, "best")
+        out[f"{label}_seconds"] = time.perf_counter() - started
+        result = planner.check_plan(problem, plan)
+        if not result.ok:
+            raise SystemExit(f"{path.name}: the {label} plan fails the checker: {result.violations[:3]}")
+        out[label], out[f"{label}_winner"] = plan.arena_bytes, plan.stats.get("winner", plan.strategy)
+        out[f"{label}_load"] = planner.load(problem)
+        if label == "like":
+            like_plan = plan
+    if run:
+        feeds = random_inputs(graph, seed=0)
+        session = runtime.Session(graph, like_plan, io="external", workspace=False)
+        report = verify(path, feeds, session.run(feeds))
+        out["verified"] = report["passed"]
+        out["oracle"] = report["oracle"]
+    return out
+
+
+def ort_planned_bytes(path: Path, folder: Path) -> dict:
+    """onnxruntime's planned pattern from its profile; see the module docstring."""
+    import numpy as np
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(folder / f"ort_{path.stem}")
+    options.enable_mem_pattern = True
+    options.enable_cpu_mem_arena = True
+    options.intra_op_num_threads = 1  # the counters do not depend on threads; the machine is shared
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for arg in session.get_inputs():
+        shape = [d if isinstance(d, int) else 1 for d in arg.shape]
+        if "int" in arg.type:
+            feeds[arg.name] = rng.integers(0, 3, size=shape).astype(np.int64)
+        else:
+            feeds[arg.name] = rng.standard_normal(shape).astype(np.float32)
+    for _ in range(ORT_RUNS):
+        session.run(None, feeds)
+    events = json.loads(Path(session.end_profiling()).read_text())
+    before = before_first_node(events)
+    if len(before) < 2:
+        raise RuntimeError(f"{path.name}: the profile has memory counters for {len(before)} runs, expected {ORT_RUNS}")
+    peak0 = max(int(e["args"]["mem_in_use_peak"]) for e in events if "mem_in_use_peak" in e.get("args", {}))
+    return {"planned": before[1] - before[0], "before": before, "peak": peak0}
+
+
+def before_first_node(events: list[dict]) -> list[int]:
+    """Requested bytes in use before the first node of each run, in run order.
+
+    A node entry's ``mem_bytes_requested_in_use`` is taken after the node, and
+    ``mem_requested_in_use_delta`` is its change during the node; runs are the
+    ``model_run`` session entries, and a node belongs to the run whose span holds it."""
+    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name") == "model_run")
+    counted = sorted(
+        (e for e in events if e.get("cat") == "Node" and "mem_bytes_requested_in_use" in e.get("args", {})),
+        key=lambda e: e["ts"],
+    )
+    before = []
+    for start, end in runs:
+        inside = [e for e in counted if start <= e["ts"] <= end]
+        if inside:
+            args = inside[0]["args"]
+            before.append(int(args["mem_bytes_requested_in_use"]) - int(args["mem_requested_in_use_delta"]))
+    return before
+
+
+def tvm_storage_bytes(path: Path) -> dict:
+    """Sum of TVM's `alloc_storage` sizes after StaticPlanBlockMemory (run in a child process)."""
+    import onnx
+    import tvm
+    from tvm import relax
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+    from tvm.relax.frontend.onnx import from_onnx
+
+    mod = from_onnx(onnx.load(str(path)))
+    target = tvm.target.Target("llvm")
+    with target:
+        passes = cpu.library_dispatch_passes(target) + cpu.legalize_passes(target) + cpu.dataflow_lower_passes(target)
+        mod = tvm.transform.Sequential([*passes, relax.transform.StaticPlanBlockMemory()])(mod)
+    alloc_storage = tvm.ir.Op.get("relax.memory.alloc_storage")
+    sizes: list[int] = []
+
+    def visit(expr: object) -> None:
+        if isinstance(expr, relax.Call) and expr.op == alloc_storage:
+            shape = expr.args[0]
+            if not isinstance(shape, relax.ShapeExpr) or len(shape.values) != 1:
+                raise RuntimeError(f"{path.name}: an alloc_storage of symbolic size {shape}")
+            sizes.append(int(shape.values[0]))
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return {"bytes": sum(sizes), "storages": len(sizes)}
+
+
+def tvm_in_child(path: Path) -> dict:
+    """`tvm_storage_bytes` in a fresh interpreter; an error or crash becomes {"error": why}."""
+    command = [sys.executable, __file__, "--tvm-one", str(path)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=TVM_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return {"error": f"no result within {TVM_TIMEOUT_S} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+        return {"error": last[:160]}
+    return json.loads(lines[-1])
+
+
+def model_paths(folder: Path) -> dict[str, Path]:
+    """The nine light models of the onnx wheel, then the torch models exported into `folder`."""
+    import onnx
+
+    light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    paths = {p.stem.removeprefix("light_"): p for p in sorted(light.glob("light_*.onnx"))}
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import peer_models
+
+    paths.update(peer_models.export_all(folder / "torch"))
+    return paths
+
+
+def measure(name: str, path: Path, folder: Path, run: bool) -> dict:
+    """One row: memplan's figures and each peer's (a peer's failure is kept as its reason)."""
+    row: dict = {"model": name, "memplan": memplan_figures(path, run)}
+    try:
+        row["ort"] = ort_planned_bytes(path, folder)
+    except Exception as error:  # a peer that cannot take a model is a table cell, not a failed run
+        row["ort"] = {"error": f"{type(error).__name__}: {str(error)[:160]}"}
+    row["tvm"] = tvm_in_child(path)
+    peers = [v for v in (row["ort"].get("planned"), row["tvm"].get("bytes")) if v is not None]
+    row["best_peer"] = min(peers) if peers else None
+    return row
+
+
+def cell(figure: dict, key: str) -> str:
+    return f"{figure[key]:,}" if key in figure else "n/a: " + figure.get("error", "no figure").replace("|", "/")
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def markdown(rows: list[dict], run: bool) -> str:
+    lines = [
+        "## Peers: memplan's arena against onnxruntime and TVM",
+        "",
+        "`python bench/peer_bench.py`: bytes per model (batch 1). *memplan like for like*: `best` with "
+        "`--io external --workspace off` (activations only, in-place and concat-in-place aliases on), the form "
+        "the peers count. *onnxruntime* (1.31, CPU, default optimisations, arena and memory pattern on, profiling "
+        "on, 3 runs): requested bytes in use before run 1's first node minus those before run 0's, i.e. the "
+        "block its memory pattern planned in run 0. *TVM* (0.27, relax CPU passes through `CallTIRRewrite`, then "
+        "`StaticPlanBlockMemory`): sum of the sizes of `R.memory.alloc_storage` in `main` (after operator "
+        "fusion, so fused intermediates are never materialised). *memplan inclusive*: graph inputs/outputs in "
+        "the arena and kernels' scratch on. LOAD: lower bound of the like-for-like problem."
+        + (
+            " Every like-for-like plan passed `check_plan` and ran once in a Session, verified against onnxruntime."
+            if run
+            else ""
+        ),
+        "",
+        "| model | memplan like for like | onnxruntime | TVM | best peer | memplan / best peer "
+        "| memplan inclusive | LOAD |" + (" run verified |" if run else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---:|" + ("---|" if run else ""),
+    ]
+    ratios = []
+    for r in rows:
+        m, best = r["memplan"], r["best_peer"]
+        ratio = m["like"] / best if best else None
+        if ratio is not None:
+            ratios.append(ratio)
+        cells = [r["model"], f"{m['like']:,}", cell(r["ort"], "planned"), cell(r["tvm"], "bytes")]
+        cells += [f"{best:,}" if best else "n/a", f"{ratio:.3f}" if ratio else "n/a"]
+        cells += [f"{m['inclusive']:,}", f"{m['like_load']:,}"]
+        if run:
+            cells.append({True: "yes", False: "NO", None: "no oracle"}[m.get("verified")])
+        lines.append("| " + " | ".join(cells) + " |")
+    if ratios:
+        lines.append(
+            f"| geometric mean ({len(ratios)} models) | | | | | {geomean(ratios):.3f} | | |" + (" |" if run else "")
+        )
+        losses = [r["model"] for r in rows if r["best_peer"] and r["memplan"]["like"] > r["best_peer"]]
+        lines += ["", f"memplan above the best peer on: {', '.join(losses) if losses else 'none'}."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", help="Comma-separated names (default: all).")
+    parser.add_argument("--skip-run", action="store_true", help="Plan only; do not execute and verify each model.")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    parser.add_argument("--json", type=Path, help="Also write the raw figures here.")
+    parser.add_argument("--tvm-one", type=Path, help=argparse.SUPPRESS)  # the child process of tvm_in_child
+    args = parser.parse_args()
+    if args.tvm_one:
+        print(json.dumps(tvm_storage_bytes(args.tvm_one)))
+        return
+
+    from app.docsections import replace_section
+
+    with tempfile.TemporaryDirectory(prefix="memplan-peers-") as tmp:
+        folder = Path(tmp)
+        paths = model_paths(folder)
+        wanted = args.models.split(",") if args.models else list(paths)
+        unknown = sorted(set(wanted) - set(paths))
+        if unknown:
+            raise SystemExit(f"--models: unknown {unknown}; accepted: {sorted(paths)}")
+        rows = []
+        for name in wanted:
+            started = time.perf_counter()
+            rows.append(measure(name, paths[name], folder, not args.skip_run))
+            r = rows[-1]
+            print(
+                f"{name}: memplan {r['memplan']['like']:,} (LOAD {r['memplan']['like_load']:,}, "
+                f"inclusive {r['memplan']['inclusive']:,}, verified {r['memplan'].get('verified')}), "
+                f"onnxruntime {r['ort'].get('planned', r['ort'].get('error'))}, "
+                f"TVM {r['tvm'].get('bytes', r['tvm'].get('error'))} [{time.perf_counter() - started:.0f} s]",
+                flush=True,
+            )
+    text = markdown(rows, not args.skip_run)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    replace_section(args.output, "peers", text)
+    print(text)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
