@@ -33,6 +33,7 @@ class Strategy:
 
 
 _REGISTRY: dict[str, Strategy] = {}
+_loaded = False  # every strategy module imported (one may have been imported directly before)
 
 
 def register(
@@ -56,8 +57,10 @@ def _load_all() -> None:
 
 def registered() -> dict[str, Strategy]:
     """Every registered strategy, simplest first (by rank, then name)."""
-    if not _REGISTRY:
+    global _loaded
+    if not _loaded:
         _load_all()
+        _loaded = True
     return {s.name: s for s in sorted(_REGISTRY.values(), key=lambda s: (s.rank, s.name))}
 
 

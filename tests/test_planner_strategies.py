@@ -182,3 +182,12 @@ def test_hill_climb_never_worse_than_its_start_and_reports_iterations():
     assert check_plan(problem, climbed).ok
     assert climbed.arena_bytes <= start.arena_bytes
     assert climbed.stats["iterations"] <= 200
+
+
+def test_registry_is_complete_even_after_a_direct_import():
+    import subprocess
+    import sys
+
+    code = "import planner.strategies.naive, planner; print(','.join(planner.names()))"
+    listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert listed.split(",") == ALL
