@@ -111,12 +111,12 @@ def _pool_axis(src, dst, axis: int, geo: Geometry, ufunc, identity) -> None:
 def _dense_first(x_shape, geo: Geometry) -> bool:
     """Whether the last axis is reduced at every input position (stride 1) over the flattened
     image, the stride applied by the next axis's reads: contiguous loops instead of strided
-    ones. Needs a next axis, every window to start inside the input row, and few border
-    columns (each is recomputed on its own): at most a quarter of the row."""
-    width = x_shape[-1]
+    ones. Needs a next axis, every window to start inside the input row, few border columns
+    (each is recomputed on its own) and windows that use most columns (stride-th ones)."""
+    width, out, stride = x_shape[-1], geo.out[-1], geo.strides[-1]
     shifts = [k * geo.dilations[-1] - geo.begin[-1] for k in range(geo.kernel[-1])]
     border = max(0, -min(shifts)) + max(0, max(shifts))
-    return len(geo.kernel) > 1 and (geo.out[-1] - 1) * geo.strides[-1] <= width - 1 and 4 * border <= width
+    return len(geo.kernel) > 1 and (out - 1) * stride <= width - 1 and border <= 4 and 2 * out * stride >= width
 
 
 def _separable_shapes(x_shape, geo: Geometry) -> list[tuple[int, ...]]:
@@ -234,28 +234,48 @@ def max_pool(
         indices += base.reshape(x.shape[:2] + (1,) * len(geo.out))
 
 
-def _divide_by_counts(out: np.ndarray, geo: Geometry, x_spatial, include_pad: bool) -> None:
-    """Divide window sums by how many elements each window averages: those inside the input,
-    or inside the input and its explicit pads (never the ceil_mode overhang beyond them).
-    The count is a product over axes, so one small per-axis vector divides at a time."""
-    rank = len(x_spatial)
+def _axis_counts(geo: Geometry, x_spatial, include_pad: bool, dtype) -> list[np.ndarray]:
+    """Per axis, how many elements each window position averages: those inside the input, or
+    inside the input and its explicit pads (never the ceil_mode overhang beyond them)."""
+    counts = []
     for i, size in enumerate(x_spatial):
         lo, hi = (-geo.begin[i], size + geo.end[i]) if include_pad else (0, size)
         starts = np.arange(geo.out[i]) * geo.strides[i] - geo.begin[i]
         taps = starts[:, None] + np.arange(geo.kernel[i]) * geo.dilations[i]
-        inside = ((taps >= lo) & (taps < hi)).sum(axis=1).astype(out.dtype)
-        out /= inside.reshape((-1,) + (1,) * (rank - 1 - i))
+        counts.append(((taps >= lo) & (taps < hi)).sum(axis=1).astype(dtype))
+    return counts
 
 
-@kernel("AveragePool", workspace=separable_workspace)
+def _divide_by_counts(out: np.ndarray, geo: Geometry, x_spatial, include_pad: bool, plane: np.ndarray) -> None:
+    """Divide window sums by their counts in one pass: a window's count is the product of its
+    per-axis counts, written into `plane` (the output's spatial shape, from the workspace)."""
+    counts = _axis_counts(geo, x_spatial, include_pad, out.dtype)
+    if all(c.min() == c.max() for c in counts):
+        out /= out.dtype.type(math.prod(int(c[0]) for c in counts))
+        return
+    rank = len(counts)
+    plane[...] = 1
+    for i, c in enumerate(counts):
+        plane *= c.reshape((-1,) + (1,) * (rank - 1 - i))
+    out /= plane
+
+
+def average_pool_workspace(inputs, outputs, **attrs) -> int:
+    x, y = inputs[0], outputs[0]
+    return separable_workspace(inputs, outputs, **attrs) + scratch_bytes((y.shape[2:], x.dtype))
+
+
+@kernel("AveragePool", workspace=average_pool_workspace)
 @small_ufunc_buffers(STRIDED_UFUNC_BUFFER)
 def average_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
     pads=None, strides=None,
 ):  # fmt: skip
     geo = _geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
-    _pool_separable(x, out, geo, Scratch(ws, "AveragePool"), np.add, 0)
-    _divide_by_counts(out, geo, x.shape[2:], bool(count_include_pad))
+    scratch = Scratch(ws, "AveragePool")
+    _pool_separable(x, out, geo, scratch, np.add, 0)
+    plane = scratch.take(out.shape[2:], x.dtype)
+    _divide_by_counts(out, geo, x.shape[2:], bool(count_include_pad), plane)
 
 
 def lp_pool_workspace(inputs, outputs, **attrs) -> int:
