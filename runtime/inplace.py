@@ -300,7 +300,7 @@ def _writes(
     graph: Graph,
     node: Node,
     kernel: Kernel,
-    where: Mapping[str, tuple[int, int]],
+    where: Mapping[str, tuple[str, int]],
     sizes: Mapping[str, int],
 ) -> list[tuple[str, int, int]]:
     """(tensor, start, end) of the bytes a node writes, relative to its alias group."""

@@ -260,7 +260,7 @@ class Session:
             same = a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
             skip = same and not any(node.outputs[1:])
         if node.op_type == "Concat" and node.outputs[0] in self._views:
-            kernel, skip = _concat_in_place(node, kernel, self.graph, self._views, outs[0])
+            kernel, skip = _concat_in_place(node, kernel, self.graph, self._views, self._views[node.outputs[0]])
         return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes))
 
     def _overwritten(self, step: _Step, where: Mapping[str, tuple[int, int]]) -> list[str]:

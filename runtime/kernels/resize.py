@@ -171,6 +171,7 @@ def _apply(src: np.ndarray, taps: AxisTaps, dst: np.ndarray, tmp: np.ndarray | N
     np.take(src, taps.index[:, 0], axis=a, out=dst, mode="clip")
     if taps.weight is None:
         return
+    assert tmp is not None, "filtered taps need a temporary"
     shape = (-1,) + (1,) * (src.ndim - a - 1)
     dst *= taps.weight[:, 0].reshape(shape).astype(dst.dtype)
     for t in range(1, taps.index.shape[1]):
@@ -218,7 +219,8 @@ def _run_plan(x: np.ndarray, plan: list[AxisTaps], out: np.ndarray, ws, filtered
     for k, taps in enumerate(plan):
         n = int(np.prod(stages[k], dtype=np.int64))
         last = k == len(plan) - 1
-        dst = out if last else (ping if k % 2 == 0 else pong)[:n].reshape(stages[k])
+        stage = ping if k % 2 == 0 else pong
+        dst = out if last or stage is None else stage[:n].reshape(stages[k])
         tmp = None if tmp_flat is None else tmp_flat[:n].reshape(stages[k])
         _apply(src, taps, dst, tmp)
         src = dst

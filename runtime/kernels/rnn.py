@@ -17,7 +17,7 @@ import numpy as np
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 
-Activation = Callable[[np.ndarray], None]  # applies in place
+Activation = Callable[[np.ndarray], object]  # applies in place; the result is ignored
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
@@ -51,7 +51,8 @@ def _make_activation(name: str, alpha: float | None, beta: float | None) -> Acti
     if key == "relu":
         return lambda x: np.maximum(x, 0, out=x)
     if key == "leakyrelu":
-        return lambda x: np.multiply(x, alpha, out=x, where=x < 0)
+        slope = 0.01 if alpha is None else alpha  # the spec's default for LeakyRelu
+        return lambda x: np.multiply(x, slope, out=x, where=x < 0)
     if key == "thresholdedrelu":
         return lambda x: np.copyto(x, 0, where=x <= alpha)
     if key == "elu":

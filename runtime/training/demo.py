@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from runtime.errors import ModelError
 from runtime.training import data, models
 from runtime.training.build import build_training_step
@@ -77,6 +79,6 @@ def _accuracy(proto, params, images, labels, batch) -> float:
     right = total = 0
     for start in range(0, len(labels) - batch + 1, batch):
         (logits,) = evaluator.run(None, {"x": images[start : start + batch]})
-        right += int((logits.argmax(axis=1) == labels[start : start + batch]).sum())
+        right += int((np.asarray(logits).argmax(axis=1) == labels[start : start + batch]).sum())
         total += batch
     return right / total if total else 0.0

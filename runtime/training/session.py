@@ -74,7 +74,7 @@ class TrainingSession:
 
     def _compile(self, node) -> tuple:
         kernel: Kernel = get_kernel(node.op_type)  # type: ignore[assignment]
-        ins = []
+        ins: list[np.ndarray | None] = []
         for n in node.inputs:
             if not n:
                 ins.append(None)
