@@ -4,10 +4,13 @@ scripted and permalinked like the API."""
 
 from __future__ import annotations
 
+import html
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from app import analysis, charts, library, parameters, pipelines, planning
@@ -116,7 +119,7 @@ def plan_page_context(
     view["x_range"] = [x0, x1] if x0 is not None and x1 is not None else None
     view["query"] = q
     return {
-        "page_title": f"{problem.name or 'problem'} · {record.strategy}",
+        "page_title": f"{problem.name or 'problem'} · {record.strategy}",  # as _plan_title
         "plan": planning.summary(record, problem),
         "compare": planning.summary(other, problem) if other else None,
         "problem": {
@@ -151,8 +154,49 @@ async def plan_page(
     ``compare`` (plan id or strategy), ``x0``/``x1`` (step range) and ``q`` (tensor search)
     reopen exactly the same view.
     """
-    context = await run_in_threadpool(plan_page_context, storage, record, compare, x0, x1, q)
-    return render(request, "plan.html", context)
+    if wants_json(request):
+        return render(
+            request, "plan.html", await run_in_threadpool(plan_page_context, storage, record, compare, x0, x1, q)
+        )
+    title = await run_in_threadpool(_plan_title, storage, record, compare)
+    build = partial(plan_page_context, storage, record, compare, x0, x1, q)
+    return StreamingResponse(_head_first(request, "plan.html", title, build), media_type="text/html; charset=utf-8")
+
+
+def _plan_title(storage: Storage, record: PlanRecord, compare: str | None) -> str:
+    """The plan page's title, and a bad ``compare`` refused (422) before the page starts."""
+    if compare:
+        _resolve_compare(storage.plans_of(record.problem_id), record, compare)
+    stored = storage.get_problem(record.problem_id)
+    name = stored["problem"].get("name") if stored else None
+    return f"{name or 'problem'} · {record.strategy}"
+
+
+HEAD_END = "</head>"
+
+
+async def _head_first(
+    request: Request, template_name: str, title: str, build: Callable[[], dict[str, Any]]
+) -> AsyncIterator[str]:
+    """The page's head at once, then the rest once `build` has made the context.
+
+    The head names plotly.js (4.8 MB): the browser fetches and compiles it while the server
+    is still building a large page, instead of after. The head needs only the title.
+    """
+    template = request.app.state.templates.get_template(template_name)
+    head = ""
+    for chunk in template.generate(request=request, page_title=title):  # stops before the body renders
+        head += str(chunk)  # str: adding a str to Markup would escape it
+        if HEAD_END in head:
+            break
+    yield head[: head.index(HEAD_END) + len(HEAD_END)]
+    try:
+        context = await run_in_threadpool(build)
+    except AppError as e:  # the status is sent already: say what went wrong on the page
+        yield f'<body><div class="error-box" role="alert">{html.escape(e.detail)}</div></body></html>'
+        return
+    page = await run_in_threadpool(template.render, request=request, **context)
+    yield page[page.index(HEAD_END) + len(HEAD_END) :]
 
 
 @router.get("/jobs/{job_id}")
