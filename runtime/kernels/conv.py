@@ -143,6 +143,8 @@ def conv_workspace(
     if _is_pointwise(geo):
         return 0
     channels = x.shape[1]
+    if _uses_taps(x.shape, w.shape, geo, group):
+        return scratch_bytes(*_taps_layout(x.shape, w.shape, x.dtype, geo))
     if _is_depthwise(x.shape, w.shape, group):
         blocks = [((min(channels, _depthwise_block(geo, x.dtype)), *geo.kernel, *geo.out), x.dtype)]
     else:
@@ -200,6 +202,70 @@ def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> N
         out += b.reshape((filters,) + (1,) * len(geo.out))
 
 
+def _uses_taps(x_shape, w_shape, geo: Geometry, group: int) -> bool:
+    """A 2-D, stride-1, ungrouped conv with at most half as many filters as channels: cheaper as
+    one matmul per kernel tap straight from the padded image than through an im2col buffer
+    (which would be larger than the output: kernel taps x channels rows against filters)."""
+    return (
+        group == 1
+        and len(geo.kernel) == 2
+        and geo.strides == (1, 1)
+        and math.prod(geo.kernel) > 1
+        and 2 * w_shape[0] <= x_shape[1]
+    )
+
+
+def _taps_layout(x_shape, w_shape, dtype, geo: Geometry) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Workspace blocks of `_conv_taps`: per-tap weights, the padded image (one spare row, so
+    the last tap's flat slice stays inside), and two bands of output rows over padded width."""
+    channels, filters = x_shape[1], w_shape[0]
+    height, width = _padded_shape(x_shape, geo)
+    rows = _taps_band_rows(filters, width, geo.out[0], dtype)
+    return [
+        ((*geo.kernel, filters, channels), dtype),
+        ((channels, height + 1, width), dtype),
+        ((filters, rows * width), dtype),
+        ((filters, rows * width), dtype),
+    ]
+
+
+def _taps_band_rows(filters: int, width: int, out_rows: int, dtype) -> int:
+    return max(1, min(out_rows, IM2COL_BLOCK_BYTES // (filters * width * np.dtype(dtype).itemsize)))
+
+
+def _conv_taps(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
+    """Output row r, column c, over the padded width `width`, is flat position r * width + c,
+    and tap (i, j) reads the padded image at that position plus i * dh * width + j * dw: per
+    tap, a (filters, channels) @ (channels, rows * width) matmul on a plain view of the image,
+    accumulated; the `width - out width` spare columns of each row are dropped at the end."""
+    filters, channels = w.shape[:2]
+    per_tap, padded, acc, part = (
+        scratch.take(shape, dtype) for shape, dtype in _taps_layout(x.shape, w.shape, x.dtype, geo)
+    )
+    np.copyto(per_tap, w.transpose(2, 3, 0, 1))  # each tap's (filters, channels) contiguous for BLAS
+    width = padded.shape[2]
+    flat = padded.reshape(channels, -1)
+    out_rows, out_cols = geo.out
+    band = acc.shape[1] // width
+    shifts = [(i * geo.dilations[0] * width + j * geo.dilations[1], (i, j)) for i, j in np.ndindex(*geo.kernel)]
+    bias = None if b is None else b.reshape(filters, 1, 1)
+    for n in range(x.shape[0]):
+        pad_into(padded, x[n], geo, 0)
+        for r in range(0, out_rows, band):
+            m = min(band, out_rows - r)
+            total, extra = acc[:, : m * width], part[:, : m * width]
+            for k, (shift, tap) in enumerate(shifts):
+                start = r * width + shift
+                np.matmul(per_tap[tap], flat[:, start : start + m * width], out=total if k == 0 else extra)
+                if k:
+                    total += extra
+            rows = total.reshape(filters, m, width)[:, :, :out_cols]
+            if bias is None:
+                np.copyto(out[n, :, r : r + m], rows)
+            else:
+                np.add(rows, bias, out=out[n, :, r : r + m])
+
+
 # Depthwise im2col buffers cover this many bytes at most: channels are independent, so a
 # block of them at a time gives the same result with a fraction of the workspace.
 DEPTHWISE_BLOCK_BYTES = 1 << 20
@@ -248,6 +314,8 @@ def conv(
         )
         if b is not None:
             out += b.reshape((filters,) + (1,) * len(geo.out))
+    elif _uses_taps(x.shape, w.shape, geo, group):
+        _conv_taps(x, w, b, out, geo, Scratch(ws, "Conv"))
     elif _is_depthwise(x.shape, w.shape, group):
         _conv_depthwise(x, w, b, out, geo, Scratch(ws, "Conv"))
     else:
