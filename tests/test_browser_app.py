@@ -264,3 +264,63 @@ def test_twenty_thousand_tensors_draw_and_hover(server, page):
     page.mouse.move(point["x"], point["y"])
     page.locator(".mp-tooltip:visible").wait_for()
     shot(page, "plan-20k")
+
+
+def test_the_plan_page_sends_its_head_before_the_page_is_built(server):
+    import http.client
+
+    result = _post(
+        server + "/api/v1/problems/plan?strategies=greedy_by_size",
+        network_like(300).dumps().encode(),
+        "application/json",
+    )
+    host, port = server.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.request("GET", result["links"]["page"])
+    response = connection.getresponse()
+    head = response.read1().decode()  # one chunk of the chunked body: the head alone
+    rest = response.read().decode()
+    connection.close()
+    assert head.startswith("<!doctype html>") and head.endswith("</head>")
+    assert (
+        '<script src="/static/vendor/plotly.min.js">' in head
+        and "<title>network_like_300 · greedy_by_size</title>" in head
+    )
+    assert rest.startswith("\n<body>") and rest.count("</head>") == 0 and 'id="view-data"' in rest
+
+
+def test_a_bare_problem_sends_no_empty_fact_columns(server):
+    result = _post(server + "/api/v1/problems/plan?strategies=naive", b"id,lower,upper,size\na,0,2,64\n", "text/csv")
+    with urllib.request.urlopen(server + result["links"]["page"] + "?format=json") as response:
+        buffers = json.loads(response.read())["view"]["buffers"]
+    assert buffers["id"] == ["a"] and buffers["size"] == [64]
+    assert all(buffers[key] is None for key in ("shape", "dtype", "producer", "consumers"))
+
+
+def test_the_painted_rectangles_follow_zoom_and_the_legend(server, page):
+    result = _post(
+        server + "/api/v1/problems/plan?strategies=greedy_by_size,best_fit",
+        network_like(2_000).dumps().encode(),
+        "application/json",
+    )
+    page.goto(server + result["links"]["page"])
+    _plan_page_ready(page)
+    picture = "(() => { const i = Memplan.plan.a.el.layout.images[0]; return [i.x, i.sizex, i.source]; })()"
+    x, width, before = page.evaluate(picture)
+    assert [x, width] == [0, page.evaluate("VIEW.steps")] and before.startswith("data:image/png")
+    page.evaluate("Plotly.relayout(Memplan.plan.a.el, {'xaxis.range': [100, 200]})")
+    page.wait_for_function("Memplan.plan.b.el.layout.images[0].x === 100")  # the other chart follows, repainted
+    x, width, zoomed = page.evaluate(picture)
+    assert [x, width] == [100, 100] and zoomed != before
+    page.evaluate("Plotly.restyle(Memplan.plan.a.el, {visible: 'legendonly'})")  # every kind off in the legend
+    page.wait_for_function(f"Memplan.plan.a.el.layout.images[0].source !== {json.dumps(zoomed)}")
+    empty = page.evaluate(picture)[2]
+    # With every kind hidden the picture is blank: the same as painting no rectangle at all.
+    blank = page.evaluate(
+        "(() => { const i = new Image(); i.src = Memplan.plan.a.el.layout.images[0].source;"
+        " return new Promise((ok) => { i.onload = () => { const c = document.createElement('canvas');"
+        " c.width = i.width; c.height = i.height; const g = c.getContext('2d'); g.drawImage(i, 0, 0);"
+        " ok(g.getImageData(0, 0, c.width, c.height).data.every((v) => v === 0)); }; }); })()"
+    )
+    assert empty != zoomed and blank
+    shot(page, "plan-zoomed")
