@@ -32,9 +32,6 @@ def load_graph(path: Path, dims: dict[str, int]) -> Any:
         graph = runtime.load_model(path, dims=dims, max_tensor_bytes=active_limits().max_tensor_bytes)
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
-    except ValueError as e:
-        # Damaged tensor data (raw bytes that do not fill the declared dims) fails inside numpy.
-        raise AppError(422, f"the model cannot be planned: damaged data: {e}", title="Unsupported model") from None
     with _GRAPHS_LOCK:
         _GRAPHS[key] = graph
         while len(_GRAPHS) > GRAPH_CACHE:

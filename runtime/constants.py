@@ -57,7 +57,12 @@ class Constant:
         if self._value is not None:
             return self._value
         assert self._load is not None
-        array = np.asarray(self._load())
+        try:
+            array = np.asarray(self._load())
+        except ValueError as e:  # raw bytes that do not fill the declared dims, and the like
+            raise ModelError(
+                f"constant {self.name!r}: its data is damaged ({e}); expected {self.dtype}{list(self.shape)}"
+            ) from None
         if array.shape != self.shape or array.dtype != self.dtype:
             raise ModelError(
                 f"constant {self.name!r}: its data is {array.dtype}{list(array.shape)} "

@@ -215,3 +215,24 @@ def test_external_data_needs_a_folder_when_given_bytes(tmp_path):
         data = f.read()
     with pytest.raises(ExternalDataError, match="given as bytes"):
         load_model(data)
+
+
+def test_damaged_initializer_data_is_a_model_error_naming_it():
+    import numpy as np
+    from onnx import TensorProto, helper
+
+    import runtime
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 4], np.zeros(16, np.float32).tobytes(), raw=True)
+    w.raw_data = w.raw_data[:20]  # 5 floats where 16 are declared
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(runtime.ModelError, match="constant 'w': its data is damaged"):
+        session = runtime.Session(runtime.load_model(model.SerializeToString())).prepare()
+        session.run({"x": np.ones((2, 4), np.float32)})
