@@ -80,7 +80,7 @@
   // ---- c. offsets over steps ----------------------------------------------------------
   // Each tensor is the rectangle [first, last + 1) × [offset, offset + size). Plotly takes most
   // of a second to lay out 20,000 SVG polygons; a canvas paints them in milliseconds. So the
-  // rectangles are a picture under Plotly's axes (a layout image), repainted for the visible
+  // rectangles are a picture inside Plotly's axes (a layout image), repainted for the visible
   // range after every zoom so it stays sharp, and hover and search are resolved from the data.
   const OUTLINE_MAX = 2000;  // outlines help with a few hundred tensors, smear thousands grey
 
@@ -121,8 +121,8 @@
   // Paint the rectangles for the axes as they are now; kinds switched off in the legend stay out.
   function repaint(chart, view) {
     const data = chart.el._fullData || [];
-    const hidden = view.kinds.map((_, k) => data[k] !== undefined && data[k].visible !== true);
-    return Plotly.relayout(chart.el, { images: [paint(view, chart, hidden)] });
+    chart.hidden = view.kinds.map((_, k) => data[k] !== undefined && data[k].visible !== true);
+    return Plotly.relayout(chart.el, { images: [paint(view, chart, chart.hidden)] });
   }
 
   function tooltipHtml(view, offsets, i, strategy) {
@@ -147,12 +147,14 @@
       fillcolor: kindColor(kind, k), opacity: 0.85,
     }));
     const arena = plan ? plan.arena_bytes : 0;
-    // Fixed ranges: there are no points for Plotly to autorange on. Headroom shows the arena line.
+    const steps = Math.max(view.steps, 1), top = Math.max(arena, 1) * 1.05;  // headroom shows the arena line
+    // Two invisible corners, last: what the autoscale button and a double click fit to.
+    traces.push({ type: "scatter", mode: "none", x: [0, steps], y: [0, top], hoverinfo: "skip", showlegend: false });
     const layout = {
       title: { text: (plan ? plan.strategy + ": " + fmt(arena) + " bytes" : planId), font: { size: 13 } },
       margin: { t: 34, r: 10, b: 40, l: 80 }, hovermode: false, dragmode: "zoom",
-      xaxis: { title: { text: "step" }, range: [0, Math.max(view.steps, 1)] },
-      yaxis: { title: { text: "offset (bytes)" }, range: [0, Math.max(arena, 1) * 1.05] },
+      xaxis: { title: { text: "step" }, range: [0, steps] },
+      yaxis: { title: { text: "offset (bytes)" }, range: [0, top] },
       shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: arena, y1: arena, line: { dash: "dash", color: "#e15759", width: 1 } }],
       legend: { orientation: "h", y: -0.15 },
     };
@@ -173,11 +175,13 @@
   };
 
   // The tensor under the pointer, found from the data: last drawn wins, like the picture.
-  M.tensorAt = function (view, offsets, x, y) {
+  // `hidden` (optional) marks kinds switched off in the legend, which are not in the picture.
+  M.tensorAt = function (view, offsets, x, y, hidden) {
     const b = view.buffers;
     for (let i = b.id.length - 1; i >= 0; i--) {
       const off = offsets[i];
       if (off === null || x < b.first[i] || x >= b.last[i] + 1 || y < off || y >= off + b.size[i]) continue;
+      if (hidden && hidden[b.kind[i]]) continue;
       return i;
     }
     return -1;
@@ -202,7 +206,7 @@
       const px = ev.clientX - box.left - full.xaxis._offset;
       const py = ev.clientY - box.top - full.yaxis._offset;
       if (px < 0 || py < 0 || px > full.xaxis._length || py > full.yaxis._length) { tip.hidden = true; return; }
-      const i = M.tensorAt(view, chart.offsets, full.xaxis.p2c(px), full.yaxis.p2c(py));
+      const i = M.tensorAt(view, chart.offsets, full.xaxis.p2c(px), full.yaxis.p2c(py), chart.hidden);
       if (i < 0) { tip.hidden = true; return; }
       tip.innerHTML = tooltipHtml(view, chart.offsets, i, chart.strategy);
       tip.dataset.tensor = view.buffers.id[i];

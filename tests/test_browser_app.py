@@ -312,7 +312,8 @@ def test_the_painted_rectangles_follow_zoom_and_the_legend(server, page):
     page.wait_for_function("Memplan.plan.b.el.layout.images[0].x === 100")  # the other chart follows, repainted
     x, width, zoomed = page.evaluate(picture)
     assert [x, width] == [100, 100] and zoomed != before
-    page.evaluate("Plotly.restyle(Memplan.plan.a.el, {visible: 'legendonly'})")  # every kind off in the legend
+    # every kind off in the legend, as clicking each would
+    page.evaluate("Plotly.restyle(Memplan.plan.a.el, {visible: 'legendonly'}, VIEW.kinds.map((_, k) => k))")
     page.wait_for_function(f"Memplan.plan.a.el.layout.images[0].source !== {json.dumps(zoomed)}")
     empty = page.evaluate(picture)[2]
     # With every kind hidden the picture is blank: the same as painting no rectangle at all.
@@ -323,4 +324,8 @@ def test_the_painted_rectangles_follow_zoom_and_the_legend(server, page):
         " ok(g.getImageData(0, 0, c.width, c.height).data.every((v) => v === 0)); }; }); })()"
     )
     assert empty != zoomed and blank
+    # Autoscale fits the whole problem, not the empty legend traces.
+    page.evaluate("Plotly.relayout(Memplan.plan.a.el, {'xaxis.autorange': true, 'yaxis.autorange': true})")
+    x_range, steps = page.evaluate("[Memplan.plan.a.el._fullLayout.xaxis.range, VIEW.steps]")
+    assert x_range[0] <= 0 and steps <= x_range[1] < 1.1 * steps
     shot(page, "plan-zoomed")
