@@ -35,19 +35,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     parser.add_argument("--models", default="", help="comma-separated model names (default: all nine)")
-    parser.add_argument(
-        "--blas-core",
-        default="",
-        help="OpenBLAS kernel family to force (OPENBLAS_CORETYPE, e.g. Haswell); default: OpenBLAS's own choice",
-    )
     args = parser.parse_args()
     # BLAS reads its thread count when numpy loads, so set it before importing anything heavy.
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
-    if args.blas_core:
-        # On AMD Zen 4 OpenBLAS picks its AVX-512 (SkylakeX) kernels, which run single-precision
-        # GEMM ~10% slower there than its AVX2 (Haswell) ones: a per-machine setting, opt-in.
-        os.environ["OPENBLAS_CORETYPE"] = args.blas_core
 
     import onnx
     import onnxruntime as ort
@@ -88,11 +79,9 @@ def main() -> None:
         )
 
     lines = [
-        "## Executor: light models inside the arena, against onnxruntime"
-        + (f" (OpenBLAS kernels forced to {args.blas_core})" if args.blas_core else ""),
+        "## Executor: light models inside the arena, against onnxruntime",
         "",
-        f"`python bench/runtime_bench.py --threads {args.threads} --repeat {args.repeat}"
-        f"{f' --blas-core {args.blas_core}' if args.blas_core else ''}`: both sides in one process, "
+        f"`python bench/runtime_bench.py --threads {args.threads} --repeat {args.repeat}`: both sides in one process, "
         f"{args.threads} thread(s) each, median of {args.repeat} runs after a warm-up. Arena: greedy_by_size with "
         "workspace and graph inputs/outputs inside it. Outside: bytes numpy allocated beside the arena during one run "
         "(tracemalloc peak). Wall: elapsed time; CPU: the calling thread's CPU time (`time.thread_time`), which the "
@@ -107,9 +96,7 @@ def main() -> None:
             f"{theirs[0] * 1e3:.1f} | {ours[0] / theirs[0]:.2f}x | {ours[1] * 1e3:.1f} | {theirs[1] * 1e3:.1f} | "
             f"{ours[1] / theirs[1]:.2f}x |"
         )
-    # A forced BLAS kernel family gets a section of its own, beside OpenBLAS's default one.
-    key = "runtime-light-models" + (f"-blas-{args.blas_core.lower()}" if args.blas_core else "")
-    replace_section(args.output, key, "\n".join(lines))
+    replace_section(args.output, "runtime-light-models", "\n".join(lines))
     print(f"wrote {args.output}")
 
 
