@@ -145,9 +145,10 @@ def reorder_graph(
 ) -> tuple[Graph, Reordered]:
     """`graph` with its nodes in a memory-aware order (see `planner.reorder`), and the search's
     figures. Outputs do not change: every node still runs after the nodes it reads from."""
-    # In-place aliases depend on the order (an input must die at the step that overwrites it):
-    # the search sees views and concat slices only, and the new order gets its own in-place pass.
-    schedule = memory_schedule(graph, io=io, workspace=workspace, inplace=False)
+    # In-place and concat-in-place aliases depend on the order (an input must die where it is
+    # overwritten; a slice is written before its concat runs): the search sees views only, and
+    # the new order gets its own alias pass when it is planned.
+    schedule = memory_schedule(graph, io=io, workspace=workspace, inplace=False, concat_inplace=False)
     found = reorder(schedule, time_limit=time_limit, seed=seed)
     nodes = tuple(graph.nodes[i] for i in found.order)
     return dataclasses.replace(graph, nodes=nodes), found
