@@ -89,6 +89,9 @@ def plan_and_store(
     """Store the problem, plan it with each strategy, and return what `PlansOut` describes."""
     strategy_options = active_limits().cap_time(strategy_options)  # no request outlasts plan_seconds
     problem_id = storage.add_problem(problem.to_json(), request_options, model_id, tensors)
+    from app.api.plans import remember  # here: app.api.plans imports this module
+
+    remember(storage, problem_id, problem)  # the plan page need not parse 20,000 buffers again
     inline = [] if background else [n for n in names if not get(n).slow]
     later = [n for n in names if n not in inline]
     records = _store(storage, problem_id, run_strategies(problem, inline, **strategy_options)) if inline else []

@@ -41,6 +41,17 @@ def problem_of(storage: Storage, record: PlanRecord) -> tuple[Problem, dict[str,
     return parsed
 
 
+def remember(storage: Storage, problem_id: str, problem: Problem) -> None:
+    """Cache a problem just stored, already parsed: its plan page is usually opened next."""
+    stored = storage.get_problem(problem_id)
+    if stored is None:
+        return
+    with _PARSED_LOCK:
+        _PARSED[problem_id] = (problem, stored)
+        while len(_PARSED) > PARSED_CACHE:
+            _PARSED.popitem(last=False)
+
+
 def _needs_plan(record: PlanRecord) -> None:
     if not record.plan:
         raise AppError(
