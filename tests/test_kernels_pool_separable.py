@@ -1,14 +1,15 @@
-"""MaxPool (without indices) and AveragePool reduce one spatial axis at a time, the last one over
-the flattened image when its border columns are few. These maps are wide enough for that path,
-and the attributes cover strides, dilations, explicit and SAME pads and ceil_mode, in 1-D to
-3-D, against onnxruntime."""
+"""MaxPool (without indices) and AveragePool reduce one spatial axis at a time when that needs no
+more workspace than the tap-by-tap path (padded pools), the last axis over the flattened image
+when its border columns are few. These maps are wide enough for that path, and the attributes
+cover strides, dilations, explicit and SAME pads and ceil_mode, in 1-D to 3-D, against
+onnxruntime; each case runs as chosen and with the axis-by-axis path forced."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from runtime.kernels.pool import _dense_first, _geometry
+from runtime.kernels.pool import _dense_first, _geometry, _separable_fits
 from tests.kernel_harness import run_kernel
 from tests.test_kernels_b import _close, one_node, run_ort
 
@@ -36,8 +37,15 @@ def _input(rng: np.random.Generator, rank: int) -> np.ndarray:
     return rng.standard_normal((2, 3, *sizes)).astype(np.float32)
 
 
+@pytest.fixture(params=["chosen", "separable"])
+def path(request, monkeypatch):
+    if request.param == "separable":
+        monkeypatch.setattr("runtime.kernels.pool._separable_fits", lambda *_: True)
+    return request.param
+
+
 @pytest.mark.parametrize("seed", range(24))
-def test_max_pool_separable_against_onnxruntime(seed):
+def test_max_pool_separable_against_onnxruntime(seed, path):
     rng = np.random.default_rng(900 + seed)
     rank = 1 + seed % 3
     attrs, x = _attrs(rng, rank), _input(rng, rank)
@@ -47,7 +55,7 @@ def test_max_pool_separable_against_onnxruntime(seed):
 
 
 @pytest.mark.parametrize("seed", range(24))
-def test_average_pool_separable_against_onnxruntime(seed):
+def test_average_pool_separable_against_onnxruntime(seed, path):
     rng = np.random.default_rng(950 + seed)
     rank = 1 + seed % 3
     attrs, x = _attrs(rng, rank), _input(rng, rank)
@@ -66,3 +74,13 @@ def test_the_flattened_path_is_taken_by_common_pools():
     assert _dense_first(x, _geometry(x, x, [3, 3], "NOTSET", [1, 1, 1, 1], None, None))
     x = (1, 2048, 7, 7)
     assert not _dense_first(x, _geometry(x, (1, 2048, 1, 1), [7, 7], "NOTSET", None, None, None))
+
+
+def test_axis_by_axis_only_where_it_takes_no_more_workspace():
+    # A padded pool already copies its image: the intermediate fits in that space. An unpadded
+    # pool reads the input in place, and a full-size intermediate would grow the arena.
+    f32 = np.dtype(np.float32)
+    x = (1, 64, 112, 112)
+    assert _separable_fits(x, _geometry(x, (1, 64, 56, 56), [3, 3], "NOTSET", [1, 1, 1, 1], [2, 2], None), f32)
+    x = (1, 64, 111, 111)
+    assert not _separable_fits(x, _geometry(x, (1, 64, 55, 55), [3, 3], "NOTSET", None, [2, 2], None), f32)

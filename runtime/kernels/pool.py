@@ -166,12 +166,40 @@ def _separable_buffers(x_shape, geo: Geometry) -> list[int]:
     return [s for s in sizes if s]
 
 
-def separable_workspace(
+def _window_bytes(x_shape, geo: Geometry, dtype) -> int:
+    """Workspace of the tap-by-tap path: a padded copy of one image, when it needs one."""
+    lengths = _padded_lengths(x_shape, geo)
+    return 0 if lengths is None else scratch_bytes(((x_shape[1], *lengths), dtype))
+
+
+def _separable_fits(x_shape, geo: Geometry, dtype) -> bool:
+    """Reduce axis by axis when that takes no more workspace than the tap-by-tap path (whose
+    padded copy is as large): faster, and never a larger arena."""
+    separable = scratch_bytes(*(((n,), dtype) for n in _separable_buffers(x_shape, geo)))
+    return separable <= _window_bytes(x_shape, geo, dtype)
+
+
+def reduce_workspace(
     inputs, outputs, *, kernel_shape, auto_pad="NOTSET", pads=None, strides=None, dilations=None, **_
 ) -> int:
     x, y = inputs[0], outputs[0]
     geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
-    return scratch_bytes(*(((n,), x.dtype) for n in _separable_buffers(x.shape, geo)))
+    if _separable_fits(x.shape, geo, x.dtype):
+        return scratch_bytes(*(((n,), x.dtype) for n in _separable_buffers(x.shape, geo)))
+    return _window_bytes(x.shape, geo, x.dtype)
+
+
+def _reduce_windows(x, y, geo: Geometry, scratch: Scratch, ufunc, identity) -> None:
+    """``y[n, c, o...] = ufunc`` over window o of ``x[n, c]``, pads counting as `identity`."""
+    if _separable_fits(x.shape, geo, x.dtype):
+        _pool_separable(x, y, geo, scratch, ufunc, identity)
+        return
+    taps = list(np.ndindex(*geo.kernel))
+    for n, win in _images(x, geo, scratch, identity):
+        target = y[n]
+        np.copyto(target, win[(Ellipsis, *taps[0])])
+        for tap in taps[1:]:
+            ufunc(target, win[(Ellipsis, *tap)], out=target)
 
 
 def _pool_separable(x, y, geo: Geometry, scratch: Scratch, ufunc, identity) -> None:
@@ -200,7 +228,7 @@ def _pool_separable(x, y, geo: Geometry, scratch: Scratch, ufunc, identity) -> N
 def max_pool_workspace(inputs, outputs, **attrs) -> int:
     if len(outputs) > 1 and outputs[1] is not None:
         return pool_workspace(inputs, outputs, **attrs)
-    return separable_workspace(inputs, outputs, **attrs)
+    return reduce_workspace(inputs, outputs, **attrs)
 
 
 @kernel("MaxPool", workspace=max_pool_workspace, outputs="many")
@@ -213,7 +241,7 @@ def max_pool(
     geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
     scratch = Scratch(ws, "MaxPool")
     if indices is None:
-        _pool_separable(x, y, geo, scratch, np.maximum, _lowest(x.dtype))
+        _reduce_windows(x, y, geo, scratch, np.maximum, _lowest(x.dtype))
         return
     taps = list(np.ndindex(*geo.kernel))
     better = scratch.take(y.shape[1:], np.bool_)
@@ -262,7 +290,7 @@ def _divide_by_counts(out: np.ndarray, geo: Geometry, x_spatial, include_pad: bo
 
 def average_pool_workspace(inputs, outputs, **attrs) -> int:
     x, y = inputs[0], outputs[0]
-    return separable_workspace(inputs, outputs, **attrs) + scratch_bytes((y.shape[2:], x.dtype))
+    return reduce_workspace(inputs, outputs, **attrs) + scratch_bytes((y.shape[2:], x.dtype))
 
 
 @kernel("AveragePool", workspace=average_pool_workspace)
@@ -273,7 +301,7 @@ def average_pool(
 ):  # fmt: skip
     geo = _geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
     scratch = Scratch(ws, "AveragePool")
-    _pool_separable(x, out, geo, scratch, np.add, 0)
+    _reduce_windows(x, out, geo, scratch, np.add, 0)
     plane = scratch.take(out.shape[2:], x.dtype)
     _divide_by_counts(out, geo, x.shape[2:], bool(count_include_pad), plane)
 
