@@ -38,7 +38,7 @@ def plan_view(
     kind_index = {k: i for i, k in enumerate(kinds)}
     buffers = problem.buffers
     ids = [b.id for b in buffers]
-    facts = [tensors.get(i, {}) for i in ids]
+    facts = [tensors.get(i, {}) for i in ids] if tensors else []
     return {
         "name": problem.name,
         "steps": problem.steps,
@@ -68,6 +68,7 @@ FACTS = ("shape", "dtype", "producer", "consumers")  # per-tensor facts a model 
 
 
 def _column(facts: list[dict[str, Any]], key: str) -> list[Any] | None:
+    """One fact of every buffer in problem order, or None if no buffer has it (`facts` empty: no facts)."""
     column = [f.get(key) for f in facts]
     return column if any(v is not None for v in column) else None
 
