@@ -7,13 +7,15 @@ up to `ALIGN` bytes so every block starts where BLAS and SIMD loops like it.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import numpy as np
 
 ALIGN = 64
+T = TypeVar("T")
 
 
 def _round_up(n: int) -> int:
@@ -66,12 +68,31 @@ UFUNC_BUFFER = 2048
 STRIDED_UFUNC_BUFFER = 1024
 
 
-@contextlib.contextmanager
-def small_ufunc_buffers(size: int = UFUNC_BUFFER) -> Iterator[None]:
-    """Run the body (or decorate a kernel) with `size`-element ufunc buffers. numpy keeps the
-    setting per context (thread), and the previous value comes back on exit."""
-    previous = np.setbufsize(size)
-    try:
-        yield
-    finally:
-        np.setbufsize(previous)
+class small_ufunc_buffers:  # noqa: N801 - used like the function (decorator or `with`) it replaced
+    """Run the body (``with small_ufunc_buffers():``) or every call of a decorated kernel with
+    `size`-element ufunc buffers. numpy keeps the setting per context (thread), and the
+    previous value comes back on exit. The decorator is a plain wrapper, not a generator-based
+    context manager: it runs once per kernel call, where a few microseconds add up."""
+
+    def __init__(self, size: int = UFUNC_BUFFER) -> None:
+        self.size = size
+        self._previous: list[int] = []
+
+    def __enter__(self) -> None:
+        self._previous.append(np.setbufsize(self.size))
+
+    def __exit__(self, *_: object) -> None:
+        np.setbufsize(self._previous.pop())
+
+    def __call__(self, fn: Callable[..., T]) -> Callable[..., T]:
+        size = self.size
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> T:
+            previous = np.setbufsize(size)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                np.setbufsize(previous)
+
+        return wrapper
