@@ -147,13 +147,18 @@ class Problem:
         if not isinstance(pools, list):
             raise ProblemError("pools: must be a list of {name, capacity}")
         names = data.get("step_names")
+        if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ProblemError("step_names: must be a list of strings, one per step")
+        name = data.get("name")
+        if name is not None and not isinstance(name, str):
+            raise ProblemError(f"name: must be a string, got {name!r}")
         return cls(
             buffers=buffers,
             steps=_int(steps, "steps"),
             alignment=_int(data.get("alignment", 1), "alignment"),
             pools=tuple(_pool_from_json(p, i) for i, p in enumerate(pools)),
-            step_names=tuple(str(n) for n in names) if names is not None else None,
-            name=data.get("name"),
+            step_names=tuple(names) if names is not None else None,
+            name=name,
         )
 
     @classmethod
@@ -175,9 +180,15 @@ def make_problem(buffers: Iterable[Buffer], **kwargs: Any) -> Problem:
 # ---- validation ---------------------------------------------------------------------------
 
 
+# Sizes, steps and offsets are 64-bit integers inside the planner; leave headroom for sums.
+MAX_VALUE = 2**53
+
+
 def _validate(p: Problem) -> None:
     if p.steps < 0:
         raise ProblemError(f"steps: must be >= 0, got {p.steps}")
+    if p.steps > MAX_VALUE:
+        raise ProblemError(f"steps: at most {MAX_VALUE:,}, got {p.steps:,}")
     _check_alignment(p.alignment, "alignment")
     if not p.pools:
         raise ProblemError("pools: at least one pool is needed")
@@ -185,8 +196,8 @@ def _validate(p: Problem) -> None:
     if len(set(pool_names)) != len(pool_names):
         raise ProblemError(f"pools: duplicate pool names in {pool_names}")
     for pool in p.pools:
-        if pool.capacity is not None and pool.capacity < 0:
-            raise ProblemError(f"pools[{pool.name}].capacity: must be >= 0 or null, got {pool.capacity}")
+        if pool.capacity is not None and not 0 <= pool.capacity <= MAX_VALUE:
+            raise ProblemError(f"pools[{pool.name}].capacity: must be 0..{MAX_VALUE:,} or null, got {pool.capacity}")
     if p.step_names is not None and len(p.step_names) != p.steps:
         raise ProblemError(f"step_names: {len(p.step_names)} names for {p.steps} steps")
     seen: set[str] = set()
@@ -197,6 +208,8 @@ def _validate(p: Problem) -> None:
         seen.add(b.id)
         if b.size < 0:
             raise ProblemError(f"{where}: size must be >= 0 bytes, got {b.size}")
+        if b.size > MAX_VALUE:
+            raise ProblemError(f"{where}: size must be at most {MAX_VALUE:,} bytes, got {b.size:,}")
         if b.first < 0:
             raise ProblemError(f"{where}: first must be >= 0, got {b.first}")
         if b.last < b.first:
@@ -216,8 +229,8 @@ def _validate(p: Problem) -> None:
 
 
 def _check_alignment(value: int, where: str) -> None:
-    if value < 1:
-        raise ProblemError(f"{where}: must be a positive number of bytes, got {value}")
+    if not 1 <= value <= 2**30:
+        raise ProblemError(f"{where}: must be a positive number of bytes up to 2**30, got {value}")
 
 
 def _int(value: Any, where: str) -> int:
@@ -252,6 +265,11 @@ def _buffer_from_json(raw: Any, i: int) -> Buffer:
     unknown = set(raw) - _BUFFER_FIELDS
     if unknown:
         raise ProblemError(f"{where}: unknown field(s) {sorted(unknown)}; accepted: {sorted(_BUFFER_FIELDS)}")
+    for key in ("kind", "alias_of", "name"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise ProblemError(f"{where}.{key}: must be a string, got {raw[key]!r}")
+    if not isinstance(raw["id"], str | int) or isinstance(raw["id"], bool):
+        raise ProblemError(f"{where}.id: must be a string or an integer, got {raw['id']!r}")
     pools = raw.get("pool_candidates")
     if pools is not None and not (isinstance(pools, list) and all(isinstance(x, str) for x in pools)):
         raise ProblemError(f"{where}.pool_candidates: must be a list of pool names")
@@ -285,7 +303,7 @@ def _buffer_json(b: Buffer) -> dict[str, Any]:
 
 
 def _pool_from_json(raw: Any, i: int) -> Pool:
-    if not isinstance(raw, Mapping) or "name" not in raw:
-        raise ProblemError(f"pools[{i}]: must be an object with a name and an optional capacity")
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("name"), str):
+        raise ProblemError(f"pools[{i}]: must be an object with a name (a string) and an optional capacity")
     capacity = raw.get("capacity")
     return Pool(str(raw["name"]), None if capacity is None else _int(capacity, f"pools[{i}].capacity"))

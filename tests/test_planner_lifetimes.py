@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from planner import Buffer, ProblemError, Schedule, Step, live_bytes, load, make_problem, problem_from_schedule
+from planner import (
+    Buffer,
+    ProblemError,
+    Schedule,
+    Step,
+    check_plan,
+    live_bytes,
+    load,
+    make_problem,
+    plan,
+    problem_from_schedule,
+)
+from planner.bounds import live_segments, peak_step
 from planner.placement import Placer
 
 # x -> conv(ws) -> y -> relu -> z -> add(x, z) -> out
@@ -80,3 +95,32 @@ def test_gap_search_respects_alignment():
     placer.place_at(1, 0, 12)
     # The gap [3, 12) holds 4 bytes only from an aligned start of 8.
     assert placer.choose(2, 0, "first") == 8
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.integers(1, 30),
+    raw=st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29), st.integers(0, 100)), max_size=20),
+)
+def test_load_and_peak_from_segments_agree_with_the_per_step_curve(steps, raw):
+    buffers = [
+        Buffer(f"b{i}", size, min(a, b) % steps, min(a, b) % steps + abs(a - b) % (steps - min(a, b) % steps))
+        for i, (a, b, size) in enumerate(raw)
+    ]
+    problem = make_problem(buffers, steps=steps)
+    curve = live_bytes(problem)
+    assert load(problem) == int(curve.max())
+    assert peak_step(problem) == int(curve.argmax())
+    starts, values = live_segments(problem)
+    assert np.array_equal(np.repeat(values, np.diff(np.append(starts, steps))), curve)
+
+
+def test_a_trillion_steps_plan_without_a_per_step_array():
+    problem = make_problem(
+        [Buffer("a", 8, 0, 10**12 - 1), Buffer("b", 8, 5, 10**11), Buffer("c", 8, 10**11 + 1, 10**12 - 1)]
+    )
+    assert load(problem) == 16 and peak_step(problem) == 5
+    result = plan(problem, "greedy_by_size")
+    assert check_plan(problem, result).ok and result.arena_bytes == 16
+    with pytest.raises(ProblemError, match="too many for a per-step curve"):
+        live_bytes(problem)

@@ -17,9 +17,7 @@ def app(tmp_path_factory):
     return create_app(Settings(data_dir=data, plan_seconds=1.0, max_queued_jobs=4))
 
 
-# /problems/plan describes its body by a $ref to the Problem schema's URL, which the fuzzer
-# cannot resolve offline; its parsing is covered by the planner's and the API's own tests.
-schema = schemathesis.pytest.from_fixture("api_schema").exclude(path_regex="problems/plan$")
+schema = schemathesis.pytest.from_fixture("api_schema")
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 
+import planner
 from app.deps import JobsDep, StorageDep
 from app.errors import AppError, not_found
 from app.planning import plan_and_store, summary
@@ -19,11 +22,18 @@ router = APIRouter(tags=["problems"])
 
 MAX_PROBLEM_BYTES = 64 * 1024 * 1024
 
+
+def _problem_schema() -> dict[str, Any]:
+    """The Problem JSON Schema shipped with the planner, inlined so the OpenAPI document stands alone."""
+    schema = json.loads((Path(planner.__file__).parent / "schema" / "problem.schema.json").read_text())
+    return {k: v for k, v in schema.items() if k not in ("$schema", "$id")}
+
+
 _BODY = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": {"schema": {"$ref": "https://memplan/schema/problem.schema.json", "type": "object"}},
+            "application/json": {"schema": _problem_schema()},
             "text/csv": {"schema": {"type": "string", "description": "MiniMalloc CSV: id,lower,upper,size[,offset]"}},
         },
     }
