@@ -58,13 +58,13 @@ def spatial_geometry(
     VALID pads nothing; NOTSET uses `pads` ([x1_begin, x2_begin, ..., x1_end, x2_end, ...]).
     """
     rank = len(in_spatial)
-    kernel_shape = tuple(int(k) for k in kernel_shape)
-    strides = tuple(strides) if strides else (1,) * rank
-    dilations = tuple(dilations) if dilations else (1,) * rank
+    kernel = tuple(int(k) for k in kernel_shape)
+    steps = tuple(int(s) for s in strides) if strides else (1,) * rank
+    spread = tuple(int(d) for d in dilations) if dilations else (1,) * rank
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         total = [
             max(0, (o - 1) * s + (k - 1) * d + 1 - i)
-            for i, o, k, s, d in zip(in_spatial, out_spatial, kernel_shape, strides, dilations, strict=True)
+            for i, o, k, s, d in zip(in_spatial, out_spatial, kernel, steps, spread, strict=True)
         ]
         small = [t // 2 for t in total]
         big = [t - t // 2 for t in total]
@@ -75,7 +75,7 @@ def spatial_geometry(
         begin, end = list(pads[:rank]), list(pads[rank:])
     else:
         raise ValueError(f"auto_pad {auto_pad!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
-    return Geometry(kernel_shape, strides, dilations, tuple(begin), tuple(end), tuple(out_spatial))
+    return Geometry(kernel, steps, spread, tuple(begin), tuple(end), tuple(out_spatial))
 
 
 def windows(src: np.ndarray, geo: Geometry) -> np.ndarray:
