@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+
 import numpy as np
 import onnx
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
+
 
 def run_kernel(model: onnx.ModelProto, inputs: list[np.ndarray | None], like: list[np.ndarray]) -> list[np.ndarray]:
     """Run the single node of `model` with its kernel; outputs shaped and typed like `like`."""
@@ -48,7 +50,9 @@ def run_kernel(model: onnx.ModelProto, inputs: list[np.ndarray | None], like: li
     return [o for o in outputs if o is not None]
 
 
-def run_against_reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def run_against_reference(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """(kernel outputs, onnx.reference outputs) for a one-node model."""
     expected = ReferenceEvaluator(model).run(None, feeds)
     node = model.graph.node[0]
@@ -67,7 +71,7 @@ def backend_cases(op_type: str) -> Iterator[tuple[str, onnx.ModelProto, list[np.
         if len(graph.node) != 1 or graph.node[0].op_type != op_type:
             continue
         feeds, expected = case.data_sets[0]
-        by_name = dict(zip((i.name for i in graph.input), feeds))
+        by_name = dict(zip((i.name for i in graph.input), feeds, strict=False))
         for init in graph.initializer:
             by_name[init.name] = numpy_helper.to_array(init)
         inputs = [by_name.get(name) if name else None for name in graph.node[0].input]

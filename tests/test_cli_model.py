@@ -180,7 +180,9 @@ def test_reorder_of_a_bare_problem_is_refused(tmp_path):
 
 def test_reorder_works_with_concat_in_place():
     # DenseNet's concats alias their producers when planned; the order search must not see them.
-    result = runner.invoke(app, ["plan", str(LIGHT / "light_densenet121.onnx"), "--reorder", "--json", "-s", "greedy_by_size"])
+    result = runner.invoke(
+        app, ["plan", str(LIGHT / "light_densenet121.onnx"), "--reorder", "--json", "-s", "greedy_by_size"]
+    )
     assert result.exit_code == 0, result.output
     row = json.loads(result.stdout)[0]
     assert row["valid"] and row["lower_bound"] <= row["model_order_lower_bound"]

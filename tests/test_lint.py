@@ -1,0 +1,31 @@
+"""The code reads the way STYLE.md asks: ruff-clean and formatted everywhere, mypy-clean on
+planner/ and runtime/ (the packages other runtimes and the service build on)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff is in the test extra")
+def test_ruff_check_and_format():
+    lint = run("ruff", "check", ".")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    fmt = run("ruff", "format", "--check", ".")
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_mypy_on_planner_and_runtime():
+    pytest.importorskip("mypy")
+    typed = run(sys.executable, "-m", "mypy", "planner", "runtime")
+    assert typed.returncode == 0, typed.stdout + typed.stderr
