@@ -69,3 +69,30 @@ def test_kernel_allocates_less_than_a_quarter_of_its_output(op, inputs, out_shap
         if not was_tracing:
             tracemalloc.stop()
     assert peak < LIMIT, f"{op} allocated {peak} bytes outside its output"
+
+
+@pytest.mark.parametrize("op", ["Sum", "Max", "Min"])
+@pytest.mark.parametrize("alias", [0, 1])
+def test_variadic_ops_in_place_copy_nothing(op, alias):
+    # The planner lets output 0 overwrite input 0 or 1; the kernel must not undo the saving
+    # with a copy of the overwritten input.
+    rng = np.random.default_rng(alias)
+    xs = [rng.standard_normal((256, 256)).astype(np.float32) for _ in range(3)]
+    want = {
+        "Sum": xs[0] + xs[1] + xs[2],
+        "Max": np.maximum(np.maximum(xs[0], xs[1]), xs[2]),
+        "Min": np.minimum(np.minimum(xs[0], xs[1]), xs[2]),
+    }[op]
+    out = xs[alias]
+    was_tracing = tracemalloc.is_tracing()
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        get_kernel(op).fn(*xs, out=out)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+    np.testing.assert_array_equal(out, want)
+    assert peak < out.nbytes // 16, f"{op} in place allocated {peak} bytes"

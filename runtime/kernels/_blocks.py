@@ -49,6 +49,16 @@ def readable(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return x.copy() if np.shares_memory(x, out) else x
 
 
+def same_memory(x: np.ndarray, out: np.ndarray) -> bool:
+    """True when `x` is exactly `out`'s elements (an in-place operand): one ufunc call may
+    then read and write it, element by element, with no copy."""
+    return (
+        x.shape == out.shape
+        and x.strides == out.strides
+        and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
+    )
+
+
 def apply_blocks(fn: Callable[..., None], out: np.ndarray, *inputs: np.ndarray) -> None:
     """Run ``fn(*input_blocks, out_block)`` over `out` block by block.
 

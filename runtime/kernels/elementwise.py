@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import kernel
-from runtime.kernels._blocks import apply_blocks, erf, readable
+from runtime.kernels._blocks import apply_blocks, erf, readable, same_memory
 
 
 def _is_int(a: np.ndarray) -> bool:
@@ -75,8 +75,12 @@ def mod(a, b, *, out, fmod=0):
 
 
 def _fold(ufunc, inputs, out):
-    """out = ufunc(...ufunc(inputs[0], inputs[1])..., inputs[-1]) with broadcasting."""
-    inputs = [readable(x, out) for x in inputs]
+    """out = ufunc(...ufunc(inputs[0], inputs[1])..., inputs[-1]) with broadcasting.
+
+    The first call reads inputs 0 and 1 as it writes, so either may be `out` itself (the
+    planner's in-place case) without a copy; any other overlap is copied first.
+    """
+    inputs = [x if i < 2 and same_memory(x, out) else readable(x, out) for i, x in enumerate(inputs)]
     if len(inputs) == 1:
         np.copyto(out, inputs[0])
         return
