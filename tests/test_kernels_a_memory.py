@@ -78,6 +78,7 @@ def test_variadic_ops_in_place_copy_nothing(op, alias):
     # with a copy of the overwritten input.
     rng = np.random.default_rng(alias)
     xs = [rng.standard_normal((256, 256)).astype(np.float32) for _ in range(3)]
+    xs_before = xs[alias].copy()
     want = {
         "Sum": xs[0] + xs[1] + xs[2],
         "Max": np.maximum(np.maximum(xs[0], xs[1]), xs[2]),
@@ -85,16 +86,21 @@ def test_variadic_ops_in_place_copy_nothing(op, alias):
     }[op]
     out = xs[alias]
     small = [x[:2, :2].copy() for x in xs]
-    get_kernel(op).fn(*small, out=small[alias])  # first calls set numpy's machinery up
     was_tracing = tracemalloc.is_tracing()
     tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
+    peaks = []
     try:
-        get_kernel(op).fn(*xs, out=out)
-        peak = tracemalloc.get_traced_memory()[1] - base
+        get_kernel(op).fn(*small, out=small[alias])  # a first traced call sets numpy's machinery up
+        for repeat in range(3):  # the least of three: a stray allocation elsewhere is not the kernel's
+            if repeat:
+                np.copyto(out, xs_before)
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            get_kernel(op).fn(*xs, out=out)
+            peaks.append(tracemalloc.get_traced_memory()[1] - base)
     finally:
         if not was_tracing:
             tracemalloc.stop()
+    peak = min(peaks)
     np.testing.assert_array_equal(out, want)
     assert peak < out.nbytes // 16, f"{op} in place allocated {peak} bytes"
