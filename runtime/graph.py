@@ -20,6 +20,7 @@ import onnx
 from runtime.constants import Constant, from_initializer, np_dtype
 from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
+from runtime.fuse import fold_batchnorm
 from runtime.kernels import attributes_of
 from runtime.shapes import TensorType, bind_dims, fill_unknown, infer, skeleton, type_of
 
@@ -67,6 +68,7 @@ class Graph:
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES
     model_dir: str | None = None
     folded: int = 0  # nodes removed by constant folding
+    fused: int = 0  # BatchNormalization nodes folded into the Conv before them
 
     def tensor(self, name: str) -> TensorInfo:
         try:
@@ -92,6 +94,7 @@ def load_model(
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
     base_dir: str | os.PathLike[str] | None = None,
     fold: bool = True,
+    fuse: bool = True,
 ) -> Graph:
     """Load, check, bind, fold and type a model; see the module docstring.
 
@@ -99,7 +102,8 @@ def load_model(
     of the graph inputs by name; `default_dim`, when given, sizes every dim left unbound
     (otherwise an unbound dim is an error naming it and the inputs using it). External
     data is looked up in the model's folder (`base_dir` for bytes or a ModelProto). Any
-    tensor larger than `max_tensor_bytes` is refused before it is allocated.
+    tensor larger than `max_tensor_bytes` is refused before it is allocated. With `fuse`,
+    inference BatchNormalization is folded into the Conv before it (`runtime.fuse`).
     """
     model, model_dir = _parse(source, base_dir)
     dims = dict(dims or {})
@@ -131,9 +135,16 @@ def load_model(
             break
         folded += count
         types = infer(skeleton(model, nodes, inputs, constants, dims))
+    fused = 0
+    if fuse:
+        nodes, fused = fold_batchnorm(nodes, constants, keep)
+        if fused:
+            types = infer(skeleton(model, nodes, inputs, constants, dims))
     fill_unknown(nodes, types, opset)
     types.update(inputs)
-    return _build(model, nodes, inputs, outputs, constants, types, opset, dims, max_tensor_bytes, model_dir, folded)
+    loaded = _build(model, nodes, inputs, outputs, constants, types, opset, dims, max_tensor_bytes, model_dir, folded)
+    loaded.fused = fused
+    return loaded
 
 
 # ---- parsing and structure ----------------------------------------------------------------------------
