@@ -109,7 +109,7 @@ def residual_dense_block() -> onnx.ModelProto:
 @pytest.mark.parametrize("io", ["arena", "external"])
 def test_hand_built_model_matches_onnxruntime_with_every_alias_form(io):
     model = residual_dense_block()
-    graph = load_model(model)
+    graph = load_model(model, fuse=False)  # keep BatchNormalization to see it run in place
     feeds = {"x": np.random.default_rng(4).standard_normal((1, 4, 10, 10)).astype(np.float32)}
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     problem = memory_problem(graph, io=io)
@@ -129,7 +129,7 @@ def test_hand_built_model_matches_onnxruntime_with_every_alias_form(io):
 
 
 def test_each_form_switches_off_on_its_own():
-    graph = load_model(residual_dense_block())
+    graph = load_model(residual_dense_block(), fuse=False)
     only_inplace = _links(memory_problem(graph, concat_inplace=False))
     only_concat = _links(memory_problem(graph, inplace=False))
     assert "bn" in only_inplace and "a" not in only_inplace

@@ -81,7 +81,8 @@ def build_training_step(
         raise ModelError(f"loss={loss!r}: accepted values are {LOSSES}")
     if optimizer not in OPTIMIZERS:
         raise ModelError(f"optimizer={optimizer!r}: accepted values are {OPTIMIZERS}")
-    graph = load_model(model, dims)
+    # BatchNormalization trains on batch statistics: keep it apart from the Conv before it.
+    graph = load_model(model, dims, fuse=False)
     names = _trainable(graph, trainable)
     out = output or graph.outputs[0]
     if out not in graph.outputs:
