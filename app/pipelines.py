@@ -9,7 +9,6 @@ the next one's connected inputs) and compares the pipeline's outputs with the la
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from app.api.models import check_dims
 from app.errors import AppError, not_found
 from app.jobs import Job, JobFailed, JobManager
 from app.planning import plan_and_store
-from app.runs import _describe, _stats, bind_io, copy_figures
+from app.runs import _describe, _stats, bind_io, copy_figures, execute_with_progress
 from app.schemas import PipelineRequest, PipelineRunRequest
 from app.settings import active_limits
 from app.storage import ModelRecord, Storage
@@ -170,19 +169,7 @@ def execute(
         run_feeds = bind_io(pipe, feeds) if body.zero_copy else feeds
     except (runtime.ModelError, AppError) as e:
         raise JobFailed(f"the pipeline cannot be run: {getattr(e, 'detail', e)}", 422) from None
-    nodes = pipe.graph.nodes
-    times: list[dict[str, Any]] = []
-
-    def on_step(index: int, steps: int, name: str, seconds: float) -> None:
-        times.append({"step": index, "name": name, "op_type": nodes[index].op_type, "seconds": seconds})
-        job.report((index + 1) / steps, f"{name} ({nodes[index].op_type})", step=index, op=name, seconds=seconds)
-
-    started = time.perf_counter()
-    try:
-        outputs = pipe.run(run_feeds, on_step=on_step)
-    except (runtime.ModelError, runtime.ExecutionError) as e:
-        raise JobFailed(f"the pipeline cannot run: {e}", 422) from None
-    elapsed = time.perf_counter() - started
+    outputs, elapsed, times = execute_with_progress(job, pipe, pipe.graph.nodes, run_feeds, "the pipeline")
     job.report(1.0, "checking the outputs against an oracle, model by model")
     paths = {n: library.model_path(storage, r) for n, r in records.items()}
     return {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -124,22 +125,7 @@ def execute(
         run_feeds = bind_io(session, feeds) if body.zero_copy else feeds
     except runtime.ModelError as e:
         raise JobFailed(f"the plan cannot be run: {e}", 422) from None
-    times: list[dict[str, Any]] = []
-    total = max(len(graph.nodes), 1)
-    every = max(1, total // MAX_EVENTS_PER_RUN)
-
-    def on_step(index: int, steps: int, name: str, seconds: float) -> None:
-        op_type = graph.nodes[index].op_type if index < len(graph.nodes) else ""
-        times.append({"step": index, "name": name, "op_type": op_type, "seconds": seconds})
-        if index % every == 0 or index == steps - 1:
-            job.report((index + 1) / steps, f"{name} ({op_type})", step=index, op=name, seconds=seconds)
-
-    started = time.perf_counter()
-    try:
-        outputs = session.run(run_feeds, on_step=on_step)
-    except (runtime.ModelError, runtime.ExecutionError) as e:
-        raise JobFailed(f"the model cannot run: {e}", 422) from None
-    elapsed = time.perf_counter() - started
+    outputs, elapsed, times = execute_with_progress(job, session, graph.nodes, run_feeds, "the model")
     job.report(1.0, "checking the outputs against an oracle")
     verdict = oracle.verify(path, feeds, outputs, body.verify)
     return {
@@ -187,6 +173,28 @@ def copy_figures(session: Any) -> dict[str, Any]:
     if stats is None:
         return {"copies": None, "copied_bytes": None, "fallbacks": {}}
     return {"copies": stats.copies, "copied_bytes": stats.copied_bytes, "fallbacks": dict(stats.fallbacks)}
+
+
+def execute_with_progress(
+    job: Job, runner: Any, nodes: Sequence[Any], feeds: dict[str, np.ndarray], what: str
+) -> tuple[dict[str, np.ndarray], float, list[dict[str, Any]]]:
+    """Run a prepared session or pipeline, reporting each op to the job (thinned past
+    MAX_EVENTS_PER_RUN events; the returned per-op times keep every op)."""
+    times: list[dict[str, Any]] = []
+    every = max(1, max(len(nodes), 1) // MAX_EVENTS_PER_RUN)
+
+    def on_step(index: int, steps: int, name: str, seconds: float) -> None:
+        op_type = nodes[index].op_type if index < len(nodes) else ""
+        times.append({"step": index, "name": name, "op_type": op_type, "seconds": seconds})
+        if index % every == 0 or index == steps - 1:
+            job.report((index + 1) / steps, f"{name} ({op_type})", step=index, op=name, seconds=seconds)
+
+    started = time.perf_counter()
+    try:
+        outputs = runner.run(feeds, on_step=on_step)
+    except (runtime.ModelError, runtime.ExecutionError) as e:
+        raise JobFailed(f"{what} cannot run: {e}", 422) from None
+    return outputs, time.perf_counter() - started, times
 
 
 def _stats(session: runtime.Session) -> dict[str, Any]:
