@@ -25,7 +25,8 @@ def test_every_strategy_docstring_states_numbered_steps_and_origin():
         assert "optimal" in doc.lower(), f"{strategy.name}: does not say whether it is optimal"
 
 
-def test_readme_python_example_runs():
-    block = re.search(r"```python\n(.*?)```", README, flags=re.DOTALL)
-    assert block
-    exec(compile(block.group(1), "README.md", "exec"), {})
+def test_readme_python_examples_run():
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.DOTALL)
+    assert len(blocks) >= 2
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})
