@@ -32,16 +32,7 @@ from app.library import EXAMPLES_DIR  # noqa: E402
 from app.main import Settings, create_app  # noqa: E402
 from planner import get, names  # noqa: E402
 from planner.generate import network_like  # noqa: E402
-
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from tests.test_browser_app import CHROMIUM, FLAGS  # noqa: E402 - the one place Chromium's launch flags live
 
 
 def serve(data_dir: Path) -> tuple[str, object, threading.Thread]:
