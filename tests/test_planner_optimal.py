@@ -18,7 +18,11 @@ import planner
 from planner import Buffer, InfeasibleError, Pool, Problem, ProblemError, check_plan, load, make_problem, plan
 from planner.csvio import load_csv
 from planner.exact import ExactInfeasibleError
+from planner.exact.driver import PORTFOLIO
+from planner.exact.model import Model
+from planner.exact.search import BudgetSpent
 from planner.generate import network_like
+from planner.placement import Placer
 
 # MiniMalloc's challenging traces, in the shared benchmark folder beside the checkout.
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "bench"
@@ -89,6 +93,50 @@ def test_alignment_is_honoured_and_still_optimal(seed):
         assert result.offset(b.id) % problem.align_of(b) == 0
     assert result.arena_bytes == brute_force(problem)
     assert result.stats["status"] == "optimal"
+
+
+def _model(problem: Problem) -> Model:
+    blocks = Placer(problem).blocks
+    sized = blocks.size > 0
+    return Model.of(blocks.size[sized], blocks.first[sized], blocks.last[sized], blocks.align[sized])
+
+
+def _packs(model: Model, offsets, height: int) -> bool:
+    """Independently of the searches: every block under the height, no two meeting ones overlap."""
+    o = [int(x) for x in offsets]
+    n = len(model)
+    for i in range(n):
+        if o[i] < 0 or o[i] % int(model.align[i]) or o[i] + int(model.size[i]) > height:
+            return False
+        for j in range(i + 1, n):
+            meets = model.first[i] <= model.last[j] and model.first[j] <= model.last[i]
+            apart = o[i] + model.size[i] <= o[j] or o[j] + model.size[j] <= o[i]
+            if meets and not apart:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("kind, order", [(kind, order) for kind, order, _ in PORTFOLIO])
+@pytest.mark.parametrize("seed", range(25))
+def test_each_search_alone_packs_at_the_optimum_and_proves_one_byte_less(kind, order, seed):
+    # Every search of the portfolio must be complete on its own: a wrong proof from any of
+    # them would end the driver's round with a false "infeasible".
+    rng = random.Random(5000 + seed)
+    problem = random_problem(rng, rng.randint(1, 7), alignment=rng.choice([1, 1, 8]), aligned_buffers=seed % 3 == 0)
+    best = brute_force(problem)
+    model = _model(problem)
+    offsets = kind(model, best, order).run()
+    assert offsets is not None and _packs(model, offsets, best)
+    assert kind(model, best - 1, order).run() is None
+
+
+@pytest.mark.parametrize("kind, order", [(kind, order) for kind, order, _ in PORTFOLIO])
+def test_each_search_stops_at_its_node_limit(kind, order):
+    model = _model(_challenging("A"))
+    search = kind(model, CAPACITY, order, node_limit=50)  # feasible, but not within 50 nodes
+    with pytest.raises(BudgetSpent):
+        search.run()
+    assert search.nodes == 51  # the node that found the limit spent is counted
 
 
 def test_capacity_at_the_optimum_is_found():
@@ -163,7 +211,9 @@ def _challenging(letter: str) -> Problem:
     return load_csv(path)
 
 
-@pytest.mark.parametrize("letter", ["A", "B", "C"])
+# A-C are packed by the skyline search, J and K by the canonical one (the full eleven run
+# in `python bench/exact_bench.py`).
+@pytest.mark.parametrize("letter", ["A", "B", "C", "J", "K"])
 def test_challenging_instances_fit_in_exactly_one_mebibyte(letter):
     problem = _challenging(letter).with_capacity(CAPACITY)
     greedy = plan(problem.with_capacity(None), "greedy_by_size").arena_bytes

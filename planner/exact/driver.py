@@ -1,8 +1,11 @@
-"""Anytime use of the search: decide a height, or tighten a height, within a budget.
+"""Anytime use of the searches: decide a height, or tighten a height, within a budget.
 
-Searches restart with each candidate order in turn under a node limit that doubles every
-round (as MiniMalloc does): one order is often lucky where another thrashes, and a search
-that ends within its limit is a proof either way.
+A portfolio of searches restarts in turn under a node limit that doubles every round (as
+MiniMalloc does with its orders): search times are heavy-tailed, one search is often
+lucky where another thrashes, and a search that ends within its limit is a proof either
+way. The portfolio is the skyline search (`planner.exact.search`), which packs some
+perfect packings in a few hundred nodes, and the canonical search
+(`planner.exact.canonical`) under MiniMalloc's three static ranks.
 """
 
 from __future__ import annotations
@@ -12,8 +15,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.exact.model import ORDERS, Model
+from planner.exact.canonical import CanonicalSearch
+from planner.exact.model import Model
 from planner.exact.search import BudgetSpent, Search
+
+# (search, order, divisor of the round's node limit). A skyline node costs about four
+# canonical ones (numpy state copied per node), so it gets a quarter of the nodes.
+PORTFOLIO: tuple[tuple[type[Search] | type[CanonicalSearch], str, int], ...] = (
+    (Search, "size", 4),
+    (CanonicalSearch, "WAT", 1),
+    (CanonicalSearch, "TAW", 1),
+    (CanonicalSearch, "TWA", 1),
+)
 
 
 @dataclass
@@ -52,13 +65,16 @@ class Outcome:
 
 
 def _round(model: Model, height: int, limit: int, budget: Budget) -> tuple[str, np.ndarray | None, int]:
-    """Try each order once with `limit` nodes: ("found", offsets), ("infeasible"), ("unknown")."""
+    """Run each search of the portfolio once within its share of `limit` nodes.
+
+    ("found", offsets), ("infeasible", None) or ("unknown", None), and how many ran.
+    """
     tries = 0
-    for order in ORDERS:
-        nodes = budget.limit(limit)
+    for kind, order, divisor in PORTFOLIO:
+        nodes = budget.limit(max(1, limit // divisor))
         if nodes <= 0 or budget.spent():
             break
-        search = Search(model, height, order, node_limit=nodes, deadline=budget.deadline)
+        search = kind(model, height, order, node_limit=nodes, deadline=budget.deadline)
         tries += 1
         try:
             offsets = search.run()

@@ -26,13 +26,13 @@ Complete: an exhausted search proves that no packing fits under the height.
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from planner.exact.model import Model
+from planner.exact.stack import deep_recursion
 
 _BIG = np.iinfo(np.int64).max // 4
 
@@ -78,10 +78,8 @@ class Search:
         if int((state[2]).max()) > self.height:
             return None
         # Depth is at most four frames per block; the default limit would stop large searches.
-        needed = 4 * n + 300 + _stack_depth()
-        if sys.getrecursionlimit() < needed:
-            sys.setrecursionlimit(needed)
-        return self._offset if self._solve(state, 0, S) else None
+        with deep_recursion(4 * n):
+            return self._offset if self._solve(state, 0, S) else None
 
     # ---- the recursion ------------------------------------------------------------------
 
@@ -227,12 +225,3 @@ def _raise_run(floor: np.ndarray, active: np.ndarray, at_f: np.ndarray, a: int) 
     raised = floor.copy()
     raised[a + lo : a + hi] = min(walls)
     return raised
-
-
-def _stack_depth() -> int:
-    """How many frames are on the caller's stack (to size the recursion limit)."""
-    depth, frame = 0, sys._getframe()
-    while frame is not None:
-        depth += 1
-        frame = frame.f_back  # type: ignore[assignment]
-    return depth

@@ -28,7 +28,7 @@ from planner.registry import register, registered
 
 DEFAULT_TIME_LIMIT = 5.0
 SMALL_BLOCKS = 500
-OPTIMAL_NODES = 1000
+OPTIMAL_NODES = 4000
 SEARCH_SHARE = 0.3  # of the time limit, for the local search
 CLIMB_ITERATIONS = 500  # and at most this many moves, so that the answer is reproducible
 

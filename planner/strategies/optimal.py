@@ -38,7 +38,7 @@ from planner.strategies._order import by
 DEFAULT_TIME_LIMIT = 10.0
 # Without a time limit the effort is counted in search nodes (a second or so), so that the
 # default answer is the same on every machine; an explicit time limit lifts this cap.
-DEFAULT_NODES = 2000
+DEFAULT_NODES = 4000
 # Beyond this many blocks a Python search rarely improves on the greedy incumbent in a
 # useful time, and its per-node cost grows with the block count: keep the incumbent.
 MAX_SEARCH_BLOCKS = 3000

@@ -1,0 +1,253 @@
+"""Canonical branch and bound: does every block fit under a given height?
+
+Blocks are placed one at a time, each at its *lowest offset* (just above the highest block
+already placed that it meets in time, rounded up to its alignment), so a branch is only
+an order of blocks. The search keeps to canonical orders and prunes with what each
+section of time still has to hold:
+
+1. Candidates are the unplaced blocks sorted by (lowest offset, static rank). Along a
+   branch offsets never decrease and, at equal offsets, ranks increase: each packing is
+   reached by one order only.
+2. A block whose lowest offset is at or above the lowest top any unplaced block could
+   have would leave a gap under itself that a smaller packing fills: it is not tried.
+3. A section's *floor* is where its next block can start: the top of its highest placed
+   block, raised to the lowest offset of its unplaced blocks. Prune when a floor (or the
+   current offset, since offsets never decrease) plus the bytes still to place in the
+   section exceeds the height.
+4. When no unplaced block lives across a section boundary, the two sides are independent
+   and solved one after the other (each with its own ranks); if one fails, so does all.
+5. A placed block that meets no unplaced block cannot be what made its branch fail:
+   when its branch fails, so does the node.
+
+This is the search published with MiniMalloc (Moffitt, ASPLOS 2023): canonical solutions,
+dominance, section inference with monotonic and unallocated floors, dynamic
+decomposition and "hatless" pruning, with its static ranks (width, area, and the most
+bytes live in the block's sections). Complete: an exhausted search is a proof.
+
+State lives in plain lists and the search in closures: at a few hundred blocks, Python's
+own integers and lists beat numpy's per-call cost for this many small updates.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.exact.model import Model
+from planner.exact.search import BudgetSpent
+from planner.exact.stack import deep_recursion
+
+# Static ranks, tried in turn by the driver: keys most significant first, all descending.
+# "total" is the most bytes live (still to place) in any section the block spans.
+ORDERS = {
+    "WAT": ("width", "area", "total"),
+    "TAW": ("total", "area", "width"),
+    "TWA": ("total", "width", "area"),
+}
+_BIG = 1 << 62
+
+
+@dataclass
+class CanonicalSearch:
+    """One search over `model` under `height`, ranking blocks by `order` (a key of ORDERS)."""
+
+    model: Model
+    height: int
+    order: str = "WAT"
+    node_limit: int | None = None
+    deadline: float | None = None
+    nodes: int = 0
+
+    def run(self) -> np.ndarray | None:
+        """Offsets (by block) of a packing under the height, or None when none exists.
+
+        Raises `BudgetSpent` when the budget ends first.
+        """
+        m = self.model
+        n = len(m)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        if int(m.load().max()) > self.height:
+            return None
+        with deep_recursion(3 * n):
+            offsets = _Solver(m, self.height, ORDERS[self.order], self).solve()
+        return None if offsets is None else np.asarray(offsets, dtype=np.int64)
+
+
+class _Solver:
+    """The state of one search, in lists indexed by block and by section."""
+
+    def __init__(self, m: Model, height: int, keys: tuple[str, ...], owner: CanonicalSearch) -> None:
+        self.owner = owner
+        self.height = height
+        self.keys = keys
+        self.size = m.size.tolist()
+        self.align = m.align.tolist()
+        self.lo, self.hi = m.lo.tolist(), m.hi.tolist()
+        self.width = (m.last - m.first + 1).tolist()
+        n, sections = len(m), m.sections
+        self.members: list[list[int]] = [[] for _ in range(sections)]
+        for i in range(n):
+            for s in range(self.lo[i], self.hi[i]):
+                self.members[s].append(i)
+        self.overlaps = _overlaps(m)
+        self.floor = [0] * sections
+        self.total = m.load().tolist()
+        cross = m.crossings().tolist()
+        self.cross = cross
+        self.lowest = [0] * n  # lowest offset each unplaced block can take now
+        self.offset = [-1] * n  # -1: unplaced
+
+    def solve(self) -> list[int] | None:
+        """Solve each independent part in turn; None when one cannot be packed."""
+        cuts = [0, *(s + 1 for s, c in enumerate(self.cross) if c == 0), len(self.floor)]
+        result = [0] * len(self.size)
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            part = [i for i in range(len(self.size)) if a <= self.lo[i] and self.hi[i] <= b]
+            if part and not self._part(part, a, b, result):
+                return None
+        return result
+
+    def _part(self, part: list[int], a: int, b: int, result: list[int]) -> bool:
+        """Search sections ``[a, b)`` for the unplaced blocks `part` (all inside it)."""
+        size, width, total, lo, hi = self.size, self.width, self.total, self.lo, self.hi
+
+        def key(i: int) -> tuple[int, ...]:
+            values = {"width": width[i], "area": size[i] * width[i], "total": max(total[lo[i] : hi[i]])}
+            return (*(-values[k] for k in self.keys), i)
+
+        ranked = sorted(part, key=key)
+        return self._search(ranked, a, b, 0, 0, result)
+
+    def _search(self, ranked: list[int], a: int, b: int, at_least: int, after: int, result: list[int]) -> bool:
+        owner = self.owner
+        owner.nodes += 1
+        if owner.node_limit is not None and owner.nodes > owner.node_limit:
+            raise BudgetSpent
+        if owner.deadline is not None and not owner.nodes & 63 and time.perf_counter() >= owner.deadline:
+            raise BudgetSpent
+        offset, lowest, size = self.offset, self.lowest, self.size
+        todo = [r for r, i in enumerate(ranked) if offset[i] < 0]
+        if not todo:
+            return True
+        candidates = sorted((lowest[ranked[r]], r) for r in todo)
+        # No block may start at or above the lowest top an unplaced block can reach, nor
+        # so high that some section's bytes to place no longer fit above it.
+        ceiling = min(lowest[i] + size[i] for i in map(ranked.__getitem__, todo))
+        ceiling = min(ceiling, self.height - max(self.total[a:b]) + 1)
+        for at, r in candidates:
+            if at >= ceiling:
+                break
+            if at < at_least or (at == at_least and r < after):
+                continue
+            i = ranked[r]
+            placed = self._place(i, at)
+            if placed is None:
+                if not any(offset[j] < 0 for j in self.overlaps[i]):
+                    return False  # hatless: nothing else at this node can do better
+                continue
+            floors, raised, hatless = placed
+            result[i] = at
+            try:
+                found = self._descend(ranked, i, at, r, a, b, result)
+            finally:
+                self._unplace(i, floors, raised)
+            if found:
+                return True
+            if hatless:
+                return False
+        return False
+
+    def _place(self, i: int, at: int) -> tuple[list, list, bool] | None:
+        """Put block `i` at `at` and propagate; None (and nothing changed) when it cannot be."""
+        # The caller has checked that every section's bytes to place fit above `at` (offsets
+        # never decrease along a branch); that covers the sections under the block too.
+        height, floor, total = self.height, self.floor, self.total
+        size = self.size[i]
+        top = at + size
+        lo, hi = self.lo[i], self.hi[i]
+        floors = [(s, floor[s]) for s in range(lo, hi)]
+        for s in range(lo, hi):
+            floor[s] = top
+            total[s] -= size
+        self.offset[i] = at
+        raised: list[tuple[int, int]] = []
+        offset, lowest, align = self.offset, self.lowest, self.align
+        lo_of, hi_of = self.lo, self.hi
+        hatless = True
+        touched: set[int] = set()
+        for j in self.overlaps[i]:
+            if offset[j] >= 0:
+                continue
+            hatless = False
+            if lowest[j] >= top:
+                continue
+            raised.append((j, lowest[j]))
+            lowest[j] = -(-top // align[j]) * align[j]
+            touched.update(range(lo_of[j], hi_of[j]))
+        # A section's floor is at least the lowest offset of its unplaced blocks.
+        for s in touched:
+            f = floor[s]
+            least = _BIG
+            for j in self.members[s]:
+                if offset[j] < 0:
+                    v = lowest[j]
+                    if v <= f:
+                        break
+                    if v < least:
+                        least = v
+            else:
+                if least != _BIG:
+                    floors.append((s, f))
+                    floor[s] = least
+                    if least + total[s] > height:
+                        self._unplace(i, floors, raised)
+                        return None
+        return floors, raised, hatless
+
+    def _unplace(self, i: int, floors: list[tuple[int, int]], raised: list[tuple[int, int]]) -> None:
+        floor, total, lowest = self.floor, self.total, self.lowest
+        for s, f in reversed(floors):
+            floor[s] = f
+        size = self.size[i]
+        for s in range(self.lo[i], self.hi[i]):
+            total[s] += size
+        for j, v in reversed(raised):
+            lowest[j] = v
+        self.offset[i] = -1
+
+    def _descend(self, ranked: list[int], i: int, at: int, r: int, a: int, b: int, result: list[int]) -> bool:
+        """Go on after placing `i`: in the same part, or in each part it split off."""
+        cross = self.cross
+        lo, hi = self.lo[i], self.hi[i]
+        cuts = [a]
+        for s in range(lo, hi - 1):
+            cross[s] -= 1
+            if cross[s] == 0:
+                cuts.append(s + 1)
+        try:
+            if len(cuts) == 1:
+                return self._search(ranked, a, b, at, r, result)
+            cuts.append(b)
+            offset, lo_of, hi_of = self.offset, self.lo, self.hi
+            for pa, pb in zip(cuts[:-1], cuts[1:], strict=True):
+                part = [j for j in ranked if offset[j] < 0 and lo_of[j] < pb and pa < hi_of[j]]
+                if part and not self._part(part, pa, pb, result):
+                    return False
+            return True
+        finally:
+            for s in range(lo, hi - 1):
+                cross[s] += 1
+
+
+def _overlaps(m: Model) -> list[list[int]]:
+    """For each block, the other blocks live at some common section."""
+    n = len(m)
+    lo, hi = m.lo, m.hi
+    out = []
+    for i in range(n):
+        meets = np.flatnonzero((lo < hi[i]) & (lo[i] < hi))
+        out.append([j for j in meets.tolist() if j != i])
+    return out
