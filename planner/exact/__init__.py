@@ -1,10 +1,13 @@
-"""Exact planning for one pool: a skyline branch and bound that finds an arena of a given
-size or proves there is none, and an anytime driver that tightens the size under a budget.
+"""Exact planning for one pool: two branch-and-bound searches that find an arena of a given
+size or prove there is none (MiniMalloc's canonical search, `canonical`, and a skyline
+search, `search`), and an anytime driver that restarts them in turn and tightens the size
+under a budget (`driver`).
 
 `planner.strategies.optimal` is the strategy built on it; this package knows blocks
 (alias groups already merged), sizes, live ranges and alignments, nothing else.
 """
 
+from planner.exact.canonical import CanonicalSearch
 from planner.exact.driver import Budget, Outcome, decide, minimise
 from planner.exact.limits import ExactInfeasibleError, check_time_limit
 from planner.exact.model import Model
@@ -12,6 +15,7 @@ from planner.exact.search import Search
 
 __all__ = [
     "Budget",
+    "CanonicalSearch",
     "ExactInfeasibleError",
     "Model",
     "Outcome",

@@ -1,4 +1,4 @@
-"""optimal: an exact planner under a time budget (skyline branch and bound, `planner.exact`).
+"""optimal: an exact planner under a time budget (branch and bound, `planner.exact`).
 
 1. Merge alias groups into blocks; LOAD (the most bytes live at one step) is the first
    lower bound. A capacity below LOAD is refused at once, with that bound.
@@ -14,8 +14,9 @@
 
 Optimal when `stats["status"]` is "optimal" (the arena equals a proven lower bound);
 anytime otherwise: the plan is the best found, `proven_lower_bound` what is known.
-The search follows MiniMalloc (Moffitt, ASPLOS 2023): canonical packings, section-based
-inference, temporal decomposition, restarts over several candidate orders.
+The searches follow MiniMalloc (Moffitt, ASPLOS 2023): its canonical search under its
+three static ranks, and a skyline search on the same ideas, restarted in turn with
+doubling node limits.
 """
 
 from __future__ import annotations
