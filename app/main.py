@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from app import api, errors, pages
+from app import api, errors, pages, signin
 from app.jobs import Job, JobManager
 from app.security import AccessControl
 from app.settings import Settings, activate
@@ -69,6 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.storage = storage
     app.state.jobs = jobs
     app.state.templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
+    app.state.templates.env.globals["access"] = signin.access  # pages show or hide write controls by it
     errors.install(app)
     app.add_middleware(AccessControl, token=settings.token, read_only=settings.read_only)
 
@@ -81,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
     app.include_router(api.router())
     app.include_router(pages.router)
+    app.include_router(signin.router)
     log = logging.getLogger("memplan.app")
     log.info("memplan data in %s", settings.data_dir)
     if any(storage.recovered.values()):

@@ -3,14 +3,24 @@
   "use strict";
   const M = (window.Memplan = window.Memplan || {});
 
-  // Show an API error (application/problem+json) where the user is looking.
+  // Show an API error (application/problem+json) where the user is looking. A refused write (401: no
+  // valid token cookie, e.g. it expired) also gets a link to sign in and come back to this page.
   M.showError = function (problem) {
+    problem = problem || {};
     const box = document.getElementById("error-box");
     const title = problem.title || "Error";
     box.innerHTML = "";
     const strong = document.createElement("strong");
     strong.textContent = (problem.status ? problem.status + " · " : "") + title + ": ";
-    box.append(strong, document.createTextNode(problem.detail || String(problem)));
+    const detail = typeof problem === "string" ? problem : problem.detail || problem.message || "something went wrong";
+    box.append(strong, document.createTextNode(typeof detail === "string" ? detail : JSON.stringify(detail)));
+    if (problem.status === 401) {
+      const link = document.createElement("a");
+      link.href = "/token?next=" + encodeURIComponent(window.location.pathname + window.location.search);
+      link.id = "error-signin";
+      link.textContent = "Sign in";
+      box.append(" ", link, document.createTextNode(" with the token, then try again."));
+    }
     box.hidden = false;
     box.scrollIntoView({ block: "nearest" });
   };
@@ -63,6 +73,7 @@
   M.home = function () {
     const zone = document.getElementById("dropzone");
     const input = document.getElementById("file-input");
+    if (!zone) return; // no write controls: the page shows why (read-only, or not signed in)
     input.addEventListener("change", () => input.files[0] && upload(input.files[0]));
     zone.addEventListener("dragover", (ev) => { ev.preventDefault(); zone.classList.add("over"); });
     zone.addEventListener("dragleave", () => zone.classList.remove("over"));
@@ -127,6 +138,7 @@
 
   M.modelPage = function () {
     const form = document.getElementById("plan-form");
+    if (!form) return;
     const status = document.getElementById("plan-status");
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();

@@ -29,6 +29,7 @@
 
   M.pipelineForm = function () {
     const form = document.getElementById("pipeline-form");
+    if (!form) return;
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       M.clearError();

@@ -36,7 +36,7 @@
 
   M.trainingPage = function (data) {
     const form = document.getElementById("training-form");
-    form.addEventListener("submit", async (ev) => {
+    if (form) form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       M.clearError();
       const body = {
