@@ -19,7 +19,7 @@
       link.href = "/token?next=" + encodeURIComponent(window.location.pathname + window.location.search);
       link.id = "error-signin";
       link.textContent = "Sign in";
-      box.append(" ", link, document.createTextNode(" with the token, then try again."));
+      box.append(document.createElement("br"), link, document.createTextNode(" with the token, then try again."));
     }
     box.hidden = false;
     box.scrollIntoView({ block: "nearest" });

@@ -1,0 +1,100 @@
+"""Signing in with MEMPLAN_TOKEN set, in real Chromium (Debian's, through Playwright), against the
+real app served by uvicorn; then an upload from the home page, and what a refused write shows.
+
+Screenshots go to test-artifacts/ (git-ignored), as in test_browser_app.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from app.library import EXAMPLES_DIR
+from app.main import Settings, create_app
+from tests.test_browser_app import CHROMIUM, FLAGS, _free_port, shot
+
+TOKEN = "correct horse battery staple"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (apt-get install chromium)"
+    ),
+]
+
+
+@pytest.fixture()
+def server(tmp_path):
+    import uvicorn
+
+    port = _free_port()
+    app = create_app(Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 20, token=TOKEN))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture()
+def browser(tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    with playwright.sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=FLAGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        context.set_default_timeout(30_000)
+        yield context
+        context.close()
+
+
+def test_sign_in_through_the_form_upload_a_model_and_see_a_refused_write_explained(server, browser, tmp_path):
+    page = browser.new_page()
+    page.goto(server + "/")
+    assert page.inner_text("#access-state") == "sign in"
+    assert page.locator("#file-input").count() == 0  # no control that would be refused
+    shot(page, "token-home-signed-out")
+
+    page.locator(".signin-link").first.click()
+    page.wait_for_url("**/token?next=%2F")
+    page.fill("#token-input", "wrong")
+    page.click("#signin-button")
+    assert "not this service's token" in page.inner_text("#signin-error")
+    assert not browser.cookies()
+    page.fill("#token-input", TOKEN)
+    page.click("#signin-button")
+    page.wait_for_url(server + "/")
+    assert page.inner_text("#access-state") == "signed in"
+    (cookie,) = browser.cookies()
+    assert cookie["name"] == "memplan_token" and cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    shot(page, "token-home-signed-in")
+
+    model = tmp_path / "light_squeezenet.onnx"
+    shutil.copyfile(EXAMPLES_DIR / "light_squeezenet.onnx", model)
+    page.set_input_files("#file-input", str(model))
+    page.wait_for_url("**/models/*")
+    assert page.inner_text("h1") == "light_squeezenet"
+    model_path = page.url.removeprefix(server)
+
+    browser.clear_cookies()  # as when the cookie expires while the page is open
+    page.click("#plan-button")
+    box = page.locator("#error-box")
+    box.wait_for(state="visible")
+    assert "401 · Token required" in box.inner_text() and "MEMPLAN_TOKEN" in box.inner_text()
+    assert "[object" not in box.inner_text()
+    assert page.get_attribute("#error-signin", "href") == "/token?next=" + model_path.replace("/", "%2F")
+    shot(page, "token-write-refused")
+    page.close()
