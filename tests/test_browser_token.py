@@ -74,6 +74,7 @@ def test_sign_in_through_the_form_upload_a_model_and_see_a_refused_write_explain
     page.click("#signin-button")
     assert "not this service's token" in page.inner_text("#signin-error")
     assert not browser.cookies()
+    shot(page, "token-signin-refused")
     page.fill("#token-input", TOKEN)
     page.click("#signin-button")
     page.wait_for_url(server + "/")
