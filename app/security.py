@@ -31,6 +31,7 @@ READS = frozenset({"GET", "HEAD", "OPTIONS"})
 COOKIE = "memplan_token"
 # Posting the token here is how one presents it; signing out only clears a cookie.
 SIGNIN_PATHS = frozenset({"/token", "/token/signout"})
+SIGNIN_MAX_BYTES = 16 * 1024
 
 
 def token_matches(token: str | None, presented: str | None) -> bool:
@@ -61,6 +62,12 @@ class AccessControl:
             await _refuse(scope, send, 403, "Read-only", detail)
             return
         if scope["path"] in SIGNIN_PATHS and scope["method"] == "POST":
+            # Open to anyone, so it reads only a small form of a declared length.
+            length = _headers(scope).get("content-length", "")
+            if not length.isdigit() or int(length) > SIGNIN_MAX_BYTES:
+                detail = f"the sign-in form is at most {SIGNIN_MAX_BYTES} bytes, sent with a Content-Length"
+                await _refuse(scope, send, 413, "Sign-in form too large", detail)
+                return
             await self.app(scope, receive, send)
             return
         if self.token is not None and not token_matches(self.token, _presented(scope)):

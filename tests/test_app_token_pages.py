@@ -176,3 +176,12 @@ def test_read_only_pages_say_so_and_offer_no_write_controls(tmp_path):
         assert "This memplan is read-only: you cannot upload a model here." in home
         assert home.count("disabled>") == home.count('class="example"')  # the gallery is shown, not usable
         assert _sign_in(client).status_code == 403 and _upload(client).status_code == 403
+
+
+def test_the_open_sign_in_endpoint_reads_only_a_small_form(tmp_path):
+    with _client(tmp_path, token=TOKEN) as client:
+        r = client.post("/token", data={"token": "x" * 20_000, "next": "/"}, follow_redirects=False)
+        assert r.status_code == 413 and "set-cookie" not in r.headers and "at most" in r.json()["detail"]
+        chunks = iter([b"token=", b"x"])  # a streamed body declares no length
+        r = client.post("/token", content=chunks, headers={"content-type": "application/x-www-form-urlencoded"})
+        assert r.status_code == 413
