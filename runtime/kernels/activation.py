@@ -13,10 +13,26 @@ import numpy as np
 from runtime.kernels import kernel
 from runtime.kernels._blocks import apply_blocks, erf, readable
 
+# np.maximum against a scalar runs numpy's broadcast loop, three to four times slower than
+# against an array; against a row of zeros it runs the vectorised one (NaN still propagates).
+# One row per float dtype, made at import so that no run allocates it beside the arena.
+ZERO_ROW = 1 << 14
+_ZEROS = {np.dtype(t): np.zeros(ZERO_ROW, t) for t in (np.float32, np.float64)}
+
 
 @kernel("Relu", inplace=(0,))
 def relu(x, *, out):
-    np.maximum(x, 0, out=out)
+    zeros = _ZEROS.get(out.dtype)
+    if zeros is None or x.dtype != out.dtype or not (x.flags.c_contiguous and out.flags.c_contiguous):
+        np.maximum(x, 0, out=out)
+        return
+    # Rows of ZERO_ROW elements against the zero row, then the tail: x may be out itself.
+    src, dst = x.reshape(-1), out.reshape(-1)
+    whole = dst.size - dst.size % ZERO_ROW
+    if whole:
+        np.maximum(src[:whole].reshape(-1, ZERO_ROW), zeros, out=dst[:whole].reshape(-1, ZERO_ROW))
+    if whole < dst.size:
+        np.maximum(src[whole:], zeros[: dst.size - whole], out=dst[whole:])
 
 
 @kernel("LeakyRelu", inplace=(0,))

@@ -13,6 +13,7 @@ strides and dilations into per-axis numbers, taking output sizes from the output
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -296,15 +297,34 @@ def _conv_depthwise(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
                 target += b[c : c + m].reshape(m, 1, 1)
 
 
+@functools.lru_cache(maxsize=1024)
+def _conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
+    """(geometry, path) of one Conv: a model runs the same few shapes every time, so this is
+    worked out once per shape rather than on every call (attributes come in as tuples)."""
+    geo = _conv_geometry(x_shape, w_shape, y_shape, auto_pad, pads, strides, dilations, kernel_shape)
+    if _is_pointwise(geo):
+        return geo, "pointwise"
+    if _uses_taps(x_shape, w_shape, geo, group):
+        return geo, "taps"
+    return geo, "depthwise" if _is_depthwise(x_shape, w_shape, group) else "im2col"
+
+
+def _tuple(value):
+    return None if value is None else tuple(value)
+
+
 @kernel("Conv", workspace=conv_workspace)
 @small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
 ):
-    geo = _conv_geometry(x.shape, w.shape, out.shape, auto_pad, pads, strides, dilations, kernel_shape)
+    geo, path = _conv_route(
+        x.shape, w.shape, out.shape, group, auto_pad, _tuple(pads), _tuple(strides), _tuple(dilations),
+        _tuple(kernel_shape),
+    )  # fmt: skip
     batch, channels = x.shape[:2]
     filters = w.shape[0]
-    if _is_pointwise(geo):
+    if path == "pointwise":
         # W @ X per image and group, broadcast over both in one call: no copy of the input at all.
         pixels = math.prod(geo.out)
         np.matmul(
@@ -314,9 +334,9 @@ def conv(
         )
         if b is not None:
             out += b.reshape((filters,) + (1,) * len(geo.out))
-    elif _uses_taps(x.shape, w.shape, geo, group):
+    elif path == "taps":
         _conv_taps(x, w, b, out, geo, Scratch(ws, "Conv"))
-    elif _is_depthwise(x.shape, w.shape, group):
+    elif path == "depthwise":
         _conv_depthwise(x, w, b, out, geo, Scratch(ws, "Conv"))
     else:
         _conv_im2col(x, w, b, out, geo, group, Scratch(ws, "Conv"))
