@@ -24,7 +24,7 @@ import onnx
 
 from runtime.constants import Constant, np_dtype
 from runtime.errors import ModelError, TensorTooLargeError
-from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
+from runtime.kernels import TensorMeta, attributes_of, call, kernel_of
 from runtime.shapes import SMALL_CONSTANT_BYTES, TensorType
 
 NON_DETERMINISTIC = frozenset(
@@ -164,7 +164,7 @@ def evaluate(
 ) -> list[np.ndarray]:
     """Run one node on arrays: its memplan kernel when registered (and output types are
     static), else onnx's reference implementation."""
-    kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
+    kernel = kernel_of(node)
     wanted = [bool(name) for name in node.output]
     if kernel is not None and all(t is not None and t.static for t, w in zip(outs, wanted, strict=True) if w):
         arrays = [

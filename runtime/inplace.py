@@ -31,7 +31,7 @@ import numpy as np
 from planner import Problem
 from planner.aliases import alias_roots
 from runtime.graph import Graph, Node
-from runtime.kernels import Kernel, get_kernel
+from runtime.kernels import Kernel, kernel_of
 
 
 class AliasGroups:
@@ -67,10 +67,6 @@ class AliasGroups:
         group = self.members.setdefault(root, {})
         for member, d in moved.items():
             group[member] = delta + offset + d
-
-
-def kernel_of(node: Node) -> Kernel | None:
-    return get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
 
 
 def concat_slices(graph: Graph, node: Node) -> list[int] | None:

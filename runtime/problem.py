@@ -26,7 +26,7 @@ from planner.reorder import Reordered, reorder
 from runtime.errors import ModelError, PlanError
 from runtime.graph import Graph, Node
 from runtime.inplace import AliasGroups, alias_hazards, plan_concat_in_place, plan_in_place
-from runtime.kernels import TensorMeta, get_kernel
+from runtime.kernels import TensorMeta, kernel_of
 
 IO_MODES = ("arena", "external")
 CONSTANT_MODES = ("exclude", "arena")
@@ -160,7 +160,7 @@ def _buffer_name(buffer_id: str, kind: str) -> str:
 
 def workspace_bytes(graph: Graph, node: Node) -> int:
     """Scratch bytes the node's kernel asks for (0 without a kernel or a workspace function)."""
-    kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
+    kernel = kernel_of(node)
     if kernel is None or kernel.workspace is None:
         return 0
     metas_in = [None if not n else _meta(graph, n) for n in node.inputs]
@@ -181,7 +181,7 @@ def _meta(graph: Graph, name: str) -> TensorMeta:
 
 def view_source(graph: Graph, node: Node, outside: set[str]) -> str | None:
     """The input whose bytes the node's output 0 shares, or None when it must be a copy."""
-    kernel = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
+    kernel = kernel_of(node)
     if kernel is None or not kernel.view or not node.inputs or not node.outputs or not node.outputs[0]:
         return None
     if node.op_type == "Dropout" and len(node.inputs) > 2 and node.inputs[2]:

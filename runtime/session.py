@@ -39,7 +39,7 @@ from runtime.binding import Binding, make_binding
 from runtime.canary import Canary
 from runtime.errors import ExecutionError, InputError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
 from runtime.graph import Graph, Node, TensorInfo
-from runtime.kernels import Kernel, call, get_kernel
+from runtime.kernels import Kernel, call, kernel_of
 from runtime.problem import DEFAULT_ALIGNMENT, check_aliases, memory_problem, workspace_id
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class Session:
         found: dict[str, Kernel] = {}
         missing: dict[str, list[str]] = {}
         for node in self.graph.nodes:
-            k = get_kernel(node.op_type) if node.domain in ("", "ai.onnx") else None
+            k = kernel_of(node)
             if k is None:
                 label = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
                 missing.setdefault(label, []).append(node.name)

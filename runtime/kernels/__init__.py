@@ -67,6 +67,15 @@ class Kernel:
 _KERNELS: dict[str, Kernel] = {}
 
 
+DEFAULT_DOMAINS = ("", "ai.onnx")
+# memplan's own ops: fusions the loader makes (`runtime.fuse`), never read from a model file.
+MEMPLAN_DOMAIN = "memplan"
+
+
+def _key(op_type: str, domain: str) -> str:
+    return op_type if domain in DEFAULT_DOMAINS else f"{domain}.{op_type}"
+
+
 def kernel(
     op_type: str,
     *,
@@ -74,17 +83,19 @@ def kernel(
     outputs: str = "one",
     view: bool = False,
     inplace: tuple[int, ...] = (),
+    domain: str = "",
 ) -> Callable[[KernelFn], KernelFn]:
-    """Register `fn` as the kernel of `op_type` (its exact ONNX name); `inplace` lists the
-    inputs whose memory output 0 may be when shapes and dtypes match."""
+    """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
+    lists the inputs whose memory output 0 may be when shapes and dtypes match."""
     if outputs not in ("one", "many"):
         raise ValueError("outputs must be 'one' or 'many'")
+    key = _key(op_type, domain)
 
     def wrap(fn: KernelFn) -> KernelFn:
-        if op_type in _KERNELS:
-            raise ValueError(f"kernel {op_type!r} registered twice")
+        if key in _KERNELS:
+            raise ValueError(f"kernel {key!r} registered twice")
         takes_opset = "opset" in inspect.signature(fn).parameters
-        _KERNELS[op_type] = Kernel(op_type, fn, workspace, outputs == "many", view, takes_opset, tuple(inplace))
+        _KERNELS[key] = Kernel(op_type, fn, workspace, outputs == "many", view, takes_opset, tuple(inplace))
         return fn
 
     return wrap
@@ -109,12 +120,18 @@ def kernels() -> dict[str, Kernel]:
     return dict(sorted(_KERNELS.items()))
 
 
-def get_kernel(op_type: str) -> Kernel | None:
-    return kernels().get(op_type)
+def get_kernel(op_type: str, domain: str = "") -> Kernel | None:
+    return kernels().get(_key(op_type, domain))
+
+
+def kernel_of(node: Any) -> Kernel | None:
+    """The kernel of a node (anything with `op_type` and `domain`), or None."""
+    return get_kernel(node.op_type, node.domain)
 
 
 def supported_ops() -> list[str]:
-    return list(kernels())
+    """The ONNX ops (default domain) that have a kernel."""
+    return [key for key in kernels() if "." not in key]
 
 
 def attributes_of(node: Any) -> dict[str, Any]:
