@@ -94,3 +94,37 @@ def test_conv_routes_match_reference_across_repeated_calls(x_shape, w_shape, att
             out = np.empty_like(want)
             conv(x, w, b, out=out, ws=ws, **given)
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4)
+
+
+def _reference_pool(op_type: str, x: np.ndarray, **attrs) -> np.ndarray:
+    node = helper.make_node(op_type, ["x"], ["y"], **attrs)
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [node], "pool", [helper.make_tensor_value_info("x", f, x.shape)], [helper.make_tensor_value_info("y", f, None)]
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    return ReferenceEvaluator(model).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("op_type", ["AveragePool", "MaxPool"])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [7, 7]},  # the whole image: one reduction per channel
+        {"kernel_shape": [7, 7], "pads": [1, 1, 1, 1]},  # padded: the general path
+        {"kernel_shape": [6, 7]},  # smaller than the image: the general path
+        {"kernel_shape": [7, 7], "count_include_pad": 1},
+    ],
+)
+def test_pool_over_the_whole_image_matches_reference(op_type: str, attrs: dict) -> None:
+    if op_type == "MaxPool" and "count_include_pad" in attrs:
+        pytest.skip("count_include_pad is an AveragePool attribute")
+    x = np.random.default_rng(3).standard_normal((2, 5, 7, 7)).astype(np.float32)
+    want = _reference_pool(op_type, x, **attrs)
+    k = get_kernel(op_type)
+    metas = [TensorMeta(x.shape, x.dtype)]
+    nbytes = k.workspace(metas, [TensorMeta(want.shape, want.dtype)], **attrs)
+    ws = np.empty(nbytes, np.uint8) if nbytes else None
+    out = np.full_like(want, np.nan)
+    k.fn(x, out=(out,) if k.multi_output else out, ws=ws, **attrs)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
