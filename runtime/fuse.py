@@ -1,6 +1,7 @@
-"""Folding inference-time BatchNormalization into the convolution before it.
+"""Fusions made at load time for inference: BatchNormalization folded into the Conv before
+it, and a 1x1 Conv fused with the residual Add after it.
 
-At inference a BatchNormalization is an affine map per channel, y = x * s + t with
+1. At inference a BatchNormalization is an affine map per channel, y = x * s + t with
 s = scale / sqrt(var + epsilon) and t = B - mean * s. When its input comes straight from
 a Conv whose weights are constants and that nothing else reads, the map can be moved into
 the Conv: W' = W * s (per output channel), b' = b * s + t. One node and one tensor fewer:
@@ -8,6 +9,13 @@ less time, and one activation fewer to plan, as onnxruntime and TVM do.
 
 The new weights are lazy constants: they are computed when a session first needs them, so
 planning a model still reads none of its weights.
+
+2. Add(Conv(X, W, B), R) (or a Sum of the two) with a 1x1 convolution (stride 1, no padding, one group), the
+Conv's output read by that Add only and R of the same shape, becomes memplan's
+PointwiseConvAdd(X, W, B, R) (`runtime.kernels.fused`): the Conv's output is never stored
+whole, and the result can be written over R where R dies. In a ResNet bottleneck that is
+the step of peak memory: the block's input, the expanded Conv output and the residual
+were live together; fused, only the residual and the input.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ import numpy as np
 import onnx
 
 from runtime.constants import Constant
-from runtime.kernels import attributes_of
+from runtime.kernels import MEMPLAN_DOMAIN, attributes_of
+from runtime.shapes import TensorType
 
 
 def fold_batchnorm(
@@ -105,3 +114,77 @@ def _fresh(name: str, taken: dict[str, Constant]) -> str:
     while candidate in taken:
         candidate, k = f"{name}_{k}", k + 1
     return candidate
+
+
+# Element types the fused kernel computes in (matmul in the tensor's own precision).
+_FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
+
+
+def fuse_pointwise_conv_add(
+    nodes: Sequence[onnx.NodeProto], constants: dict[str, Constant], types: dict[str, TensorType], keep: set[str]
+) -> tuple[list[onnx.NodeProto], int]:
+    """The nodes with every fusable 1x1 Conv -> Add pair made one PointwiseConvAdd; and how
+    many. The Conv's output leaves `types`. The fused node takes the Add's place in the
+    order (both of its inputs are ready there)."""
+    readers = Counter(name for node in nodes for name in node.input if name)
+    producer = {out: node for node in nodes for out in node.output if out}
+    fused: dict[str, onnx.NodeProto] = {}  # add name -> fused node
+    dropped: set[str] = set()  # conv names
+    for add in nodes:
+        # Sum of two inputs is an Add (older exporters, ResNet-50 among them, write Sum).
+        if add.op_type not in ("Add", "Sum") or add.domain not in ("", "ai.onnx") or len(add.input) != 2:
+            continue
+        for k in (0, 1):
+            y, r = add.input[k], add.input[1 - k]
+            conv = producer.get(y)
+            if conv is None or conv.name in dropped or y == r:
+                continue
+            if readers[y] != 1 or y in keep or not _pointwise(conv, constants):
+                continue
+            if not _same_static_float(types, (y, r, add.output[0])):
+                continue
+            fused[add.name] = _fused(conv, add, r)
+            dropped.add(conv.name)
+            types.pop(y, None)
+            break
+    out = [fused.get(n.name, n) for n in nodes if n.name not in dropped]
+    return out, len(fused)
+
+
+def _pointwise(conv: onnx.NodeProto, constants: dict[str, Constant]) -> bool:
+    """A default-domain Conv that is a plain matrix product per pixel."""
+    if conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx") or len(conv.output) != 1:
+        return False
+    if len(conv.input) < 2 or conv.input[1] not in constants:
+        return False
+    if len(conv.input) > 2 and conv.input[2] and conv.input[2] not in constants:
+        return False
+    w = constants[conv.input[1]]
+    if len(w.shape) < 3 or any(d != 1 for d in w.shape[2:]):
+        return False
+    attrs = attributes_of(conv)
+    if attrs.get("group", 1) != 1 or any(s != 1 for s in attrs.get("strides", [])):
+        return False
+    return not any(attrs.get("pads", [])) and attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID")
+
+
+def _same_static_float(types: dict[str, TensorType], names: tuple[str, ...]) -> bool:
+    """Every tensor named has the same static shape and the same float element type."""
+    found = [types.get(n) for n in names]
+    if any(t is None or not t.static or t.elem_type not in _FLOAT_TYPES for t in found):
+        return False
+    first = found[0]
+    return all(t.dims == first.dims and t.elem_type == first.elem_type for t in found)  # type: ignore[union-attr]
+
+
+def _fused(conv: onnx.NodeProto, add: onnx.NodeProto, residual: str) -> onnx.NodeProto:
+    bias = conv.input[2] if len(conv.input) > 2 else ""
+    node = onnx.helper.make_node(
+        "PointwiseConvAdd",
+        [conv.input[0], conv.input[1], bias, residual],
+        [add.output[0]],
+        name=f"{conv.name}+{add.name}",
+        domain=MEMPLAN_DOMAIN,
+        doc_string=f"{conv.name} (1x1 Conv) and {add.name} (Add) fused",
+    )
+    return node

@@ -20,7 +20,7 @@ import onnx
 from runtime.constants import Constant, from_initializer, np_dtype
 from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
-from runtime.fuse import fold_batchnorm
+from runtime.fuse import fold_batchnorm, fuse_pointwise_conv_add
 from runtime.kernels import attributes_of
 from runtime.shapes import TensorType, bind_dims, fill_unknown, infer, skeleton, type_of
 
@@ -69,6 +69,7 @@ class Graph:
     model_dir: str | None = None
     folded: int = 0  # nodes removed by constant folding
     fused: int = 0  # BatchNormalization nodes folded into the Conv before them
+    fused_residual: int = 0  # 1x1 Conv -> Add pairs made one PointwiseConvAdd
 
     def tensor(self, name: str) -> TensorInfo:
         try:
@@ -103,7 +104,8 @@ def load_model(
     (otherwise an unbound dim is an error naming it and the inputs using it). External
     data is looked up in the model's folder (`base_dir` for bytes or a ModelProto). Any
     tensor larger than `max_tensor_bytes` is refused before it is allocated. With `fuse`,
-    inference BatchNormalization is folded into the Conv before it (`runtime.fuse`).
+    inference BatchNormalization is folded into the Conv before it, and a 1x1 Conv is fused
+    with the residual Add after it (`runtime.fuse`).
     """
     model, model_dir = _parse(source, base_dir)
     dims = dict(dims or {})
@@ -141,9 +143,14 @@ def load_model(
         if fused:
             types = infer(skeleton(model, nodes, inputs, constants, dims))
     fill_unknown(nodes, types, opset)
+    residual = 0
+    if fuse:
+        # After typing: the fused node's output keeps the Add's type, the Conv's output goes.
+        nodes, residual = fuse_pointwise_conv_add(nodes, constants, types, keep)
     types.update(inputs)
     loaded = _build(model, nodes, inputs, outputs, constants, types, opset, dims, max_tensor_bytes, model_dir, folded)
     loaded.fused = fused
+    loaded.fused_residual = residual
     return loaded
 
 

@@ -1,0 +1,148 @@
+"""A 1x1 Conv fused with the residual Add after it (PointwiseConvAdd): same outputs as
+onnxruntime and onnx's reference evaluator, one activation fewer at the residual's step,
+and only the pairs that are a plain matrix product and an elementwise Add are fused."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import planner
+import runtime
+from runtime.kernels import MEMPLAN_DOMAIN, get_kernel, supported_ops
+from runtime.oracle import oracle_outputs
+
+RNG = np.random.default_rng(11)
+
+
+def _value(name: str, shape: list[int]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def residual_model(
+    *,
+    bias: bool = True,
+    op: str = "Add",
+    strides: tuple[int, int] = (1, 1),
+    group: int = 1,
+    expose_conv: bool = False,
+    broadcast: bool = False,
+    spatial: tuple[int, ...] = (6, 6),
+) -> onnx.ModelProto:
+    """x -> Relu -> t; t -> 3x3 Conv -> Relu -> h; Add(1x1 Conv(h), t) -> Relu -> y: a ResNet-like block."""
+    c = 8
+    k = (3,) * len(spatial)
+    inits = [
+        numpy_helper.from_array(RNG.standard_normal((c, c, *k)).astype(np.float32) * 0.2, "w3"),
+        numpy_helper.from_array(RNG.standard_normal((c, c // group, *(1,) * len(spatial))).astype(np.float32), "w1"),
+    ]
+    pointwise_inputs = ["h", "w1"]
+    if bias:
+        inits.append(numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), "b1"))
+        pointwise_inputs.append("b1")
+    residual = "t"
+    nodes = [
+        helper.make_node("Relu", ["x"], ["t"], name="relu_t"),
+        helper.make_node("Conv", ["t", "w3"], ["a"], name="conv3", pads=[1] * (2 * len(spatial))),
+        helper.make_node("Relu", ["a"], ["h"], name="relu_h"),
+    ]
+    pointwise_strides = list(strides[: len(spatial)]) + [1] * (len(spatial) - len(strides))
+    nodes.append(
+        helper.make_node("Conv", pointwise_inputs, ["p"], name="conv1", strides=pointwise_strides, group=group)
+    )
+    out_spatial = [-(-s // st) for s, st in zip(spatial, pointwise_strides, strict=True)]
+    if broadcast:
+        inits.append(numpy_helper.from_array(RNG.standard_normal((c, 1, 1)).astype(np.float32), "shift"))
+        residual = "shift"
+    elif out_spatial != list(spatial):
+        nodes.append(helper.make_node("MaxPool", ["t"], ["xs"], name="pool", kernel_shape=[1, 1], strides=[2, 2]))
+        residual = "xs"
+    nodes.append(helper.make_node(op, ["p", residual], ["s"], name="add"))
+    nodes.append(helper.make_node("Relu", ["s"], ["y"], name="relu_y"))
+    outputs = [_value("y", [2, c, *out_spatial])]
+    if expose_conv:
+        outputs.append(_value("p", [2, c, *out_spatial]))
+    graph = helper.make_graph(nodes, "residual", [_value("x", [2, c, *spatial])], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _run_against_oracle(model: onnx.ModelProto) -> runtime.Graph:
+    graph = runtime.load_model(model)
+    x = RNG.standard_normal(graph.tensors["x"].shape).astype(np.float32)
+    got = runtime.Session(graph, "best").prepare().run({"x": x})
+    _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
+    assert want is not None, notes
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=1e-4, atol=1e-4)
+    return graph
+
+
+@pytest.mark.parametrize("op", ["Add", "Sum"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("spatial", [(6, 6), (9,), (3, 4, 5)])
+def test_fused_block_matches_onnxruntime(op, bias, spatial):
+    graph = _run_against_oracle(residual_model(op=op, bias=bias, spatial=spatial))
+    assert graph.fused_residual == 1
+    fused = [n for n in graph.nodes if n.domain == MEMPLAN_DOMAIN]
+    assert [n.op_type for n in fused] == ["PointwiseConvAdd"] and "p" not in graph.tensors
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [{"strides": (2, 2)}, {"group": 2}, {"expose_conv": True}, {"broadcast": True}],
+    ids=["strided", "grouped", "conv-output-is-a-graph-output", "broadcasting-add"],
+)
+def test_pairs_that_are_not_a_plain_product_and_add_are_left_alone(variant):
+    graph = _run_against_oracle(residual_model(**variant))
+    assert graph.fused_residual == 0
+    assert all(n.domain in ("", "ai.onnx") for n in graph.nodes)
+
+
+def test_fusion_removes_the_conv_output_from_the_residual_step():
+    model = residual_model()
+    fused = runtime.load_model(model)
+    apart = runtime.load_model(model, fuse=False)
+    options = {"io": "external", "workspace": False}
+    load_fused = planner.load(runtime.memory_problem(fused, **options))
+    load_apart = planner.load(runtime.memory_problem(apart, **options))
+    one_activation = 2 * 8 * 6 * 6 * 4
+    # Apart, t, h and p are live at the 1x1 Conv's step; fused, t and h (the sum is written over t).
+    assert load_apart - load_fused == one_activation
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("scratch", [True, False])
+def test_kernel_matches_the_reference_conv_and_add(in_place, scratch):
+    kernel = get_kernel("PointwiseConvAdd", MEMPLAN_DOMAIN)
+    assert kernel is not None and kernel.inplace == (3,)
+    x = RNG.standard_normal((2, 5, 7, 3)).astype(np.float32)
+    w = RNG.standard_normal((300, 5, 1, 1)).astype(np.float32)  # more than one band of channels
+    b = RNG.standard_normal(300).astype(np.float32)
+    r = RNG.standard_normal((2, 300, 7, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"]), helper.make_node("Add", ["c", "r"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "ref",
+        [_value("x", list(x.shape)), _value("w", list(w.shape)), _value("b", [300]), _value("r", list(r.shape))],
+        [_value("y", list(r.shape))],
+    )
+    ref = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    (want,) = ref.run(None, {"x": x, "w": w, "b": b, "r": r})
+    out = r.copy() if in_place else np.empty_like(r)
+    residual = out if in_place else r
+    ws = None
+    if scratch:
+        from runtime.kernels import TensorMeta
+
+        metas = [TensorMeta(a.shape, a.dtype) for a in (x, w, b, r)]
+        ws = np.empty(kernel.workspace(metas, [TensorMeta(r.shape, r.dtype)]), dtype=np.uint8)  # type: ignore[misc]
+    kernel.fn(x, w, b, residual, out=out, ws=ws)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_memplan_ops_are_not_listed_as_onnx_ops():
+    assert "PointwiseConvAdd" not in supported_ops() and "Conv" in supported_ops()
+    assert get_kernel("PointwiseConvAdd") is None  # only in memplan's domain
