@@ -96,6 +96,9 @@ def plan(
     concat_inplace: Annotated[
         str, typer.Option(help="Concat's producers write straight into their slices: on|off.")
     ] = "on",
+    fuse: Annotated[
+        str, typer.Option(help="Fuse BatchNormalization into Conv and a 1x1 Conv with its residual Add: on|off.")
+    ] = "on",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
     output: Annotated[
         Path | None,
@@ -114,7 +117,7 @@ def plan(
         raise fail(f"--io must be 'arena' or 'external', got {io!r}")
     if workspace not in ("on", "off"):
         raise fail(f"--workspace must be 'on' or 'off', got {workspace!r}")
-    _check_switches(inplace, concat_inplace)
+    _check_switches(inplace, concat_inplace, fuse)
     if output is not None and output.suffix.lower() not in (".csv", ".json"):
         raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json")
     names = resolve_names(strategy)
@@ -125,6 +128,7 @@ def plan(
         reorder=reorder,
         inplace=inplace == "on",
         concat_inplace=concat_inplace == "on",
+        fuse=fuse == "on",
     )
     problem, graph = load_problem(input, alignment=alignment, capacity=capacity, model=model)
     options: dict[str, Any] = {"seed": seed}
@@ -165,9 +169,10 @@ def plan(
         raise fail(f"no strategy produced a valid plan: {reasons}", EXIT_INFEASIBLE)
 
 
-def _check_switches(inplace: str, concat_inplace: str) -> None:
-    if inplace not in ("on", "off") or concat_inplace not in ("on", "off"):
-        raise fail(f"--inplace and --concat-inplace take on|off, got {inplace!r} and {concat_inplace!r}")
+def _check_switches(inplace: str, concat_inplace: str, fuse: str) -> None:
+    for flag, value in (("--inplace", inplace), ("--concat-inplace", concat_inplace), ("--fuse", fuse)):
+        if value not in ("on", "off"):
+            raise fail(f"{flag} takes on|off, got {value!r}")
 
 
 def _alias_savings(
@@ -282,6 +287,9 @@ def run(
     concat_inplace: Annotated[
         str, typer.Option(help="Concat's producers write straight into their slices: on|off.")
     ] = "on",
+    fuse: Annotated[
+        str, typer.Option(help="Fuse BatchNormalization into Conv and a 1x1 Conv with its residual Add: on|off.")
+    ] = "on",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
     ] = False,
@@ -293,7 +301,7 @@ def run(
         raise fail(f"--repeat must be >= 1, got {repeat}")
     if io not in ("arena", "external") or workspace not in ("on", "off"):
         raise fail("--io takes arena|external and --workspace takes on|off")
-    _check_switches(inplace, concat_inplace)
+    _check_switches(inplace, concat_inplace, fuse)
     report = run_model(
         model,
         dims=_dims(dims),
@@ -309,6 +317,7 @@ def run(
         reorder=reorder,
         inplace=inplace == "on",
         concat_inplace=concat_inplace == "on",
+        fuse=fuse == "on",
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2))

@@ -27,6 +27,7 @@ def run_model(
     reorder: bool = False,
     inplace: bool = True,
     concat_inplace: bool = True,
+    fuse: bool = True,
 ) -> dict[str, Any]:
     import planner
     import runtime
@@ -36,7 +37,7 @@ def run_model(
     if not path.exists():
         raise InputError(f"{path}: no such file")
     planner.get(strategy)  # an unknown name fails here, listing the accepted ones
-    graph = runtime.load_model(path, dims=dims)
+    graph = runtime.load_model(path, dims=dims, fuse=fuse)
     if reorder:
         graph, _ = runtime.reorder_graph(graph, io=io, workspace=workspace)
     feeds = _read_npz(inputs) if inputs is not None else random_inputs(graph, seed)
@@ -63,6 +64,8 @@ def run_model(
         "order": "memory-aware" if reorder else "model",
         "inplace": inplace,
         "concat_inplace": concat_inplace,
+        "fuse": fuse,
+        "fused_nodes": {"batchnorm_into_conv": graph.fused, "pointwise_conv_add": graph.fused_residual},
         "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
     }
     if verify:

@@ -26,6 +26,7 @@ class ModelOptions:
     reorder: bool = False  # plan the nodes in a memory-aware order instead of the model's
     inplace: bool = True  # elementwise ops over a dying input (runtime.inplace)
     concat_inplace: bool = True  # Concat producers straight into their slices
+    fuse: bool = True  # BatchNormalization into Conv, 1x1 Conv with the residual Add (runtime.fuse)
 
 
 def parse_dims(text: str | None) -> dict[str, int]:
@@ -73,7 +74,7 @@ def load_problem(
         import runtime
 
         options = model or ModelOptions()
-        graph = runtime.load_model(path, dims=options.dims)
+        graph = runtime.load_model(path, dims=options.dims, fuse=options.fuse)
         if options.reorder:
             graph, _ = runtime.reorder_graph(graph, io=options.io, workspace=options.workspace)
         problem = runtime.memory_problem(

@@ -186,3 +186,23 @@ def test_reorder_works_with_concat_in_place():
     assert result.exit_code == 0, result.output
     row = json.loads(result.stdout)[0]
     assert row["valid"] and row["lower_bound"] <= row["model_order_lower_bound"]
+
+
+def test_fuse_switch_shows_what_the_residual_fusion_saves(tmp_path):
+    from tests.test_runtime_fuse_residual import residual_model
+
+    path = tmp_path / "residual.onnx"
+    onnx.save(residual_model(), path)
+    bounds = {}
+    for fuse in ("on", "off"):
+        args = ["plan", str(path), "-s", "greedy_by_size", "--io", "external", "--workspace", "off"]
+        result = runner.invoke(app, [*args, "--fuse", fuse, "--json"])
+        assert result.exit_code == 0, result.output
+        bounds[fuse] = json.loads(result.output)[0]["lower_bound"]
+    assert bounds["off"] - bounds["on"] == 2 * 8 * 6 * 6 * 4  # the 1x1 Conv's output
+    run = runner.invoke(app, ["run", str(path), "--fuse", "on", "--verify", "--json", "--repeat", "1"])
+    assert run.exit_code == 0, run.output
+    report = json.loads(run.output)
+    assert report["verification"]["passed"] and report["fused_nodes"]["pointwise_conv_add"] == 1
+    bad = runner.invoke(app, ["plan", str(path), "--fuse", "maybe"])
+    assert bad.exit_code != 0 and "--fuse takes on|off" in bad.output
