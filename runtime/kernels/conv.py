@@ -140,13 +140,14 @@ def conv_workspace(
     inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
 ) -> int:
     x, w, y = inputs[0], inputs[1], outputs[0]
-    geo = _conv_geometry(x.shape, w.shape, y.shape, auto_pad, pads, strides, dilations, kernel_shape)
-    if _is_pointwise(geo):
+    # Also fills the route cache at prepare, so that a run adds nothing to it beside the arena.
+    geo, path = _route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    if path == "pointwise":
         return 0
     channels = x.shape[1]
-    if _uses_taps(x.shape, w.shape, geo, group):
+    if path == "taps":
         return scratch_bytes(*_taps_layout(x.shape, w.shape, x.dtype, geo))
-    if _is_depthwise(x.shape, w.shape, group):
+    if path == "depthwise":
         blocks = [((min(channels, _depthwise_block(geo, x.dtype)), *geo.kernel, *geo.out), x.dtype)]
     else:
         blocks = [((channels, *geo.kernel, _band_rows(geo, channels, x.dtype), *geo.out[1:]), x.dtype)]
@@ -309,6 +310,14 @@ def _conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilat
     return geo, "depthwise" if _is_depthwise(x_shape, w_shape, group) else "im2col"
 
 
+def _route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
+    """`_conv_route` with list attributes made hashable."""
+    return _conv_route(
+        tuple(x_shape), tuple(w_shape), tuple(y_shape), group, auto_pad, _tuple(pads), _tuple(strides),
+        _tuple(dilations), _tuple(kernel_shape),
+    )  # fmt: skip
+
+
 def _tuple(value):
     return None if value is None else tuple(value)
 
@@ -318,10 +327,7 @@ def _tuple(value):
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
 ):
-    geo, path = _conv_route(
-        x.shape, w.shape, out.shape, group, auto_pad, _tuple(pads), _tuple(strides), _tuple(dilations),
-        _tuple(kernel_shape),
-    )  # fmt: skip
+    geo, path = _route(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     batch, channels = x.shape[:2]
     filters = w.shape[0]
     if path == "pointwise":
