@@ -168,7 +168,8 @@ def plan_concat_in_place(
 def plan_in_place(
     graph: Graph, groups: AliasGroups, ranges: Mapping[str, tuple[int, int]], outside: set[str]
 ) -> dict[str, tuple[str, int]]:
-    """Alias output 0 of in-place-safe ops onto an input that dies at that step; returns the links added."""
+    """Alias output 0 of in-place-safe ops onto an input that dies at that step (or, for a
+    plane-wise kernel, a smaller output onto input 0's first bytes); returns the links added."""
     added: dict[str, tuple[str, int]] = {}
     pinned = set(graph.outputs) | set(graph.constants)
     for step, node in enumerate(graph.nodes):
@@ -182,7 +183,7 @@ def plan_in_place(
             source = node.inputs[k] if k < len(node.inputs) else ""
             if not source or source in outside or source in pinned or ranges.get(source, (0, -1))[1] != step:
                 continue
-            if not _same_type(graph, source, out) or graph.tensors[out].nbytes == 0:
+            if not _fits_over(graph, node, kernel, k, source, out) or graph.tensors[out].nbytes == 0:
                 continue
             root, delta = groups.root(source)
             written = (delta, delta + graph.tensors[out].nbytes)
@@ -190,7 +191,12 @@ def plan_in_place(
             sizes = {m: graph.tensors[m].nbytes for m in members}
             if _clobbered(graph, node, kernel, step, source, written, members, sizes, ranges, pinned):
                 continue
-            groups.join(out, source, 0)
+            if _same_type(graph, source, out):
+                groups.join(out, source, 0)
+            elif not LiveBytes(groups, ranges, len(graph.nodes)).try_join(out, source, 0, lambda _: True):
+                # A smaller output over its input keeps the input's bytes for the output's
+                # whole life (the group is one block): taken only where that raises no peak.
+                continue
             added[out] = (source, 0)
             break
     return added
@@ -199,6 +205,20 @@ def plan_in_place(
 def _same_type(graph: Graph, a: str, b: str) -> bool:
     ta, tb = graph.tensors[a], graph.tensors[b]
     return ta.shape == tb.shape and ta.dtype == tb.dtype
+
+
+def _fits_over(graph: Graph, node: Node, kernel: Kernel, k: int, source: str, out: str) -> bool:
+    """Can output 0 be written over input `k`: same shape and dtype, or a plane-wise kernel's
+    output no larger than input 0, with as many planes and no other output in use."""
+    if kernel.planes and any(node.outputs[1:]):
+        return False  # its other outputs (MaxPool's indices) are not plane-wise
+    if _same_type(graph, source, out):
+        return True
+    if not kernel.planes or k != 0:
+        return False
+    src, dst = graph.tensors[source], graph.tensors[out]
+    same_planes = len(src.shape) == len(dst.shape) >= 2 and src.shape[:2] == dst.shape[:2]
+    return same_planes and src.dtype == dst.dtype and dst.nbytes <= src.nbytes
 
 
 def _clobbered(
@@ -228,18 +248,26 @@ def _clobbered(
             found.append((member, "is a graph output or a constant, needed after the run"))
         elif last > step:
             found.append((member, f"is still read at step {last}"))
-        elif not _overwritable(graph, node, kernel, member, (delta, delta + sizes[member]) == written):
+        elif not _overwritable(graph, node, kernel, member, (delta, delta + sizes[member]), written):
             found.append((member, f"is read by this node at an input its {node.op_type} kernel may not overwrite"))
     return found
 
 
-def _overwritable(graph: Graph, node: Node, kernel: Kernel, member: str, same_bytes: bool) -> bool:
-    """Whether output 0 of `node` may be written over `member`, which dies at this step."""
+def _overwritable(
+    graph: Graph, node: Node, kernel: Kernel, member: str, held: tuple[int, int], written: tuple[int, int]
+) -> bool:
+    """Whether output 0 of `node`, written at bytes `written`, may overwrite `member` (at
+    bytes `held`), which dies at this step: exactly over it with the same type, or from
+    its first byte for a plane-wise kernel over input 0."""
     out = node.outputs[0] if node.outputs else ""
     reads = [k for k, name in enumerate(node.inputs) if name == member]
     if not reads:
         return True  # nobody reads it at this step: it is dead already
-    return bool(out) and same_bytes and _same_type(graph, member, out) and all(k in kernel.inplace for k in reads)
+    if not out or not all(k in kernel.inplace for k in reads):
+        return False
+    if held == written and _same_type(graph, member, out):
+        return True
+    return reads == [0] and held[0] == written[0] and _fits_over(graph, node, kernel, 0, member, out)
 
 
 def alias_hazards(graph: Graph, problem: Problem) -> list[str]:

@@ -62,6 +62,9 @@ class Kernel:
     # Inputs output 0 may overwrite (same shape and dtype): the kernel stays correct when
     # `out` is that input's memory, so the runtime may plan it over an input that dies here.
     inplace: tuple[int, ...] = ()
+    # Each output plane (batch item, channel) depends on the same plane of input 0 only: the
+    # output may also be smaller than input 0 and start at its first byte (`_planes`).
+    planes: bool = False
 
 
 _KERNELS: dict[str, Kernel] = {}
@@ -84,9 +87,12 @@ def kernel(
     view: bool = False,
     inplace: tuple[int, ...] = (),
     domain: str = "",
+    planes: bool = False,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
-    lists the inputs whose memory output 0 may be when shapes and dtypes match."""
+    lists the inputs whose memory output 0 may be when shapes and dtypes match; `planes`
+    marks a plane-wise kernel, whose output may be planned over input 0 even when smaller
+    (it is then registered wrapped, see `runtime.kernels._planes`)."""
     if outputs not in ("one", "many"):
         raise ValueError("outputs must be 'one' or 'many'")
     key = _key(op_type, domain)
@@ -95,7 +101,21 @@ def kernel(
         if key in _KERNELS:
             raise ValueError(f"kernel {key!r} registered twice")
         takes_opset = "opset" in inspect.signature(fn).parameters
-        _KERNELS[key] = Kernel(op_type, fn, workspace, outputs == "many", view, takes_opset, tuple(inplace))
+        run, scratch = fn, workspace
+        if planes:
+            from runtime.kernels._planes import plane_wise
+
+            run, scratch = plane_wise(fn, workspace)
+        _KERNELS[key] = Kernel(
+            op_type,
+            run,
+            scratch,
+            outputs == "many",
+            view,
+            takes_opset,
+            tuple(inplace) or ((0,) if planes else ()),
+            planes,
+        )
         return fn
 
     return wrap

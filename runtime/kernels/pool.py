@@ -247,7 +247,7 @@ def max_pool_workspace(inputs, outputs, **attrs) -> int:
     return reduce_workspace(inputs, outputs, **attrs)
 
 
-@kernel("MaxPool", workspace=max_pool_workspace, outputs="many")
+@kernel("MaxPool", workspace=max_pool_workspace, outputs="many", planes=True)
 @small_ufunc_buffers(STRIDED_UFUNC_BUFFER)
 def max_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, pads=None,
@@ -309,7 +309,7 @@ def average_pool_workspace(inputs, outputs, **attrs) -> int:
     return reduce_workspace(inputs, outputs, **attrs) + scratch_bytes((y.shape[2:], x.dtype))
 
 
-@kernel("AveragePool", workspace=average_pool_workspace)
+@kernel("AveragePool", workspace=average_pool_workspace, planes=True)
 @small_ufunc_buffers(STRIDED_UFUNC_BUFFER)
 def average_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
@@ -372,7 +372,7 @@ def global_lp_pool(x, *, out, p=2):
     _root(out, p)
 
 
-@kernel("GlobalAveragePool")
+@kernel("GlobalAveragePool", planes=True)
 @small_ufunc_buffers()
 def global_average_pool(x, *, out):
     # Sum over one flattened spatial axis, then scale: np.mean over several axes buffers ~17 KB.
@@ -381,7 +381,7 @@ def global_average_pool(x, *, out):
     rows /= rows.dtype.type(max(math.prod(x.shape[2:]), 1))
 
 
-@kernel("GlobalMaxPool")
+@kernel("GlobalMaxPool", planes=True)
 @small_ufunc_buffers()
 def global_max_pool(x, *, out):
     np.maximum.reduce(x.reshape(*x.shape[:2], -1), axis=2, out=out.reshape(x.shape[:2]))

@@ -1,0 +1,114 @@
+"""Pooling planned over its own input: a plane-wise kernel writes its smaller output from the
+input's first byte, a chunk of planes at a time. Checked against onnx's reference evaluator
+(kernels) and onnxruntime (models, with the canary poisoning every free byte)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import runtime
+from runtime.inplace import alias_hazards
+from runtime.kernels import TensorMeta, get_kernel
+from runtime.kernels import _planes as planes
+from runtime.oracle import oracle_outputs
+
+RNG = np.random.default_rng(5)
+POOLS = [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [1, 1], "auto_pad": "SAME_UPPER"}),  # as large as its input
+    ("GlobalAveragePool", {}),
+    ("GlobalMaxPool", {}),
+]
+
+
+def _reference(op: str, attrs: dict, x: np.ndarray) -> np.ndarray:
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return ReferenceEvaluator(model).run(None, {"x": x})[0]
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 4096, 1 << 20])  # one plane per chunk, a few, all at once
+@pytest.mark.parametrize("scratch", [True, False])
+@pytest.mark.parametrize(("op", "attrs"), POOLS, ids=[f"{op}-{i}" for i, (op, _) in enumerate(POOLS)])
+def test_output_over_its_input_matches_the_reference(op, attrs, scratch, chunk_bytes, monkeypatch):
+    monkeypatch.setattr(planes, "CHUNK_BYTES", chunk_bytes)
+    kernel = get_kernel(op)
+    assert kernel is not None and kernel.planes and 0 in kernel.inplace
+    x = RNG.standard_normal((2, 5, 9, 7)).astype(np.float32)
+    want = _reference(op, attrs, x)
+    memory = x.copy()  # the input's bytes; the output is written from its first byte
+    y = memory.reshape(-1)[: want.size].reshape(want.shape)
+    assert np.may_share_memory(memory, y)
+    ws = None
+    if scratch:
+        metas_in = [TensorMeta(x.shape, x.dtype)]
+        metas_out = [TensorMeta(want.shape, want.dtype)] + ([None] if op == "MaxPool" else [])
+        ws = np.empty(kernel.workspace(metas_in, metas_out, **attrs), dtype=np.uint8)  # type: ignore[misc]
+    out = (y, None) if kernel.multi_output else y
+    kernel.fn(memory, out=out, ws=ws, **attrs)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_maxpool_with_its_indices_is_not_planned_over_its_input():
+    kernel = get_kernel("MaxPool")
+    x = RNG.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    memory = x.copy()
+    y = memory.reshape(-1)[:8].reshape(1, 2, 2, 2)
+    indices = np.empty((1, 2, 2, 2), dtype=np.int64)
+    with pytest.raises(ValueError, match="output 0 alone"):
+        kernel.fn(memory, out=(y, indices), ws=None, kernel_shape=[2, 2], strides=[2, 2])
+
+
+def pooled_model(*, indices: bool = False) -> onnx.ModelProto:
+    """x -> Relu -> MaxPool (stride 2) -> 1x1 Conv -> y: the pool's input dies at the pool."""
+    w = numpy_helper.from_array(RNG.standard_normal((3, 4, 1, 1)).astype(np.float32), "w")
+    pool_outputs = ["p", "i"] if indices else ["p"]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], pool_outputs, name="pool", kernel_shape=[3, 3], strides=[2, 2]),
+        helper.make_node("Conv", ["p", "w"], ["y"], name="conv"),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 7, 7])]
+    if indices:
+        outputs.append(helper.make_tensor_value_info("i", TensorProto.INT64, [2, 4, 7, 7]))
+    graph = helper.make_graph(
+        nodes, "pooled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 16, 16])], outputs, [w]
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize(("io", "workspace"), [("arena", True), ("external", False)])
+def test_pool_over_its_input_runs_like_onnxruntime(io, workspace):
+    model = pooled_model()
+    graph = runtime.load_model(model)
+    problem = runtime.memory_problem(graph, io=io, workspace=workspace)
+    aliases = {b.id: (b.alias_of, b.alias_offset) for b in problem.buffers if b.alias_of}
+    assert aliases.get("p") == ("r", 0)
+    assert alias_hazards(graph, problem) == []
+    apart = runtime.memory_problem(graph, io=io, workspace=workspace, inplace=False)
+    import planner
+
+    assert planner.load(problem) < planner.load(apart)
+    x = RNG.standard_normal((2, 4, 16, 16)).astype(np.float32)
+    session = runtime.Session(graph, "best", io=io, workspace=workspace, canary=True).prepare()
+    got = session.run({"x": x})
+    _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
+    assert want is not None, notes
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_pool_whose_indices_are_used_keeps_its_own_buffer():
+    graph = runtime.load_model(pooled_model(indices=True))
+    problem = runtime.memory_problem(graph)
+    assert not any(b.id == "p" and b.alias_of for b in problem.buffers)
