@@ -1,6 +1,7 @@
-"""Pooling planned over its own input: a plane-wise kernel writes its smaller output from the
-input's first byte, a chunk of planes at a time. Checked against onnx's reference evaluator
-(kernels) and onnxruntime (models, with the canary poisoning every free byte)."""
+"""Pooling and LRN planned over their own input: a plane-wise kernel writes its smaller output
+from the input's first byte, a chunk of planes at a time; LRN keeps its window's halo.
+Checked against onnx's reference evaluator or onnxruntime (kernels) and onnxruntime
+(models, with the canary poisoning every free byte)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,21 @@ def _reference(op: str, attrs: dict, x: np.ndarray) -> np.ndarray:
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     return ReferenceEvaluator(model).run(None, {"x": x})[0]
+
+
+def _onnxruntime(op: str, attrs: dict, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "one",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 4096, 1 << 20])  # one plane per chunk, a few, all at once
@@ -112,3 +128,22 @@ def test_pool_whose_indices_are_used_keeps_its_own_buffer():
     graph = runtime.load_model(pooled_model(indices=True))
     problem = runtime.memory_problem(graph)
     assert not any(b.id == "p" and b.alias_of for b in problem.buffers)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 300, 1 << 20])  # one channel per chunk, a few, all at once
+@pytest.mark.parametrize("size", [1, 3, 5, 7])  # odd: onnxruntime centres even windows unlike the spec
+@pytest.mark.parametrize("in_place", [True, False])
+def test_lrn_by_chunks_matches_the_reference_over_its_own_input(chunk_bytes, size, in_place, monkeypatch):
+    from runtime.kernels import norm
+
+    monkeypatch.setattr(norm, "LRN_CHUNK_BYTES", chunk_bytes)
+    attrs = {"size": size, "alpha": 0.02, "beta": 0.75, "bias": 2.0}
+    x = RNG.standard_normal((2, 7, 3, 4)).astype(np.float32)
+    want = _onnxruntime("LRN", attrs, x)  # onnx.reference's LRN disagrees with the spec's numpy here
+    kernel = get_kernel("LRN")
+    assert kernel is not None and 0 in kernel.inplace
+    memory = x.copy()
+    out = memory if in_place else np.empty_like(x)
+    ws = np.empty(kernel.workspace([TensorMeta(x.shape, x.dtype)], [TensorMeta(x.shape, x.dtype)], **attrs), np.uint8)
+    kernel.fn(memory, out=out, ws=ws, **attrs)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)

@@ -90,28 +90,57 @@ def instance_normalization(x, scale, bias, *, out, epsilon=1e-5):
     out += _per_channel(bias.astype(out.dtype), x.ndim)
 
 
+# Bytes of output channels computed per chunk of LRN (at least one channel): the scratch
+# holds a chunk's squares (with the window's halo) and its denominators, not the tensor's.
+LRN_CHUNK_BYTES = 256 * 1024
+
+
+def _lrn_chunk(shape: tuple[int, ...], itemsize: int) -> int:
+    """Channels per chunk."""
+    per_channel = int(np.prod((shape[0], *shape[2:]), dtype=np.int64)) * itemsize
+    return max(1, min(shape[1], LRN_CHUNK_BYTES // max(1, per_channel)))
+
+
+def _lrn_blocks(shape: tuple[int, ...], dtype: np.dtype, size: int) -> list[tuple[tuple[int, ...], np.dtype]]:
+    k = _lrn_chunk(shape, np.dtype(dtype).itemsize)
+    return [((shape[0], k + size - 1, *shape[2:]), dtype), ((shape[0], k, *shape[2:]), dtype)]
+
+
 def lrn_workspace(inputs, outputs, *, size, **_) -> int:
     x = inputs[0]
-    return scratch_bytes(((x.shape[0], x.shape[1] + size - 1, *x.shape[2:]), x.dtype))
+    return scratch_bytes(*_lrn_blocks(tuple(x.shape), x.dtype, size))
 
 
-@kernel("LRN", workspace=lrn_workspace)
+@kernel("LRN", workspace=lrn_workspace, inplace=(0,))
 @small_ufunc_buffers()
 def lrn(x, *, out, ws, size, alpha=0.0001, beta=0.75, bias=1.0):
-    # Squares of x with zero channels around them, so every channel's window is one slice.
+    # A chunk of channels at a time: the squares of the chunk and of the window's halo
+    # around it, then the denominators, then out = x / denominators. The squares of the
+    # last channels before the next chunk are kept from this one, so `out` may be `x`'s
+    # own memory (a channel is overwritten only after every window needing it is summed).
     before = (size - 1) // 2
+    after = size - 1 - before
     channels = x.shape[1]
-    squares = Scratch(ws, "LRN").take((x.shape[0], channels + size - 1, *x.shape[2:]), x.dtype)
-    squares[:, :before] = 0
-    squares[:, before + channels :] = 0
-    np.square(x, out=squares[:, before : before + channels])
-    np.copyto(out, squares[:, :channels])
-    for i in range(1, size):
-        out += squares[:, i : i + channels]
-    out *= out.dtype.type(alpha / size)
-    out += out.dtype.type(bias)
-    out **= out.dtype.type(beta)
-    np.divide(x, out, out=out)
+    (sq_shape, dtype), (den_shape, _) = _lrn_blocks(tuple(x.shape), x.dtype, size)
+    scratch = Scratch(ws, "LRN")
+    squares, denominators = scratch.take(sq_shape, dtype), scratch.take(den_shape, dtype)
+    k = den_shape[1]
+    squares[:, :before] = 0  # channels below 0
+    for j in range(0, channels, k):
+        m = min(k, channels - j)
+        hi = min(channels, j + m + after)
+        np.square(x[:, j:hi], out=squares[:, before : before + hi - j])
+        squares[:, before + hi - j : before + m + after] = 0  # channels past the last
+        d = denominators[:, :m]
+        np.copyto(d, squares[:, :m])
+        for i in range(1, size):
+            d += squares[:, i : i + m]
+        d *= d.dtype.type(alpha / size)
+        d += d.dtype.type(bias)
+        d **= d.dtype.type(beta)
+        # The squares of channels [j + m - before, j + m): the next chunk's lower halo.
+        squares[:, :before] = squares[:, m : m + before].copy()
+        np.divide(x[:, j : j + m], d, out=out[:, j : j + m])
 
 
 @kernel("RMSNormalization")
