@@ -174,12 +174,13 @@ def plan_in_place(
     pinned = set(graph.outputs) | set(graph.constants)
     for step, node in enumerate(graph.nodes):
         kernel = kernel_of(node)
-        if kernel is None or not kernel.inplace or not node.outputs or not node.outputs[0]:
+        if kernel is None or not node.outputs or not node.outputs[0]:
             continue
+        candidates = _in_place_inputs(graph, node, kernel)
         out = node.outputs[0]
-        if out in outside or out in groups.links or out not in ranges:
+        if not candidates or out in outside or out in groups.links or out not in ranges:
             continue
-        for k in kernel.inplace:
+        for k in candidates:
             source = node.inputs[k] if k < len(node.inputs) else ""
             if not source or source in outside or source in pinned or ranges.get(source, (0, -1))[1] != step:
                 continue
@@ -207,14 +208,30 @@ def _same_type(graph: Graph, a: str, b: str) -> bool:
     return ta.shape == tb.shape and ta.dtype == tb.dtype
 
 
+def _plane_wise(graph: Graph, node: Node, kernel: Kernel) -> bool:
+    """Whether this node's kernel computes each output plane from the same input plane only."""
+    spec = kernel.planes
+    if spec is None or not node.outputs or not node.outputs[0] or any(node.outputs[1:]):
+        return False
+    inputs = [graph.tensors.get(n) if n else None for n in node.inputs]
+    return bool(spec.applies(dict(node.attributes), inputs, graph.tensors[node.outputs[0]]))
+
+
+def _in_place_inputs(graph: Graph, node: Node, kernel: Kernel) -> tuple[int, ...]:
+    """The inputs output 0 may be planned over."""
+    if 0 not in kernel.inplace and _plane_wise(graph, node, kernel):
+        return (*kernel.inplace, 0)
+    return kernel.inplace
+
+
 def _fits_over(graph: Graph, node: Node, kernel: Kernel, k: int, source: str, out: str) -> bool:
     """Can output 0 be written over input `k`: same shape and dtype, or a plane-wise kernel's
     output no larger than input 0, with as many planes and no other output in use."""
-    if kernel.planes and any(node.outputs[1:]):
+    if kernel.planes is not None and any(node.outputs[1:]):
         return False  # its other outputs (MaxPool's indices) are not plane-wise
-    if _same_type(graph, source, out):
+    if _same_type(graph, source, out) and k in kernel.inplace:
         return True
-    if not kernel.planes or k != 0:
+    if k != 0 or not _plane_wise(graph, node, kernel):
         return False
     src, dst = graph.tensors[source], graph.tensors[out]
     same_planes = len(src.shape) == len(dst.shape) >= 2 and src.shape[:2] == dst.shape[:2]
@@ -263,7 +280,7 @@ def _overwritable(
     reads = [k for k, name in enumerate(node.inputs) if name == member]
     if not reads:
         return True  # nobody reads it at this step: it is dead already
-    if not out or not all(k in kernel.inplace for k in reads):
+    if not out or not all(k in _in_place_inputs(graph, node, kernel) for k in reads):
         return False
     if held == written and _same_type(graph, member, out):
         return True

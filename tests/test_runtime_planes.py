@@ -147,3 +147,78 @@ def test_lrn_by_chunks_matches_the_reference_over_its_own_input(chunk_bytes, siz
     ws = np.empty(kernel.workspace([TensorMeta(x.shape, x.dtype)], [TensorMeta(x.shape, x.dtype)], **attrs), np.uint8)
     kernel.fn(memory, out=out, ws=ws, **attrs)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+DEPTHWISE = [
+    {"strides": [2, 2], "pads": [1, 1, 1, 1]},  # MobileNet's downsampling step: a smaller output
+    {"strides": [1, 1], "pads": [1, 1, 1, 1]},  # as large as its input
+]
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 200, 1 << 20])
+@pytest.mark.parametrize("attrs", DEPTHWISE, ids=["stride2", "stride1"])
+def test_depthwise_conv_over_its_input_matches_the_reference(attrs, chunk_bytes, monkeypatch):
+    monkeypatch.setattr(planes, "CHUNK_BYTES", chunk_bytes)
+    c = 6
+    x = RNG.standard_normal((2, c, 7, 9)).astype(np.float32)
+    w = RNG.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b = RNG.standard_normal(c).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, **attrs)
+    graph = helper.make_graph(
+        [node],
+        "dw",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in (("x", x), ("w", w), ("b", b))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    want = ReferenceEvaluator(model).run(None, {"x": x, "w": w, "b": b})[0]
+    kernel = get_kernel("Conv")
+    assert kernel is not None and kernel.planes is not None and 0 not in kernel.inplace
+    memory = x.copy()
+    y = memory.reshape(-1)[: want.size].reshape(want.shape)
+    metas_in = [TensorMeta(a.shape, a.dtype) for a in (x, w, b)]
+    ws = np.empty(kernel.workspace(metas_in, [TensorMeta(want.shape, want.dtype)], group=c, **attrs), np.uint8)  # type: ignore[misc]
+    kernel.fn(memory, w, b, out=y, ws=ws, group=c, **attrs)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_ordinary_conv_refuses_its_output_over_its_input():
+    kernel = get_kernel("Conv")
+    memory = RNG.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    w = RNG.standard_normal((4, 4, 1, 1)).astype(np.float32)
+    with pytest.raises(ValueError, match="plane-wise"):
+        kernel.fn(memory, w, None, out=memory, ws=None)
+
+
+def depthwise_model(group: int) -> onnx.ModelProto:
+    """x -> Relu -> 3x3 Conv (stride 2, `group` groups) -> 1x1 Conv -> y."""
+    dw = numpy_helper.from_array(RNG.standard_normal((8, 8 // group, 3, 3)).astype(np.float32), "dw")
+    pw = numpy_helper.from_array(RNG.standard_normal((4, 8, 1, 1)).astype(np.float32), "pw")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Conv", ["r", "dw"], ["d"], name="dw", group=group, strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["d", "pw"], ["y"], name="pw"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dw",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 12, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4, 6, 6])],
+        [dw, pw],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("group", [8, 2])
+def test_only_a_depthwise_conv_is_planned_over_its_input(group):
+    model = depthwise_model(group)
+    graph = runtime.load_model(model)
+    problem = runtime.memory_problem(graph, io="external", workspace=False)
+    aliased = {b.id: b.alias_of for b in problem.buffers if b.alias_of}
+    assert (aliased.get("d") == "r") == (group == 8)
+    assert alias_hazards(graph, problem) == []
+    x = RNG.standard_normal((2, 8, 12, 12)).astype(np.float32)
+    got = runtime.Session(graph, "best", io="external", workspace=False, canary=True).prepare().run({"x": x})
+    _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
+    assert want is not None, notes
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)

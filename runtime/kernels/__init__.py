@@ -62,9 +62,10 @@ class Kernel:
     # Inputs output 0 may overwrite (same shape and dtype): the kernel stays correct when
     # `out` is that input's memory, so the runtime may plan it over an input that dies here.
     inplace: tuple[int, ...] = ()
-    # Each output plane (batch item, channel) depends on the same plane of input 0 only: the
-    # output may also be smaller than input 0 and start at its first byte (`_planes`).
-    planes: bool = False
+    # Each output plane (batch item, channel) depends on the same plane of input 0 only
+    # (when the spec applies): the output may also be smaller than input 0 and start at its
+    # first byte (`_planes.Planes`).
+    planes: Any = None
 
 
 _KERNELS: dict[str, Kernel] = {}
@@ -87,7 +88,7 @@ def kernel(
     view: bool = False,
     inplace: tuple[int, ...] = (),
     domain: str = "",
-    planes: bool = False,
+    planes: Any = False,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
     lists the inputs whose memory output 0 may be when shapes and dtypes match; `planes`
@@ -101,11 +102,12 @@ def kernel(
         if key in _KERNELS:
             raise ValueError(f"kernel {key!r} registered twice")
         takes_opset = "opset" in inspect.signature(fn).parameters
-        run, scratch = fn, workspace
+        run, scratch, spec = fn, workspace, None
         if planes:
-            from runtime.kernels._planes import plane_wise
+            from runtime.kernels._planes import Planes, plane_wise
 
-            run, scratch = plane_wise(fn, workspace)
+            spec = Planes() if planes is True else planes
+            run, scratch = plane_wise(fn, workspace, spec)
         _KERNELS[key] = Kernel(
             op_type,
             run,
@@ -113,8 +115,8 @@ def kernel(
             outputs == "many",
             view,
             takes_opset,
-            tuple(inplace) or ((0,) if planes else ()),
-            planes,
+            tuple(inplace) or ((0,) if spec is not None and not spec.depthwise else ()),
+            spec,
         )
         return fn
 

@@ -1,20 +1,23 @@
 """Running a plane-wise kernel with its output over its own input.
 
 A kernel is *plane-wise* when each plane of its output (one batch item, one channel: the
-last dims) depends only on the same plane of input 0: pooling, for instance. Its output
-may then start at input 0's first byte even when it is smaller, which the planner uses to
-plan a pooling step without a second buffer: planes are taken in order, a chunk at a
-time, computed into scratch and copied into place. Output plane j ends at byte
-(j + 1) * P_out <= (j + 1) * P_in, so it only overwrites input planes already read.
+last dims) depends only on the same plane of input 0: pooling, and a depthwise
+convolution (one filter per channel). Its output may then start at input 0's first byte
+even when it is smaller, which the planner uses to plan such a step without a second
+buffer: planes are taken in order, a chunk of channels at a time, computed into scratch
+and copied into place. Output plane j ends at byte (j + 1) * P_out <= (j + 1) * P_in, so
+it only overwrites input planes already read.
 
-`plane_wise(fn, workspace)` returns the kernel function and the workspace function to
-register: the scratch for one chunk of output planes is added after the kernel's own.
+`Planes` says how a kernel is plane-wise; `plane_wise(fn, workspace, spec)` returns the
+kernel function and the workspace function to register (the scratch for one chunk of
+output planes is added after the kernel's own, only where the spec applies).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,19 +27,45 @@ import numpy as np
 CHUNK_BYTES = 256 * 1024
 
 
+@dataclass(frozen=True)
+class Planes:
+    """How a kernel is plane-wise.
+
+    `channel_inputs`: inputs with one entry per channel along their axis 0 (a depthwise
+    filter and bias), sliced with the chunk. `depthwise`: plane-wise only when ``group``
+    equals the channels in and out and each filter sees one channel; a chunk then runs as
+    a depthwise op of its own channel count.
+    """
+
+    channel_inputs: tuple[int, ...] = ()
+    depthwise: bool = False
+
+    def applies(self, attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
+        """Whether the op, with these attributes and input/output shapes, is plane-wise."""
+        if not self.depthwise:
+            return True
+        x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
+        if x is None or w is None or out is None or len(x.shape) < 3:
+            return False
+        group = attrs.get("group", 1)
+        return group == x.shape[1] == out.shape[1] == w.shape[0] and w.shape[1] == 1
+
+
 def _chunk_bytes(out_shape: tuple[int, ...], itemsize: int) -> int:
     plane = int(np.prod(out_shape[2:], dtype=np.int64)) * itemsize
-    total = int(np.prod(out_shape, dtype=np.int64)) * itemsize
-    return min(total, max(plane, CHUNK_BYTES // max(1, plane) * plane))
+    channels = plane * out_shape[1]
+    return min(channels, max(plane, CHUNK_BYTES // max(1, plane) * plane))
 
 
-def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None) -> tuple[Callable[..., None], Any]:
+def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None, spec: Planes) -> tuple[Any, Any]:
     """The kernel wrapped to allow its output over input 0, and its workspace function."""
 
     def with_chunk(inputs: list[Any], outputs: list[Any], **attrs: Any) -> int:
         own = int(workspace(inputs, outputs, **attrs)) if workspace is not None else 0
         out = outputs[0]
-        return own + (_chunk_bytes(tuple(out.shape), out.dtype.itemsize) if out is not None else 0)
+        if out is None or not spec.applies(attrs, inputs, out):
+            return own
+        return own + _chunk_bytes(tuple(out.shape), out.dtype.itemsize)
 
     takes_ws = workspace is not None
 
@@ -44,31 +73,31 @@ def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None) ->
     def wrapper(*inputs: Any, out: Any, ws: np.ndarray | None = None, **attrs: Any) -> None:
         y = out[0] if isinstance(out, tuple) else out
         x = inputs[0]
+        chunk = _chunk_bytes(y.shape, y.dtype.itemsize) if y is not None and spec.applies(attrs, inputs, y) else 0
+        own = ws if ws is None or not chunk else ws[: ws.size - chunk]
         if y is None or x is None or not np.may_share_memory(x, y):
-            extra = {"ws": _own(ws, y)} if takes_ws else {}
-            fn(*inputs, out=out, **extra, **attrs)
+            fn(*inputs, out=out, **({"ws": own} if takes_ws else {}), **attrs)
             return
+        if not chunk:
+            raise ValueError(f"output over input 0 needs a plane-wise op; got {x.shape} -> {y.shape} with {attrs}")
         if isinstance(out, tuple) and any(o is not None for o in out[1:]):
             raise ValueError("plane-wise in place needs output 0 alone (the other outputs are not planes)")
-        _in_place(fn, takes_ws, inputs, out, y, ws, attrs)
+        scratch = (
+            ws[ws.size - chunk :].view(y.dtype) if ws is not None else np.empty(chunk // y.dtype.itemsize, y.dtype)
+        )
+        _in_place(fn, spec, inputs, out, y, scratch, {"ws": own} if takes_ws else {}, attrs)
 
     return wrapper, with_chunk
 
 
-def _own(ws: np.ndarray | None, y: np.ndarray | None) -> np.ndarray | None:
-    """The kernel's own part of the workspace (the chunk scratch is at the end)."""
-    if ws is None or y is None:
-        return ws
-    return ws[: ws.size - _chunk_bytes(y.shape, y.dtype.itemsize)]
-
-
 def _in_place(
     fn: Callable[..., None],
-    takes_ws: bool,
+    spec: Planes,
     inputs: tuple[Any, ...],
     out: Any,
     y: np.ndarray,
-    ws: np.ndarray | None,
+    scratch: np.ndarray,
+    extra: dict[str, Any],
     attrs: dict[str, Any],
 ) -> None:
     x = inputs[0]
@@ -77,21 +106,19 @@ def _in_place(
         raise ValueError(f"plane-wise in place needs matching, contiguous planes; got {x.shape} -> {y.shape}")
     if y.__array_interface__["data"][0] != x.__array_interface__["data"][0]:
         raise ValueError("plane-wise in place needs the output to start at the input's first byte")
-    chunk = _chunk_bytes(y.shape, y.dtype.itemsize)
-    per_chunk = chunk // (int(np.prod(y.shape[2:], dtype=np.int64)) * y.dtype.itemsize)
-    if ws is not None:
-        scratch = ws[ws.size - chunk :].view(y.dtype)
-    else:
-        scratch = np.empty(chunk // y.dtype.itemsize, dtype=y.dtype)
-    own = _own(ws, y)
-    planes_in = x.reshape(n * c, 1, *x.shape[2:])
-    planes_out = y.reshape(n * c, 1, *y.shape[2:])
-    for start in range(0, n * c, per_chunk):
-        k = min(per_chunk, n * c - start)
-        # A chunk of planes as a batch of single-channel items: the kernel sees ordinary tensors.
-        source = planes_in[start : start + k]
-        target = scratch[: k * planes_out[0].size].reshape(k, 1, *y.shape[2:])
-        chunk_out = (target, *(None for _ in out[1:])) if isinstance(out, tuple) else target
-        extra = {"ws": own} if takes_ws else {}
-        fn(source, *inputs[1:], out=chunk_out, **extra, **attrs)
-        planes_out[start : start + k] = target
+    plane = int(np.prod(y.shape[2:], dtype=np.int64))
+    per_chunk = max(1, scratch.size // max(1, plane))
+    for item in range(n):
+        for start in range(0, c, per_chunk):
+            k = min(per_chunk, c - start)
+            args = list(inputs)
+            args[0] = x[item : item + 1, start : start + k]
+            for i in spec.channel_inputs:
+                if i < len(args) and args[i] is not None:
+                    args[i] = args[i][start : start + k]
+            chunk_attrs = {**attrs, "group": k} if spec.depthwise else attrs
+            target = scratch[: k * plane].reshape(1, k, *y.shape[2:])
+            chunk_out = (target, *(None for _ in out[1:])) if isinstance(out, tuple) else target
+            fn(*args, out=chunk_out, **extra, **chunk_attrs)
+            # Ends at plane (item, start + k): no input plane after the ones just read.
+            y[item, start : start + k] = target[0]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime.kernels import TensorMeta, kernel
+from runtime.kernels._planes import Planes
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 
 
@@ -322,7 +323,8 @@ def _tuple(value):
     return None if value is None else tuple(value)
 
 
-@kernel("Conv", workspace=conv_workspace)
+# A depthwise Conv is plane-wise: planned over its input (MobileNet's stride-2 steps).
+@kernel("Conv", workspace=conv_workspace, planes=Planes(channel_inputs=(1, 2), depthwise=True))
 @small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
