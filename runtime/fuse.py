@@ -16,6 +16,10 @@ PointwiseConvAdd(X, W, B, R) (`runtime.kernels.fused`): the Conv's output is nev
 whole, and the result can be written over R where R dies. In a ResNet bottleneck that is
 the step of peak memory: the block's input, the expanded Conv output and the residual
 were live together; fused, only the residual and the input.
+
+3. The exact GELU as exporters spell it before opset 20, x * 0.5 * (1 + Erf(x / sqrt 2)),
+becomes one Gelu node: it runs over x where x dies, where the five ops kept x and an
+intermediate as large as x live together (a transformer MLP's peak).
 """
 
 from __future__ import annotations
@@ -188,3 +192,68 @@ def _fused(conv: onnx.NodeProto, add: onnx.NodeProto, residual: str) -> onnx.Nod
         doc_string=f"{conv.name} (1x1 Conv) and {add.name} (Add) fused",
     )
     return node
+
+
+def fuse_erf_gelu(
+    nodes: Sequence[onnx.NodeProto], constants: dict[str, Constant], types: dict[str, TensorType], keep: set[str]
+) -> tuple[list[onnx.NodeProto], int]:
+    """The nodes with every Div -> Erf -> Add -> Mul -> Mul spelling of the exact GELU made
+    one Gelu; and how many. The chain's intermediates leave `types`."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in nodes:
+        for name in node.input:
+            if name:
+                readers.setdefault(name, []).append(node)
+    producer = {out: node for node in nodes for out in node.output if out}
+
+    def only_reader(name: str, op: str) -> onnx.NodeProto | None:
+        found = readers.get(name, [])
+        if len(found) != 1 or name in keep or found[0].op_type != op or found[0].domain not in ("", "ai.onnx"):
+            return None
+        return found[0]
+
+    def other(node: onnx.NodeProto, name: str) -> str | None:
+        """The input of a two-input node that is not `name`."""
+        if len(node.input) != 2 or name not in node.input:
+            return None
+        return node.input[1] if node.input[0] == name else node.input[0]
+
+    def scalar(name: str | None, value: float) -> bool:
+        c = constants.get(name or "")
+        if c is None or int(np.prod(c.shape, dtype=np.int64)) != 1 or not np.issubdtype(c.dtype, np.floating):
+            return False
+        return bool(np.isclose(float(c.value().reshape(())), value, rtol=1e-4, atol=0.0))
+
+    replaced: dict[str, onnx.NodeProto] = {}  # last node's name -> Gelu
+    dropped: set[str] = set()
+    for erf in nodes:
+        if erf.op_type != "Erf" or erf.domain not in ("", "ai.onnx"):
+            continue
+        div = producer.get(erf.input[0])
+        if div is None or div.op_type != "Div" or len(div.input) != 2 or not scalar(div.input[1], np.sqrt(2.0)):
+            continue
+        x = div.input[0]
+        if only_reader(div.output[0], "Erf") is not erf:
+            continue
+        add = only_reader(erf.output[0], "Add")
+        if add is None or not scalar(other(add, erf.output[0]), 1.0):
+            continue
+        mul = only_reader(add.output[0], "Mul")
+        if mul is None or other(mul, add.output[0]) != x:
+            continue
+        half = only_reader(mul.output[0], "Mul")
+        if half is None or not scalar(other(half, mul.output[0]), 0.5):
+            continue
+        if not _same_static_float(types, (x, half.output[0])):
+            continue
+        chain = (div, erf, add, mul)
+        if any(n.name in dropped for n in (*chain, half)):
+            continue
+        replaced[half.name] = onnx.helper.make_node(
+            "Gelu", [x], [half.output[0]], name=f"{div.name}..{half.name}", doc_string="exact GELU, five ops fused"
+        )
+        for n in chain:
+            dropped.add(n.name)
+            types.pop(n.output[0], None)
+    out = [replaced.get(n.name, n) for n in nodes if n.name not in dropped]
+    return out, len(replaced)

@@ -20,7 +20,7 @@ import onnx
 from runtime.constants import Constant, from_initializer, np_dtype
 from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
-from runtime.fuse import fold_batchnorm, fuse_pointwise_conv_add
+from runtime.fuse import fold_batchnorm, fuse_erf_gelu, fuse_pointwise_conv_add
 from runtime.kernels import attributes_of
 from runtime.shapes import TensorType, bind_dims, fill_unknown, infer, skeleton, type_of
 
@@ -70,6 +70,7 @@ class Graph:
     folded: int = 0  # nodes removed by constant folding
     fused: int = 0  # BatchNormalization nodes folded into the Conv before them
     fused_residual: int = 0  # 1x1 Conv -> Add pairs made one PointwiseConvAdd
+    fused_gelu: int = 0  # Div -> Erf -> Add -> Mul -> Mul chains made one Gelu
 
     def tensor(self, name: str) -> TensorInfo:
         try:
@@ -104,8 +105,9 @@ def load_model(
     (otherwise an unbound dim is an error naming it and the inputs using it). External
     data is looked up in the model's folder (`base_dir` for bytes or a ModelProto). Any
     tensor larger than `max_tensor_bytes` is refused before it is allocated. With `fuse`,
-    inference BatchNormalization is folded into the Conv before it, and a 1x1 Conv is fused
-    with the residual Add after it (`runtime.fuse`).
+    inference BatchNormalization is folded into the Conv before it, a 1x1 Conv is fused
+    with the residual Add after it, and the exact GELU's five ops become one Gelu
+    (`runtime.fuse`).
     """
     model, model_dir = _parse(source, base_dir)
     dims = dict(dims or {})
@@ -143,14 +145,16 @@ def load_model(
         if fused:
             types = infer(skeleton(model, nodes, inputs, constants, dims))
     fill_unknown(nodes, types, opset)
-    residual = 0
+    residual = gelus = 0
     if fuse:
         # After typing: the fused node's output keeps the Add's type, the Conv's output goes.
         nodes, residual = fuse_pointwise_conv_add(nodes, constants, types, keep)
+        nodes, gelus = fuse_erf_gelu(nodes, constants, types, keep)
     types.update(inputs)
     loaded = _build(model, nodes, inputs, outputs, constants, types, opset, dims, max_tensor_bytes, model_dir, folded)
     loaded.fused = fused
     loaded.fused_residual = residual
+    loaded.fused_gelu = gelus
     return loaded
 
 

@@ -1,6 +1,7 @@
-"""A 1x1 Conv fused with the residual Add after it (PointwiseConvAdd): same outputs as
-onnxruntime and onnx's reference evaluator, one activation fewer at the residual's step,
-and only the pairs that are a plain matrix product and an elementwise Add are fused."""
+"""Load-time fusions: a 1x1 Conv with the residual Add after it (PointwiseConvAdd), and the
+exact GELU spelt in five ops made one Gelu. Same outputs as onnxruntime and onnx's
+reference evaluator, one activation fewer at the step they shorten, and only the patterns
+that compute exactly that are fused."""
 
 from __future__ import annotations
 
@@ -146,3 +147,55 @@ def test_kernel_matches_the_reference_conv_and_add(in_place, scratch):
 def test_memplan_ops_are_not_listed_as_onnx_ops():
     assert "PointwiseConvAdd" not in supported_ops() and "Conv" in supported_ops()
     assert get_kernel("PointwiseConvAdd") is None  # only in memplan's domain
+
+
+def gelu_model(*, divisor: float = float(np.sqrt(2.0)), expose: bool = False, swap: bool = False) -> onnx.ModelProto:
+    """x -> MatMul -> h; h * 0.5 * (1 + Erf(h / divisor)) as exporters spell it -> MatMul -> y."""
+    w1 = numpy_helper.from_array(RNG.standard_normal((8, 32)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(RNG.standard_normal((32, 8)).astype(np.float32), "w2")
+    consts = [
+        numpy_helper.from_array(np.array(divisor, np.float32), "root2"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "one"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        helper.make_node("Div", ["h", "root2"], ["d"], name="div"),
+        helper.make_node("Erf", ["d"], ["e"], name="erf"),
+        helper.make_node("Add", ["one", "e"] if swap else ["e", "one"], ["a"], name="add"),
+        helper.make_node("Mul", ["a", "h"] if swap else ["h", "a"], ["m"], name="mul"),
+        helper.make_node("Mul", ["half", "m"] if swap else ["m", "half"], ["g"], name="mul_half"),
+        helper.make_node("MatMul", ["g", "w2"], ["y"], name="fc2"),
+    ]
+    outputs = [_value("y", [4, 8])] + ([_value("e", [4, 32])] if expose else [])
+    graph = helper.make_graph(nodes, "gelu", [_value("x", [4, 8])], outputs, [w1, w2, *consts])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_erf_gelu_becomes_one_gelu_and_matches_onnxruntime(swap):
+    model = gelu_model(swap=swap)
+    graph = runtime.load_model(model)
+    assert graph.fused_gelu == 1
+    assert [n.op_type for n in graph.nodes] == ["MatMul", "Gelu", "MatMul"]
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    got = runtime.Session(graph, "best", canary=True).prepare().run({"x": x})
+    _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
+    assert want is not None, notes
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
+    options = {"io": "external", "workspace": False}
+    fused = planner.load(runtime.memory_problem(graph, **options))
+    apart = planner.load(runtime.memory_problem(runtime.load_model(model, fuse=False), **options))
+    assert apart - fused == 4 * 32 * 4  # h and an intermediate as large as h were live together
+
+
+@pytest.mark.parametrize("variant", [{"divisor": 2.0}, {"expose": True}], ids=["not-sqrt2", "intermediate-is-output"])
+def test_chains_that_are_not_the_exact_gelu_are_left_alone(variant):
+    model = gelu_model(**variant)
+    graph = runtime.load_model(model)
+    assert graph.fused_gelu == 0 and "Erf" in [n.op_type for n in graph.nodes]
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    got = runtime.Session(graph, "best").prepare().run({"x": x})
+    _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
+    assert want is not None, notes
+    np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
