@@ -65,7 +65,11 @@ def run_model(
         "inplace": inplace,
         "concat_inplace": concat_inplace,
         "fuse": fuse,
-        "fused_nodes": {"batchnorm_into_conv": graph.fused, "pointwise_conv_add": graph.fused_residual},
+        "fused_nodes": {
+            "batchnorm_into_conv": graph.fused,
+            "pointwise_conv_add": graph.fused_residual,
+            "gelu": graph.fused_gelu,
+        },
         "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
     }
     if verify:
