@@ -55,7 +55,8 @@ def markdown(rows: list[dict], strategy: str, verify: bool) -> str:
         "",
         f"`python bench/inplace_bench.py --strategy {strategy}{' --verify' if verify else ''}`: arena of "
         f"{strategy} (bytes) with workspace and graph inputs/outputs in the arena; views alias in every column. "
-        "*in place*: elementwise ops write over an input that dies at that step; *concat*: Concat's producers "
+        "*in place*: elementwise ops and LRN write over an input that dies at that step, and pooling and depthwise "
+        "Conv write their smaller output from its first byte; *concat*: Concat's producers "
         "write into their slices (taken only where that does not raise the live bytes of the merged block). "
         "LOAD is the lower bound of each setting.",
         "",

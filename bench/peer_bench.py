@@ -229,8 +229,9 @@ def markdown(rows: list[dict], run: bool) -> str:
         "## Peers: memplan's arena against onnxruntime and TVM",
         "",
         "`python bench/peer_bench.py`: bytes per model (batch 1). *memplan like for like*: `best` with "
-        "`--io external --workspace off` (activations only, in-place and concat-in-place aliases on), the form "
-        "the peers count. *onnxruntime* (1.31, CPU, default optimisations, arena and memory pattern on, profiling "
+        "`--io external --workspace off` (activations only, in-place and concat-in-place aliases on, the load-time "
+        "fusions on: BatchNormalization into Conv, 1x1 Conv with its residual Add), the form the peers count; "
+        "memplan's kernels pool and normalise (LRN) over their own input. *onnxruntime* (1.31, CPU, default optimisations, arena and memory pattern on, profiling "
         "on, 3 runs): requested bytes in use before run 1's first node minus those before run 0's, i.e. the "
         "block its memory pattern planned in run 0. *TVM* (0.27, relax CPU passes through `CallTIRRewrite`, then "
         "`StaticPlanBlockMemory`): sum of the sizes of `R.memory.alloc_storage` in `main` (after operator "
@@ -306,7 +307,7 @@ def notes(rows: list[dict]) -> list[str]:
             else "- With concat in place off (in place still on), no model's like-for-like arena is smaller."
         ),
         f"- No placement of these problems can go under LOAD: the geometric mean of LOAD / best peer is "
-        f"{floor:.3f}, the floor of the ratio column for memplan's graphs as loaded (no fusion, no reordering). "
+        f"{floor:.3f}, the floor of the ratio column for memplan's graphs as loaded (fused, in the model's order). "
         f"The best peer already sits at memplan's LOAD on: {', '.join(at_load) or 'none'}"
         + ("; there the peak is one step whose live tensors no placement can overlap." if at_load else "."),
         f"- Not in the table: with memplan's memory-aware node order (`runtime.reorder_graph`, 1 s search) the "
