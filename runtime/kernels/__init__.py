@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from runtime.kernels._planes import Planes, plane_wise
+
 
 @dataclass(frozen=True)
 class TensorMeta:
@@ -65,7 +67,7 @@ class Kernel:
     # Each output plane (batch item, channel) depends on the same plane of input 0 only
     # (when the spec applies): the output may also be smaller than input 0 and start at its
     # first byte (`_planes.Planes`).
-    planes: Any = None
+    planes: Planes | None = None
 
 
 _KERNELS: dict[str, Kernel] = {}
@@ -88,7 +90,7 @@ def kernel(
     view: bool = False,
     inplace: tuple[int, ...] = (),
     domain: str = "",
-    planes: Any = False,
+    planes: bool | Planes = False,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
     lists the inputs whose memory output 0 may be when shapes and dtypes match; `planes`
@@ -104,8 +106,6 @@ def kernel(
         takes_opset = "opset" in inspect.signature(fn).parameters
         run, scratch, spec = fn, workspace, None
         if planes:
-            from runtime.kernels._planes import Planes, plane_wise
-
             spec = Planes() if planes is True else planes
             run, scratch = plane_wise(fn, workspace, spec)
         _KERNELS[key] = Kernel(
