@@ -6,13 +6,20 @@ Secure over https); ``POST /token/signout`` clears it. Both answer with a redire
 a path on this site: anything else (another host, a scheme, ``//``) is refused, so the sign-in
 page cannot be turned into an open redirect.
 
+Wrong tokens are rate limited per client address: after `MAX_FAILURES` within
+`FAILURE_WINDOW_S` seconds, sign-in answers 429 with Retry-After until the oldest failure
+ages out (guessing the token from a browser form stays slow).
+
 `access(request)` tells templates whether this request may write, so pages show a sign-in
 notice (or say the service is read-only) instead of controls whose posts would be refused.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 from urllib.parse import urlencode, urlsplit
 
@@ -20,7 +27,7 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.deps import SettingsDep
-from app.errors import AppError
+from app.errors import AppError, problem_response
 from app.pages import render, wants_json
 from app.security import COOKIE, token_matches
 
@@ -28,6 +35,46 @@ router = APIRouter(include_in_schema=False)
 
 # How long a browser stays signed in; signing in again renews it.
 COOKIE_MAX_AGE_S = 7 * 24 * 3600
+MAX_FAILURES = 10
+FAILURE_WINDOW_S = 60.0
+
+
+@dataclass
+class FailedSignIns:
+    """Recent wrong tokens per client address (in this process), for the rate limit."""
+
+    times: dict[str, deque[float]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait(self, client: str, now: float) -> float:
+        """Seconds until `client` may try again (0: now)."""
+        with self.lock:
+            recent = self._recent(client, now)
+            if len(recent) < MAX_FAILURES:
+                return 0.0
+            return recent[0] + FAILURE_WINDOW_S - now
+
+    def record(self, client: str, now: float) -> None:
+        with self.lock:
+            self._recent(client, now).append(now)
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        recent = self.times.setdefault(client, deque())
+        while recent and recent[0] <= now - FAILURE_WINDOW_S:
+            recent.popleft()
+        if not recent:
+            self.times.pop(client, None)
+            recent = self.times.setdefault(client, deque())
+        return recent
+
+
+def _failures(request: Request) -> FailedSignIns:
+    state = request.app.state
+    if not hasattr(state, "failed_sign_ins"):
+        state.failed_sign_ins = FailedSignIns()
+    return state.failed_sign_ins  # type: ignore[no-any-return]
+
+
 NEXT_MAX_CHARS = 2000
 
 
@@ -120,7 +167,20 @@ def sign_in(
     back = _checked_next(back)
     if not settings.token:
         return RedirectResponse(back, status_code=303)  # nothing to sign in to: every write is open
+    client, now = request.client.host if request.client else "?", time.monotonic()
+    failures = _failures(request)
+    wait = failures.wait(client, now)
+    if wait > 0:
+        seconds = max(1, int(wait + 0.999))
+        detail = (
+            f"too many wrong tokens from this address ({MAX_FAILURES} in {FAILURE_WINDOW_S:.0f} s); "
+            f"try again in {seconds} s"
+        )
+        response = problem_response(request, AppError(429, detail, title="Too many sign-in attempts"))
+        response.headers["Retry-After"] = str(seconds)
+        return response
     if not token_matches(settings.token, token.strip()):
+        failures.record(client, now)
         detail = "token: that is not this service's token (MEMPLAN_TOKEN); no cookie was set"
         if wants_json(request) or "text/html" not in request.headers.get("accept", ""):
             raise AppError(401, detail, title="Wrong token")

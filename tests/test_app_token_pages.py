@@ -185,3 +185,19 @@ def test_the_open_sign_in_endpoint_reads_only_a_small_form(tmp_path):
         chunks = iter([b"token=", b"x"])  # a streamed body declares no length
         r = client.post("/token", content=chunks, headers={"content-type": "application/x-www-form-urlencoded"})
         assert r.status_code == 413
+
+
+def test_wrong_tokens_are_rate_limited_per_address(tmp_path):
+    from app.signin import MAX_FAILURES
+
+    with _client(tmp_path, token=TOKEN) as client:
+        for _ in range(MAX_FAILURES):
+            assert _sign_in(client, token="guess").status_code == 401
+        limited = _sign_in(client, token="guess")
+        assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+        assert "too many wrong tokens" in limited.json()["detail"]
+        # Even the right token waits: the limit is on trying, not on failing.
+        right = _sign_in(client)
+        assert right.status_code == 429 and "memplan_token" not in right.headers.get("set-cookie", "")
+    with _client(tmp_path / "other", token=TOKEN) as fresh:  # a new service process starts with a clean slate
+        assert _sign_in(fresh).status_code == 303
