@@ -135,7 +135,10 @@ def plan(
     if time_limit is not None:
         options["time_limit"] = time_limit
     outcomes = run_strategies(problem, names, **options)
-    extras: list[dict[str, Any]] = [{"tensors": len(graph.tensors)} if graph is not None else {} for _ in outcomes]
+    from app.inputs import fused_nodes
+
+    facts = {"tensors": len(graph.tensors), "fused_nodes": fused_nodes(graph)} if graph is not None else {}
+    extras: list[dict[str, Any]] = [dict(facts) for _ in outcomes]
     if reorder:
         own, _ = load_problem(
             input, alignment=alignment, capacity=capacity, model=dataclasses.replace(model, reorder=False)
@@ -155,6 +158,8 @@ def plan(
         _print_table(problem, outcomes, extras)
         if graph is not None:
             saved = extras[0]["aliases"]
+            fused = ", ".join(f"{count} {kind}" for kind, count in facts["fused_nodes"].items() if count)
+            typer.echo(f"fusions {'on' if model.fuse else 'off'}: {fused or 'none applied'}")
             typer.echo(
                 f"in place {'on' if model.inplace else 'off'}, concat in place {'on' if model.concat_inplace else 'off'}: "
                 f"greedy_by_size {saved['arena_bytes_without']:,} -> {saved['arena_bytes_with']:,} bytes"

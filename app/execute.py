@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from app.inputs import InputError
+from app.inputs import InputError, fused_nodes
 
 
 def run_model(
@@ -65,11 +65,7 @@ def run_model(
         "inplace": inplace,
         "concat_inplace": concat_inplace,
         "fuse": fuse,
-        "fused_nodes": {
-            "batchnorm_into_conv": graph.fused,
-            "pointwise_conv_add": graph.fused_residual,
-            "gelu": graph.fused_gelu,
-        },
+        "fused_nodes": fused_nodes(graph),
         "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
     }
     if verify:

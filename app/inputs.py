@@ -29,6 +29,15 @@ class ModelOptions:
     fuse: bool = True  # BatchNormalization into Conv, 1x1 Conv with the residual Add (runtime.fuse)
 
 
+def fused_nodes(graph: Any) -> dict[str, int]:
+    """How many nodes each load-time fusion made (`runtime.fuse`)."""
+    return {
+        "batchnorm_into_conv": graph.fused,
+        "pointwise_conv_add": graph.fused_residual,
+        "gelu": graph.fused_gelu,
+    }
+
+
 def parse_dims(text: str | None) -> dict[str, int]:
     """'batch=8,seq=128' -> {'batch': 8, 'seq': 128}."""
     dims: dict[str, int] = {}

@@ -198,11 +198,15 @@ def test_fuse_switch_shows_what_the_residual_fusion_saves(tmp_path):
         args = ["plan", str(path), "-s", "greedy_by_size", "--io", "external", "--workspace", "off"]
         result = runner.invoke(app, [*args, "--fuse", fuse, "--json"])
         assert result.exit_code == 0, result.output
-        bounds[fuse] = json.loads(result.output)[0]["lower_bound"]
+        row = json.loads(result.output)[0]
+        bounds[fuse] = row["lower_bound"]
+        assert row["fused_nodes"]["pointwise_conv_add"] == (1 if fuse == "on" else 0)
     assert bounds["off"] - bounds["on"] == 2 * 8 * 6 * 6 * 4  # the 1x1 Conv's output
     run = runner.invoke(app, ["run", str(path), "--fuse", "on", "--verify", "--json", "--repeat", "1"])
     assert run.exit_code == 0, run.output
     report = json.loads(run.output)
     assert report["verification"]["passed"] and report["fused_nodes"]["pointwise_conv_add"] == 1
+    table = runner.invoke(app, ["plan", str(path), "-s", "greedy_by_size"])
+    assert table.exit_code == 0 and "fusions on: 1 pointwise_conv_add" in table.output
     bad = runner.invoke(app, ["plan", str(path), "--fuse", "maybe"])
     assert bad.exit_code != 0 and "--fuse takes on|off" in bad.output
