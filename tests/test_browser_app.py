@@ -12,7 +12,10 @@ import socket
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,38 +48,55 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
+@contextmanager
+def serving(settings: Settings) -> Iterator[str]:
+    """The app with `settings` served by uvicorn on a free port, in a thread; yields its URL."""
     import uvicorn
 
     port = _free_port()
-    app = create_app(Settings(data_dir=tmp_path_factory.mktemp("data"), max_upload_bytes=1 << 20))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
         assert time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+@contextmanager
+def chromium(profile: Path) -> Iterator[Any]:
+    """A headless Debian Chromium context (Playwright) with its profile in `profile`."""
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
+            str(profile),
             executable_path=CHROMIUM,
             headless=True,
             args=FLAGS,
             viewport={"width": 1400, "height": 1000},
         )
         context.set_default_timeout(30_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with serving(Settings(data_dir=tmp_path_factory.mktemp("data"), max_upload_bytes=1 << 20)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as context:
         yield context
-        context.close()
 
 
 @pytest.fixture()

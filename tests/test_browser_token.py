@@ -7,15 +7,13 @@ Screenshots go to test-artifacts/ (git-ignored), as in test_browser_app.py.
 from __future__ import annotations
 
 import shutil
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from app.library import EXAMPLES_DIR
-from app.main import Settings, create_app
-from tests.test_browser_app import CHROMIUM, FLAGS, _free_port, shot
+from app.main import Settings
+from tests.test_browser_app import CHROMIUM, chromium, serving, shot
 
 TOKEN = "correct horse battery staple"
 
@@ -29,36 +27,14 @@ pytestmark = [
 
 @pytest.fixture()
 def server(tmp_path):
-    import uvicorn
-
-    port = _free_port()
-    app = create_app(Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 20, token=TOKEN))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serving(Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 20, token=TOKEN)) as url:
+        yield url
 
 
 @pytest.fixture()
 def browser(tmp_path):
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
-        )
-        context.set_default_timeout(30_000)
+    with chromium(tmp_path / "chromium-profile") as context:
         yield context
-        context.close()
 
 
 def test_sign_in_through_the_form_upload_a_model_and_see_a_refused_write_explained(server, browser, tmp_path):
