@@ -18,9 +18,9 @@ import planner
 from planner import Buffer, InfeasibleError, Pool, Problem, ProblemError, check_plan, load, make_problem, plan
 from planner.csvio import load_csv
 from planner.exact import ExactInfeasibleError
+from planner.exact.bounded import BudgetSpent
 from planner.exact.driver import PORTFOLIO
 from planner.exact.model import Model
-from planner.exact.search import BudgetSpent
 from planner.generate import network_like
 from planner.placement import Placer
 

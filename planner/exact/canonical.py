@@ -30,13 +30,12 @@ own integers and lists beat numpy's per-call cost for this many small updates.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from planner.exact.bounded import BoundedSearch
 from planner.exact.model import Model
-from planner.exact.search import BudgetSpent
 from planner.exact.stack import deep_recursion
 
 # Static ranks, tried in turn by the driver: keys most significant first, all descending.
@@ -50,15 +49,10 @@ _BIG = 1 << 62
 
 
 @dataclass
-class CanonicalSearch:
+class CanonicalSearch(BoundedSearch):
     """One search over `model` under `height`, ranking blocks by `order` (a key of ORDERS)."""
 
-    model: Model
-    height: int
     order: str = "WAT"
-    node_limit: int | None = None
-    deadline: float | None = None
-    nodes: int = 0
 
     def run(self) -> np.ndarray | None:
         """Offsets (by block) of a packing under the height, or None when none exists.
@@ -122,12 +116,7 @@ class _Solver:
         return self._search(ranked, a, b, 0, 0, result)
 
     def _search(self, ranked: list[int], a: int, b: int, at_least: int, after: int, result: list[int]) -> bool:
-        owner = self.owner
-        owner.nodes += 1
-        if owner.node_limit is not None and owner.nodes > owner.node_limit:
-            raise BudgetSpent
-        if owner.deadline is not None and not owner.nodes & 63 and time.perf_counter() >= owner.deadline:
-            raise BudgetSpent
+        self.owner.tick()
         offset, lowest, size = self.offset, self.lowest, self.size
         todo = [r for r, i in enumerate(ranked) if offset[i] < 0]
         if not todo:

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from planner.exact.bounded import BudgetSpent
 from planner.exact.canonical import CanonicalSearch
 from planner.exact.model import Model
-from planner.exact.search import BudgetSpent, Search
+from planner.exact.search import Search
 
 # (search, order, divisor of the round's node limit). A skyline node costs about four
 # canonical ones (numpy state copied per node), so it gets a quarter of the nodes.

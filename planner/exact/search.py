@@ -26,31 +26,21 @@ Complete: an exhausted search proves that no packing fits under the height.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from planner.exact.model import Model
+from planner.exact.bounded import BoundedSearch
 from planner.exact.stack import deep_recursion
 
 _BIG = np.iinfo(np.int64).max // 4
 
 
-class BudgetSpent(Exception):
-    """The node limit or the deadline was reached before the search ended."""
-
-
 @dataclass
-class Search:
-    """One search over `model` under `height`, trying candidates in `order`."""
+class Search(BoundedSearch):
+    """One search over `model` under `height`, trying candidates in `order` (a key of ORDERS)."""
 
-    model: Model
-    height: int
     order: str = "size"
-    node_limit: int | None = None
-    deadline: float | None = None
-    nodes: int = 0
 
     def run(self) -> np.ndarray | None:
         """Offsets (by block) of a packing under the height, or None when none exists.
@@ -83,16 +73,9 @@ class Search:
 
     # ---- the recursion ------------------------------------------------------------------
 
-    def _tick(self) -> None:
-        self.nodes += 1
-        if self.node_limit is not None and self.nodes > self.node_limit:
-            raise BudgetSpent
-        if self.deadline is not None and not self.nodes & 255 and time.perf_counter() > self.deadline:
-            raise BudgetSpent
-
     def _solve(self, state: tuple, a: int, b: int) -> bool:
         """Place every unplaced block living in sections ``[a, b)``; True on success."""
-        self._tick()
+        self.tick()
         floor, supported, rest, cross, placed = state
         live = np.flatnonzero(rest[a:b])
         if live.size == 0:
@@ -124,7 +107,7 @@ class Search:
                 raised = _raise_run(floor, active, at_f, a)
                 if raised is None:
                     return False
-                self._tick()
+                self.tick()
                 state = (raised, supported, rest, cross, placed)
                 continue
             s = a + int(open_[0]) if open_.size == 1 else self._fail_first(state, a, b, f, at_f, open_)
@@ -137,7 +120,7 @@ class Search:
             # No block rests at f in s: lift s just above f (nothing can start there now).
             if f + 1 + int(rest[s]) > height:
                 return False
-            self._tick()
+            self.tick()
             floor, supported = floor.copy(), supported.copy()
             floor[s], supported[s] = f + 1, False
             state = (floor, supported, rest, cross, placed)
