@@ -27,31 +27,25 @@ POOLS = [
 ]
 
 
-def _reference(op: str, attrs: dict, x: np.ndarray) -> np.ndarray:
+def _one_op(op: str, attrs: dict, x: np.ndarray) -> onnx.ModelProto:
     node = helper.make_node(op, ["x"], ["y"], **attrs)
     graph = helper.make_graph(
         [node],
-        "pool",
+        op,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    return ReferenceEvaluator(model).run(None, {"x": x})[0]
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _reference(op: str, attrs: dict, x: np.ndarray) -> np.ndarray:
+    return ReferenceEvaluator(_one_op(op, attrs, x)).run(None, {"x": x})[0]
 
 
 def _onnxruntime(op: str, attrs: dict, x: np.ndarray) -> np.ndarray:
-    import onnxruntime as ort
-
-    node = helper.make_node(op, ["x"], ["y"], **attrs)
-    graph = helper.make_graph(
-        [node],
-        "one",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, {"x": x})[0]
+    oracle, want, notes = oracle_outputs(_one_op(op, attrs, x).SerializeToString(), {"x": x}, prefer="onnxruntime")
+    assert oracle == "onnxruntime" and want is not None, notes
+    return want["y"]
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 4096, 1 << 20])  # one plane per chunk, a few, all at once
