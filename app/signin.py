@@ -50,6 +50,8 @@ class FailedSignIns:
         """Seconds until `client` may try again (0: now)."""
         with self.lock:
             recent = self._recent(client, now)
+            if not recent:
+                del self.times[client]  # forget addresses that have stopped failing
             if len(recent) < MAX_FAILURES:
                 return 0.0
             return recent[0] + FAILURE_WINDOW_S - now
@@ -59,12 +61,10 @@ class FailedSignIns:
             self._recent(client, now).append(now)
 
     def _recent(self, client: str, now: float) -> deque[float]:
+        """The client's failures within the window (older ones dropped)."""
         recent = self.times.setdefault(client, deque())
         while recent and recent[0] <= now - FAILURE_WINDOW_S:
             recent.popleft()
-        if not recent:
-            self.times.pop(client, None)
-            recent = self.times.setdefault(client, deque())
         return recent
 
 
