@@ -134,16 +134,22 @@ def _load_all() -> None:
     _LOADED.append(True)
 
 
-def kernels() -> dict[str, Kernel]:
+def _registry() -> dict[str, Kernel]:
     # Not "if not _KERNELS": importing one kernel module directly (for its helpers) registers
     # its kernels early, and the registry must still load all the others.
     if not _LOADED:
         _load_all()
-    return dict(sorted(_KERNELS.items()))
+    return _KERNELS
+
+
+def kernels() -> dict[str, Kernel]:
+    """Every kernel by key (op type, or "domain.op" outside ONNX's), sorted; a copy."""
+    return dict(sorted(_registry().items()))
 
 
 def get_kernel(op_type: str, domain: str = "") -> Kernel | None:
-    return kernels().get(_key(op_type, domain))
+    # Looked up per node by the planner and the dispatcher: no copy of the registry.
+    return _registry().get(_key(op_type, domain))
 
 
 def kernel_of(node: Any) -> Kernel | None:
