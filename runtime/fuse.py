@@ -26,25 +26,43 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
 
 from runtime.constants import Constant
-from runtime.kernels import MEMPLAN_DOMAIN, attributes_of
+from runtime.kernels import DEFAULT_DOMAINS, MEMPLAN_DOMAIN, attributes_of
 from runtime.shapes import TensorType
+
+
+def _is_op(node: onnx.NodeProto | None, *op_types: str) -> bool:
+    """`node` is one of ONNX's own `op_types` (not another domain's op of that name)."""
+    return node is not None and node.op_type in op_types and node.domain in DEFAULT_DOMAINS
+
+
+@dataclass(frozen=True)
+class _Wiring:
+    """Who reads and who writes each tensor, for the pattern matchers below."""
+
+    readers: Counter[str]
+    producer: dict[str, onnx.NodeProto]
+
+    @classmethod
+    def of(cls, nodes: Sequence[onnx.NodeProto]) -> _Wiring:
+        readers = Counter(name for node in nodes for name in node.input if name)
+        return cls(readers, {out: node for node in nodes for out in node.output if out})
 
 
 def fold_batchnorm(
     nodes: Sequence[onnx.NodeProto], constants: dict[str, Constant], keep: set[str]
 ) -> tuple[list[onnx.NodeProto], int]:
     """The nodes with every foldable Conv -> BatchNormalization pair merged; and how many."""
-    readers = Counter(name for node in nodes for name in node.input if name)
-    producer = {out: node for node in nodes for out in node.output if out}
+    wiring = _Wiring.of(nodes)
     merged: dict[str, onnx.NodeProto] = {}  # conv name -> its replacement
     dropped: set[str] = set()  # batch norm names
     for bn in nodes:
-        conv = _foldable_conv(bn, producer, readers, constants, keep)
+        conv = _foldable_conv(bn, wiring, constants, keep)
         if conv is None or conv.name in merged:
             continue
         merged[conv.name] = _merge(conv, bn, constants)
@@ -55,22 +73,21 @@ def fold_batchnorm(
 
 def _foldable_conv(
     bn: onnx.NodeProto,
-    producer: dict[str, onnx.NodeProto],
-    readers: Counter[str],
+    wiring: _Wiring,
     constants: dict[str, Constant],
     keep: set[str],
 ) -> onnx.NodeProto | None:
-    if bn.op_type != "BatchNormalization" or bn.domain not in ("", "ai.onnx"):
+    if not _is_op(bn, "BatchNormalization"):
         return None
     if any(bn.output[1:]) or attributes_of(bn).get("training_mode", 0):
         return None  # training statistics are asked for
     if len(bn.input) != 5 or not all(name in constants for name in bn.input[1:]):
         return None
     x = bn.input[0]
-    conv = producer.get(x)
-    if conv is None or conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx"):
+    conv = wiring.producer.get(x)
+    if conv is None or not _is_op(conv, "Conv"):
         return None
-    if readers[x] != 1 or x in keep or conv.input[1] not in constants:
+    if wiring.readers[x] != 1 or x in keep or conv.input[1] not in constants:
         return None
     if len(conv.input) > 2 and conv.input[2] and conv.input[2] not in constants:
         return None
@@ -130,20 +147,19 @@ def fuse_pointwise_conv_add(
     """The nodes with every fusable 1x1 Conv -> Add pair made one PointwiseConvAdd; and how
     many. The Conv's output leaves `types`. The fused node takes the Add's place in the
     order (both of its inputs are ready there)."""
-    readers = Counter(name for node in nodes for name in node.input if name)
-    producer = {out: node for node in nodes for out in node.output if out}
+    wiring = _Wiring.of(nodes)
     fused: dict[str, onnx.NodeProto] = {}  # add name -> fused node
     dropped: set[str] = set()  # conv names
     for add in nodes:
         # Sum of two inputs is an Add (older exporters, ResNet-50 among them, write Sum).
-        if add.op_type not in ("Add", "Sum") or add.domain not in ("", "ai.onnx") or len(add.input) != 2:
+        if not _is_op(add, "Add", "Sum") or len(add.input) != 2:
             continue
         for k in (0, 1):
             y, r = add.input[k], add.input[1 - k]
-            conv = producer.get(y)
+            conv = wiring.producer.get(y)
             if conv is None or conv.name in dropped or y == r:
                 continue
-            if readers[y] != 1 or y in keep or not _pointwise(conv, constants):
+            if wiring.readers[y] != 1 or y in keep or not _pointwise(conv, constants):
                 continue
             if not _same_static_float(types, (y, r, add.output[0])):
                 continue
@@ -157,7 +173,7 @@ def fuse_pointwise_conv_add(
 
 def _pointwise(conv: onnx.NodeProto, constants: dict[str, Constant]) -> bool:
     """A default-domain Conv that is a plain matrix product per pixel."""
-    if conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx") or len(conv.output) != 1:
+    if not _is_op(conv, "Conv") or len(conv.output) != 1:
         return False
     if len(conv.input) < 2 or conv.input[1] not in constants:
         return False
@@ -199,18 +215,14 @@ def fuse_erf_gelu(
 ) -> tuple[list[onnx.NodeProto], int]:
     """The nodes with every Div -> Erf -> Add -> Mul -> Mul spelling of the exact GELU made
     one Gelu; and how many. The chain's intermediates leave `types`."""
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in nodes:
-        for name in node.input:
-            if name:
-                readers.setdefault(name, []).append(node)
-    producer = {out: node for node in nodes for out in node.output if out}
+    wiring = _Wiring.of(nodes)
+    reader_of = {name: node for node in nodes for name in node.input if name}  # the last one; only ones matter
 
     def only_reader(name: str, op: str) -> onnx.NodeProto | None:
-        found = readers.get(name, [])
-        if len(found) != 1 or name in keep or found[0].op_type != op or found[0].domain not in ("", "ai.onnx"):
+        node = reader_of.get(name)
+        if wiring.readers[name] != 1 or name in keep or not _is_op(node, op):
             return None
-        return found[0]
+        return node
 
     def other(node: onnx.NodeProto, name: str) -> str | None:
         """The input of a two-input node that is not `name`."""
@@ -227,10 +239,10 @@ def fuse_erf_gelu(
     replaced: dict[str, onnx.NodeProto] = {}  # last node's name -> Gelu
     dropped: set[str] = set()
     for erf in nodes:
-        if erf.op_type != "Erf" or erf.domain not in ("", "ai.onnx"):
+        if not _is_op(erf, "Erf"):
             continue
-        div = producer.get(erf.input[0])
-        if div is None or div.op_type != "Div" or len(div.input) != 2 or not scalar(div.input[1], np.sqrt(2.0)):
+        div = wiring.producer.get(erf.input[0])
+        if div is None or not _is_op(div, "Div") or len(div.input) != 2 or not scalar(div.input[1], np.sqrt(2.0)):
             continue
         x = div.input[0]
         if only_reader(div.output[0], "Erf") is not erf:
