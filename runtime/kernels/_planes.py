@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from runtime.kernels._scratch import units_within
+
 # Bytes of output planes computed per chunk (at least one plane): the scratch the planner
 # adds for the chunk, small beside the tensors pooled.
 CHUNK_BYTES = 256 * 1024
@@ -52,9 +54,9 @@ class Planes:
 
 
 def _chunk_bytes(out_shape: tuple[int, ...], itemsize: int) -> int:
+    """Scratch bytes for one chunk of output planes."""
     plane = int(np.prod(out_shape[2:], dtype=np.int64)) * itemsize
-    channels = plane * out_shape[1]
-    return min(channels, max(plane, CHUNK_BYTES // max(1, plane) * plane))
+    return units_within(CHUNK_BYTES, plane, out_shape[1]) * plane
 
 
 def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None, spec: Planes) -> tuple[Any, Any]:

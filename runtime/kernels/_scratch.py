@@ -22,6 +22,12 @@ def _round_up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def units_within(budget: int, unit_bytes: int, total: int) -> int:
+    """How many units of `unit_bytes` (rows, channels, planes) a band of at most `budget`
+    bytes holds: at least one, at most `total`."""
+    return max(1, min(total, budget // max(1, unit_bytes)))
+
+
 def block_bytes(shape: Iterable[int], dtype: np.dtype | type) -> int:
     """Bytes one block of `shape` and `dtype` takes in a workspace, alignment included."""
     return _round_up(math.prod(int(n) for n in shape) * np.dtype(dtype).itemsize)

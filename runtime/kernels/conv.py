@@ -21,7 +21,7 @@ import numpy as np
 
 from runtime.kernels import TensorMeta, kernel
 from runtime.kernels._planes import Planes
-from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
+from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ IM2COL_BLOCK_BYTES = 1 << 20
 
 def _band_rows(geo: Geometry, channels: int, dtype) -> int:
     per_row = channels * math.prod(geo.kernel + geo.out[1:]) * np.dtype(dtype).itemsize
-    return max(1, min(geo.out[0], IM2COL_BLOCK_BYTES // max(per_row, 1)))
+    return units_within(IM2COL_BLOCK_BYTES, per_row, geo.out[0])
 
 
 def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> None:
@@ -233,7 +233,7 @@ def _taps_layout(x_shape, w_shape, dtype, geo: Geometry) -> list[tuple[tuple[int
 
 
 def _taps_band_rows(filters: int, width: int, out_rows: int, dtype) -> int:
-    return max(1, min(out_rows, IM2COL_BLOCK_BYTES // (filters * width * np.dtype(dtype).itemsize)))
+    return units_within(IM2COL_BLOCK_BYTES, filters * width * np.dtype(dtype).itemsize, out_rows)
 
 
 def _conv_taps(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
@@ -368,7 +368,7 @@ def _transpose_pads(x_spatial, y_spatial, geo_k, strides, dilations, output_padd
 def _transpose_band_rows(x_shape, w_shape, group: int, dtype) -> int:
     """Input rows per ConvTranspose column band (the same budget as Conv's im2col bands)."""
     per_row = w_shape[1] * group * int(np.prod(w_shape[2:]) * np.prod(x_shape[3:], dtype=np.int64))
-    return max(1, min(x_shape[2], IM2COL_BLOCK_BYTES // max(per_row * np.dtype(dtype).itemsize, 1)))
+    return units_within(IM2COL_BLOCK_BYTES, per_row * np.dtype(dtype).itemsize, x_shape[2])
 
 
 def conv_transpose_workspace(inputs, outputs, *, group=1, **_: object) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, kernel
+from runtime.kernels._scratch import units_within
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -23,7 +24,7 @@ BAND_BYTES = 1024 * 1024
 
 def _band(channels: int, plane: int, itemsize: int) -> int:
     """Output channels per band."""
-    return max(1, min(channels, BAND_BYTES // max(1, plane * itemsize)))
+    return units_within(BAND_BYTES, plane * itemsize, channels)
 
 
 def _pointwise_add_workspace(inputs: list[TensorMeta | None], outputs: list[TensorMeta | None], **_: object) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import kernel
-from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
+from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 
 
 def _stat_dtype(dtype: np.dtype) -> np.dtype:
@@ -98,7 +98,7 @@ LRN_CHUNK_BYTES = 256 * 1024
 def _lrn_chunk(shape: tuple[int, ...], itemsize: int) -> int:
     """Channels per chunk."""
     per_channel = int(np.prod((shape[0], *shape[2:]), dtype=np.int64)) * itemsize
-    return max(1, min(shape[1], LRN_CHUNK_BYTES // max(1, per_channel)))
+    return units_within(LRN_CHUNK_BYTES, per_channel, shape[1])
 
 
 def _lrn_blocks(shape: tuple[int, ...], dtype: np.dtype, size: int) -> list[tuple[tuple[int, ...], np.dtype]]:
