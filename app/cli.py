@@ -28,6 +28,16 @@ app = typer.Typer(
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The model switches `plan` and `run` share (on|off, checked by `_check_switches`).
+InplaceSwitch = Annotated[
+    str,
+    typer.Option(help="Ops write over an input that dies there (elementwise, LRN, pooling, depthwise Conv): on|off."),
+]
+ConcatSwitch = Annotated[str, typer.Option(help="Concat's producers write straight into their slices: on|off.")]
+FuseSwitch = Annotated[
+    str, typer.Option(help="Fuse BatchNorm into Conv, a 1x1 Conv with its residual Add, the exact GELU: on|off.")
+]
+
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
@@ -92,13 +102,9 @@ def plan(
     reorder: Annotated[
         bool, typer.Option(help="Plan a model's nodes in a memory-aware order; shows the model's own order beside it.")
     ] = False,
-    inplace: Annotated[str, typer.Option(help="Elementwise ops write over an input that dies there: on|off.")] = "on",
-    concat_inplace: Annotated[
-        str, typer.Option(help="Concat's producers write straight into their slices: on|off.")
-    ] = "on",
-    fuse: Annotated[
-        str, typer.Option(help="Fuse BatchNormalization into Conv and a 1x1 Conv with its residual Add: on|off.")
-    ] = "on",
+    inplace: InplaceSwitch = "on",
+    concat_inplace: ConcatSwitch = "on",
+    fuse: FuseSwitch = "on",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
     output: Annotated[
         Path | None,
@@ -288,13 +294,9 @@ def run(
         bool, typer.Option(help="Compare outputs with onnxruntime (or onnx.reference when it is missing).")
     ] = False,
     reorder: Annotated[bool, typer.Option(help="Run the nodes in a memory-aware order.")] = False,
-    inplace: Annotated[str, typer.Option(help="Elementwise ops write over an input that dies there: on|off.")] = "on",
-    concat_inplace: Annotated[
-        str, typer.Option(help="Concat's producers write straight into their slices: on|off.")
-    ] = "on",
-    fuse: Annotated[
-        str, typer.Option(help="Fuse BatchNormalization into Conv and a 1x1 Conv with its residual Add: on|off.")
-    ] = "on",
+    inplace: InplaceSwitch = "on",
+    concat_inplace: ConcatSwitch = "on",
+    fuse: FuseSwitch = "on",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
     ] = False,

@@ -266,3 +266,13 @@ def test_best_under_a_too_small_capacity_names_the_shortfall():
     with pytest.raises(InfeasibleError) as info:
         plan(problem.with_capacity(load(problem) - 1), "best")
     assert info.value.needed > info.value.capacity
+
+
+def test_a_deep_search_puts_the_recursion_limit_back():
+    import sys
+
+    before = sys.getrecursionlimit()
+    problem = _challenging("A").with_capacity(CAPACITY)
+    result = solve(problem, time_limit=30.0)
+    assert result.arena_bytes <= CAPACITY and result.stats["nodes"] > 0
+    assert sys.getrecursionlimit() == before

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 _lock = threading.Lock()
 _raised = 0  # searches currently running with the limit raised
+_saved = 0  # the limit found by the first of them, put back by the last
 
 
 @contextmanager
@@ -18,11 +19,11 @@ def deep_recursion(frames: int) -> Iterator[None]:
     The limit is process-wide: while any search needs it raised it stays raised, and the
     last search to finish restores the value found by the first.
     """
-    global _raised
+    global _raised, _saved
     needed = frames + 300 + _depth()
     with _lock:
         if _raised == 0:
-            deep_recursion.saved = sys.getrecursionlimit()  # type: ignore[attr-defined]
+            _saved = sys.getrecursionlimit()
         _raised += 1
         if sys.getrecursionlimit() < needed:
             sys.setrecursionlimit(needed)
@@ -32,7 +33,7 @@ def deep_recursion(frames: int) -> Iterator[None]:
         with _lock:
             _raised -= 1
             if _raised == 0:
-                sys.setrecursionlimit(deep_recursion.saved)  # type: ignore[attr-defined]
+                sys.setrecursionlimit(_saved)
 
 
 def _depth() -> int:
