@@ -272,7 +272,8 @@ def test_a_deep_search_puts_the_recursion_limit_back():
     import sys
 
     before = sys.getrecursionlimit()
-    problem = _challenging("A").with_capacity(CAPACITY)
+    problem = _challenging("K").with_capacity(CAPACITY)  # 454 blocks: the search needs a higher limit
+    assert 3 * len(problem.buffers) > before
     result = solve(problem, time_limit=30.0)
     assert result.arena_bytes <= CAPACITY and result.stats["nodes"] > 0
     assert sys.getrecursionlimit() == before
