@@ -11,34 +11,21 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 
-from app import api, errors, pages, signin
+from app import routes
 from app.jobs import Job, JobManager
+from app.routes import errors
+from app.routes.rendering import make_templates
 from app.security import AccessControl
+from app.services.paths import STATIC_DIR, plotly_js_path
 from app.settings import Settings, activate
 from app.storage import Storage
 
-ROOT = Path(__file__).resolve().parent.parent
-STATIC_DIR = ROOT / "static"
-TEMPLATES_DIR = ROOT / "templates"
-
-__all__ = ["Settings", "create_app", "plotly_js_path"]
-
-
-def plotly_js_path() -> Path:
-    """plotly.min.js of the installed plotly package: served as /static/vendor/plotly.min.js."""
-    import plotly
-
-    path = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    if not path.exists():  # pragma: no cover - every plotly wheel ships it
-        raise RuntimeError(f"plotly.min.js not found in the plotly package at {path}; reinstall plotly")
-    return path
+__all__ = ["Settings", "create_app"]
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -68,8 +55,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.storage = storage
     app.state.jobs = jobs
-    app.state.templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
-    app.state.templates.env.globals["access"] = signin.access  # pages show or hide write controls by it
+    app.state.templates = make_templates()
     errors.install(app)
     app.add_middleware(AccessControl, token=settings.token, read_only=settings.read_only)
 
@@ -80,9 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return FileResponse(plotly_js, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
 
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
-    app.include_router(api.router())
-    app.include_router(pages.router)
-    app.include_router(signin.router)
+    routes.include_routers(app)
     log = logging.getLogger("memplan.app")
     log.info("memplan data in %s", settings.data_dir)
     if any(storage.recovered.values()):

@@ -6,7 +6,7 @@ token as ``Authorization: Bearer <token>``, an ``X-Memplan-Token`` header, or a
 `Settings.read_only`, every write is refused whatever the token: a review link can be
 shared without letting anyone change what is stored.
 
-The sign-in endpoints (`SIGNIN_PATHS`, see `app.signin`) are the one exception to the token
+The sign-in endpoints (`SIGNIN_PATHS`, see `app.routes.pages.signin`) are the one exception to the token
 check: posting the token is how a browser presents it. Read-only mode refuses them too. A
 refused browser form post (a navigation that accepts HTML, outside /api) gets the error page
 with a sign-in link instead of problem+json.
@@ -17,13 +17,18 @@ It is plain ASGI middleware so that streamed uploads are refused before a byte i
 from __future__ import annotations
 
 import hmac
+import threading
+from collections import deque
+from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.errors import AppError, problem_response
+from app.errors import AppError
+from app.routes.errors import problem_response
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 COOKIE = "memplan_token"
@@ -125,3 +130,106 @@ def _back_to(scope: Scope) -> str:
     if referer.netloc and referer.netloc == headers.get("host") and referer.path.startswith("/"):
         return referer.path + (f"?{referer.query}" if referer.query else "")
     return "/"
+
+
+# ---- signing in from a browser (the routes are in app.routes.pages.signin) ----------------------
+
+# How long a browser stays signed in; signing in again renews it.
+COOKIE_MAX_AGE_S = 7 * 24 * 3600
+MAX_FAILURES = 10
+FAILURE_WINDOW_S = 60.0
+
+
+@dataclass
+class FailedSignIns:
+    """Recent wrong tokens per client address (in this process), for the rate limit."""
+
+    times: dict[str, deque[float]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait(self, client: str, now: float) -> float:
+        """Seconds until `client` may try again (0: now)."""
+        with self.lock:
+            recent = self._recent(client, now)
+            if not recent:
+                del self.times[client]  # forget addresses that have stopped failing
+            if len(recent) < MAX_FAILURES:
+                return 0.0
+            return recent[0] + FAILURE_WINDOW_S - now
+
+    def record(self, client: str, now: float) -> None:
+        with self.lock:
+            self._recent(client, now).append(now)
+
+    def _recent(self, client: str, now: float) -> deque[float]:
+        """The client's failures within the window (older ones dropped)."""
+        recent = self.times.setdefault(client, deque())
+        while recent and recent[0] <= now - FAILURE_WINDOW_S:
+            recent.popleft()
+        return recent
+
+
+def failed_sign_ins(request: Request) -> FailedSignIns:
+    state = request.app.state
+    if not hasattr(state, "failed_sign_ins"):
+        state.failed_sign_ins = FailedSignIns()
+    return state.failed_sign_ins  # type: ignore[no-any-return]
+
+
+NEXT_MAX_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Access:
+    """What the request may do. `writes` is the one a template needs to show or hide controls."""
+
+    token_required: bool
+    read_only: bool
+    signed_in: bool
+    signin_url: str
+
+    @property
+    def writes(self) -> bool:
+        return not self.read_only and (self.signed_in or not self.token_required)
+
+
+def access(request: Any) -> Access:
+    """The request's access, for templates (a Jinja global); computed once per request.
+
+    The cookie alone decides `signed_in`: pages are what a browser sees, and a browser has
+    only the cookie. The token is compared in constant time.
+    """
+    cached = getattr(request.state, "memplan_access", None)
+    if cached is not None:
+        return cached
+    settings = request.app.state.settings
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    result = Access(
+        token_required=bool(settings.token),
+        read_only=settings.read_only,
+        signed_in=token_matches(settings.token, request.cookies.get(COOKIE)),
+        signin_url=signin_url(here),
+    )
+    request.state.memplan_access = result
+    return result
+
+
+def signin_url(back: str) -> str:
+    """The sign-in page, returning to `back` afterwards (the sign-in page itself returns home)."""
+    if safe_next(back) is None or urlsplit(back).path in ("/token", "/token/signout"):
+        back = "/"
+    return "/token?" + urlencode({"next": back})
+
+
+def safe_next(value: str) -> str | None:
+    """`value` when it is a path on this site ('/models/abc?x=1'); None for anything a browser
+    could follow elsewhere: another host ('//evil', '/\\\\evil'), a scheme ('https:', 'javascript:'),
+    control characters, or an overlong value."""
+    if not value.startswith("/") or value.startswith("//") or len(value) > NEXT_MAX_CHARS:
+        return None
+    if "\\" in value or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return None
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc:
+        return None
+    return value

@@ -1,0 +1,89 @@
+"""What every `memplan` command shares: exit codes, one-line errors, and the option definitions
+(strategy, dims, and the memory switches) so that `plan`, `run` and `train-plan` spell them alike.
+
+Every command turns a bad input into one line on stderr naming what was wrong and what is
+accepted, and exits with status 2; a plan that does not fit exits with status 1. No
+traceback reaches the user (set MEMPLAN_DEBUG=1 to see one).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import wraps
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_INFEASIBLE = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    typer.echo(f"memplan: error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def user_errors(fn: F) -> F:
+    """Report expected errors as one line and exit 2, unexpected ones as one line and exit 3."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from planner import PlanningError
+
+        try:
+            return fn(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except (PlanningError, ValueError, OSError, KeyError) as e:
+            if os.environ.get("MEMPLAN_DEBUG"):
+                raise
+            raise fail(str(e).strip("'\"") or type(e).__name__) from None
+        except MemoryError:
+            raise fail("out of memory; try smaller --dims or a lower --time-limit") from None
+        except Exception as e:  # a bug: say so in one line, keep the traceback for MEMPLAN_DEBUG
+            if os.environ.get("MEMPLAN_DEBUG"):
+                raise
+            raise fail(
+                f"internal error ({type(e).__name__}: {e}); rerun with MEMPLAN_DEBUG=1 for details", EXIT_INTERNAL
+            ) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def strategy_help() -> str:
+    from planner import names
+
+    return "Strategy name, a comma-separated list, or 'all'. Known: " + ", ".join(names()) + "."
+
+
+def on(flag: str, value: str) -> bool:
+    """An on|off switch's value; anything else is refused naming the flag."""
+    if value not in ("on", "off"):
+        raise fail(f"{flag} takes on|off, got {value!r}")
+    return value == "on"
+
+
+# ---- options shared by the commands that load a model ---------------------------------------------
+
+DimsOption = Annotated[str | None, typer.Option(help="Symbolic dims of a model, e.g. batch=8,seq=128.")]
+IoOption = Annotated[str, typer.Option(help="Model inputs/outputs: 'arena' (planned) or 'external' (caller's memory).")]
+WorkspaceSwitch = Annotated[str, typer.Option(help="Plan kernel scratch in the arena: on|off.")]
+InplaceSwitch = Annotated[
+    str,
+    typer.Option(help="Ops write over an input that dies there (elementwise, LRN, pooling, depthwise Conv): on|off."),
+]
+ConcatSwitch = Annotated[str, typer.Option(help="Concat's producers write straight into their slices: on|off.")]
+FuseSwitch = Annotated[
+    str, typer.Option(help="Fuse BatchNorm into Conv, a 1x1 Conv with its residual Add, the exact GELU: on|off.")
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def check_io(io: str) -> str:
+    if io not in ("arena", "external"):
+        raise fail(f"--io must be 'arena' or 'external', got {io!r}")
+    return io

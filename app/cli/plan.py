@@ -1,0 +1,173 @@
+"""`memplan plan`: plan a problem or a model with one or more strategies, check every plan, compare."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from app.cli.common import (
+    EXIT_INFEASIBLE,
+    ConcatSwitch,
+    DimsOption,
+    FuseSwitch,
+    InplaceSwitch,
+    IoOption,
+    WorkspaceSwitch,
+    check_io,
+    fail,
+    on,
+    strategy_help,
+    user_errors,
+)
+
+
+@user_errors
+def plan(
+    input: Annotated[Path, typer.Argument(help="A Problem .json, a MiniMalloc .csv or an ONNX .onnx model.")],
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help=strategy_help())] = "all",
+    alignment: Annotated[
+        int | None, typer.Option(help="Offset alignment in bytes (default: the problem's; 64 for models).")
+    ] = None,
+    capacity: Annotated[int | None, typer.Option(help="Capacity of the arena (first pool) in bytes.")] = None,
+    time_limit: Annotated[
+        float | None, typer.Option("--time-limit", help="Seconds a search strategy may take.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of randomised strategies.")] = 0,
+    dims: DimsOption = None,
+    io: IoOption = "arena",
+    workspace: WorkspaceSwitch = "on",
+    reorder: Annotated[
+        bool, typer.Option(help="Plan a model's nodes in a memory-aware order; shows the model's own order beside it.")
+    ] = False,
+    inplace: InplaceSwitch = "on",
+    concat_inplace: ConcatSwitch = "on",
+    fuse: FuseSwitch = "on",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write the chosen plan: .csv (MiniMalloc with offsets) or .json (Plan JSON)."
+        ),
+    ] = None,
+) -> None:
+    """Plan a problem or a model with one or more strategies, check every plan, compare."""
+    from app.services.inputs import ModelOptions, fused_nodes, load_problem, parse_dims
+    from planner.compare import best, resolve_names, run_strategies
+
+    if time_limit is not None and time_limit <= 0:
+        raise fail(f"--time-limit must be > 0 seconds, got {time_limit}")
+    if output is not None and output.suffix.lower() not in (".csv", ".json"):
+        raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json")
+    names = resolve_names(strategy)
+    model = ModelOptions(
+        dims=parse_dims(dims),
+        io=check_io(io),
+        workspace=on("--workspace", workspace),
+        reorder=reorder,
+        inplace=on("--inplace", inplace),
+        concat_inplace=on("--concat-inplace", concat_inplace),
+        fuse=on("--fuse", fuse),
+    )
+    problem, graph = load_problem(input, alignment=alignment, capacity=capacity, model=model)
+    options: dict[str, Any] = {"seed": seed}
+    if time_limit is not None:
+        options["time_limit"] = time_limit
+    outcomes = run_strategies(problem, names, **options)
+    facts = {"tensors": len(graph.tensors), "fused_nodes": fused_nodes(graph)} if graph is not None else {}
+    extras: list[dict[str, Any]] = [dict(facts) for _ in outcomes]
+    if reorder:
+        own, _ = load_problem(
+            input, alignment=alignment, capacity=capacity, model=dataclasses.replace(model, reorder=False)
+        )
+        for extra, theirs in zip(extras, run_strategies(own, names, **options), strict=True):
+            extra.update(
+                order="memory-aware",
+                model_order_lower_bound=theirs.lower_bound,
+                model_order_arena_bytes=theirs.arena_bytes,
+            )
+
+    if graph is not None:
+        _alias_savings(input, problem, model, alignment, capacity, extras)
+    if as_json:
+        typer.echo(json.dumps([{**o.to_json(), **extra} for o, extra in zip(outcomes, extras, strict=True)], indent=2))
+    else:
+        _print_table(problem, outcomes, extras)
+        if graph is not None:
+            saved = extras[0]["aliases"]
+            fused = ", ".join(f"{count} {kind}" for kind, count in facts["fused_nodes"].items() if count)
+            typer.echo(f"fusions {'on' if model.fuse else 'off'}: {fused or 'none applied'}")
+            typer.echo(
+                f"in place {'on' if model.inplace else 'off'}, concat in place {'on' if model.concat_inplace else 'off'}: "
+                f"greedy_by_size {saved['arena_bytes_without']:,} -> {saved['arena_bytes_with']:,} bytes"
+            )
+    chosen = best(outcomes)
+    if output is not None and chosen is not None:
+        _write_plan(output, problem, chosen.plan)
+        if not as_json:
+            typer.echo(f"wrote the {chosen.strategy} plan to {output}")
+    if chosen is None:
+        reasons = "; ".join(f"{o.strategy}: {o.error or o.violations}" for o in outcomes)
+        raise fail(f"no strategy produced a valid plan: {reasons}", EXIT_INFEASIBLE)
+
+
+def _alias_savings(
+    input: Path, problem: Any, model: Any, alignment: int | None, capacity: int | None, extras: list[dict[str, Any]]
+) -> None:
+    """What the model's in-place and concat-in-place aliases save, with greedy_by_size (fast)."""
+    from app.services.inputs import load_problem
+    from planner import plan as plan_with
+
+    plain, _ = load_problem(
+        input,
+        alignment=alignment,
+        capacity=capacity,
+        model=dataclasses.replace(model, inplace=False, concat_inplace=False),
+    )
+    saved = {
+        "inplace": model.inplace,
+        "concat_inplace": model.concat_inplace,
+        "arena_bytes_with": plan_with(problem.with_capacity(None), "greedy_by_size").arena_bytes,
+        "arena_bytes_without": plan_with(plain.with_capacity(None), "greedy_by_size").arena_bytes,
+    }
+    for extra in extras:
+        extra["aliases"] = saved
+
+
+def _print_table(problem: Any, outcomes: list[Any], extras: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    title = f"{problem.name or 'problem'}: {len(problem.buffers):,} buffers, {problem.steps:,} steps"
+    table = Table(title=title)
+    reordered = bool(extras and "order" in extras[0])
+    columns = ["strategy", "arena bytes", "x LOAD", "seconds", "valid"] + (["model order arena"] if reordered else [])
+    for column in columns:
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for o, extra in zip(outcomes, extras, strict=True):
+        theirs = [f"{extra['model_order_arena_bytes'] or 0:,}"] if reordered else []
+        if o.plan is None:
+            table.add_row(o.strategy, "-", "-", f"{o.seconds:.3f}", o.error or "", *theirs)
+            continue
+        ratio = o.plan.arena_bytes / o.lower_bound if o.lower_bound else 1.0
+        valid = "yes" if o.valid else f"NO: {o.violations}"
+        table.add_row(o.strategy, f"{o.plan.arena_bytes:,}", f"{ratio:.4f}", f"{o.seconds:.3f}", valid, *theirs)
+    console = Console()
+    console.print(table)
+    if outcomes:
+        first = outcomes[0]
+        console.print(f"LOAD (lower bound) {first.lower_bound:,} bytes; naive sum {first.naive_bytes:,} bytes")
+        if reordered:
+            console.print(
+                f"memory-aware order; the model's own order has LOAD {extras[0]['model_order_lower_bound']:,} bytes"
+            )
+
+
+def _write_plan(path: Path, problem: Any, plan: Any) -> None:
+    from planner.csvio import write_csv
+
+    text = write_csv(problem, plan) if path.suffix.lower() == ".csv" else plan.dumps(indent=2)
+    path.write_text(text)

@@ -1,0 +1,96 @@
+"""`memplan run`: execute a model inside its planned arena and report memory and time."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.common import (
+    EXIT_INFEASIBLE,
+    ConcatSwitch,
+    DimsOption,
+    FuseSwitch,
+    InplaceSwitch,
+    IoOption,
+    WorkspaceSwitch,
+    check_io,
+    fail,
+    on,
+    user_errors,
+)
+
+
+@user_errors
+def run(
+    model: Annotated[Path, typer.Argument(help="An ONNX .onnx model.")],
+    dims: DimsOption = None,
+    strategy: Annotated[
+        str, typer.Option("--strategy", "-s", help="The strategy whose plan to run in.")
+    ] = "greedy_by_size",
+    inputs: Annotated[
+        Path | None, typer.Option(help="An .npz of inputs by name (default: seeded random inputs).")
+    ] = None,
+    save_outputs: Annotated[Path | None, typer.Option("--save-outputs", help="Write the outputs to this .npz.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
+    repeat: Annotated[int, typer.Option(help="Timed runs after one warm-up; seconds is their median.")] = 3,
+    io: IoOption = "arena",
+    workspace: WorkspaceSwitch = "on",
+    canary: Annotated[
+        bool, typer.Option(help="Poison free bytes and check live tensors at every step (slow).")
+    ] = False,
+    verify: Annotated[
+        bool, typer.Option(help="Compare outputs with onnxruntime (or onnx.reference when it is missing).")
+    ] = False,
+    reorder: Annotated[bool, typer.Option(help="Run the nodes in a memory-aware order.")] = False,
+    inplace: InplaceSwitch = "on",
+    concat_inplace: ConcatSwitch = "on",
+    fuse: FuseSwitch = "on",
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
+    ] = False,
+) -> None:
+    """Execute a model inside its planned arena and report memory and time."""
+    from app.services.execute import run_model
+    from app.services.inputs import parse_dims
+
+    if repeat < 1:
+        raise fail(f"--repeat must be >= 1, got {repeat}")
+    report = run_model(
+        model,
+        dims=parse_dims(dims),
+        strategy=strategy,
+        inputs=inputs,
+        save_outputs=save_outputs,
+        seed=seed,
+        repeat=repeat,
+        io=check_io(io),
+        workspace=on("--workspace", workspace),
+        canary=canary,
+        verify=verify,
+        reorder=reorder,
+        inplace=on("--inplace", inplace),
+        concat_inplace=on("--concat-inplace", concat_inplace),
+        fuse=on("--fuse", fuse),
+    )
+    if as_json:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        ratio = report["outside_arena_bytes"] / report["arena_bytes"] if report["arena_bytes"] else 0.0
+        typer.echo(
+            f"{model.name}: {report['strategy']} arena {report['arena_bytes']:,} bytes; outside it {report['outside_arena_bytes']:,} bytes ({ratio:.2%})"
+        )
+        typer.echo(f"median of {repeat} run(s): {report['seconds'] * 1000:.2f} ms")
+        typer.echo(
+            f"in place {inplace}, concat in place {concat_inplace}; "
+            f"with both off this strategy needs {report['arena_bytes_without_aliases']:,} bytes"
+        )
+        for name, shape in report["outputs"].items():
+            typer.echo(f"  output {name}: {shape}")
+        if "verification" in report:
+            v = report["verification"]
+            typer.echo(f"verification against {v['oracle']}: {'PASSED' if v['passed'] else 'FAILED'}")
+    if verify and not report["verification"]["passed"]:
+        raise typer.Exit(EXIT_INFEASIBLE)

@@ -1,0 +1,38 @@
+"""`memplan train`: the demo that trains an MLP or a small CNN inside one arena."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from app.cli.common import EXIT_INFEASIBLE, fail, user_errors
+
+
+@user_errors
+def train(
+    model: Annotated[str, typer.Option(help="Network of the demo: mlp or cnn.")] = "mlp",
+    steps: Annotated[int, typer.Option(help="Training steps.")] = 200,
+    batch: Annotated[int, typer.Option(help="Images per step.")] = 32,
+    optimizer: Annotated[str, typer.Option(help="sgd or adam.")] = "adam",
+    lr: Annotated[float | None, typer.Option(help="Learning rate (default 0.01 for adam, 0.05 for sgd).")] = None,
+    every: Annotated[int, typer.Option(help="Print the loss every this many steps.")] = 20,
+) -> None:
+    """Train an MLP or a small CNN on 8x8 digits inside one arena and print the loss falling."""
+    from runtime.training import NonFiniteLossError
+    from runtime.training.demo import train_demo
+
+    def show(i: int, value: float) -> None:
+        if i % max(every, 1) == 0 or i == steps - 1:
+            typer.echo(f"step {i + 1:5d}  loss {value:.4f}")
+
+    try:
+        result = train_demo(model, steps, batch, optimizer, lr, on_step=show)
+    except NonFiniteLossError as e:
+        raise fail(str(e), EXIT_INFEASIBLE) from None
+    assert result.plans is not None
+    typer.echo(f"data: {result.source}")
+    typer.echo(
+        f"arena: {result.plans.unified.arena_bytes} bytes unified, {result.plans.per_category_total} per category"
+    )
+    typer.echo(f"loss: {result.losses[0]:.4f} -> {result.losses[-1]:.4f}; training accuracy {result.accuracy:.3f}")

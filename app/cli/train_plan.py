@@ -1,0 +1,48 @@
+"""`memplan train-plan`: a training step's memory by ONE's tensor categories, and unified."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.common import DimsOption, user_errors
+
+
+@user_errors
+def train_plan(
+    model: Annotated[Path, typer.Argument(help="A forward ONNX model.")],
+    trainable: Annotated[
+        str | None, typer.Option(help="Comma-separated initializers to train (default: every float initializer).")
+    ] = None,
+    loss: Annotated[str, typer.Option(help="Loss memplan appends: cross_entropy or mse.")] = "cross_entropy",
+    optimizer: Annotated[str, typer.Option(help="sgd (with momentum), adam, or none (gradients only).")] = "sgd",
+    dims: DimsOption = None,
+    strategy: Annotated[str, typer.Option("--strategy", "-s", help="Strategy for every arena.")] = "greedy_by_size",
+    recompute: Annotated[
+        bool, typer.Option("--recompute/--keep", help="Recompute batch norm's Conv input in backward, or keep it.")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the capacities as JSON.")] = False,
+) -> None:
+    """Plan one training step (forward, loss, backward, update) per category and unified; print ONE-style capacities."""
+    from app.services.inputs import parse_dims
+    from runtime.training import build_training_step, plan_categories, training_problem
+
+    names = [n.strip() for n in trainable.split(",") if n.strip()] if trainable is not None else None
+    step = build_training_step(model, names, loss=loss, optimizer=optimizer, dims=parse_dims(dims), recompute=recompute)
+    plans = plan_categories(training_problem(step), strategy)
+    if as_json:
+        report = {
+            "model": str(model),
+            "strategy": strategy,
+            "capacities": plans.capacities,
+            "per_category_total": plans.per_category_total,
+            "unified": plans.unified.arena_bytes,
+            "ratio": round(plans.ratio, 4),
+            "steps": plans.problem.steps,
+        }
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        typer.echo(plans.one_style())

@@ -1,0 +1,29 @@
+"""Pipelines: the form that connects stored models, and a pipeline's page."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
+
+from app.routes.deps import StorageDep
+from app.routes.rendering import render
+from app.services import pipelines, reports
+from app.services.library import model_out
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/pipelines")
+def pipeline_form(request: Request, storage: StorageDep) -> Response:
+    """Pick stored models and connect them into a pipeline (the form posts to /api/v1/pipelines)."""
+    models = [model_out(r) for r in storage.list_models()]
+    fast = [s for s in reports.strategy_list() if not s["slow"]]
+    return render(request, "pipelines.html", {"page_title": "pipeline", "models": models, "strategies": fast})
+
+
+@router.get("/pipelines/{pipeline_id}")
+async def pipeline_page(request: Request, pipeline_id: str, storage: StorageDep) -> Response:
+    """The joint arena against the models' separate arenas, and a run button."""
+    info = await run_in_threadpool(pipelines.describe, storage, pipeline_id)
+    return render(request, "pipeline.html", {"page_title": f"pipeline {info['name']}", "pipeline": info})

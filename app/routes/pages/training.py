@@ -1,0 +1,29 @@
+"""The training demo: its form, and one demo run's page."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from app.errors import AppError
+from app.routes.deps import JobDep
+from app.routes.rendering import render
+from app.services import reports
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/training")
+def training_page(request: Request) -> Response:
+    """The training demo's form: an MLP or a small CNN learns 8x8 digits inside one arena."""
+    fast = [s for s in reports.strategy_list() if not s["slow"]]
+    return render(request, "training.html", {"page_title": "training demo", "job": None, "strategies": fast})
+
+
+@router.get("/training/demo/{job_id}")
+def training_demo_page(request: Request, job: JobDep) -> Response:
+    """One demo run: the loss per step (live while it trains) and both plans by category."""
+    if job.kind != "training":
+        raise AppError(404, f"job {job.id!r} is a {job.kind} job, not a training demo; see /jobs/{job.id}")
+    fast = [s for s in reports.strategy_list() if not s["slow"]]
+    return render(request, "training.html", {"page_title": "training demo", "job": job.to_json(), "strategies": fast})

@@ -1,0 +1,1 @@
+"""Everything the routes and the CLI share; no FastAPI here."""

@@ -1,0 +1,90 @@
+"""`memplan run`: execute a model inside its planned arena, time it, and judge its outputs."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.services.inputs import InputError, fused_nodes
+
+
+def run_model(
+    path: Path,
+    *,
+    dims: dict[str, int],
+    strategy: str,
+    inputs: Path | None,
+    save_outputs: Path | None,
+    seed: int,
+    repeat: int,
+    io: str,
+    workspace: bool,
+    canary: bool,
+    verify: bool,
+    reorder: bool = False,
+    inplace: bool = True,
+    concat_inplace: bool = True,
+    fuse: bool = True,
+) -> dict[str, Any]:
+    import planner
+    import runtime
+    from runtime.oracle import random_inputs
+    from runtime.oracle import verify as judge
+
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    planner.get(strategy)  # an unknown name fails here, listing the accepted ones
+    memory = runtime.MemoryOptions(
+        io=io,
+        workspace=workspace,
+        inplace=inplace,
+        concat_inplace=concat_inplace,
+        fuse=fuse,
+    )
+    graph = runtime.load_model(path, dims=dims, fuse=memory.fuse)
+    if reorder:
+        graph, _ = runtime.reorder_graph(graph, memory)
+    feeds = _read_npz(inputs) if inputs is not None else random_inputs(graph, seed)
+    session = runtime.Session(graph, strategy, memory, canary=canary).prepare()
+    # What the aliases save: the same strategy on the problem without in-place and concat-in-place aliases.
+    plain = runtime.memory_problem(graph, memory.replace(inplace=False, concat_inplace=False))
+    outputs = session.run(feeds)  # warm-up, and the outputs reported
+    outside = session.stats.outside_arena_bytes if session.stats else None
+    timings = []
+    for _ in range(repeat):
+        session.run(feeds)
+        timings.append(session.stats.seconds)
+    report: dict[str, Any] = {
+        "model": path.name,
+        "strategy": strategy,
+        "arena_bytes": session.plan.arena_bytes,
+        "lower_bound": session.plan.lower_bound,
+        "outside_arena_bytes": outside,
+        "seconds": statistics.median(timings),
+        "outputs": {name: list(value.shape) for name, value in outputs.items()},
+        "inputs": str(inputs) if inputs else f"random, seed {seed}",
+        "order": "memory-aware" if reorder else "model",
+        "inplace": inplace,
+        "concat_inplace": concat_inplace,
+        "fuse": fuse,
+        "fused_nodes": fused_nodes(graph),
+        "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
+    }
+    if verify:
+        report["verification"] = judge(path, feeds, outputs)
+    if save_outputs is not None:
+        np.savez(save_outputs, **outputs)
+    return report
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    if not path.exists():
+        raise InputError(f"--inputs {path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (ValueError, OSError) as e:
+        raise InputError(f"--inputs {path}: not a readable .npz of arrays ({e})") from None

@@ -1,0 +1,91 @@
+"""The services' one door into the runtime: stored model -> graph -> planning problem.
+
+Runtime errors about a model become 422 answers naming what the model does that memplan
+cannot take.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import runtime
+from app.errors import AppError
+from app.services.cache import LRU
+from app.settings import active_limits
+from planner import Pool, Problem
+
+GRAPH_CACHE = 4  # graphs of big models hold their folded constants: keep only a few
+_graphs: LRU[tuple[str, tuple[tuple[str, int], ...]], Any] = LRU(GRAPH_CACHE)
+
+
+def load_graph(path: Path, dims: dict[str, int]) -> Any:
+    """The runtime graph of a stored model with its symbolic dims bound; cached."""
+    key = (str(path), tuple(sorted(dims.items())))
+    found = _graphs.get(key)
+    if found is not None:
+        return found
+    try:
+        graph = runtime.load_model(path, dims=dims, max_tensor_bytes=active_limits().max_tensor_bytes)
+    except runtime.ModelError as e:
+        raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
+    return _graphs.put(key, graph)
+
+
+def forget(path: Path) -> None:
+    """Drop cached graphs of a deleted model."""
+    _graphs.forget(lambda key: key[0] != str(path))
+
+
+def model_problem(
+    graph: Any, *, io: str, workspace: bool, alignment: int, pools: list[dict[str, Any]] | None, name: str
+) -> Problem:
+    """The planning problem of a graph under the page's or the request's options."""
+    try:
+        problem = runtime.memory_problem(graph, runtime.MemoryOptions(io=io, workspace=workspace, alignment=alignment))
+    except runtime.ModelError as e:
+        raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
+    changes: dict[str, Any] = {"name": problem.name or name}
+    if pools:
+        changes["pools"] = tuple(Pool(p["name"], p.get("capacity")) for p in pools)
+    return problem.replace(**changes)
+
+
+def tensor_facts(graph: Any, problem: Problem) -> dict[str, dict[str, Any]]:
+    """For every buffer that is a graph tensor: shape, dtype, producer and consumers (for hover)."""
+    tensors = getattr(graph, "tensors", {}) or {}
+    facts: dict[str, dict[str, Any]] = {}
+    for b in problem.buffers:
+        info = tensors.get(b.id)
+        if info is None:
+            # Kernel scratch and other runtime buffers: the step that uses it is its owner.
+            owner = problem.step_names[b.first] if problem.step_names else None
+            facts[b.id] = {
+                "shape": [b.size],
+                "dtype": "uint8",
+                "producer": owner,
+                "consumers": [owner] if owner else [],
+            }
+            continue
+        consumers = list(getattr(info, "consumers", ()) or ())
+        facts[b.id] = {
+            "shape": [int(d) if isinstance(d, int) else str(d) for d in (getattr(info, "shape", ()) or ())],
+            "dtype": str(getattr(info, "dtype", "")),
+            "producer": getattr(info, "producer", None),
+            "consumers": consumers[:12] + ([f"... {len(consumers) - 12} more"] if len(consumers) > 12 else []),
+        }
+    return facts
+
+
+def graph_facts(graph: Any) -> dict[str, Any]:
+    """What the runtime adds to the model summary: tensors and bytes by kind."""
+    tensors = getattr(graph, "tensors", {}) or {}
+    by_kind: dict[str, int] = {}
+    for info in tensors.values():
+        kind = str(getattr(info, "kind", "activation"))
+        by_kind[kind] = by_kind.get(kind, 0) + int(getattr(info, "nbytes", 0) or 0)
+    return {
+        "tensor_count": len(tensors),
+        "bytes_by_kind": dict(sorted(by_kind.items())),
+        "steps": len(getattr(graph, "nodes", ()) or ()),
+    }

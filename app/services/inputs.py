@@ -1,0 +1,122 @@
+"""Turning what a user hands memplan (a Problem .json, a MiniMalloc .csv, an ONNX model)
+into a planner.Problem, with the options every front end (CLI, REST) shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from planner import Problem, ProblemError
+from planner.csvio import read_csv
+
+PROBLEM_SUFFIXES = (".json", ".csv")
+MODEL_SUFFIXES = (".onnx",)
+
+
+class InputError(ValueError):
+    """A user's input that memplan cannot take; the message says what is accepted."""
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    dims: dict[str, int] = field(default_factory=dict)
+    io: str = "arena"
+    workspace: bool = True
+    reorder: bool = False  # plan the nodes in a memory-aware order instead of the model's
+    inplace: bool = True  # elementwise ops over a dying input (runtime.inplace)
+    concat_inplace: bool = True  # Concat producers straight into their slices
+    fuse: bool = True  # BatchNormalization into Conv, 1x1 Conv with the residual Add (runtime.fuse)
+
+
+def fused_nodes(graph: Any) -> dict[str, int]:
+    """How many nodes each load-time fusion made (`runtime.fuse`)."""
+    return {
+        "batchnorm_into_conv": graph.fused,
+        "pointwise_conv_add": graph.fused_residual,
+        "gelu": graph.fused_gelu,
+    }
+
+
+def parse_dims(text: str | None) -> dict[str, int]:
+    """'batch=8,seq=128' -> {'batch': 8, 'seq': 128}."""
+    dims: dict[str, int] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--dims: {part.strip()!r} is not name=value (e.g. --dims batch=8,seq=128)")
+        try:
+            number = int(value)
+        except ValueError:
+            raise InputError(f"--dims: {name.strip()}={value!r} is not a whole number") from None
+        if number <= 0:
+            raise InputError(f"--dims: {name.strip()} must be a positive size, got {number}")
+        dims[name.strip()] = number
+    return dims
+
+
+def load_problem(
+    path: Path, *, alignment: int | None = None, capacity: int | None = None, model: ModelOptions | None = None
+) -> tuple[Problem, Any]:
+    """The planning problem of a file, and the runtime graph when the file is a model.
+
+    `alignment` overrides the problem's (None keeps it; models default to 64 bytes);
+    `capacity` bounds the first pool.
+    """
+    suffix = path.suffix.lower()
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; expected a {', '.join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)} file")
+    graph = None
+    if suffix == ".json":
+        try:
+            problem = Problem.loads(_read_text(path))
+        except ProblemError as e:
+            raise ProblemError(f"{path}: {e}") from None
+        problem = problem if problem.name else problem.replace(name=path.stem)
+    elif suffix == ".csv":
+        problem, _ = read_csv(_read_text(path), source=str(path))
+    elif suffix in MODEL_SUFFIXES:
+        import runtime
+
+        options = model or ModelOptions()
+        graph = runtime.load_model(path, dims=options.dims, fuse=options.fuse)
+        memory = runtime.MemoryOptions(
+            io=options.io,
+            workspace=options.workspace,
+            alignment=alignment or runtime.DEFAULT_ALIGNMENT,
+            inplace=options.inplace,
+            concat_inplace=options.concat_inplace,
+            fuse=options.fuse,
+        )
+        if options.reorder:
+            graph, _ = runtime.reorder_graph(graph, memory)
+        problem = runtime.memory_problem(graph, memory)
+    else:
+        accepted = ", ".join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)
+        raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; accepted: {accepted}")
+    if model is not None and model.reorder and graph is None:
+        raise InputError(
+            f"{path}: --reorder needs an ONNX model; a bare problem has no data dependencies to reorder by"
+        )
+    if alignment is not None and alignment != problem.alignment:
+        if alignment < 1:
+            raise InputError(f"--alignment must be a positive number of bytes, got {alignment}")
+        problem = problem.replace(alignment=alignment)
+    if capacity is not None:
+        if capacity < 0:
+            raise InputError(f"--capacity must be >= 0 bytes, got {capacity}")
+        problem = problem.with_capacity(capacity)
+    return problem, graph
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ProblemError(
+            f"{path}: not UTF-8 text (byte {e.start}); expected a Problem JSON or a MiniMalloc CSV"
+        ) from None

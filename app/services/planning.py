@@ -1,0 +1,249 @@
+"""Plan a problem or a stored model with several strategies, store every outcome, and describe
+the results.
+
+Fast strategies answer inline; strategies the registry marks slow (or every strategy when
+the caller asks for `background`) run as one job whose progress is one step per strategy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.errors import AppError, not_found
+from app.jobs import Job, JobManager
+from app.schemas import PlanRequest
+from app.services import graphs, library
+from app.services.plans import remember
+from app.settings import active_limits
+from app.storage import ModelRecord, PlanRecord, Storage, new_id
+from planner import Problem, ProblemError, get
+from planner import names as strategy_names
+from planner.compare import Outcome, resolve_names, run_strategies
+from planner.csvio import read_csv
+
+
+def record_of(outcome: Outcome) -> PlanRecord:
+    plan = outcome.plan
+    problems = [outcome.error] if outcome.error else ([outcome.violations] if outcome.violations else [])
+    return PlanRecord(
+        id=new_id(),
+        problem_id="",
+        strategy=outcome.strategy,
+        arena_bytes=plan.arena_bytes if plan else 0,
+        lower_bound=outcome.lower_bound,
+        naive_bytes=outcome.naive_bytes,
+        seconds=outcome.seconds,
+        valid=outcome.valid,
+        violations=problems,
+        plan=plan.to_json() if plan else {},
+    )
+
+
+def summary(record: PlanRecord, problem: Problem | None = None) -> dict[str, Any]:
+    """A plan as the API lists it: size, yardsticks, validity, and pool fits."""
+    has_plan = bool(record.plan)
+    out: dict[str, Any] = {
+        "id": record.id,
+        "strategy": record.strategy,
+        "arena_bytes": record.arena_bytes if has_plan else None,
+        "lower_bound": record.lower_bound,
+        "naive_bytes": record.naive_bytes,
+        "seconds": round(record.seconds, 6),
+        "valid": record.valid,
+        "ratio": round(record.arena_bytes / record.lower_bound, 6)
+        if has_plan and record.lower_bound
+        else (1.0 if has_plan else None),
+        "error": "; ".join(record.violations) or None,
+        "pools": [],
+        "links": {"self": f"/api/v1/plans/{record.id}", "page": f"/plans/{record.id}"},
+    }
+    if has_plan and problem is not None:
+        sizes = record.plan.get("pool_sizes", {})
+        out["pools"] = [
+            {
+                "name": p.name,
+                "bytes": sizes.get(p.name, 0),
+                "capacity": p.capacity,
+                "fits": p.capacity is None or sizes.get(p.name, 0) <= p.capacity,
+            }
+            for p in problem.pools
+        ]
+    elif not has_plan and problem is not None:
+        out["pools"] = [{"name": p.name, "bytes": None, "capacity": p.capacity, "fits": False} for p in problem.pools]
+    return out
+
+
+def _store(storage: Storage, problem_id: str, outcomes: list[Outcome]) -> list[PlanRecord]:
+    records = [record_of(o) for o in outcomes]
+    records = [PlanRecord(**{**r.__dict__, "problem_id": problem_id}) for r in records]
+    storage.add_plans(problem_id, records)
+    return records
+
+
+def plan_and_store(
+    storage: Storage,
+    jobs: JobManager,
+    problem: Problem,
+    names: list[str],
+    *,
+    strategy_options: dict[str, Any],
+    request_options: dict[str, Any],
+    background: bool = False,
+    model_id: str | None = None,
+    tensors: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Store the problem, plan it with each strategy, and return what `PlansOut` describes."""
+    strategy_options = active_limits().cap_time(strategy_options)  # no request outlasts plan_seconds
+    problem_id = storage.add_problem(problem.to_json(), request_options, model_id, tensors)
+    remember(storage, problem_id, problem)  # the plan page need not parse 20,000 buffers again
+    inline = [] if background else [n for n in names if not get(n).slow]
+    later = [n for n in names if n not in inline]
+    records = _store(storage, problem_id, run_strategies(problem, inline, **strategy_options)) if inline else []
+    job = None
+    if later:
+        job = jobs.submit(
+            "plan",
+            f"planning {problem.name or 'problem'} with {', '.join(later)}",
+            lambda job: _plan_job(job, storage, problem, problem_id, later, strategy_options),
+            links={"problem": f"/api/v1/problems/{problem_id}"},
+        )
+    plans = [summary(r, problem) for r in records]
+    return {
+        "problem_id": problem_id,
+        "plans": plans,
+        "job": job.to_json() if job else None,
+        "links": _links(problem_id, plans, job),
+    }
+
+
+def _links(problem_id: str, plans: list[dict[str, Any]], job: Job | None) -> dict[str, str]:
+    links = {"problem": f"/api/v1/problems/{problem_id}"}
+    best = best_of(plans)
+    if best is not None:
+        links["page"] = f"/plans/{best['id']}"
+    if job is not None:
+        links["job"] = f"/api/v1/jobs/{job.id}"
+        links["job_page"] = f"/jobs/{job.id}"
+    return links
+
+
+def best_of(plans: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The valid plan with the smallest arena; ties go to the one listed first."""
+    valid = [p for p in plans if p["valid"] and p["arena_bytes"] is not None]
+    return min(valid, key=lambda p: p["arena_bytes"]) if valid else None
+
+
+def _plan_job(
+    job: Job, storage: Storage, problem: Problem, problem_id: str, names: list[str], options: dict[str, Any]
+) -> dict[str, Any]:
+    done: list[dict[str, Any]] = []
+
+    def on_done(outcome: Outcome) -> None:
+        record = _store(storage, problem_id, [outcome])[0]
+        done.append(summary(record, problem))
+        job.report(len(done) / len(names), f"{outcome.strategy} done ({len(done)} of {len(names)})", plan=done[-1])
+
+    job.report(0.0, f"planning with {names[0]}")
+    run_strategies(problem, names, on_done=on_done, **options)
+    all_plans = [summary(r, problem) for r in storage.plans_of(problem_id)]
+    best = best_of(all_plans)
+    return {"problem_id": problem_id, "plans": done, "page": f"/plans/{best['id']}" if best else None}
+
+
+def plan_model(storage: Storage, jobs: JobManager, record: ModelRecord, body: PlanRequest) -> dict[str, Any]:
+    library.check_dims(record, body.dims)
+    graph = graphs.load_graph(library.model_path(storage, record), body.dims)
+    pools = [p.model_dump() for p in body.pools] if body.pools else None
+    problem = graphs.model_problem(
+        graph, io=body.io, workspace=body.workspace, alignment=body.alignment, pools=pools, name=record.name
+    )
+    strategy_options: dict[str, Any] = {"seed": body.seed}
+    if body.time_limit is not None:
+        strategy_options["time_limit"] = body.time_limit
+    names = body.names()
+    request_options = {**body.model_dump(exclude={"strategies", "background"}), "strategies": names}
+    return plan_and_store(
+        storage,
+        jobs,
+        problem,
+        names,
+        strategy_options=strategy_options,
+        request_options=request_options,
+        background=body.background,
+        model_id=record.id,
+        tensors=graphs.tensor_facts(graph, problem),
+    )
+
+
+def parse_problem(body: bytes, content_type: str, alignment: int | None) -> Problem:
+    """A Problem from a JSON or CSV body; the content type decides, else the first byte."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AppError(
+            415, f"the body is not UTF-8 text (byte {e.start}); send a Problem JSON or a MiniMalloc CSV"
+        ) from None
+    if not text.strip():
+        raise AppError(422, "the body is empty; send a Problem JSON (application/json) or a MiniMalloc CSV (text/csv)")
+    is_json = "json" in content_type or ("csv" not in content_type and text.lstrip().startswith("{"))
+    if is_json:
+        problem = Problem.loads(text)
+    else:
+        problem, _ = read_csv(text, source="body")
+        problem = problem.replace(name=None)
+    if alignment is not None:
+        problem = problem.replace(alignment=alignment)
+    return problem
+
+
+def plan_problem(
+    storage: Storage,
+    jobs: JobManager,
+    problem: Problem,
+    *,
+    strategies: str,
+    capacity: int | None,
+    time_limit: float | None,
+    seed: int,
+    background: bool,
+) -> dict[str, Any]:
+    """Plan a bare problem from another runtime with the named strategies ('all' or a comma list)."""
+    if capacity is not None:
+        problem = problem.with_capacity(capacity)
+    chosen = resolve_names(strategies)
+    if not chosen:
+        raise ProblemError(f"strategies: give at least one of {', '.join(strategy_names())} or 'all'")
+    options: dict[str, Any] = {"seed": seed}
+    if time_limit is not None:
+        options["time_limit"] = time_limit
+    request_options = {
+        "strategies": chosen,
+        "alignment": problem.alignment,
+        "capacity": capacity,
+        "seed": seed,
+        "time_limit": time_limit,
+    }
+    return plan_and_store(
+        storage,
+        jobs,
+        problem,
+        chosen,
+        strategy_options=options,
+        request_options=request_options,
+        background=background,
+    )
+
+
+def problem_document(storage: Storage, problem_id: str) -> dict[str, Any]:
+    """The stored problem (Problem JSON), the options that made it, and its plans."""
+    stored = storage.get_problem(problem_id)
+    if stored is None:
+        raise not_found("problem", problem_id)
+    problem = Problem.from_json(stored["problem"])
+    return {
+        "id": problem_id,
+        "model_id": stored["model_id"],
+        "options": stored["options"],
+        "problem": stored["problem"],
+        "plans": [summary(r, problem) for r in storage.plans_of(problem_id)],
+    }

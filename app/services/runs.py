@@ -1,0 +1,221 @@
+"""Runs: execute a stored model inside a plan's arena, as a job, and check its outputs.
+
+Progress is one event per op (name, type, seconds). The verdict compares every output
+with an independent oracle: onnxruntime when it is installed and accepts the model,
+onnx.reference otherwise.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import runtime
+from app.errors import AppError
+from app.jobs import Job, JobFailed, JobManager
+from app.schemas import RunRequest
+from app.services import graphs, library
+from app.services.planning import plan_and_store
+from app.settings import active_limits
+from app.storage import ModelRecord, Storage
+from planner import Plan, Problem
+from runtime import oracle
+
+MAX_EVENTS_PER_RUN = 5000  # beyond this, progress events are thinned (the time chart keeps every op)
+
+
+def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequest, npz: bytes | None) -> Job:
+    """Resolve the plan to run (a stored one, or a fresh plan with `body.strategy`) and submit the job."""
+    if body.plan_id is not None:
+        plan_record = storage.get_plan(body.plan_id)
+        stored = storage.get_problem(plan_record.problem_id) if plan_record else None
+        if plan_record is None or stored is None or stored["model_id"] != record.id:
+            raise AppError(404, f"plan_id: no plan {body.plan_id!r} of model {record.id!r}; plan the model first")
+        if not plan_record.valid:
+            raise AppError(409, f"plan {body.plan_id!r} ({plan_record.strategy}) is not valid and cannot be run")
+        options = stored["options"]
+    else:
+        # Zero-copy needs inputs and outputs outside the arena, where caller memory can be bound.
+        io = "external" if body.zero_copy else body.io
+        options = {"dims": body.dims, "io": io, "workspace": body.workspace, "alignment": body.alignment}
+        made = plan_and_store(
+            storage,
+            jobs,
+            _problem(storage, record, options),
+            [body.strategy],
+            strategy_options={"seed": body.seed},
+            request_options={**options, "strategies": [body.strategy], "pools": None, "seed": body.seed},
+            model_id=record.id,
+            tensors=None,
+        )
+        plan_id = made["plans"][0]["id"]
+        plan_record = storage.get_plan(plan_id)
+        if plan_record is None or not plan_record.valid:
+            raise AppError(422, f"{body.strategy} gave no valid plan: {made['plans'][0].get('error')}")
+    inputs = _read_npz(npz) if npz is not None else None
+    title = f"run {record.name} in the {plan_record.strategy} plan"
+
+    def work(job: Job) -> dict[str, Any]:
+        result = execute(job, storage, record, options, Plan.from_json(plan_record.plan), inputs, body)
+        result["plan_id"] = plan_record.id
+        result["options"] = {**options, "zero_copy": body.zero_copy, "seed": body.seed}
+        result["rerun"] = {"url": f"/api/v1/models/{record.id}/runs", "body": rerun_body(plan_record.strategy, options)}
+        storage.add_run(job.id, record.id, plan_record.id, result)
+        return result
+
+    return jobs.submit("run", title, work, links={"page": "/runs/{id}", "plan": f"/plans/{plan_record.id}"})
+
+
+def _problem(storage: Storage, record: ModelRecord, options: dict[str, Any]) -> Problem:
+    graph = graphs.load_graph(library.model_path(storage, record), options.get("dims", {}))
+    return graphs.model_problem(
+        graph,
+        io=options.get("io", "arena"),
+        workspace=options.get("workspace", True),
+        alignment=options.get("alignment", 64),
+        pools=None,
+        name=record.name,
+    )
+
+
+def _read_npz(data: bytes) -> dict[str, np.ndarray]:
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except Exception as e:
+        raise AppError(
+            422, f"inputs: not a readable .npz ({type(e).__name__}: {e}); save one with numpy.savez(path, name=array)"
+        ) from None
+
+
+def execute(
+    job: Job,
+    storage: Storage,
+    record: ModelRecord,
+    options: dict[str, Any],
+    plan: Plan,
+    inputs: dict[str, np.ndarray] | None,
+    body: RunRequest,
+) -> dict[str, Any]:
+    path = library.model_path(storage, record)
+    job.report(0.0, "loading the model")
+    graph = graphs.load_graph(path, options.get("dims", {}))
+    try:
+        feeds = inputs if inputs is not None else oracle.random_inputs(graph, body.seed)
+    except runtime.ModelError as e:
+        raise JobFailed(f"{e}; upload an .npz with it", 422) from None
+    missing = sorted(set(graph.inputs) - set(feeds))
+    if missing:
+        raise JobFailed(f"inputs: the .npz lacks {missing}; the model's inputs are {list(graph.inputs)}", 422)
+    session = runtime.Session(
+        graph,
+        plan,
+        runtime.MemoryOptions(
+            io=options.get("io", "arena"),
+            workspace=options.get("workspace", True),
+            alignment=options.get("alignment", runtime.DEFAULT_ALIGNMENT),
+        ),
+        max_arena_bytes=active_limits().max_arena_bytes,
+    )
+    job.report(0.0, "preparing: kernels, views into the arena")
+    try:
+        session.prepare()
+        run_feeds = bind_io(session, feeds) if body.zero_copy else feeds
+    except runtime.ModelError as e:
+        raise JobFailed(f"the plan cannot be run: {e}", 422) from None
+    outputs, elapsed, times = execute_with_progress(job, session, graph.nodes, run_feeds, "the model")
+    job.report(1.0, "checking the outputs against an oracle")
+    verdict = oracle.verify(path, feeds, outputs, body.verify)
+    return {
+        "model_id": record.id,
+        "strategy": plan.strategy,
+        "seconds": elapsed,
+        "steps": times,
+        "outputs": [describe_output(name, value) for name, value in outputs.items()],
+        "verdict": verdict,
+        "arena_bytes": plan.arena_bytes,
+        "stats": run_stats(session),
+        **copy_figures(session),
+        "seed": body.seed if inputs is None else None,
+        "inputs": "uploaded .npz" if inputs is not None else f"random, seed {body.seed}",
+    }
+
+
+def rerun_body(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The request that runs the same model again with a fresh plan (the run page's zero-copy toggle
+    flips `zero_copy` in it)."""
+    return {
+        "strategy": strategy,
+        "dims": options.get("dims", {}),
+        "alignment": options.get("alignment", 64),
+        "workspace": options.get("workspace", True),
+    }
+
+
+def bind_io(session: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Bind `feeds` and fresh output arrays as the caller's memory (`Session.bind_input`/`bind_output`,
+    a `Pipeline` forwards both); the run then needs no feeds. A binding that cannot be zero-copy is
+    still made: the session copies and the run's `fallbacks` say why."""
+    graph = session.graph
+    for name in graph.inputs:
+        session.bind_input(name, np.ascontiguousarray(feeds[name]))
+    for name in graph.outputs:
+        t = graph.tensors[name]
+        session.bind_output(name, np.empty(t.shape, t.dtype))
+    return {}
+
+
+def copy_figures(session: Any) -> dict[str, Any]:
+    """Copies into and out of the arena in the run, and why each bound tensor was copied (if it was)."""
+    stats = session.stats
+    if stats is None:
+        return {"copies": None, "copied_bytes": None, "fallbacks": {}}
+    return {"copies": stats.copies, "copied_bytes": stats.copied_bytes, "fallbacks": dict(stats.fallbacks)}
+
+
+def execute_with_progress(
+    job: Job, runner: Any, nodes: Sequence[Any], feeds: dict[str, np.ndarray], what: str
+) -> tuple[dict[str, np.ndarray], float, list[dict[str, Any]]]:
+    """Run a prepared session or pipeline, reporting each op to the job (thinned past
+    MAX_EVENTS_PER_RUN events; the returned per-op times keep every op)."""
+    times: list[dict[str, Any]] = []
+    every = max(1, max(len(nodes), 1) // MAX_EVENTS_PER_RUN)
+
+    def on_step(index: int, steps: int, name: str, seconds: float) -> None:
+        op_type = nodes[index].op_type if index < len(nodes) else ""
+        times.append({"step": index, "name": name, "op_type": op_type, "seconds": seconds})
+        if index % every == 0 or index == steps - 1:
+            job.report((index + 1) / steps, f"{name} ({op_type})", step=index, op=name, seconds=seconds)
+
+    started = time.perf_counter()
+    try:
+        outputs = runner.run(feeds, on_step=on_step)
+    except (runtime.ModelError, runtime.ExecutionError) as e:
+        raise JobFailed(f"{what} cannot run: {e}", 422) from None
+    return outputs, time.perf_counter() - started, times
+
+
+def run_stats(session: runtime.Session) -> dict[str, Any]:
+    """The run's scalar figures (arena, bytes outside it, copies, seconds)."""
+    stats = session.stats
+    if stats is None:
+        return {}
+    return {k: v for k, v in vars(stats).items() if isinstance(v, int | float | str | bool | type(None))}
+
+
+def describe_output(name: str, value: np.ndarray) -> dict[str, Any]:
+    numeric = value.dtype.kind in "fiub" and value.size
+    flat = value.reshape(-1)
+    return {
+        "name": name,
+        "shape": list(value.shape),
+        "dtype": str(value.dtype),
+        "min": float(flat.min()) if numeric else None,
+        "max": float(flat.max()) if numeric else None,
+        "mean": float(flat.astype(np.float64).mean()) if numeric else None,
+        "first": [float(x) for x in flat[:6]] if numeric else [],
+    }
