@@ -37,14 +37,14 @@ def measure(path: Path, strategy: str, verify: bool) -> dict:
     graph = runtime.load_model(path)
     row: dict = {"model": path.stem.removeprefix("light_"), "arena": {}, "load": {}, "aliases": {}}
     for label, switches in SETTINGS.items():
-        problem = runtime.memory_problem(graph, **switches)
+        problem = runtime.memory_problem(graph, runtime.MemoryOptions(**switches))
         row["arena"][label] = planner.plan(problem, strategy).arena_bytes
         row["load"][label] = planner.load(problem)
         row["aliases"][label] = sum(b.alias_of is not None for b in problem.buffers)
     if verify:
         feeds = random_inputs(graph, seed=0)
-        base = runtime.Session(graph, strategy, **SETTINGS["off"]).run(feeds)
-        got = runtime.Session(graph, strategy, **SETTINGS["both"]).run(feeds)
+        base = runtime.Session(graph, strategy, runtime.MemoryOptions(**SETTINGS["off"])).run(feeds)
+        got = runtime.Session(graph, strategy, runtime.MemoryOptions(**SETTINGS["both"])).run(feeds)
         row["identical"] = all(np.array_equal(base[k], got[k]) for k in base)
     return row
 

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.docsections import replace_section  # noqa: E402
-from runtime import Session, load_model  # noqa: E402
+from runtime import MemoryOptions, Session, load_model  # noqa: E402
 from runtime.batches import BatchSessions  # noqa: E402
 from runtime.params import ParameterStore  # noqa: E402
 from runtime.pipeline import Pipeline  # noqa: E402
@@ -52,7 +52,7 @@ def pipeline_copies(batch: int) -> dict:
     }
     rows = {"naive (two sessions)": naive}
     for io in ("arena", "external"):
-        pipe = Pipeline({"a": first.graph, "b": second.graph}, {"a:y": "b:x"}, io=io).prepare()
+        pipe = Pipeline({"a": first.graph, "b": second.graph}, {"a:y": "b:x"}, options=MemoryOptions(io=io)).prepare()
         if io == "external":
             out = np.empty_like(y)
             pipe.bind_input("a:x", x)

@@ -6,7 +6,7 @@ an LSTM written in `bench/peer_models.py` and exported with torch (bench-only de
 
 What each column measures (bytes):
 - memplan like for like: `planner.plan(problem, "best")` on
-  ``runtime.memory_problem(graph, io="external", workspace=False)`` with in-place and
+  ``runtime.memory_problem(graph, MemoryOptions(io="external", workspace=False))`` with in-place and
   concat-in-place aliases: activations only, as the peers count them (graph inputs, outputs
   and kernels' scratch stay outside). Checked with `planner.check_plan`; the model then runs
   once in a `runtime.Session` with that plan and its outputs are compared with onnxruntime's.
@@ -60,7 +60,9 @@ def memplan_figures(path: Path, run: bool) -> dict:
         ("like_no_concat", "external", False, False),
     )
     for label, io, workspace, concat in settings:
-        problem = runtime.memory_problem(graph, io=io, workspace=workspace, inplace=True, concat_inplace=concat)
+        problem = runtime.memory_problem(
+            graph, runtime.MemoryOptions(io=io, workspace=workspace, inplace=True, concat_inplace=concat)
+        )
         started = time.perf_counter()
         plan = planner.plan(problem, "best")
         out[f"{label}_seconds"] = time.perf_counter() - started
@@ -74,7 +76,7 @@ def memplan_figures(path: Path, run: bool) -> dict:
     out["reordered"] = reordered_arena(graph)
     if run:
         feeds = random_inputs(graph, seed=0)
-        session = runtime.Session(graph, like_plan, io="external", workspace=False)
+        session = runtime.Session(graph, like_plan, runtime.MemoryOptions(io="external", workspace=False))
         report = verify(path, feeds, session.run(feeds))
         out["verified"] = report["passed"]
         out["oracle"] = report["oracle"]
@@ -89,10 +91,10 @@ def reordered_arena(graph: object) -> int | str:
     import runtime
 
     try:
-        graph, _ = runtime.reorder_graph(graph, io="external", workspace=False, time_limit=1.0)
+        graph, _ = runtime.reorder_graph(graph, runtime.MemoryOptions(io="external", workspace=False), time_limit=1.0)
     except Exception as error:  # reported in the notes, never hidden
         return f"{type(error).__name__}: {str(error)[:120]}"
-    problem = runtime.memory_problem(graph, io="external", workspace=False)
+    problem = runtime.memory_problem(graph, runtime.MemoryOptions(io="external", workspace=False))
     plan = planner.plan(problem, "best")
     if not planner.check_plan(problem, plan).ok:
         return "the plan of the reordered graph fails the checker"

@@ -4,8 +4,9 @@
 
     from runtime import load_model, memory_problem, Session
     graph = load_model("model.onnx", dims={"N": 1})
-    problem = memory_problem(graph, io="arena", workspace=True)
-    session = Session(graph, "greedy_by_size", canary=True).prepare()
+    options = MemoryOptions(io="arena", workspace=True)
+    problem = memory_problem(graph, options)
+    session = Session(graph, "greedy_by_size", options, canary=True).prepare()
     outputs = session.run({"x": x})
     session.stats.arena_bytes, session.stats.outside_arena_bytes
 """
@@ -27,6 +28,7 @@ from runtime.errors import (
     UnsupportedOpError,
 )
 from runtime.graph import DEFAULT_MAX_TENSOR_BYTES, Graph, Node, TensorInfo, load_model
+from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.pipeline import Pipeline
 from runtime.problem import memory_problem, memory_schedule, reorder_graph, workspace_bytes, workspace_id
@@ -37,7 +39,9 @@ __all__ = [
     "ParameterStore",
     "Binding",
     "BatchSessions",
+    "DEFAULT_ALIGNMENT",
     "DEFAULT_MAX_TENSOR_BYTES",
+    "MemoryOptions",
     "CanaryError",
     "Constant",
     "ExecutionError",

@@ -17,6 +17,7 @@ from onnx.backend.base import Backend, BackendRep
 
 import planner
 from runtime.graph import load_model
+from runtime.options import MemoryOptions
 from runtime.session import Session
 
 
@@ -47,12 +48,13 @@ class MemplanBackend(Backend):
     def prepare(cls, model: onnx.ModelProto | str | bytes, device: str = "CPU", **kwargs: Any) -> MemplanRep:
         if not cls.supports_device(device):
             raise ValueError(f"device {device!r}: memplan runs on 'CPU' only")
-        graph = load_model(model, dims=kwargs.get("dims"), default_dim=kwargs.get("default_dim"))
+        options = MemoryOptions(io=kwargs.get("io", "arena"))
+        graph = load_model(model, dims=kwargs.get("dims"), default_dim=kwargs.get("default_dim"), fuse=options.fuse)
         session = Session(
             graph,
             kwargs.get("strategy", cls.strategy),
+            options,
             canary=kwargs.get("canary", cls.canary),
-            io=kwargs.get("io", "arena"),
         )
         return MemplanRep(session.prepare())
 

@@ -17,8 +17,9 @@ import numpy as np
 import planner
 from runtime.errors import ModelError
 from runtime.graph import Graph
+from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
-from runtime.problem import DEFAULT_ALIGNMENT, memory_problem
+from runtime.problem import memory_problem
 from runtime.session import Session, _aligned_arena
 
 
@@ -32,9 +33,7 @@ class BatchSessions:
         *,
         dim: str = "N",
         strategy: str = planner.DEFAULT_STRATEGY,
-        io: str = "arena",
-        workspace: bool = True,
-        alignment: int = DEFAULT_ALIGNMENT,
+        options: MemoryOptions | None = None,
         params: ParameterStore | None = None,
         **session_options: Any,
     ) -> None:
@@ -42,23 +41,15 @@ class BatchSessions:
         if not self.batches or self.batches[0] < 1:
             raise ModelError(f"batches={self.batches}: give one or more batch sizes >= 1")
         self.params = params if params is not None else ParameterStore()
-        graphs: dict[int, Graph] = {b: self.params.load_model(path, {dim: b}) for b in self.batches}
-        plans = {
-            b: planner.plan(memory_problem(g, io=io, workspace=workspace, alignment=alignment), strategy)
-            for b, g in graphs.items()
+        self.options = options or MemoryOptions()
+        graphs: dict[int, Graph] = {
+            b: self.params.load_model(path, {dim: b}, fuse=self.options.fuse) for b in self.batches
         }
+        plans = {b: planner.plan(memory_problem(g, self.options), strategy) for b, g in graphs.items()}
         self.separate_bytes = {b: p.arena_bytes for b, p in plans.items()}
-        self.arena = _aligned_arena(max(self.separate_bytes.values()), max(alignment, 64))
+        self.arena = _aligned_arena(max(self.separate_bytes.values()), max(self.options.alignment, DEFAULT_ALIGNMENT))
         self.sessions = {
-            b: Session(
-                graphs[b],
-                plans[b],
-                io=io,
-                workspace=workspace,
-                alignment=alignment,
-                arena=self.arena,
-                **session_options,
-            ).prepare()
+            b: Session(graphs[b], plans[b], self.options, arena=self.arena, **session_options).prepare()
             for b in self.batches
         }
 

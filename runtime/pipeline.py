@@ -24,7 +24,8 @@ import planner
 from planner import Plan
 from runtime.errors import ModelError
 from runtime.graph import Graph, Node, TensorInfo
-from runtime.problem import DEFAULT_ALIGNMENT, memory_problem
+from runtime.options import MemoryOptions
+from runtime.problem import memory_problem
 from runtime.session import Session
 
 SEPARATOR = ":"
@@ -33,22 +34,23 @@ SEPARATOR = ":"
 class Pipeline:
     """Models in order plus connections ``{"a:out": "b:in"}``; see the module docstring.
 
-    Session options (io, workspace, alignment, canary, params, unbound with merged names,
-    ...) pass through to the one `Session` that runs the merged graph."""
+    `options` and the other session keywords (canary, params, unbound with merged names, ...)
+    pass through to the one `Session` that runs the merged graph."""
 
     def __init__(
         self,
         models: Mapping[str, Graph],
         connections: Mapping[str, str],
         plan: Plan | str = planner.DEFAULT_STRATEGY,
+        options: MemoryOptions | None = None,
         **session_options: Any,
     ) -> None:
         self.models = dict(models)
         self.connections = dict(connections)
         self.graph = merge(self.models, self.connections)
-        self.session = Session(self.graph, plan, **session_options)
+        self.options = options or MemoryOptions()
+        self.session = Session(self.graph, plan, self.options, **session_options)
         self._strategy = plan if isinstance(plan, str) else planner.DEFAULT_STRATEGY
-        self._options = session_options
 
     def prepare(self) -> Pipeline:
         self.session.prepare()
@@ -60,20 +62,15 @@ class Pipeline:
 
     def __getattr__(self, name: str) -> Any:
         # input_buffer, output_buffer, bind_input, bind_output, set_shared_input, stats, plan, arena
-        if name in ("session", "graph", "models"):
+        if name in ("session", "graph", "models", "options"):
             raise AttributeError(name)
         return getattr(self.session, name)
 
     def separate_arena_bytes(self) -> dict[str, int]:
         """Arena bytes of each model planned alone (same strategy and options): the yardstick
         for the joint arena."""
-        io = self._options.get("io", "arena")
-        workspace = self._options.get("workspace", True)
-        alignment = self._options.get("alignment", DEFAULT_ALIGNMENT)
         return {
-            name: planner.plan(
-                memory_problem(g, io=io, workspace=workspace, alignment=alignment), self._strategy
-            ).arena_bytes
+            name: planner.plan(memory_problem(g, self.options), self._strategy).arena_bytes
             for name, g in self.models.items()
         }
 

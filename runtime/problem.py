@@ -27,10 +27,9 @@ from runtime.errors import ModelError, PlanError
 from runtime.graph import Graph, Node
 from runtime.inplace import AliasGroups, alias_hazards, plan_concat_in_place, plan_in_place
 from runtime.kernels import TensorMeta, kernel_of
+from runtime.options import MemoryOptions
 
-IO_MODES = ("arena", "external")
 CONSTANT_MODES = ("exclude", "arena")
-DEFAULT_ALIGNMENT = 64
 
 
 def workspace_id(node: Node) -> str:
@@ -39,53 +38,33 @@ def workspace_id(node: Node) -> str:
 
 def memory_problem(
     graph: Graph,
-    io: str = "arena",
-    workspace: bool = True,
-    alignment: int = DEFAULT_ALIGNMENT,
+    options: MemoryOptions | None = None,
+    *,
     constants: str = "exclude",
     name: str | None = None,
-    inplace: bool = True,
-    concat_inplace: bool = True,
 ) -> Problem:
     """The planning problem of `graph` in schedule order.
 
-    ``io="external"`` leaves graph inputs and outputs out of the arena (the caller owns
-    their memory); ``workspace=False`` asks kernels for no scratch (they allocate their
+    ``options.io="external"`` leaves graph inputs and outputs out of the arena (the caller owns
+    their memory); ``options.workspace=False`` asks kernels for no scratch (they allocate their
     own, outside the arena). Buffer ids are tensor names, plus ``"<node>::ws"`` for scratch.
-    ``inplace`` and ``concat_inplace`` switch those aliases on or off (views always alias).
+    ``options.inplace`` and ``options.concat_inplace`` switch those aliases on or off (views
+    always alias).
     """
-    if alignment < 1:
-        raise ModelError(f"alignment={alignment}: must be a positive number of bytes")
-    schedule = memory_schedule(
-        graph,
-        io=io,
-        workspace=workspace,
-        constants=constants,
-        inplace=inplace,
-        concat_inplace=concat_inplace,
-        alignment=alignment,
-    )
-    problem = problem_from_schedule(schedule, alignment=alignment, name=name or graph.name)
+    options = options or MemoryOptions()
+    schedule = memory_schedule(graph, options, constants=constants)
+    problem = problem_from_schedule(schedule, alignment=options.alignment, name=name or graph.name)
     return problem.replace(buffers=tuple(replace(b, name=_buffer_name(b.id, b.kind)) for b in problem.buffers))
 
 
-def memory_schedule(
-    graph: Graph,
-    io: str = "arena",
-    workspace: bool = True,
-    constants: str = "exclude",
-    inplace: bool = True,
-    concat_inplace: bool = True,
-    alignment: int = DEFAULT_ALIGNMENT,
-) -> Schedule:
+def memory_schedule(graph: Graph, options: MemoryOptions | None = None, *, constants: str = "exclude") -> Schedule:
     """The planner's neutral schedule of `graph`: per node, what it reads, writes and uses as
     scratch, and which tensors share bytes (views, in place, concat in place; a concat slice
-    is aliased only at a multiple of `alignment`)."""
-    if io not in IO_MODES:
-        raise ModelError(f"io={io!r}: accepted values are {IO_MODES}")
+    is aliased only at a multiple of ``options.alignment``)."""
+    options = options or MemoryOptions()
     if constants not in CONSTANT_MODES:
         raise ModelError(f"constants={constants!r}: accepted values are {CONSTANT_MODES}")
-    external = set(graph.inputs) | set(graph.outputs) if io == "external" else set()
+    external = set(graph.inputs) | set(graph.outputs) if options.io == "external" else set()
     const_names = set(graph.constants)
     in_arena_consts = const_names if constants == "arena" else set()
     steps, sizes, kinds, aliases = [], {}, {}, {}
@@ -94,7 +73,7 @@ def memory_schedule(
         kinds[name] = t.kind
     for node in graph.nodes:
         scratch: tuple[str, ...] = ()
-        ws = workspace_bytes(graph, node) if workspace else 0
+        ws = workspace_bytes(graph, node) if options.workspace else 0
         if ws:
             wid = workspace_id(node)
             if wid in graph.tensors:
@@ -117,17 +96,17 @@ def memory_schedule(
         aliases=aliases,
         excluded=frozenset(external),
     )
-    if not (inplace or concat_inplace):
+    if not (options.inplace or options.concat_inplace):
         return schedule
     outside = external | (const_names - in_arena_consts)
     groups = AliasGroups(aliases, sizes)
     ranges = live_ranges(schedule)
     # In place first: it never costs bytes, while a concat slice is taken only when it lowers
     # the peak of what is live then.
-    if inplace:
+    if options.inplace:
         aliases.update(plan_in_place(graph, groups, ranges, outside))
-    if concat_inplace:
-        aliases.update(plan_concat_in_place(graph, groups, outside, alignment, ranges))
+    if options.concat_inplace:
+        aliases.update(plan_concat_in_place(graph, groups, outside, options.alignment, ranges))
     return dataclasses.replace(schedule, aliases=aliases)
 
 
@@ -141,14 +120,15 @@ def check_aliases(graph: Graph, problem: Problem) -> None:
 
 
 def reorder_graph(
-    graph: Graph, *, io: str = "arena", workspace: bool = True, time_limit: float = 1.0, seed: int = 0
+    graph: Graph, options: MemoryOptions | None = None, *, time_limit: float = 1.0, seed: int = 0
 ) -> tuple[Graph, Reordered]:
     """`graph` with its nodes in a memory-aware order (see `planner.reorder`), and the search's
     figures. Outputs do not change: every node still runs after the nodes it reads from."""
     # In-place and concat-in-place aliases depend on the order (an input must die where it is
     # overwritten; a slice is written before its concat runs): the search sees views only, and
     # the new order gets its own alias pass when it is planned.
-    schedule = memory_schedule(graph, io=io, workspace=workspace, inplace=False, concat_inplace=False)
+    views_only = (options or MemoryOptions()).replace(inplace=False, concat_inplace=False)
+    schedule = memory_schedule(graph, views_only)
     found = reorder(schedule, time_limit=time_limit, seed=seed)
     nodes = tuple(graph.nodes[i] for i in found.order)
     return dataclasses.replace(graph, nodes=nodes), found

@@ -40,7 +40,8 @@ from runtime.canary import Canary
 from runtime.errors import ExecutionError, InputError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
 from runtime.graph import Graph, Node, TensorInfo
 from runtime.kernels import Kernel, call, kernel_of
-from runtime.problem import DEFAULT_ALIGNMENT, check_aliases, memory_problem, workspace_id
+from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
+from runtime.problem import check_aliases, memory_problem, workspace_id
 
 if TYPE_CHECKING:
     from runtime.params import ParameterStore
@@ -99,10 +100,8 @@ class Session:
         self,
         graph: Graph,
         plan: Plan | str = planner.DEFAULT_STRATEGY,
+        options: MemoryOptions | None = None,
         *,
-        io: str = "arena",
-        workspace: bool = True,
-        alignment: int = DEFAULT_ALIGNMENT,
         canary: bool = False,
         check: bool = True,
         measure_memory: bool = True,
@@ -112,14 +111,9 @@ class Session:
         unbound: Iterable[str] = (),
         arena: np.ndarray | None = None,
         io_alignment: int = 0,
-        inplace: bool = True,
-        concat_inplace: bool = True,
     ) -> None:
         self.graph = graph
-        self.io = io
-        self.workspace = workspace
-        self.inplace, self.concat_inplace = inplace, concat_inplace  # see runtime.inplace
-        self.alignment = alignment
+        self.options = options or MemoryOptions()
         self.canary = canary
         self.check = check  # False only to prove the canary: runs a plan the checker would refuse
         self.measure_memory = measure_memory
@@ -149,14 +143,7 @@ class Session:
         self._check_unbound()
         if self.params is not None:
             self.graph = self.params.share(self.graph, skip=self._unbound)
-        problem = memory_problem(
-            self.graph,
-            io=self.io,
-            workspace=self.workspace,
-            alignment=self.alignment,
-            inplace=self.inplace,
-            concat_inplace=self.concat_inplace,
-        )
+        problem = memory_problem(self.graph, self.options)
         check_aliases(self.graph, problem)
         plan = planner.plan(problem, self._plan_arg) if isinstance(self._plan_arg, str) else self._plan_arg
         self._check_plan(problem, plan)
@@ -281,7 +268,7 @@ class Session:
 
     def _take_arena(self, nbytes: int) -> np.ndarray:
         """A fresh aligned arena, or the first `nbytes` of the caller's (which must fit)."""
-        align = max(self.alignment, 64)
+        align = max(self.options.alignment, DEFAULT_ALIGNMENT)
         given = self._arena_arg
         if given is None:
             return _aligned_arena(nbytes, align)
@@ -323,7 +310,7 @@ class Session:
             return self._views[name]
         if name not in self._own_io:
             t = self.graph.tensors[name]
-            self.bind_input(name, _aligned_arena(t.nbytes, 64).view(t.dtype).reshape(t.shape))
+            self.bind_input(name, _aligned_arena(t.nbytes, DEFAULT_ALIGNMENT).view(t.dtype).reshape(t.shape))
             self._own_io.add(name)
         return self._bindings[name].array
 
@@ -337,7 +324,7 @@ class Session:
             return _read_only(self._views[name])
         if name not in self._own_io:
             t = self.graph.tensors[name]
-            self.bind_output(name, _aligned_arena(t.nbytes, 64).view(t.dtype).reshape(t.shape))
+            self.bind_output(name, _aligned_arena(t.nbytes, DEFAULT_ALIGNMENT).view(t.dtype).reshape(t.shape))
             self._own_io.add(name)
         return _read_only(self._bindings[name].array)
 

@@ -61,8 +61,8 @@ def test_folded_model_matches_onnxruntime(bias):
 
 def test_fusing_saves_a_tensor_and_can_be_switched_off():
     model = conv_bn_model(bias=True)
-    fused = runtime.memory_problem(runtime.load_model(model), inplace=False)
-    plain = runtime.memory_problem(runtime.load_model(model, fuse=False), inplace=False)
+    fused = runtime.memory_problem(runtime.load_model(model), runtime.MemoryOptions(inplace=False))
+    plain = runtime.memory_problem(runtime.load_model(model, fuse=False), runtime.MemoryOptions(inplace=False))
     assert "c" in {b.id for b in plain.buffers} and "c" not in {b.id for b in fused.buffers}
     assert planner.naive(fused) < planner.naive(plain)
 

@@ -106,9 +106,9 @@ def test_fusion_removes_the_conv_output_from_the_residual_step():
     model = residual_model()
     fused = runtime.load_model(model)
     apart = runtime.load_model(model, fuse=False)
-    options = {"io": "external", "workspace": False}
-    load_fused = planner.load(runtime.memory_problem(fused, **options))
-    load_apart = planner.load(runtime.memory_problem(apart, **options))
+    options = runtime.MemoryOptions(io="external", workspace=False)
+    load_fused = planner.load(runtime.memory_problem(fused, options))
+    load_apart = planner.load(runtime.memory_problem(apart, options))
     one_activation = 2 * 8 * 6 * 6 * 4
     # Apart, t, h and p are live at the 1x1 Conv's step; fused, t and h (the sum is written over t).
     assert load_apart - load_fused == one_activation
@@ -183,9 +183,9 @@ def test_erf_gelu_becomes_one_gelu_and_matches_onnxruntime(swap):
     _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
     assert want is not None, notes
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
-    options = {"io": "external", "workspace": False}
-    fused = planner.load(runtime.memory_problem(graph, **options))
-    apart = planner.load(runtime.memory_problem(runtime.load_model(model, fuse=False), **options))
+    options = runtime.MemoryOptions(io="external", workspace=False)
+    fused = planner.load(runtime.memory_problem(graph, options))
+    apart = planner.load(runtime.memory_problem(runtime.load_model(model, fuse=False), options))
     assert apart - fused == 4 * 32 * 4  # h and an intermediate as large as h were live together
 
 

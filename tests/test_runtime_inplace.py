@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import planner
-from runtime import PlanError, Session, load_model, memory_problem
+from runtime import MemoryOptions, PlanError, Session, load_model, memory_problem
 from runtime.conformance import run_conformance
 from runtime.inplace import alias_hazards
 from runtime.kernels import attributes_of, call, get_kernel, kernels
@@ -24,7 +24,7 @@ LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 # The light models where aliases change most, each run in a few seconds; bench/inplace_bench.py
 # runs all nine.
 LIGHT_MODELS = ["densenet121", "inception_v2", "resnet50", "squeezenet"]
-OFF = {"inplace": False, "concat_inplace": False}
+OFF = MemoryOptions(inplace=False, concat_inplace=False)
 
 
 def _links(problem: planner.Problem) -> dict[str, tuple[str, int]]:
@@ -68,7 +68,7 @@ def test_a_kernel_declared_inplace_is_right_when_out_is_that_input(model, inputs
 def test_light_model_outputs_are_identical_with_and_without_aliases(name):
     graph = load_model(LIGHT / f"light_{name}.onnx")
     feeds = random_inputs(graph, seed=0)
-    off = Session(graph, **OFF)
+    off = Session(graph, options=OFF)
     base = off.run(feeds)
     session = Session(graph).prepare()
     assert not alias_hazards(graph, session.problem)
@@ -114,29 +114,29 @@ def test_hand_built_model_matches_onnxruntime_with_every_alias_form(io):
     graph = load_model(model, fuse=False)  # keep BatchNormalization to see it run in place
     feeds = {"x": np.random.default_rng(4).standard_normal((1, 4, 10, 10)).astype(np.float32)}
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    problem = memory_problem(graph, io=io)
+    problem = memory_problem(graph, MemoryOptions(io=io))
     links = _links(problem)
     # BN over the conv, Relu over BN, Add over the concat, Sigmoid over the sum; a and b in their slices.
     assert links["bn"] == ("c0", 0) and links["r"] == ("bn", 0) and links["sig"] == ("res", 0)
     assert links["a"] == ("cat", 0) and links["b"] == ("cat", 4 * 10 * 10 * 4)
     assert links["res"] == ("cat", 0)
-    session = Session(graph, io=io, canary=True)
+    session = Session(graph, options=MemoryOptions(io=io), canary=True)
     got = session.run(feeds)["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
-    off = Session(graph, io=io, **OFF)
+    off = Session(graph, options=OFF.replace(io=io))
     np.testing.assert_array_equal(off.run(feeds)["y"], got)
     # conv0's scratch is this tiny model's peak: compare the activations alone.
-    saved = planner.load(memory_problem(graph, io=io, workspace=False))
-    assert saved < planner.load(memory_problem(graph, io=io, workspace=False, **OFF))
+    saved = planner.load(memory_problem(graph, MemoryOptions(io=io, workspace=False)))
+    assert saved < planner.load(memory_problem(graph, OFF.replace(io=io, workspace=False)))
 
 
 def test_each_form_switches_off_on_its_own():
     graph = load_model(residual_dense_block(), fuse=False)
-    only_inplace = _links(memory_problem(graph, concat_inplace=False))
-    only_concat = _links(memory_problem(graph, inplace=False))
+    only_inplace = _links(memory_problem(graph, MemoryOptions(concat_inplace=False)))
+    only_concat = _links(memory_problem(graph, MemoryOptions(inplace=False)))
     assert "bn" in only_inplace and "a" not in only_inplace
     assert "a" in only_concat and "bn" not in only_concat
-    assert not _links(memory_problem(graph, **OFF))
+    assert not _links(memory_problem(graph, OFF))
 
 
 def test_an_input_still_read_later_is_not_overwritten():
@@ -151,10 +151,10 @@ def test_an_input_still_read_later_is_not_overwritten():
     ]
     model = helper.make_model(helper.make_graph(nodes, "reuse", [x], [y]), opset_imports=[helper.make_opsetid("", 17)])
     graph = load_model(model)
-    links = _links(memory_problem(graph, io="external"))
+    links = _links(memory_problem(graph, MemoryOptions(io="external")))
     assert "r" not in links and links["s"] in {("r", 0), ("c", 0)}
     feeds = {"x": np.linspace(-2, 2, 16, dtype=np.float32).reshape(2, 8)}
-    got = Session(graph, io="external", canary=True).run(feeds)["y"]
+    got = Session(graph, options=MemoryOptions(io="external"), canary=True).run(feeds)["y"]
     c = -feeds["x"]
     np.testing.assert_array_equal(got, np.abs(np.maximum(c, 0) + c))
 
@@ -162,7 +162,7 @@ def test_an_input_still_read_later_is_not_overwritten():
 def test_concat_in_place_makes_densenet_smaller():
     graph = load_model(LIGHT / "light_densenet121.onnx")
     with_concat = memory_problem(graph)
-    without = memory_problem(graph, concat_inplace=False)
+    without = memory_problem(graph, MemoryOptions(concat_inplace=False))
     concats = {n.outputs[0] for n in graph.nodes if n.op_type == "Concat"}
     assert sum(link[0] in concats for link in _links(with_concat).values()) >= 50
     assert not alias_hazards(graph, with_concat)
@@ -186,7 +186,7 @@ def _with_alias(problem: planner.Problem, buffer_id: str, target: str) -> planne
 
 def test_checker_refuses_an_alias_over_a_tensor_still_read():
     graph = load_model(residual_dense_block())
-    problem = memory_problem(graph, **OFF)
+    problem = memory_problem(graph, OFF)
     # conv_a's output over r, which conv_b and the residual Add still read.
     bad = _with_alias(problem, "a", "r")
     hazards = alias_hazards(graph, bad)
@@ -197,7 +197,7 @@ def test_checker_refuses_an_alias_over_a_tensor_still_read():
 
 def test_checker_refuses_an_op_writing_over_an_input_its_kernel_reads_after_writing():
     graph = load_model(residual_dense_block())
-    problem = memory_problem(graph, **OFF)
+    problem = memory_problem(graph, OFF)
     # The head Conv reads sig until its last output element: it may not overwrite it.
     bad = _with_alias(problem, "y", "sig")
     with pytest.raises(PlanError, match="'y' over the bytes of 'sig'.*may not overwrite"):

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import planner
-from runtime import Session, ShapeError, load_model, memory_problem, workspace_id
+from runtime import MemoryOptions, Session, ShapeError, load_model, memory_problem, workspace_id
 from runtime.kernels import get_kernel
 
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
@@ -78,14 +78,14 @@ def test_view_ops_alias_their_input_and_workspace_is_planned():
     if get_kernel("Conv").workspace is not None:
         ws = problem.buffer(workspace_id(conv))
         assert ws.kind == "workspace" and ws.first == ws.last and ws.name == conv.name
-    without = memory_problem(graph, workspace=False)
+    without = memory_problem(graph, MemoryOptions(workspace=False))
     assert not any(b.kind == "workspace" for b in without.buffers)
 
 
 def test_external_io_leaves_inputs_and_outputs_out_of_the_arena():
     graph = load_model(light_path("squeezenet"))
     inside = {b.id for b in memory_problem(graph).buffers}
-    outside = {b.id for b in memory_problem(graph, io="external").buffers}
+    outside = {b.id for b in memory_problem(graph, MemoryOptions(io="external")).buffers}
     assert set(graph.inputs) | set(graph.outputs) <= inside
     assert not (set(graph.inputs) | set(graph.outputs)) & outside
     assert memory_problem(graph, constants="arena").buffer(next(iter(graph.constants))).kind == "constant"

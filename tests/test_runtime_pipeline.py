@@ -7,7 +7,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from runtime import ModelError, Session, load_model
+from runtime import MemoryOptions, ModelError, Session, load_model
 from runtime.pipeline import Pipeline
 from tests.memory_models import mlp, rnn_feeds, rnn_output, rnn_step
 
@@ -39,7 +39,9 @@ def test_naive_path_copies_four_times_and_zero_copy_pipeline_none():
     assert first.stats.copied_bytes + second.stats.copied_bytes == x.nbytes + 2 * (N * 8 * 4) + y.nbytes
     np.testing.assert_allclose(y, _ort(second_model, {"x": _ort(first_model, {"x": x})}), rtol=1e-5, atol=1e-6)
 
-    pipe = Pipeline({"a": first.graph, "b": second.graph}, {"a:y": "b:x"}, io="external").prepare()
+    pipe = Pipeline(
+        {"a": first.graph, "b": second.graph}, {"a:y": "b:x"}, options=MemoryOptions(io="external")
+    ).prepare()
     out = np.empty_like(y)
     assert pipe.bind_input("a:x", x).zero_copy and pipe.bind_output("b:y", out).zero_copy
     assert pipe.run()["b:y"] is out
@@ -55,7 +57,7 @@ def test_step_model_feeds_output_layer_without_copies(graphs, expected):
     assert first.stats.copies + second.stats.copies == 5  # two inputs of the step model, then as above
     np.testing.assert_allclose(probs, expected, rtol=1e-4, atol=1e-6)
 
-    pipe = Pipeline({"step": step, "head": head}, {"step:h": "head:h"}, io="external").prepare()
+    pipe = Pipeline({"step": step, "head": head}, {"step:h": "head:h"}, options=MemoryOptions(io="external")).prepare()
     out = np.empty((N, V), np.float32)
     for name in ("tokens", "h_prev"):
         assert pipe.bind_input(f"step:{name}", feeds[name]).zero_copy

@@ -102,16 +102,16 @@ def pooled_model(*, indices: bool = False) -> onnx.ModelProto:
 def test_pool_over_its_input_runs_like_onnxruntime(io, workspace):
     model = pooled_model()
     graph = runtime.load_model(model)
-    problem = runtime.memory_problem(graph, io=io, workspace=workspace)
+    problem = runtime.memory_problem(graph, runtime.MemoryOptions(io=io, workspace=workspace))
     aliases = {b.id: (b.alias_of, b.alias_offset) for b in problem.buffers if b.alias_of}
     assert aliases.get("p") == ("r", 0)
     assert alias_hazards(graph, problem) == []
-    apart = runtime.memory_problem(graph, io=io, workspace=workspace, inplace=False)
+    apart = runtime.memory_problem(graph, runtime.MemoryOptions(io=io, workspace=workspace, inplace=False))
     import planner
 
     assert planner.load(problem) < planner.load(apart)
     x = RNG.standard_normal((2, 4, 16, 16)).astype(np.float32)
-    session = runtime.Session(graph, "best", io=io, workspace=workspace, canary=True).prepare()
+    session = runtime.Session(graph, "best", runtime.MemoryOptions(io=io, workspace=workspace), canary=True).prepare()
     got = session.run({"x": x})
     _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
     assert want is not None, notes
@@ -207,12 +207,16 @@ def depthwise_model(group: int) -> onnx.ModelProto:
 def test_only_a_depthwise_conv_is_planned_over_its_input(group):
     model = depthwise_model(group)
     graph = runtime.load_model(model)
-    problem = runtime.memory_problem(graph, io="external", workspace=False)
+    problem = runtime.memory_problem(graph, runtime.MemoryOptions(io="external", workspace=False))
     aliased = {b.id: b.alias_of for b in problem.buffers if b.alias_of}
     assert (aliased.get("d") == "r") == (group == 8)
     assert alias_hazards(graph, problem) == []
     x = RNG.standard_normal((2, 8, 12, 12)).astype(np.float32)
-    got = runtime.Session(graph, "best", io="external", workspace=False, canary=True).prepare().run({"x": x})
+    got = (
+        runtime.Session(graph, "best", runtime.MemoryOptions(io="external", workspace=False), canary=True)
+        .prepare()
+        .run({"x": x})
+    )
     _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
     assert want is not None, notes
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)

@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 import planner
 from planner import Placement, Plan
-from runtime import CanaryError, InputError, PlanError, Session, load_model, memory_problem
+from runtime import CanaryError, InputError, MemoryOptions, PlanError, Session, load_model, memory_problem
 
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 
@@ -53,7 +53,7 @@ def feeds(batch: int = 2) -> dict[str, np.ndarray]:
 def test_small_model_matches_onnx_reference(strategy, io):
     model = small_cnn()
     expected = ReferenceEvaluator(model).run(None, feeds())[0]
-    session = Session(load_model(model, dims={"N": 2}), strategy, io=io, canary=True).prepare()
+    session = Session(load_model(model, dims={"N": 2}), strategy, MemoryOptions(io=io), canary=True).prepare()
     got = session.run(feeds())["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     assert session.stats.arena_bytes == session.plan.arena_bytes
@@ -66,7 +66,7 @@ def test_small_model_matches_onnxruntime_without_workspace():
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds(3))[
         0
     ]
-    session = Session(load_model(model, dims={"N": 3}), workspace=False)
+    session = Session(load_model(model, dims={"N": 3}), options=MemoryOptions(workspace=False))
     np.testing.assert_allclose(session.run(feeds(3))["y"], expected, rtol=1e-5, atol=1e-6)
     assert not any(b.kind == "workspace" for b in session.problem.buffers)
 
@@ -94,7 +94,7 @@ def test_run_reports_steps_through_the_callback_and_counts_copies():
 
 
 def test_external_io_binds_inputs_without_copying():
-    session = Session(load_model(small_cnn(), dims={"N": 2}), io="external")
+    session = Session(load_model(small_cnn(), dims={"N": 2}), options=MemoryOptions(io="external"))
     session.run(feeds())
     assert session.stats.copies == 0
     assert "x" not in session.plan.offsets and "y" not in session.plan.offsets

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx.reference import ReferenceEvaluator
 
-from runtime import InputError, Session, load_model
+from runtime import InputError, MemoryOptions, Session, load_model
 from tests.memory_models import mlp
 
 BATCH = 3
@@ -29,7 +29,7 @@ def expected(model, x):
 
 
 def session(model, io: str, **options) -> Session:
-    return Session(load_model(model, dims={"N": BATCH}), io=io, **options).prepare()
+    return Session(load_model(model, dims={"N": BATCH}), options=MemoryOptions(io=io), **options).prepare()
 
 
 @pytest.mark.parametrize("io", ["arena", "external"])

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import planner
 from planner import Plan, Problem, problem_from_schedule
-from runtime.problem import DEFAULT_ALIGNMENT, memory_schedule
+from runtime.options import MemoryOptions
+from runtime.problem import memory_schedule
 from runtime.training.build import TrainingStep
 
 # Planner kind -> ONE's category name, in the order ONE reports them.
@@ -33,13 +34,18 @@ CATEGORIES = {
 _KIND_OF = {"input": "activation", "output": "activation", "workspace": "disposable"}
 
 
-def training_problem(step: TrainingStep, alignment: int = DEFAULT_ALIGNMENT, workspace: bool = True) -> Problem:
-    """The step's planning problem; every buffer's kind is one of `CATEGORIES`."""
-    schedule = memory_schedule(step.graph, io="arena", workspace=workspace)
+def training_problem(step: TrainingStep, options: MemoryOptions | None = None) -> Problem:
+    """The step's planning problem; every buffer's kind is one of `CATEGORIES`.
+
+    The step's data, parameters and state always live in the arena, with the default in-place
+    aliases plus the step's own (updates written over what they replace): of `options` only
+    ``workspace`` and ``alignment`` apply."""
+    options = options or MemoryOptions()
+    schedule = memory_schedule(step.graph, MemoryOptions(workspace=options.workspace))
     aliases = {**schedule.aliases, **{new: (old, 0) for new, old in step.in_place.items()}}
     kinds = {n: _KIND_OF.get(k, k) for n, k in schedule.kinds.items()}
     schedule = dataclasses.replace(schedule, aliases=aliases, kinds=kinds)
-    return problem_from_schedule(schedule, alignment=alignment, name=step.graph.name)
+    return problem_from_schedule(schedule, alignment=options.alignment, name=step.graph.name)
 
 
 @dataclass(frozen=True)

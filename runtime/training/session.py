@@ -21,6 +21,7 @@ import planner
 from planner import Plan
 from runtime.errors import ExecutionError, InputError, PlanError
 from runtime.kernels import Kernel, call, get_kernel
+from runtime.options import MemoryOptions
 from runtime.problem import workspace_id
 from runtime.training.build import TrainingStep
 from runtime.training.plans import training_problem
@@ -33,9 +34,11 @@ class NonFiniteLossError(ExecutionError):
 class TrainingSession:
     """Run `step` repeatedly inside the arena of `plan` (a Plan for `training_problem(step)` or a strategy name)."""
 
-    def __init__(self, step: TrainingStep, plan: Plan | str = planner.DEFAULT_STRATEGY, *, workspace: bool = True):
+    def __init__(
+        self, step: TrainingStep, plan: Plan | str = planner.DEFAULT_STRATEGY, options: MemoryOptions | None = None
+    ):
         self.step = step
-        self.problem = training_problem(step, workspace=workspace)
+        self.problem = training_problem(step, options)
         self._plan_arg = plan
         self.plan: Plan | None = None
         self.arena: np.ndarray | None = None
