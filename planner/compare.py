@@ -17,7 +17,7 @@ from planner.registry import get, names
 
 
 @dataclass(frozen=True)
-class Outcome:
+class StrategyResult:
     """One strategy's result: a checked plan, or the reason it has none."""
 
     strategy: str
@@ -68,31 +68,31 @@ def run_strategies(
     problem: Problem,
     strategies: Iterable[str],
     *,
-    on_done: Callable[[Outcome], None] | None = None,
+    on_done: Callable[[StrategyResult], None] | None = None,
     **options: Any,
-) -> list[Outcome]:
+) -> list[StrategyResult]:
     """Plan `problem` with each strategy and check every plan with `check_plan`."""
     bound, total = load(problem), naive(problem)
-    outcomes = []
+    results = []
     for name in strategies:
         started = time.perf_counter()
         try:
             plan = get(name)(problem, **options)
         except InfeasibleError as e:
-            outcome = Outcome(name, bound, total, time.perf_counter() - started, error=str(e))
+            result = StrategyResult(name, bound, total, time.perf_counter() - started, error=str(e))
         else:
             seconds = time.perf_counter() - started
-            result = check_plan(problem, plan)
-            outcome = Outcome(
-                name, bound, total, seconds, plan, result.ok, violations=None if result.ok else str(result)
+            checked = check_plan(problem, plan)
+            result = StrategyResult(
+                name, bound, total, seconds, plan, checked.ok, violations=None if checked.ok else str(checked)
             )
-        outcomes.append(outcome)
+        results.append(result)
         if on_done:
-            on_done(outcome)
-    return outcomes
+            on_done(result)
+    return results
 
 
-def best(outcomes: Iterable[Outcome]) -> Outcome | None:
-    """The valid outcome with the smallest arena (ties: the one listed first)."""
-    valid = [o for o in outcomes if o.valid and o.plan is not None]
-    return min(valid, key=lambda o: o.plan.arena_bytes) if valid else None  # type: ignore[union-attr]
+def best(results: Iterable[StrategyResult]) -> StrategyResult | None:
+    """The valid result with the smallest arena (ties: the one listed first)."""
+    valid = [r for r in results if r.valid and r.plan is not None]
+    return min(valid, key=lambda r: r.plan.arena_bytes) if valid else None  # type: ignore[union-attr]

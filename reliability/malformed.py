@@ -252,7 +252,9 @@ def generate(count: int, seed: int = 0) -> Iterator[Case]:
 
 
 @dataclass
-class Outcome:
+class MalformedVerdict:
+    """How the service answered one malformed case: where it stopped, with what status and why."""
+
     case: str
     kind: str
     stage: str  # where it ended: upload, plan, run, or "accepted" (planned and ran)
@@ -263,12 +265,12 @@ class Outcome:
 
 @dataclass
 class Report:
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[MalformedVerdict] = field(default_factory=list)
     rss_start_kib: int = 0
     rss_peak_kib: int = 0
     seconds: float = 0.0
 
-    def failures(self, slow_s: float) -> list[Outcome]:
+    def failures(self, slow_s: float) -> list[MalformedVerdict]:
         """Server errors, refusals without a reason, and answers slower than `slow_s`."""
         return [
             o
@@ -290,7 +292,7 @@ def _detail(response: Any) -> str:
         return response.text[:200]
 
 
-def exercise_one(client: Any, case: Case, job_wait_s: float = 60.0) -> Outcome:
+def exercise_one(client: Any, case: Case, job_wait_s: float = 60.0) -> MalformedVerdict:
     """Upload, plan and run one case; the first refusal (or a server error) ends it."""
     slowest = 0.0
 
@@ -301,8 +303,8 @@ def exercise_one(client: Any, case: Case, job_wait_s: float = 60.0) -> Outcome:
         slowest = max(slowest, time.perf_counter() - started)
         return response
 
-    def ended(stage: str, response: Any) -> Outcome:
-        return Outcome(case.name, case.kind, stage, response.status_code, _detail(response), slowest)
+    def ended(stage: str, response: Any) -> MalformedVerdict:
+        return MalformedVerdict(case.name, case.kind, stage, response.status_code, _detail(response), slowest)
 
     files = {"file": (case.filename, case.data, "application/octet-stream")}
     r = timed(lambda: client.post("/api/v1/models", files=files))
@@ -315,7 +317,7 @@ def exercise_one(client: Any, case: Case, job_wait_s: float = 60.0) -> Outcome:
         return ended("plan", r)
     plan = r.json()["plans"][0]
     if not plan["valid"]:
-        return Outcome(case.name, case.kind, "plan", 422, plan.get("error") or "", slowest)
+        return MalformedVerdict(case.name, case.kind, "plan", 422, plan.get("error") or "", slowest)
     run = {"plan_id": plan["id"], "dims": case.dims}
     r = timed(lambda: client.post(f"/api/v1/models/{model_id}/runs", json=run))
     if r.status_code != 202:
@@ -328,13 +330,17 @@ def exercise_one(client: Any, case: Case, job_wait_s: float = 60.0) -> Outcome:
             break
         if time.perf_counter() - started > job_wait_s:
             client.post(f"{job_url}/cancel")
-            return Outcome(case.name, case.kind, "run", 504, f"job still {job['state']} after {job_wait_s} s", 1e9)
+            return MalformedVerdict(
+                case.name, case.kind, "run", 504, f"job still {job['state']} after {job_wait_s} s", 1e9
+            )
         time.sleep(0.02)
     slowest = max(slowest, time.perf_counter() - started)
     if job["state"] == "done":
-        return Outcome(case.name, case.kind, "accepted", 200, "", slowest)
+        return MalformedVerdict(case.name, case.kind, "accepted", 200, "", slowest)
     error = job.get("error") or {}
-    return Outcome(case.name, case.kind, "run", int(error.get("status", 500)), str(error.get("detail", "")), slowest)
+    return MalformedVerdict(
+        case.name, case.kind, "run", int(error.get("status", 500)), str(error.get("detail", "")), slowest
+    )
 
 
 def exercise(client: Any, cases: list[Case] | Iterator[Case]) -> Report:
@@ -381,8 +387,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from fastapi.testclient import TestClient
 
-    from app.docsections import replace_section
     from app.main import Settings, create_app
+    from app.services.docsections import replace_section
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1000)

@@ -8,7 +8,7 @@ from pathlib import Path
 from app.services.docsections import replace_section
 from app.services.inputs import InputError, load_problem
 from planner import Problem
-from planner.compare import Outcome, resolve_names, run_strategies
+from planner.compare import StrategyResult, resolve_names, run_strategies
 from planner.generate import network_like
 
 SECTION = "planner-traces"
@@ -29,7 +29,7 @@ def bench_folder(
     if synthetic:
         problems.append((f"network_like({synthetic:,}) generated", network_like(synthetic)))
     options = {} if time_limit is None else {"time_limit": time_limit}
-    results: list[tuple[str, Problem, list[Outcome]]] = []
+    results: list[tuple[str, Problem, list[StrategyResult]]] = []
     with Progress(transient=True) as progress:
         task = progress.add_task("planning", total=len(problems) * len(names))
         for label, problem in problems:
@@ -41,7 +41,7 @@ def bench_folder(
     return markdown
 
 
-def render(results: list[tuple[str, Problem, list[Outcome]]], names: list[str], time_limit: float | None) -> str:
+def render(results: list[tuple[str, Problem, list[StrategyResult]]], names: list[str], time_limit: float | None) -> str:
     lines = [
         "## Planner: arena / LOAD and seconds per strategy",
         "",

@@ -18,11 +18,11 @@ from app.settings import active_limits
 from app.storage import ModelRecord, PlanRecord, Storage, new_id
 from planner import Problem, ProblemError, get
 from planner import names as strategy_names
-from planner.compare import Outcome, resolve_names, run_strategies
+from planner.compare import StrategyResult, resolve_names, run_strategies
 from planner.csvio import read_csv
 
 
-def record_of(outcome: Outcome) -> PlanRecord:
+def record_of(outcome: StrategyResult) -> PlanRecord:
     plan = outcome.plan
     problems = [outcome.error] if outcome.error else ([outcome.violations] if outcome.violations else [])
     return PlanRecord(
@@ -73,7 +73,7 @@ def summary(record: PlanRecord, problem: Problem | None = None) -> dict[str, Any
     return out
 
 
-def _store(storage: Storage, problem_id: str, outcomes: list[Outcome]) -> list[PlanRecord]:
+def _store(storage: Storage, problem_id: str, outcomes: list[StrategyResult]) -> list[PlanRecord]:
     records = [record_of(o) for o in outcomes]
     records = [PlanRecord(**{**r.__dict__, "problem_id": problem_id}) for r in records]
     storage.add_plans(problem_id, records)
@@ -138,7 +138,7 @@ def _plan_job(
 ) -> dict[str, Any]:
     done: list[dict[str, Any]] = []
 
-    def on_done(outcome: Outcome) -> None:
+    def on_done(outcome: StrategyResult) -> None:
         record = _store(storage, problem_id, [outcome])[0]
         done.append(summary(record, problem))
         job.report(len(done) / len(names), f"{outcome.strategy} done ({len(done)} of {len(names)})", plan=done[-1])

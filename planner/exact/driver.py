@@ -18,12 +18,12 @@ import numpy as np
 from planner.exact.bounded import BudgetSpent
 from planner.exact.canonical import CanonicalSearch
 from planner.exact.model import Model
-from planner.exact.search import Search
+from planner.exact.search import SkylineSearch
 
 # (search, order, divisor of the round's node limit). A skyline node costs about four
 # canonical ones (numpy state copied per node), so it gets a quarter of the nodes.
-PORTFOLIO: tuple[tuple[type[Search] | type[CanonicalSearch], str, int], ...] = (
-    (Search, "size", 4),
+PORTFOLIO: tuple[tuple[type[SkylineSearch] | type[CanonicalSearch], str, int], ...] = (
+    (SkylineSearch, "size", 4),
     (CanonicalSearch, "WAT", 1),
     (CanonicalSearch, "TAW", 1),
     (CanonicalSearch, "TWA", 1),
@@ -48,7 +48,7 @@ class Budget:
 
 
 @dataclass
-class Outcome:
+class SearchResult:
     """What is known after a budget: the best packing found and the proven lower bound.
 
     `status`: "optimal" (the packing meets the bound), "infeasible" (no packing fits the
@@ -97,11 +97,11 @@ def _height(model: Model, offsets: np.ndarray) -> int:
     return int((offsets + model.size).max()) if len(model) else 0
 
 
-def decide(model: Model, target: int, budget: Budget) -> Outcome:
+def decide(model: Model, target: int, budget: Budget) -> SearchResult:
     """A packing no higher than `target`, a proof that none exists, or "timeout"."""
     lower = int(model.load().max()) if len(model) else 0
     if target < lower:
-        return Outcome("infeasible", lower)
+        return SearchResult("infeasible", lower)
     limit, restarts = _first_limit(model), 0
     while not budget.spent():
         verdict, offsets, tries = _round(model, target, limit, budget)
@@ -109,14 +109,14 @@ def decide(model: Model, target: int, budget: Budget) -> Outcome:
         if verdict == "found":
             height = _height(model, offsets)  # type: ignore[arg-type]
             status = "optimal" if height <= lower else "feasible"
-            return Outcome(status, lower, height, offsets, budget.nodes, restarts)
+            return SearchResult(status, lower, height, offsets, budget.nodes, restarts)
         if verdict == "infeasible":
-            return Outcome("infeasible", target + 1, nodes=budget.nodes, restarts=restarts)
+            return SearchResult("infeasible", target + 1, nodes=budget.nodes, restarts=restarts)
         limit *= 2
-    return Outcome("timeout", lower, nodes=budget.nodes, restarts=restarts)
+    return SearchResult("timeout", lower, nodes=budget.nodes, restarts=restarts)
 
 
-def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | None = None) -> Outcome:
+def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | None = None) -> SearchResult:
     """Tighten `incumbent` (offsets of a valid packing) towards the smallest height.
 
     Each round first asks for a packing at the lower bound (often the answer, and then
@@ -145,4 +145,4 @@ def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | 
         limit *= 2
     within = cap is None or best_height <= cap
     status = "optimal" if best_height <= lower else ("feasible" if within else "timeout")
-    return Outcome(status, lower, best_height, best, budget.nodes, restarts, history)
+    return SearchResult(status, lower, best_height, best, budget.nodes, restarts, history)

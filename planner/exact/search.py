@@ -37,7 +37,7 @@ _BIG = np.iinfo(np.int64).max // 4
 
 
 @dataclass
-class Search(BoundedSearch):
+class SkylineSearch(BoundedSearch):
     """One search over `model` under `height`, trying candidates in `order` (a key of ORDERS)."""
 
     order: str = "size"

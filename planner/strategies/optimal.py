@@ -28,7 +28,7 @@ import numpy as np
 
 from planner.bounds import load
 from planner.errors import ProblemError
-from planner.exact import Budget, Model, Outcome, decide, minimise
+from planner.exact import Budget, Model, SearchResult, decide, minimise
 from planner.exact.limits import ExactInfeasibleError, check_time_limit
 from planner.placement import Blocks, Placer
 from planner.plan import Plan
@@ -48,7 +48,7 @@ MAX_SEARCH_BLOCKS = 3000
 @dataclass
 class _PoolResult:
     offsets: np.ndarray  # by block index, for the blocks of this pool
-    outcome: Outcome
+    search: SearchResult
 
 
 @register(
@@ -89,14 +89,14 @@ def optimal(
     for k, result in results.items():
         for i, offset in zip(np.flatnonzero(pools == k).tolist(), result.offsets.tolist(), strict=True):
             placer.place_at(i, k, int(offset))
-    outcomes = [r.outcome for r in results.values()]
-    status = _overall_status(outcomes, single)
-    bound = max([load(problem)] + [o.lower_bound for o in outcomes]) if single else load(problem)
+    searches = [r.search for r in results.values()]
+    status = _overall_status(searches, single)
+    bound = max([load(problem)] + [s.lower_bound for s in searches]) if single else load(problem)
     stats = {
         "status": status,
         "proven_lower_bound": bound,
         "nodes": budget.nodes,
-        "restarts": sum(o.restarts for o in outcomes),
+        "restarts": sum(s.restarts for s in searches),
         "seconds": round(time.perf_counter() - started, 6),
         "time_limit": seconds,
         "seed": seed,
@@ -164,31 +164,31 @@ def _solve_pool(problem: Problem, blocks: Blocks, members: np.ndarray, k: int, b
     height = int((start + model.size).max()) if len(model) else 0
     fits = capacity is None or height <= capacity
     if len(model) > MAX_SEARCH_BLOCKS:
-        outcome = Outcome("feasible" if fits else "timeout", int(model.load().max()), height, start)
+        found = SearchResult("feasible" if fits else "timeout", int(model.load().max()), height, start)
     elif capacity is not None and not fits:
-        outcome = decide(model, capacity, budget)
+        found = decide(model, capacity, budget)
     elif capacity is not None:
         # The greedy plan already fits: answer at once, optimal when it meets LOAD.
         lower = int(model.load().max()) if len(model) else 0
-        outcome = Outcome("optimal" if height <= lower else "feasible", lower, height, start)
+        found = SearchResult("optimal" if height <= lower else "feasible", lower, height, start)
     else:
-        outcome = minimise(model, start, budget)
-    if outcome.offsets is None:
+        found = minimise(model, start, budget)
+    if found.offsets is None:
         assert capacity is not None
-        needed = outcome.lower_bound if outcome.status == "infeasible" else height
+        needed = found.lower_bound if found.status == "infeasible" else height
         raise ExactInfeasibleError(
             pool.name,
             needed,
             capacity,
-            proven=outcome.status == "infeasible",
-            lower_bound=outcome.lower_bound,
-            nodes=outcome.nodes,
+            proven=found.status == "infeasible",
+            lower_bound=found.lower_bound,
+            nodes=found.nodes,
         )
-    offsets[sized] = outcome.offsets
-    return _PoolResult(offsets, outcome)
+    offsets[sized] = found.offsets
+    return _PoolResult(offsets, found)
 
 
-def _overall_status(outcomes: list[Outcome], single: bool) -> str:
+def _overall_status(searches: list[SearchResult], single: bool) -> str:
     if not single:
         return "feasible"
-    return outcomes[0].status if outcomes else "optimal"
+    return searches[0].status if searches else "optimal"
