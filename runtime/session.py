@@ -16,6 +16,11 @@ read-only views (one allocation for every session holding the same bytes). Initi
 named in ``unbound=`` commit no memory at prepare and are bound by `set_shared_input`.
 An ``arena=`` given by the caller (see `runtime.batches`) is used instead of a new one.
 
+Variations are hooks, not copies: ``problem=`` plans a prebuilt problem of the graph instead of
+`memory_problem` (a training step's, see `runtime.training.session`), and ``after_node=`` runs
+a callable right after the named node, before the next step (a training step's loss check,
+which raises to stop the run before any update).
+
 Honest memory: while the loop runs, tracemalloc (which sees numpy's data allocations)
 measures the peak of bytes allocated outside the arena; the arena itself and the returned
 outputs are allocated outside that window, so what is reported is what kernels and the
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
     from runtime.params import ParameterStore
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
+AfterNode = Callable[[], None]  # runs right after its node, before the next step; may raise to stop the run
 DEFAULT_MAX_ARENA_BYTES = 16 << 30
 
 
@@ -111,9 +117,13 @@ class Session:
         unbound: Iterable[str] = (),
         arena: np.ndarray | None = None,
         io_alignment: int = 0,
+        problem: Problem | None = None,
+        after_node: Mapping[str, AfterNode] | None = None,
     ) -> None:
         self.graph = graph
         self.options = options or MemoryOptions()
+        self._problem_arg = problem  # prebuilt (a training step's): planned as given instead of memory_problem
+        self._after_node = dict(after_node or {})
         self.canary = canary
         self.check = check  # False only to prove the canary: runs a plan the checker would refuse
         self.measure_memory = measure_memory
@@ -143,8 +153,12 @@ class Session:
         self._check_unbound()
         if self.params is not None:
             self.graph = self.params.share(self.graph, skip=self._unbound)
-        problem = memory_problem(self.graph, self.options)
-        check_aliases(self.graph, problem)
+        problem = self._problem_arg
+        if problem is None:
+            problem = memory_problem(self.graph, self.options)
+            # A prebuilt problem's aliases are its builder's contract: a training step's updates
+            # overwrite the parameters (graph outputs) on purpose.
+            check_aliases(self.graph, problem)
         plan = planner.plan(problem, self._plan_arg) if isinstance(self._plan_arg, str) else self._plan_arg
         self._check_plan(problem, plan)
         if plan.arena_bytes > self.max_arena_bytes:
@@ -156,6 +170,7 @@ class Session:
         self.arena = self._take_arena(plan.arena_bytes)
         self._bind_views(problem, plan)
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
+        self._after = self._after_hooks()
         self._canary = None
         if self.canary:
             # An input overwritten in place is written by the step too.
@@ -211,7 +226,7 @@ class Session:
         for b in problem.buffers:
             off = plan.offsets[b.id].offset
             raw = self.arena[off : off + b.size]
-            if b.kind == "workspace":
+            if b.id not in self.graph.tensors:  # kernel scratch ("<node>::ws"), whatever its kind
                 self._ws[b.id] = raw
             else:
                 t = self.graph.tensors[b.id]
@@ -249,6 +264,13 @@ class Session:
         if node.op_type == "Concat" and node.outputs[0] in self._views:
             kernel, skip = _concat_in_place(node, kernel, self.graph, self._views, self._views[node.outputs[0]])
         return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes))
+
+    def _after_hooks(self) -> dict[int, AfterNode]:
+        index = {s.node.name: i for i, s in enumerate(self._steps)}
+        unknown = [n for n in self._after_node if n not in index]
+        if unknown:
+            raise ModelError(f"after_node names {unknown}, which are not nodes of {self.graph.name!r}")
+        return {index[n]: hook for n, hook in self._after_node.items()}
 
     def _overwritten(self, step: _Step, where: Mapping[str, tuple[int, int]]) -> list[str]:
         """Inputs the problem declares output 0 is written over (in place): same alias root
@@ -407,6 +429,7 @@ class Session:
         if self._canary is not None:
             self._canary.begin()
         values = self._values
+        after = self._after
         total = len(self._steps)
         tracing = tracemalloc.is_tracing()
         if self.measure_memory:
@@ -425,6 +448,8 @@ class Session:
                 step_seconds[index] = time.perf_counter() - t0
                 if self._canary is not None:
                     self._canary.after(index, step.node.name)
+                if index in after:
+                    after[index]()
                 if on_step is not None:
                     on_step(index, total, step.node.name, float(step_seconds[index]))
             stats.seconds = time.perf_counter() - started

@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 import planner
 from planner import Placement, Plan
-from runtime import CanaryError, InputError, MemoryOptions, PlanError, Session, load_model, memory_problem
+from runtime import CanaryError, InputError, MemoryOptions, ModelError, PlanError, Session, load_model, memory_problem
 
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 
@@ -180,3 +180,27 @@ def test_light_model_runs_with_little_memory_outside_the_arena():
     )
     assert stats.outside_arena_bytes is not None
     assert stats.outside_arena_bytes <= 0.01 * stats.arena_bytes, stats.outside_arena_bytes
+
+
+def test_after_node_hook_runs_right_after_its_node_and_can_stop_the_run():
+    graph = load_model(small_cnn(), dims={"N": 2})
+    first = graph.nodes[0].name
+    seen: list[str] = []
+    session = Session(
+        graph,
+        after_node={first: lambda: seen.append("hook")},
+        on_step=lambda i, total, name, seconds: seen.append(name),
+    )
+    session.run(feeds())
+    assert seen[:3] == ["hook", first, graph.nodes[1].name]  # before on_step reports the node
+
+    def stop() -> None:
+        raise RuntimeError("stopped")
+
+    stopped = Session(graph, after_node={first: stop}, on_step=lambda i, total, name, seconds: seen.append(name))
+    seen.clear()
+    with pytest.raises(RuntimeError, match="stopped"):
+        stopped.run(feeds())
+    assert seen == []
+    with pytest.raises(ModelError, match="not nodes of"):
+        Session(graph, after_node={"nope": stop}).prepare()
