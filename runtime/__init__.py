@@ -32,7 +32,8 @@ from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.pipeline import Pipeline
 from runtime.problem import memory_problem, memory_schedule, reorder_graph, workspace_bytes, workspace_id
-from runtime.session import RunStats, Session, StepRecord
+from runtime.session import Session
+from runtime.stats import RunStats, StepRecord
 
 __all__ = [
     "Pipeline",

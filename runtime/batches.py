@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 
 import planner
+from runtime.arena import aligned_arena
 from runtime.errors import ModelError
 from runtime.graph import Graph
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.problem import memory_problem
-from runtime.session import Session, _aligned_arena
+from runtime.session import Session
 
 
 class BatchSessions:
@@ -47,7 +48,7 @@ class BatchSessions:
         }
         plans = {b: planner.plan(memory_problem(g, self.options), strategy) for b, g in graphs.items()}
         self.separate_bytes = {b: p.arena_bytes for b, p in plans.items()}
-        self.arena = _aligned_arena(max(self.separate_bytes.values()), max(self.options.alignment, DEFAULT_ALIGNMENT))
+        self.arena = aligned_arena(max(self.separate_bytes.values()), max(self.options.alignment, DEFAULT_ALIGNMENT))
         self.sessions = {
             b: Session(graphs[b], plans[b], self.options, arena=self.arena, **session_options).prepare()
             for b in self.batches

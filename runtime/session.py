@@ -33,59 +33,29 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 import planner
 from planner import Plan, Problem
 from planner.aliases import alias_roots
-from runtime.binding import Binding, make_binding
+from runtime.arena import address, arena_views, read_only, take_arena
+from runtime.binding import Binding
+from runtime.caller_memory import CallerMemory
 from runtime.canary import Canary
+from runtime.concat_in_place import concat_in_place
 from runtime.errors import ExecutionError, InputError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
-from runtime.graph import Graph, Node, TensorInfo
+from runtime.graph import Graph, Node
 from runtime.kernels import Kernel, call, kernel_of
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
+from runtime.params import ParameterStore
 from runtime.problem import check_aliases, memory_problem, workspace_id
-
-if TYPE_CHECKING:
-    from runtime.params import ParameterStore
+from runtime.stats import RunStats, StepRecord
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
 AfterNode = Callable[[], None]  # runs right after its node, before the next step; may raise to stop the run
 DEFAULT_MAX_ARENA_BYTES = 16 << 30
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    index: int
-    node: str
-    op_type: str
-    seconds: float
-
-
-@dataclass
-class RunStats:
-    """What one `run` cost: the arena, bytes allocated beside it, time per step, copies."""
-
-    arena_bytes: int
-    outside_arena_bytes: int | None  # tracemalloc peak during the loop; None when not measured
-    seconds: float
-    trace: list[StepRecord] = field(default_factory=list)
-    copies: int = 0  # arrays copied into or out of the arena (inputs, outputs, non-aliased views)
-    copied_bytes: int = 0
-    constant_bytes: int = 0  # parameters, kept outside the arena
-    fallbacks: dict[str, str] = field(default_factory=dict)  # bound tensor -> why it was copied
-
-    @property
-    def step_seconds(self) -> list[float]:
-        return [r.seconds for r in self.trace]
-
-    @property
-    def outside_ratio(self) -> float | None:
-        if self.outside_arena_bytes is None:
-            return None
-        return self.outside_arena_bytes / self.arena_bytes if self.arena_bytes else 0.0
 
 
 @dataclass
@@ -135,8 +105,7 @@ class Session:
         self._arena_arg = arena
         self._unbound = tuple(dict.fromkeys(unbound))
         self._shared: dict[str, np.ndarray] = {}  # unbound initializers bound so far
-        self._bindings: dict[str, Binding] = {}
-        self._own_io: set[str] = set()  # inputs/outputs whose session buffer the caller holds
+        self._io: CallerMemory | None = None  # made at prepare, with the arena views
         self.problem: Problem | None = None
         self.plan: Plan | None = None
         self.arena: np.ndarray | None = None
@@ -167,8 +136,9 @@ class Session:
                 f"{self.max_arena_bytes:,}; refused before allocating"
             )
         self.problem, self.plan = problem, plan
-        self.arena = self._take_arena(plan.arena_bytes)
+        self.arena = take_arena(self._arena_arg, plan.arena_bytes, max(self.options.alignment, DEFAULT_ALIGNMENT))
         self._bind_views(problem, plan)
+        self._io = CallerMemory(self.graph, self._views, self._values, self._slot, self.io_alignment)
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
         self._after = self._after_hooks()
         self._canary = None
@@ -221,23 +191,14 @@ class Session:
     def _bind_views(self, problem: Problem, plan: Plan) -> None:
         """A writable and a read-only view per arena tensor, slots for everything a step reads."""
         assert self.arena is not None
-        self._views: dict[str, np.ndarray] = {}
-        self._ws: dict[str, np.ndarray] = {}
-        for b in problem.buffers:
-            off = plan.offsets[b.id].offset
-            raw = self.arena[off : off + b.size]
-            if b.id not in self.graph.tensors:  # kernel scratch ("<node>::ws"), whatever its kind
-                self._ws[b.id] = raw
-            else:
-                t = self.graph.tensors[b.id]
-                self._views[b.id] = raw.view(t.dtype).reshape(t.shape)
+        self._views, self._ws = arena_views(self.graph, problem, plan, self.arena)
         self._slot: dict[str, int] = {}
         self._values: list[np.ndarray | None] = []
         for name in self.graph.tensors:
             self._slot[name] = len(self._values)
             self._values.append(None)
         for name, view in self._views.items():
-            self._values[self._slot[name]] = _read_only(view)
+            self._values[self._slot[name]] = read_only(view)
         self.constant_bytes = 0
         for name, c in self.graph.constants.items():
             if name in self._unbound:  # committed only when set_shared_input binds it
@@ -258,11 +219,10 @@ class Session:
         ws = self._ws.get(workspace_id(node))
         skip = False
         if kernel.view and node.outputs and node.outputs[0] in self._views and node.inputs[0] in self._views:
-            a, b = self._views[node.inputs[0]], self._views[node.outputs[0]]
-            same = a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+            same = address(self._views[node.inputs[0]]) == address(self._views[node.outputs[0]])
             skip = same and not any(node.outputs[1:])
         if node.op_type == "Concat" and node.outputs[0] in self._views:
-            kernel, skip = _concat_in_place(node, kernel, self.graph, self._views, self._views[node.outputs[0]])
+            kernel, skip = concat_in_place(node, kernel, self.graph, self._views, self._views[node.outputs[0]])
         return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes))
 
     def _after_hooks(self) -> dict[int, AfterNode]:
@@ -288,96 +248,41 @@ class Session:
                 f"unbound={wrong}: only initializers the graph still reads can be left unbound; accepted: {accepted}"
             )
 
-    def _take_arena(self, nbytes: int) -> np.ndarray:
-        """A fresh aligned arena, or the first `nbytes` of the caller's (which must fit)."""
-        align = max(self.options.alignment, DEFAULT_ALIGNMENT)
-        given = self._arena_arg
-        if given is None:
-            return _aligned_arena(nbytes, align)
-        fits = (
-            isinstance(given, np.ndarray)
-            and given.dtype == np.uint8
-            and given.ndim == 1
-            and given.flags.c_contiguous
-            and given.flags.writeable
-        )
-        if not fits:
-            raise PlanError("arena: pass a writable, C-contiguous, one-dimensional uint8 array")
-        if given.size < nbytes or given.ctypes.data % align:
-            raise PlanError(
-                f"arena: the plan needs {nbytes:,} bytes aligned to {align}; the given arena has {given.size:,} "
-                f"bytes at an address {given.ctypes.data % align} bytes past a multiple of {align}"
-            )
-        return given[:nbytes]
-
-    # ---- caller memory: zero-copy inputs and outputs, shared inputs ----------------------------------
+    # ---- caller memory: zero-copy inputs and outputs (runtime.caller_memory), shared inputs ---------
 
     @property
     def bindings(self) -> dict[str, Binding]:
-        return dict(self._bindings)
+        return dict(self._io.bindings) if self._io is not None else {}
 
     @property
     def unbound(self) -> list[str]:
         """Initializers declared unbound that `set_shared_input` has not bound yet."""
         return [n for n in self._unbound if n not in self._shared]
 
+    def _caller_memory(self) -> CallerMemory:
+        self.prepare()
+        assert self._io is not None
+        return self._io
+
     def input_buffer(self, name: str) -> np.ndarray:
         """The session's own buffer for graph input `name`: write it before each run, then call
         `run()` without that input. Under ``io="arena"`` it is the arena view (its bytes are reused
         once the input is dead, so write it again before every run)."""
-        self.prepare()
-        self._io_info(name, "input")
-        if name in self._views:
-            self._own_io.add(name)
-            return self._views[name]
-        if name not in self._own_io:
-            t = self.graph.tensors[name]
-            self.bind_input(name, _aligned_arena(t.nbytes, DEFAULT_ALIGNMENT).view(t.dtype).reshape(t.shape))
-            self._own_io.add(name)
-        return self._bindings[name].array
+        return self._caller_memory().input_buffer(name)
 
     def output_buffer(self, name: str) -> np.ndarray:
         """The buffer graph output `name` is computed into, read-only: `run` returns it without a
         copy, and its contents stay valid until the next run of any session sharing the arena."""
-        self.prepare()
-        self._io_info(name, "output")
-        if name in self._views:
-            self._own_io.add(name)
-            return _read_only(self._views[name])
-        if name not in self._own_io:
-            t = self.graph.tensors[name]
-            self.bind_output(name, _aligned_arena(t.nbytes, DEFAULT_ALIGNMENT).view(t.dtype).reshape(t.shape))
-            self._own_io.add(name)
-        return _read_only(self._bindings[name].array)
+        return self._caller_memory().output_buffer(name)
 
     def bind_input(self, name: str, array: np.ndarray) -> Binding:
         """Read graph input `name` from the caller's `array` on every run (which then needs no
         value for it). Zero-copy when it fits, else copied each run: see the Binding's reason."""
-        return self._bind(name, "input", array)
+        return self._caller_memory().bind(name, "input", array)
 
     def bind_output(self, name: str, array: np.ndarray) -> Binding:
         """Compute graph output `name` into the caller's `array` (returned by `run` too)."""
-        return self._bind(name, "output", array)
-
-    def _bind(self, name: str, role: str, array: np.ndarray) -> Binding:
-        self.prepare()
-        info = self._io_info(name, role)
-        others = [b for n, b in self._bindings.items() if n != name]
-        binding = make_binding(
-            name, role, array, info, in_arena=name in self._views, alignment=self.io_alignment, others=others
-        )
-        self._bindings[name] = binding
-        self._own_io.discard(name)
-        return binding
-
-    def _io_info(self, name: str, role: str) -> TensorInfo:
-        names = self.graph.inputs if role == "input" else self.graph.outputs
-        if name not in names:
-            hint = "; it is an initializer: see set_shared_input" if name in self.graph.constants else ""
-            raise InputError(
-                f"{name!r} is not a graph {role} of {self.graph.name!r}{hint}; its {role}s are {list(names)}"
-            )
-        return self.graph.tensors[name]
+        return self._caller_memory().bind(name, "output", array)
 
     def set_shared_input(self, name: str, array: np.ndarray) -> None:
         """Bind initializer `name`, declared in ``unbound=``, to `array` (read, never copied when
@@ -401,7 +306,7 @@ class Session:
         value = array if array.flags.c_contiguous and array.flags.aligned else np.ascontiguousarray(array)
         if self.params is not None:
             value = self.params.intern(value)
-        self._shared[name] = _read_only(value)
+        self._shared[name] = read_only(value)
         if self._prepared:
             self._values[self._slot[name]] = self._shared[name]
 
@@ -413,7 +318,7 @@ class Session:
         """Run the model once; returns one array per graph output, in graph output order: a fresh
         copy, or (without a copy) the caller's bound array or the session's `output_buffer`.
         Inputs bound or written through `input_buffer` need no entry in `inputs`."""
-        self.prepare()
+        io = self._caller_memory()
         assert self.arena is not None and self.plan is not None
         if self.unbound:
             raise InputError(
@@ -421,11 +326,11 @@ class Session:
                 "set_shared_input(name, array) before running"
             )
         on_step = on_step or self.on_step
-        feeds = self._check_inputs(inputs or {})
-        fallbacks = {n: b.reason for n, b in self._bindings.items() if b.reason is not None}
+        feeds = io.check_feeds(inputs or {})
+        fallbacks = {n: b.reason for n, b in io.bindings.items() if b.reason is not None}
         stats = RunStats(self.plan.arena_bytes, None, 0.0, constant_bytes=self.constant_bytes, fallbacks=fallbacks)
-        self._fill_inputs(feeds, stats)
-        external_outputs = self._external_outputs()
+        io.fill_inputs(feeds, stats, self._canary)
+        external_outputs = io.external_outputs()
         if self._canary is not None:
             self._canary.begin()
         values = self._values
@@ -464,7 +369,7 @@ class Session:
             for i, (s, t) in enumerate(zip(self._steps, step_seconds, strict=True))
         ]
         self.stats = stats
-        return self._collect(external_outputs, stats)
+        return io.collect(external_outputs, stats)
 
     def _execute(self, step: _Step, values: list[np.ndarray | None]) -> None:
         node = step.node
@@ -476,143 +381,3 @@ class Session:
             raise ExecutionError(
                 f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}", node.name
             ) from e
-
-    def _check_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        expected = {n: self.graph.tensors[n] for n in self.graph.inputs}
-        supplied = set(self._bindings) | self._own_io
-        missing = [n for n in expected if n not in inputs and n not in supplied]
-        unknown = [n for n in inputs if n not in expected]
-        if missing or unknown:
-            want = ", ".join(f"{n!r}: {t.dtype}{list(t.shape)}" for n, t in expected.items())
-            raise InputError(f"inputs missing {missing} / unknown {unknown}; the model takes {{{want}}}")
-        feeds = {}
-        for name, t in expected.items():
-            if name not in inputs:
-                continue
-            array = np.asarray(inputs[name])
-            if array.shape != t.shape:
-                raise InputError(f"input {name!r} has shape {list(array.shape)}; the model is bound to {list(t.shape)}")
-            if array.dtype != t.dtype:
-                if array.dtype.kind != t.dtype.kind:
-                    raise InputError(f"input {name!r} has dtype {array.dtype}; the model takes {t.dtype}")
-                array = array.astype(t.dtype)
-            feeds[name] = array
-        return feeds
-
-    def _fill_inputs(self, feeds: dict[str, np.ndarray], stats: RunStats) -> None:
-        """Inputs given to `run` are copied; bound ones are read in place or copied as their
-        binding says; `input_buffer` ones are already there."""
-        in_place = [n for n in self.graph.inputs if n in self._views and n not in feeds and n not in self._bindings]
-        if self._canary is not None:
-            # The canary poisons the whole arena first: keep what the caller wrote in place.
-            kept = {n: self._views[n].copy() for n in in_place}
-            self._canary.start([n for n in self.graph.inputs if n in self._views])
-            for n, array in kept.items():
-                self._views[n][...] = array
-        for name in self.graph.inputs:
-            if name in feeds:
-                self._feed(name, feeds[name], stats)
-            elif name in self._bindings:
-                self._feed_bound(self._bindings[name], stats)
-
-    def _feed(self, name: str, array: np.ndarray, stats: RunStats) -> None:
-        if name in self._views:
-            self._views[name][...] = array
-            stats.copies += 1
-            stats.copied_bytes += array.nbytes
-            return
-        if not array.flags.c_contiguous:
-            array = np.ascontiguousarray(array)
-            stats.copies += 1
-            stats.copied_bytes += array.nbytes
-        self._values[self._slot[name]] = _read_only(array)
-
-    def _feed_bound(self, binding: Binding, stats: RunStats) -> None:
-        name = binding.name
-        if binding.zero_copy:
-            self._values[self._slot[name]] = _read_only(binding.array)
-            return
-        if name in self._views:
-            self._views[name][...] = binding.array
-        else:
-            t = self.graph.tensors[name]
-            self._values[self._slot[name]] = _read_only(np.array(binding.array, dtype=t.dtype, order="C"))
-        stats.copies += 1
-        stats.copied_bytes += binding.nbytes
-
-    def _external_outputs(self) -> dict[str, np.ndarray]:
-        """Where outputs planned outside the arena are computed: the caller's bound array when it
-        fits, else a fresh array (copied into a bound array after the run)."""
-        out = {}
-        for name in self.graph.outputs:
-            t = self.graph.tensors.get(name)
-            if t is not None and t.producer is not None and name not in self._views:
-                b = self._bindings.get(name)
-                out[name] = b.array if b is not None and b.zero_copy else np.empty(t.shape, t.dtype)
-                self._values[self._slot[name]] = out[name]
-        return out
-
-    def _collect(self, external: dict[str, np.ndarray], stats: RunStats) -> dict[str, np.ndarray]:
-        results = {}
-        for name in self.graph.outputs:
-            b = self._bindings.get(name)
-            if name in external:
-                source = external[name]
-                if b is None or b.zero_copy:
-                    results[name] = source
-                    continue
-            else:
-                value = self._views[name] if name in self._views else self._values[self._slot[name]]
-                assert value is not None
-                source = value
-                if b is None and name in self._own_io:
-                    results[name] = _read_only(source)
-                    continue
-            if b is not None:
-                np.copyto(b.array, source, casting="unsafe")
-                results[name] = b.array
-            else:
-                results[name] = np.array(source, copy=True)
-            stats.copies += 1
-            stats.copied_bytes += source.nbytes
-        return results
-
-
-def _concat_in_place(
-    node: Node, kernel: Kernel, graph: Graph, views: Mapping[str, np.ndarray], out: np.ndarray
-) -> tuple[Kernel, bool]:
-    """A Concat some of whose inputs already sit in their slice of the output (concat in
-    place): a kernel that copies only the others, and whether there is nothing to do."""
-    axis = int(node.attributes.get("axis", 0)) % max(out.ndim, 1)
-    pending, at = [], 0
-    for k, name in enumerate(node.inputs):
-        width = graph.tensors[name].shape[axis]
-        index = (slice(None),) * axis + (slice(at, at + width),)
-        at += width
-        x = views.get(name)
-        if x is None or not x.size or _address(x) != _address(out[index]):
-            pending.append((k, index))
-    if len(pending) == len(node.inputs):
-        return kernel, False
-
-    def copy_the_rest(*inputs: np.ndarray, out: np.ndarray, **_: Any) -> None:
-        for k, index in pending:
-            out[index] = inputs[k]
-
-    return Kernel(node.op_type, copy_the_rest), not pending
-
-
-def _address(array: np.ndarray) -> int:
-    return array.__array_interface__["data"][0]
-
-
-def _aligned_arena(nbytes: int, alignment: int) -> np.ndarray:
-    raw = np.zeros(nbytes + alignment, dtype=np.uint8)
-    shift = (-raw.ctypes.data) % alignment
-    return raw[shift : shift + nbytes]
-
-
-def _read_only(array: np.ndarray) -> np.ndarray:
-    view = array.view()
-    view.flags.writeable = False
-    return view
