@@ -7,11 +7,14 @@ It knows nothing of ONNX, kernels or HTTP. Any runtime hands it a `Problem` and 
     problem = Problem(buffers=(Buffer("a", 64, 0, 1), Buffer("b", 64, 1, 2), Buffer("c", 64, 2, 3)), steps=4)
     result = plan(problem, "greedy_by_size")
     assert check_plan(problem, result).ok and result.arena_bytes == 128
+
+The yardsticks a plan is measured against (`live_bytes`, `live_segments`, `load`,
+`peak_step`, `naive`, `ratio`) are defined once, in `planner.bounds`.
 """
 
 from __future__ import annotations
 
-from planner.bounds import live_bytes, load, naive
+from planner.bounds import live_bytes, live_segments, load, naive, peak_step, ratio
 from planner.check import CheckResult, check_plan
 from planner.errors import InfeasibleError, PlanningError, ProblemError, UnknownStrategyError
 from planner.lifetimes import Schedule, Step, problem_from_schedule
@@ -47,11 +50,14 @@ __all__ = [
     "check_plan",
     "get",
     "live_bytes",
+    "live_segments",
     "load",
     "make_problem",
     "naive",
     "names",
+    "peak_step",
     "plan",
     "problem_from_schedule",
+    "ratio",
     "registered",
 ]

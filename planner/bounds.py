@@ -1,9 +1,19 @@
-"""Yardsticks every plan is measured against: the live-bytes curve, LOAD and the naive sum.
+"""The yardsticks every plan is measured against, each defined once, here.
 
-LOAD, the largest number of bytes live at any one step, is a lower bound on any arena:
-the buffers live at that step must all sit in disjoint bytes. The naive sum (no reuse
-at all) is the upper yardstick. Buffers that alias another share its bytes, so both
-count alias groups (see `planner.aliases`), not buffers.
+- `live_bytes`: the live curve, bytes live at each step (`live_segments`: the same curve as
+  constant stretches, for traces with too many steps to list one by one).
+- `load` (LOAD): the peak of the live curve. A lower bound on any arena: the buffers live
+  at that step must all sit in disjoint bytes. `peak_step`: the first step where it is reached.
+- `naive`: the arena with no reuse at all, the upper yardstick.
+- `ratio`: arena over LOAD, 1.0 being the best any plan can do.
+
+A buffer that aliases another (``alias_of``) shares its bytes, so every yardstick counts
+alias groups (see `planner.aliases`), not buffers: a group's bytes once, live from its
+earliest first step to its latest last step. Anything that shows these numbers (the plan's
+``lower_bound`` and ``naive_bytes``, the charts, the reports) must call these functions.
+
+`live_sum` is the one way bytes live together are added up; the exact search, the
+breadth-first strategy and the reordering use it on their own index spaces.
 """
 
 from __future__ import annotations
@@ -17,60 +27,83 @@ from planner.problem import Problem
 MAX_DENSE_STEPS = 50_000_000
 
 
-def live_bytes(problem: Problem) -> np.ndarray:
-    """Bytes live at each step, as an int64 array of length `problem.steps`.
+def live_sum(count: int, start: np.ndarray, stop: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Bytes live at each of `count` positions when block k holds ``size[k]`` bytes at
+    positions ``start[k]`` to ``stop[k] - 1`` (0 <= start <= stop <= count).
 
-    Computed with a difference array, so it costs O(buffers + steps); past
-    `MAX_DENSE_STEPS` steps use `live_segments`, which does not grow with the step count.
+    A difference array: O(blocks + count), as an int64 array of length `count`.
+    """
+    delta = np.zeros(count + 1, dtype=np.int64)
+    np.add.at(delta, start, size)
+    np.add.at(delta, stop, np.negative(size))
+    return np.cumsum(delta[:-1])
+
+
+def live_bytes(problem: Problem) -> np.ndarray:
+    """Bytes live at each step, as an int64 array of length `problem.steps` (alias groups once).
+
+    Costs O(buffers + steps); past `MAX_DENSE_STEPS` steps use `live_segments`, which does
+    not grow with the step count.
     """
     if problem.steps > MAX_DENSE_STEPS:
         raise ProblemError(
             f"steps: {problem.steps:,} is too many for a per-step curve (at most {MAX_DENSE_STEPS:,}); "
             "use live_segments(), which needs one entry per change"
         )
-    delta = np.zeros(problem.steps + 1, dtype=np.int64)
-    blocks = np.array(_blocks(problem), dtype=np.int64).reshape(-1, 3)
-    np.add.at(delta, blocks[:, 0], blocks[:, 2])
-    np.add.at(delta, blocks[:, 1] + 1, -blocks[:, 2])
-    return np.cumsum(delta[:-1])
-
-
-def _blocks(problem: Problem) -> list[tuple[int, int, int]]:
-    if any(b.alias_of is not None for b in problem.buffers):
-        return blocks_of(problem)
-    return [(b.first, b.last, b.size) for b in problem.buffers]
+    first, last, size = _blocks(problem)
+    return live_sum(problem.steps, first, last + 1, size)
 
 
 def live_segments(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-    """The live-bytes curve as (start step, bytes) of each stretch where it is constant.
+    """The live curve as (start step, bytes) of each stretch where it is constant.
 
-    Costs O(buffers log buffers) whatever the number of steps, so traces with millions of
-    steps (MiniMalloc's) or more are as cheap as small ones.
+    The first stretch starts at step 0; each lasts until the next one starts (the last
+    until `problem.steps`). Costs O(buffers log buffers) whatever the number of steps, so
+    traces with millions of steps (MiniMalloc's) or more are as cheap as small ones.
     """
-    blocks = np.array(_blocks(problem), dtype=np.int64).reshape(-1, 3)
-    points = np.unique(np.concatenate(([0], blocks[:, 0], blocks[:, 1] + 1)))
+    first, last, size = _blocks(problem)
+    points = np.unique(np.concatenate(([0], first, last + 1)))
     points = points[points < max(problem.steps, 1)]
-    delta = np.zeros(len(points) + 1, dtype=np.int64)
-    np.add.at(delta, np.searchsorted(points, blocks[:, 0]), blocks[:, 2])
-    np.add.at(delta, np.searchsorted(points, blocks[:, 1] + 1), -blocks[:, 2])
-    return points, np.cumsum(delta[:-1])
+    values = live_sum(len(points), np.searchsorted(points, first), np.searchsorted(points, last + 1), size)
+    return points, values
 
 
 def load(problem: Problem) -> int:
-    """The peak of the live-bytes curve: no valid plan is smaller."""
+    """LOAD: the most bytes live at any one step. No valid plan is smaller (0 without steps)."""
     _, values = live_segments(problem)
     return int(values.max()) if values.size and problem.steps else 0
 
 
 def peak_step(problem: Problem) -> int:
-    """The first step at which LOAD is reached."""
+    """The first step at which the live curve reaches LOAD (0 without steps)."""
     starts, values = live_segments(problem)
     return int(starts[values.argmax()]) if values.size and problem.steps else 0
 
 
 def naive(problem: Problem) -> int:
-    """The arena with no reuse: the sum of every buffer's (alias group's) size."""
-    return sum(size for _, _, size in _blocks(problem))
+    """The arena with no reuse: the sum of the sizes of the alias groups, each counted once
+    (a buffer aliasing another adds nothing beyond the end of its group). Alignment padding
+    is not counted: it depends on the order buffers are stacked in."""
+    _, _, size = _blocks(problem)
+    return sum(size.tolist())  # Python integers: a sum of many large sizes may pass 2**63
+
+
+def ratio(arena_bytes: int | None, lower_bound: int) -> float | None:
+    """Arena over LOAD: 1.0 is the best any plan can do. 1.0 when the lower bound is 0 (a
+    plan of nothing is perfect); None when there is no plan (`arena_bytes` None)."""
+    if arena_bytes is None:
+        return None
+    return arena_bytes / lower_bound if lower_bound else 1.0
+
+
+def _blocks(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """First step, last step and size of every alias group, as int64 arrays."""
+    if any(b.alias_of is not None for b in problem.buffers):
+        groups = blocks_of(problem)
+    else:
+        groups = [(b.first, b.last, b.size) for b in problem.buffers]
+    table = np.array(groups, dtype=np.int64).reshape(-1, 3)
+    return table[:, 0], table[:, 1], table[:, 2]
 
 
 def live_at(problem: Problem, step: int) -> list[str]:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from planner.bounds import load, naive
+from planner.bounds import load, naive, ratio
 from planner.check import check_plan
 from planner.errors import InfeasibleError
 from planner.plan import Plan
@@ -32,6 +32,11 @@ class StrategyResult:
     @property
     def arena_bytes(self) -> int | None:
         return self.plan.arena_bytes if self.plan else None
+
+    @property
+    def ratio(self) -> float | None:
+        """Arena over LOAD (`planner.bounds.ratio`); None without a plan."""
+        return ratio(self.arena_bytes, self.lower_bound)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

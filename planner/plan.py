@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.bounds import ratio
 from planner.errors import ProblemError
 
 PLAN_SCHEMA = "memplan.plan/1"
@@ -41,8 +42,10 @@ class Plan:
 
     @property
     def ratio(self) -> float:
-        """Arena over LOAD (1.0 is the best any plan can do)."""
-        return self.arena_bytes / self.lower_bound if self.lower_bound else 1.0
+        """Arena over LOAD (1.0 is the best any plan can do), as `planner.bounds.ratio` defines it."""
+        value = ratio(self.arena_bytes, self.lower_bound)
+        assert value is not None  # a plan always has an arena
+        return value
 
     def offset(self, buffer_id: str) -> int:
         return self.offsets[buffer_id].offset

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.bounds import live_sum
 from planner.errors import ProblemError
 from planner.lifetimes import Schedule, Step
 
@@ -94,14 +95,13 @@ class _Graph:
         if self.read_buf.size:
             np.maximum.at(last, self.read_buf, position[self.read_step])
         last[self.is_output] = n - 1
-        delta = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(delta, first, self.size)
-        np.add.at(delta, last + 1, -self.size)
+        size = self.size
         if self.scratch_buf.size:
+            # Scratch is live for exactly the one step that uses it.
             at = position[self.scratch_step]
-            np.add.at(delta, at, self.scratch_size[self.scratch_buf])
-            np.add.at(delta, at + 1, -self.scratch_size[self.scratch_buf])
-        return int(np.cumsum(delta[:-1]).max()) if n else 0
+            first, last = np.concatenate((first, at)), np.concatenate((last, at))
+            size = np.concatenate((size, self.scratch_size[self.scratch_buf]))
+        return int(live_sum(n, first, last + 1, size).max()) if n else 0
 
 
 def reorder(

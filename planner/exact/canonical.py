@@ -63,7 +63,7 @@ class CanonicalSearch(BoundedSearch):
         n = len(m)
         if n == 0:
             return np.zeros(0, dtype=np.int64)
-        if int(m.load().max()) > self.height:
+        if m.lower_bound() > self.height:
             return None
         with deep_recursion(3 * n):
             offsets = _Solver(m, self.height, ORDERS[self.order], self).solve()

@@ -93,13 +93,9 @@ def _first_limit(model: Model) -> int:
     return max(64, 2 * len(model))
 
 
-def _height(model: Model, offsets: np.ndarray) -> int:
-    return int((offsets + model.size).max()) if len(model) else 0
-
-
 def decide(model: Model, target: int, budget: Budget) -> SearchResult:
     """A packing no higher than `target`, a proof that none exists, or "timeout"."""
-    lower = int(model.load().max()) if len(model) else 0
+    lower = model.lower_bound()
     if target < lower:
         return SearchResult("infeasible", lower)
     limit, restarts = _first_limit(model), 0
@@ -107,7 +103,7 @@ def decide(model: Model, target: int, budget: Budget) -> SearchResult:
         verdict, offsets, tries = _round(model, target, limit, budget)
         restarts += tries
         if verdict == "found":
-            height = _height(model, offsets)  # type: ignore[arg-type]
+            height = model.height(offsets)  # type: ignore[arg-type]
             status = "optimal" if height <= lower else "feasible"
             return SearchResult(status, lower, height, offsets, budget.nodes, restarts)
         if verdict == "infeasible":
@@ -124,8 +120,8 @@ def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | 
     bound. Ends at the budget or when the best meets the bound (then "optimal"). With
     `cap`, packings higher than `cap` do not count as feasible.
     """
-    lower = int(model.load().max()) if len(model) else 0
-    best, best_height = incumbent, _height(model, incumbent)
+    lower = model.lower_bound()
+    best, best_height = incumbent, model.height(incumbent)
     history = [("start", best_height)]
     limit, restarts = _first_limit(model), 0
     while best_height > lower and not budget.spent():
@@ -135,7 +131,7 @@ def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | 
             verdict, offsets, tries = _round(model, target, limit, budget)
             restarts += tries
             if verdict == "found" and offsets is not None:
-                best, best_height = offsets, _height(model, offsets)
+                best, best_height = offsets, model.height(offsets)
                 history.append(("found", best_height))
             elif verdict == "infeasible":
                 lower = max(lower, target + 1)

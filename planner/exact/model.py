@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from planner.bounds import live_sum
+
 # Candidate orders tried in turn by the driver (restarts with a different order escape an
 # unlucky early choice). Each is a tuple of keys, most significant first, all descending.
 ORDERS = {
@@ -50,11 +52,16 @@ class Model:
         return len(self.size)
 
     def load(self) -> np.ndarray:
-        """Bytes live in each section."""
-        delta = np.zeros(self.sections + 1, dtype=np.int64)
-        np.add.at(delta, self.lo, self.size)
-        np.add.at(delta, self.hi, -self.size)
-        return np.cumsum(delta[:-1])
+        """Bytes live in each section (the live curve, `planner.bounds.live_sum`, by section)."""
+        return live_sum(self.sections, self.lo, self.hi, self.size)
+
+    def lower_bound(self) -> int:
+        """LOAD of these blocks, the most bytes live in one section: no packing is lower."""
+        return int(self.load().max()) if len(self) else 0
+
+    def height(self, offsets: np.ndarray) -> int:
+        """The height of a packing: the highest end of a block at `offsets` (by block)."""
+        return int((offsets + self.size).max()) if len(self) else 0
 
     def crossings(self) -> np.ndarray:
         """For each boundary between sections j and j+1, how many blocks live across it."""

@@ -38,7 +38,7 @@ _BIG = np.iinfo(np.int64).max // 4
 
 @dataclass
 class SkylineSearch(BoundedSearch):
-    """One search over `model` under `height`, trying candidates in `order` (a key of ORDERS)."""
+    """One search over `model` under `height`, trying candidates in `order` (a key of `planner.exact.model.ORDERS`)."""
 
     order: str = "size"
 
@@ -65,7 +65,7 @@ class SkylineSearch(BoundedSearch):
             m.crossings(),  # unplaced blocks across each section boundary
             np.zeros(n, dtype=bool),  # placed
         )
-        if int((state[2]).max()) > self.height:
+        if m.lower_bound() > self.height:
             return None
         # Depth is at most four frames per block; the default limit would stop large searches.
         with deep_recursion(4 * n):

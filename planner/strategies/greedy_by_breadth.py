@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from planner.bounds import live_sum
 from planner.placement import Placer
 from planner.plan import Plan
 from planner.problem import Problem
@@ -28,10 +29,7 @@ def visit_rank(first: np.ndarray, last: np.ndarray, size: np.ndarray) -> np.ndar
     points = np.unique(np.concatenate((first, last + 1)))
     seg_first = np.searchsorted(points, first)
     seg_last = np.searchsorted(points, last + 1) - 1
-    delta = np.zeros(len(points) + 1, dtype=np.int64)
-    np.add.at(delta, seg_first, size)
-    np.add.at(delta, seg_last + 1, -size)
-    breadth = np.cumsum(delta[:-1])
+    breadth = live_sum(len(points), seg_first, seg_last + 1, size)
     rank = np.empty(len(points), dtype=np.int64)
     rank[np.lexsort((np.arange(len(points)), -breadth))] = np.arange(len(points))
     return _range_min(rank, seg_first, seg_last)

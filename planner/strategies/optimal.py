@@ -161,15 +161,15 @@ def _solve_pool(problem: Problem, blocks: Blocks, members: np.ndarray, k: int, b
     start = incumbent[sized]
     offsets = np.zeros(len(members), dtype=np.int64)
     capacity = pool.capacity
-    height = int((start + model.size).max()) if len(model) else 0
+    height = model.height(start)
     fits = capacity is None or height <= capacity
     if len(model) > MAX_SEARCH_BLOCKS:
-        found = SearchResult("feasible" if fits else "timeout", int(model.load().max()), height, start)
+        found = SearchResult("feasible" if fits else "timeout", model.lower_bound(), height, start)
     elif capacity is not None and not fits:
         found = decide(model, capacity, budget)
     elif capacity is not None:
         # The greedy plan already fits: answer at once, optimal when it meets LOAD.
-        lower = int(model.load().max()) if len(model) else 0
+        lower = model.lower_bound()
         found = SearchResult("optimal" if height <= lower else "feasible", lower, height, start)
     else:
         found = minimise(model, start, budget)
