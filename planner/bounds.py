@@ -104,9 +104,3 @@ def _blocks(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         groups = [(b.first, b.last, b.size) for b in problem.buffers]
     table = np.array(groups, dtype=np.int64).reshape(-1, 3)
     return table[:, 0], table[:, 1], table[:, 2]
-
-
-def live_at(problem: Problem, step: int) -> list[str]:
-    """Ids of the buffers live at `step`, largest first (ties by id)."""
-    live = [b for b in problem.buffers if b.first <= step <= b.last]
-    return [b.id for b in sorted(live, key=lambda b: (-b.size, b.id))]

@@ -88,12 +88,6 @@ class Problem:
         """Pools a buffer may go to, in order of preference (all pools when it names none)."""
         return buffer.pool_candidates or tuple(p.name for p in self.pools)
 
-    def pool(self, name: str) -> Pool:
-        for p in self.pools:
-            if p.name == name:
-                return p
-        raise KeyError(name)
-
     def with_capacity(self, capacity: int | None, pool: str | None = None) -> Problem:
         """A copy whose pool (the first one by default) has the given capacity."""
         target = pool or self.pools[0].name

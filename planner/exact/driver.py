@@ -11,7 +11,7 @@ perfect packings in a few hundred nodes, and the canonical search
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -58,11 +58,9 @@ class SearchResult:
 
     status: str
     lower_bound: int
-    height: int | None = None
-    offsets: np.ndarray | None = None
+    offsets: np.ndarray | None = None  # by block; None without a packing within the target
     nodes: int = 0
     restarts: int = 0
-    history: list[tuple[str, int]] = field(default_factory=list)  # (event, height) in order
 
 
 def _round(model: Model, height: int, limit: int, budget: Budget) -> tuple[str, np.ndarray | None, int]:
@@ -105,7 +103,7 @@ def decide(model: Model, target: int, budget: Budget) -> SearchResult:
         if verdict == "found":
             height = model.height(offsets)  # type: ignore[arg-type]
             status = "optimal" if height <= lower else "feasible"
-            return SearchResult(status, lower, height, offsets, budget.nodes, restarts)
+            return SearchResult(status, lower, offsets, budget.nodes, restarts)
         if verdict == "infeasible":
             return SearchResult("infeasible", target + 1, nodes=budget.nodes, restarts=restarts)
         limit *= 2
@@ -122,7 +120,6 @@ def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | 
     """
     lower = model.lower_bound()
     best, best_height = incumbent, model.height(incumbent)
-    history = [("start", best_height)]
     limit, restarts = _first_limit(model), 0
     while best_height > lower and not budget.spent():
         for target in dict.fromkeys((lower, best_height - 1)):
@@ -132,13 +129,11 @@ def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | 
             restarts += tries
             if verdict == "found" and offsets is not None:
                 best, best_height = offsets, model.height(offsets)
-                history.append(("found", best_height))
             elif verdict == "infeasible":
                 lower = max(lower, target + 1)
-                history.append(("bound", lower))
             if best_height <= lower:
                 break
         limit *= 2
     within = cap is None or best_height <= cap
     status = "optimal" if best_height <= lower else ("feasible" if within else "timeout")
-    return SearchResult(status, lower, best_height, best, budget.nodes, restarts, history)
+    return SearchResult(status, lower, best, budget.nodes, restarts)

@@ -1,5 +1,5 @@
 """What the exact search precomputes once: time cut into sections, each block's span of
-sections, and the orders in which a niche's candidates are tried.
+sections, and the order in which a niche's candidates are tried.
 
 Sections are the intervals between consecutive distinct live-range endpoints: inside one
 section the set of live blocks does not change, so a section's load and its floor (the
@@ -14,13 +14,10 @@ import numpy as np
 
 from planner.bounds import live_sum
 
-# Candidate orders tried in turn by the driver (restarts with a different order escape an
-# unlucky early choice). Each is a tuple of keys, most significant first, all descending.
+# Orders in which the skyline search tries a niche's candidates: keys, most significant
+# first, all descending. The driver runs "size" (the canonical search has its own ranks).
 ORDERS = {
     "size": ("size", "length"),
-    "area": ("area", "size"),
-    "length": ("length", "size"),
-    "sections": ("sections", "size"),
 }
 # A dense block x section cover matrix makes the unallocated-floor bound one numpy call;
 # above this many cells it costs more than it saves.
@@ -72,12 +69,7 @@ class Model:
 
     def rank(self, order: str) -> np.ndarray:
         """Each block's position in the named candidate order (0 is tried first)."""
-        keys = {
-            "size": self.size,
-            "length": self.last - self.first + 1,
-            "area": self.size * (self.last - self.first + 1),
-            "sections": self.hi - self.lo,
-        }
+        keys = {"size": self.size, "length": self.last - self.first + 1}
         index = np.arange(len(self))
         by = np.lexsort((index, *(-keys[k] for k in reversed(ORDERS[order]))))
         rank = np.empty(len(self), dtype=np.int64)

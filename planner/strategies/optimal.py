@@ -164,13 +164,13 @@ def _solve_pool(problem: Problem, blocks: Blocks, members: np.ndarray, k: int, b
     height = model.height(start)
     fits = capacity is None or height <= capacity
     if len(model) > MAX_SEARCH_BLOCKS:
-        found = SearchResult("feasible" if fits else "timeout", model.lower_bound(), height, start)
+        found = SearchResult("feasible" if fits else "timeout", model.lower_bound(), start)
     elif capacity is not None and not fits:
         found = decide(model, capacity, budget)
     elif capacity is not None:
         # The greedy plan already fits: answer at once, optimal when it meets LOAD.
         lower = model.lower_bound()
-        found = SearchResult("optimal" if height <= lower else "feasible", lower, height, start)
+        found = SearchResult("optimal" if height <= lower else "feasible", lower, start)
     else:
         found = minimise(model, start, budget)
     if found.offsets is None:
