@@ -229,9 +229,7 @@ def test_model_plans_check_against_the_runtimes_own_problem(client):
     model_id = client.post("/api/v1/examples/squeezenet").json()["id"]
     r = client.post(f"/api/v1/models/{model_id}/plans", json={"strategies": FAST, "alignment": 128, "workspace": False})
     assert r.status_code == 200, r.text
-    problem = runtime.memory_problem(
-        runtime.load_model(SQUEEZENET), runtime.MemoryOptions(io="arena", workspace=False, alignment=128)
-    )
+    problem = runtime.memory_problem(runtime.load_model(SQUEEZENET), io="arena", workspace=False, alignment=128)
     for summary in r.json()["plans"]:
         doc = client.get(f"/api/v1/plans/{summary['id']}").json()
         offsets = {b["id"]: Placement(b["pool"], b["offset"]) for b in doc["buffers"]}
