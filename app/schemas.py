@@ -7,6 +7,36 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from planner import names as strategy_names
+from runtime import MemoryOptions
+
+DEFAULT_MEMORY = MemoryOptions()
+
+
+class MemoryRequest(BaseModel):
+    """How a model's memory is laid out: every request that plans or runs a model takes these
+    fields, with the defaults of `runtime.MemoryOptions` (the CLI's --io, --workspace,
+    --alignment, --inplace, --concat-inplace and --fuse)."""
+
+    model_config = ConfigDict(extra="forbid")
+    alignment: int = Field(default=DEFAULT_MEMORY.alignment, ge=1, le=1 << 20, description="offset alignment in bytes")
+    io: Literal["arena", "external"] = Field(
+        default=DEFAULT_MEMORY.io, description="inputs/outputs planned in the arena, or held by the caller"
+    )
+    workspace: bool = Field(default=DEFAULT_MEMORY.workspace, description="plan kernel scratch in the arena")
+    inplace: bool = Field(
+        default=DEFAULT_MEMORY.inplace,
+        description="ops write over an input that dies there (elementwise, LRN, pooling, depthwise Conv)",
+    )
+    concat_inplace: bool = Field(
+        default=DEFAULT_MEMORY.concat_inplace, description="Concat's producers write straight into their slices"
+    )
+    fuse: bool = Field(
+        default=DEFAULT_MEMORY.fuse,
+        description="load-time fusions: BatchNorm into Conv, a 1x1 Conv with its residual Add, the exact GELU",
+    )
+
+    def memory(self) -> MemoryOptions:
+        return MemoryOptions(**self.model_dump(include=set(MemoryOptions.__dataclass_fields__)))
 
 
 class PoolIn(BaseModel):
@@ -15,15 +45,11 @@ class PoolIn(BaseModel):
     capacity: int | None = Field(default=None, ge=0, description="bytes; null for unbounded")
 
 
-class PlanRequest(BaseModel):
+class PlanRequest(MemoryRequest):
     """Options of planning a model (the model page's form sends the same)."""
 
-    model_config = ConfigDict(extra="forbid")
     strategies: list[str] | Literal["all"] = Field(default="all", description="strategy names, or 'all'")
     dims: dict[str, int] = Field(default_factory=dict, description="values of symbolic dims, e.g. {'batch': 8}")
-    alignment: int = Field(default=64, ge=1, le=1 << 20, description="offset alignment in bytes")
-    io: Literal["arena", "external"] = "arena"
-    workspace: bool = True
     pools: list[PoolIn] | None = Field(default=None, description="pools with capacities; default one unbounded arena")
     time_limit: float | None = Field(default=None, gt=0, le=600, description="seconds a search strategy may take")
     seed: int = 0
@@ -115,16 +141,12 @@ class ModelList(BaseModel):
     models: list[ModelOut]
 
 
-class RunRequest(BaseModel):
+class RunRequest(MemoryRequest):
     """Execute a model inside a plan's arena. Inputs are seeded random unless an .npz is sent."""
 
-    model_config = ConfigDict(extra="forbid")
     plan_id: str | None = Field(default=None, description="a plan of this model; default: plan with `strategy`")
     strategy: str = "greedy_by_size"
     dims: dict[str, int] = Field(default_factory=dict)
-    alignment: int = Field(default=64, ge=1, le=1 << 20)
-    io: Literal["arena", "external"] = "arena"
-    workspace: bool = True
     seed: int = 0
     verify: Literal["auto", "onnxruntime", "reference", "none"] = "auto"
     zero_copy: bool = Field(
@@ -141,10 +163,9 @@ class RunRequest(BaseModel):
         return value
 
 
-class PipelineRequest(BaseModel):
+class PipelineRequest(MemoryRequest):
     """Stored models run one after the other in one joint arena, outputs connected to inputs."""
 
-    model_config = ConfigDict(extra="forbid")
     models: dict[str, str] = Field(
         description="pipeline name -> stored model id, in run order, e.g. {'a': id1, 'b': id2}", min_length=1
     )
@@ -155,9 +176,6 @@ class PipelineRequest(BaseModel):
     dims: dict[str, dict[str, int]] = Field(
         default_factory=dict, description="symbolic dims per pipeline name, e.g. {'a': {'N': 8}}"
     )
-    alignment: int = Field(default=64, ge=1, le=1 << 20)
-    io: Literal["arena", "external"] = "arena"
-    workspace: bool = True
     run: bool = Field(default=False, description="also start a run of the pipeline (a job)")
     seed: int = 0
 
@@ -193,7 +211,7 @@ class TrainingPlanRequest(BaseModel):
     optimizer: Literal["sgd", "adam", "none"] = "sgd"
     dims: dict[str, int] = Field(default_factory=dict)
     strategy: str = "greedy_by_size"
-    alignment: int = Field(default=64, ge=1, le=1 << 20)
+    alignment: int = Field(default=DEFAULT_MEMORY.alignment, ge=1, le=1 << 20)
     recompute: bool = Field(default=True, description="batch norm's backward recomputes its Conv input")
 
     @field_validator("strategy")

@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.docsections import replace_section  # noqa: E402
-from app.inputs import load_problem  # noqa: E402
+from app.services.docsections import replace_section  # noqa: E402
+from app.services.inputs import load_problem  # noqa: E402
 from planner import check_plan, get  # noqa: E402
 from planner.exact import ExactInfeasibleError  # noqa: E402
 

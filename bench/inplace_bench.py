@@ -83,7 +83,7 @@ def main() -> None:
 
     import onnx
 
-    from app.docsections import replace_section
+    from app.services.docsections import replace_section
 
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     rows = []

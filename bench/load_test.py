@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if figures["first_error"]:
         print("first error:", figures["first_error"])
     if args.docs:
-        from app.docsections import replace_section
+        from app.services.docsections import replace_section
 
         replace_section(args.docs, "reliability-load", text, title="memplan reliability")
     return 1 if figures["errors"] else 0

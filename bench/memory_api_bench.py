@@ -22,7 +22,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.docsections import replace_section  # noqa: E402
+from app.services.docsections import replace_section  # noqa: E402
 from runtime import MemoryOptions, Session, load_model  # noqa: E402
 from runtime.batches import BatchSessions  # noqa: E402
 from runtime.params import ParameterStore  # noqa: E402

@@ -331,7 +331,7 @@ def main() -> None:
         print(json.dumps(tvm_storage_bytes(args.tvm_one)))
         return
 
-    from app.docsections import replace_section
+    from app.services.docsections import replace_section
 
     with tempfile.TemporaryDirectory(prefix="memplan-peers-") as tmp:
         folder = Path(tmp)

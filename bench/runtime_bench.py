@@ -44,7 +44,7 @@ def main() -> None:
     import onnxruntime as ort
 
     import runtime
-    from app.docsections import replace_section
+    from app.services.docsections import replace_section
     from runtime.oracle import random_inputs
 
     light = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

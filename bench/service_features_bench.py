@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from app.docsections import replace_section  # noqa: E402
+from app.services.docsections import replace_section  # noqa: E402
 from app.main import Settings, create_app  # noqa: E402
 from runtime.training import models as training_models  # noqa: E402
 from tests.memory_models import mlp, rnn_output, rnn_step  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.docsections import replace_section  # noqa: E402
+from app.services.docsections import replace_section  # noqa: E402
 from runtime.training import CATEGORIES, build_training_step, models, plan_categories, training_problem  # noqa: E402
 
 NETS = {

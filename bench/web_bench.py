@@ -27,12 +27,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.docsections import replace_section  # noqa: E402
-from app.library import EXAMPLES_DIR  # noqa: E402
+from app.services.docsections import replace_section  # noqa: E402
+from app.services.library import EXAMPLES_DIR  # noqa: E402
 from app.main import Settings, create_app  # noqa: E402
 from planner import get, names  # noqa: E402
 from planner.generate import network_like  # noqa: E402
-from tests.test_browser_app import CHROMIUM, FLAGS  # noqa: E402 - the one place Chromium's launch flags live
+from tests.browser.harness import CHROMIUM, FLAGS  # noqa: E402 - the one place Chromium's launch flags live
 
 
 def serve(data_dir: Path) -> tuple[str, object, threading.Thread]:

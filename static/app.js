@@ -132,7 +132,8 @@
     const strategies = [...form.querySelectorAll("[name=strategy]:checked")].map((el) => el.value);
     return {
       strategies: strategies, dims: dims, alignment: Number(form.elements.alignment.value), io: form.elements.io.value,
-      workspace: form.elements.workspace.checked, pools: pools.length ? pools : null,
+      workspace: form.elements.workspace.checked, inplace: form.elements.inplace.checked,
+      concat_inplace: form.elements.concat_inplace.checked, fuse: form.elements.fuse.checked, pools: pools.length ? pools : null,
     };
   };
 

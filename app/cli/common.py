@@ -15,6 +15,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from runtime import DEFAULT_ALIGNMENT, MemoryOptions
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_INFEASIBLE = 1
@@ -83,7 +85,19 @@ FuseSwitch = Annotated[
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
-def check_io(io: str) -> str:
+def memory_options(
+    *, io: str, workspace: str, alignment: int | None, inplace: str, concat_inplace: str, fuse: str
+) -> MemoryOptions:
+    """The switches as one `runtime.MemoryOptions`; a bad value is refused naming its flag."""
     if io not in ("arena", "external"):
         raise fail(f"--io must be 'arena' or 'external', got {io!r}")
-    return io
+    if alignment is not None and alignment < 1:
+        raise fail(f"--alignment must be a positive number of bytes, got {alignment}")
+    return MemoryOptions(
+        io=io,  # type: ignore[arg-type]  # checked above
+        workspace=on("--workspace", workspace),
+        alignment=alignment or DEFAULT_ALIGNMENT,
+        inplace=on("--inplace", inplace),
+        concat_inplace=on("--concat-inplace", concat_inplace),
+        fuse=on("--fuse", fuse),
+    )

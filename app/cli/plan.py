@@ -17,9 +17,8 @@ from app.cli.common import (
     InplaceSwitch,
     IoOption,
     WorkspaceSwitch,
-    check_io,
     fail,
-    on,
+    memory_options,
     strategy_help,
     user_errors,
 )
@@ -63,15 +62,10 @@ def plan(
     if output is not None and output.suffix.lower() not in (".csv", ".json"):
         raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json")
     names = resolve_names(strategy)
-    model = ModelOptions(
-        dims=parse_dims(dims),
-        io=check_io(io),
-        workspace=on("--workspace", workspace),
-        reorder=reorder,
-        inplace=on("--inplace", inplace),
-        concat_inplace=on("--concat-inplace", concat_inplace),
-        fuse=on("--fuse", fuse),
+    memory = memory_options(
+        io=io, workspace=workspace, alignment=alignment, inplace=inplace, concat_inplace=concat_inplace, fuse=fuse
     )
+    model = ModelOptions(dims=parse_dims(dims), memory=memory, reorder=reorder)
     problem, graph = load_problem(input, alignment=alignment, capacity=capacity, model=model)
     options: dict[str, Any] = {"seed": seed}
     if time_limit is not None:
@@ -99,9 +93,9 @@ def plan(
         if graph is not None:
             saved = extras[0]["aliases"]
             fused = ", ".join(f"{count} {kind}" for kind, count in facts["fused_nodes"].items() if count)
-            typer.echo(f"fusions {'on' if model.fuse else 'off'}: {fused or 'none applied'}")
+            typer.echo(f"fusions {'on' if memory.fuse else 'off'}: {fused or 'none applied'}")
             typer.echo(
-                f"in place {'on' if model.inplace else 'off'}, concat in place {'on' if model.concat_inplace else 'off'}: "
+                f"in place {'on' if memory.inplace else 'off'}, concat in place {'on' if memory.concat_inplace else 'off'}: "
                 f"greedy_by_size {saved['arena_bytes_without']:,} -> {saved['arena_bytes_with']:,} bytes"
             )
     chosen = best(outcomes)
@@ -125,11 +119,11 @@ def _alias_savings(
         input,
         alignment=alignment,
         capacity=capacity,
-        model=dataclasses.replace(model, inplace=False, concat_inplace=False),
+        model=dataclasses.replace(model, memory=model.memory.replace(inplace=False, concat_inplace=False)),
     )
     saved = {
-        "inplace": model.inplace,
-        "concat_inplace": model.concat_inplace,
+        "inplace": model.memory.inplace,
+        "concat_inplace": model.memory.concat_inplace,
         "arena_bytes_with": plan_with(problem.with_capacity(None), "greedy_by_size").arena_bytes,
         "arena_bytes_without": plan_with(plain.with_capacity(None), "greedy_by_size").arena_bytes,
     }

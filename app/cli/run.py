@@ -16,9 +16,8 @@ from app.cli.common import (
     InplaceSwitch,
     IoOption,
     WorkspaceSwitch,
-    check_io,
     fail,
-    on,
+    memory_options,
     user_errors,
 )
 
@@ -66,14 +65,12 @@ def run(
         save_outputs=save_outputs,
         seed=seed,
         repeat=repeat,
-        io=check_io(io),
-        workspace=on("--workspace", workspace),
+        memory=memory_options(
+            io=io, workspace=workspace, alignment=None, inplace=inplace, concat_inplace=concat_inplace, fuse=fuse
+        ),
         canary=canary,
         verify=verify,
         reorder=reorder,
-        inplace=on("--inplace", inplace),
-        concat_inplace=on("--concat-inplace", concat_inplace),
-        fuse=on("--fuse", fuse),
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2))

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from planner import Problem, live_bytes
+from planner import Problem, live_bytes, load, naive
 from planner.bounds import peak_step
 
 PEAK_ROWS = 200  # the peak table lists at most this many tensors, largest first
@@ -44,9 +42,9 @@ def plan_view(
         "steps": problem.steps,
         "step_names": list(problem.step_names) if problem.step_names else None,
         "alignment": problem.alignment,
-        "load": int(curve.max()) if curve.size else 0,
-        "naive": sum(b.size for b in buffers),
-        "peak_step": _peak_of(curve),
+        "load": load(problem),
+        "naive": naive(problem),  # alias groups once, as every plan's naive_bytes
+        "peak_step": peak_step(problem),
         "live": curve.tolist(),
         "kinds": kinds,
         "buffers": {
@@ -71,11 +69,6 @@ def _column(facts: list[dict[str, Any]], key: str) -> list[Any] | None:
     """One fact of every buffer in problem order, or None if no buffer has it (`facts` empty: no facts)."""
     column = [f.get(key) for f in facts]
     return column if any(v is not None for v in column) else None
-
-
-def _peak_of(curve: np.ndarray) -> int:
-    """The first step at which the curve peaks, as `planner.bounds.peak_step` defines it."""
-    return int(curve.argmax()) if curve.size else 0
 
 
 def peak_table(problem: Problem, tensors: dict[str, dict[str, Any]], step: int | None = None) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from app.services.inputs import InputError, fused_nodes
+from runtime import MemoryOptions
 
 
 def run_model(
@@ -20,14 +21,10 @@ def run_model(
     save_outputs: Path | None,
     seed: int,
     repeat: int,
-    io: str,
-    workspace: bool,
+    memory: MemoryOptions,
     canary: bool,
     verify: bool,
     reorder: bool = False,
-    inplace: bool = True,
-    concat_inplace: bool = True,
-    fuse: bool = True,
 ) -> dict[str, Any]:
     import planner
     import runtime
@@ -37,13 +34,6 @@ def run_model(
     if not path.exists():
         raise InputError(f"{path}: no such file")
     planner.get(strategy)  # an unknown name fails here, listing the accepted ones
-    memory = runtime.MemoryOptions(
-        io=io,
-        workspace=workspace,
-        inplace=inplace,
-        concat_inplace=concat_inplace,
-        fuse=fuse,
-    )
     graph = runtime.load_model(path, dims=dims, fuse=memory.fuse)
     if reorder:
         graph, _ = runtime.reorder_graph(graph, memory)
@@ -67,9 +57,9 @@ def run_model(
         "outputs": {name: list(value.shape) for name, value in outputs.items()},
         "inputs": str(inputs) if inputs else f"random, seed {seed}",
         "order": "memory-aware" if reorder else "model",
-        "inplace": inplace,
-        "concat_inplace": concat_inplace,
-        "fuse": fuse,
+        "inplace": memory.inplace,
+        "concat_inplace": memory.concat_inplace,
+        "fuse": memory.fuse,
         "fused_nodes": fused_nodes(graph),
         "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
     }

@@ -6,6 +6,7 @@ cannot take.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -14,19 +15,23 @@ from app.errors import AppError
 from app.services.cache import LRU
 from app.settings import active_limits
 from planner import Pool, Problem
+from runtime import MemoryOptions
+
+MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(MemoryOptions))
 
 GRAPH_CACHE = 4  # graphs of big models hold their folded constants: keep only a few
-_graphs: LRU[tuple[str, tuple[tuple[str, int], ...]], Any] = LRU(GRAPH_CACHE)
+_graphs: LRU[tuple[str, tuple[tuple[str, int], ...], bool], Any] = LRU(GRAPH_CACHE)
 
 
-def load_graph(path: Path, dims: dict[str, int]) -> Any:
-    """The runtime graph of a stored model with its symbolic dims bound; cached."""
-    key = (str(path), tuple(sorted(dims.items())))
+def load_graph(path: Path, dims: dict[str, int], *, fuse: bool = True) -> Any:
+    """The runtime graph of a stored model with its symbolic dims bound (and its load-time fusions
+    applied unless `fuse` is False); cached."""
+    key = (str(path), tuple(sorted(dims.items())), fuse)
     found = _graphs.get(key)
     if found is not None:
         return found
     try:
-        graph = runtime.load_model(path, dims=dims, max_tensor_bytes=active_limits().max_tensor_bytes)
+        graph = runtime.load_model(path, dims=dims, fuse=fuse, max_tensor_bytes=active_limits().max_tensor_bytes)
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
     return _graphs.put(key, graph)
@@ -37,12 +42,15 @@ def forget(path: Path) -> None:
     _graphs.forget(lambda key: key[0] != str(path))
 
 
-def model_problem(
-    graph: Any, *, io: str, workspace: bool, alignment: int, pools: list[dict[str, Any]] | None, name: str
-) -> Problem:
-    """The planning problem of a graph under the page's or the request's options."""
+def memory_of(options: dict[str, Any]) -> MemoryOptions:
+    """The memory options among a stored request's options (older records lack some: defaults)."""
+    return MemoryOptions.from_json({k: v for k, v in options.items() if k in MEMORY_FIELDS})
+
+
+def model_problem(graph: Any, memory: MemoryOptions, *, pools: list[dict[str, Any]] | None, name: str) -> Problem:
+    """The planning problem of a graph under the page's or the request's memory options."""
     try:
-        problem = runtime.memory_problem(graph, runtime.MemoryOptions(io=io, workspace=workspace, alignment=alignment))
+        problem = runtime.memory_problem(graph, memory)
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
     changes: dict[str, Any] = {"name": problem.name or name}

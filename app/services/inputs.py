@@ -9,6 +9,7 @@ from typing import Any
 
 from planner import Problem, ProblemError
 from planner.csvio import read_csv
+from runtime import MemoryOptions
 
 PROBLEM_SUFFIXES = (".json", ".csv")
 MODEL_SUFFIXES = (".onnx",)
@@ -20,13 +21,11 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class ModelOptions:
+    """How to turn a model file into a problem: its dims, its memory options, and its node order."""
+
     dims: dict[str, int] = field(default_factory=dict)
-    io: str = "arena"
-    workspace: bool = True
+    memory: MemoryOptions = field(default_factory=MemoryOptions)
     reorder: bool = False  # plan the nodes in a memory-aware order instead of the model's
-    inplace: bool = True  # elementwise ops over a dying input (runtime.inplace)
-    concat_inplace: bool = True  # Concat producers straight into their slices
-    fuse: bool = True  # BatchNormalization into Conv, 1x1 Conv with the residual Add (runtime.fuse)
 
 
 def fused_nodes(graph: Any) -> dict[str, int]:
@@ -62,7 +61,7 @@ def load_problem(
 ) -> tuple[Problem, Any]:
     """The planning problem of a file, and the runtime graph when the file is a model.
 
-    `alignment` overrides the problem's (None keeps it; models default to 64 bytes);
+    `alignment` overrides the problem's (None keeps it; a model's comes from `model.memory`);
     `capacity` bounds the first pool.
     """
     suffix = path.suffix.lower()
@@ -83,18 +82,10 @@ def load_problem(
         import runtime
 
         options = model or ModelOptions()
-        graph = runtime.load_model(path, dims=options.dims, fuse=options.fuse)
-        memory = runtime.MemoryOptions(
-            io=options.io,
-            workspace=options.workspace,
-            alignment=alignment or runtime.DEFAULT_ALIGNMENT,
-            inplace=options.inplace,
-            concat_inplace=options.concat_inplace,
-            fuse=options.fuse,
-        )
+        graph = runtime.load_model(path, dims=options.dims, fuse=options.memory.fuse)
         if options.reorder:
-            graph, _ = runtime.reorder_graph(graph, memory)
-        problem = runtime.memory_problem(graph, memory)
+            graph, _ = runtime.reorder_graph(graph, options.memory)
+        problem = runtime.memory_problem(graph, options.memory)
     else:
         accepted = ", ".join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)
         raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; accepted: {accepted}")

@@ -19,7 +19,7 @@ from app.errors import AppError, not_found
 from app.jobs import Job, JobFailed, JobManager
 from app.schemas import PipelineRequest, PipelineRunRequest
 from app.services import library
-from app.services.graphs import load_graph, model_problem, tensor_facts
+from app.services.graphs import MEMORY_FIELDS, load_graph, memory_of, model_problem, tensor_facts
 from app.services.library import check_dims
 from app.services.planning import plan_and_store
 from app.services.runs import bind_io, copy_figures, describe_output, execute_with_progress, run_stats
@@ -40,14 +40,16 @@ def _records(storage: Storage, models: dict[str, str]) -> dict[str, ModelRecord]
     return records
 
 
-def _graphs(storage: Storage, records: dict[str, ModelRecord], dims: dict[str, dict[str, int]]) -> dict[str, Any]:
+def _graphs(
+    storage: Storage, records: dict[str, ModelRecord], dims: dict[str, dict[str, int]], *, fuse: bool
+) -> dict[str, Any]:
     unknown = sorted(set(dims) - set(records))
     if unknown:
         raise AppError(422, f"dims: {unknown[0]!r} is not a model of the pipeline; its models are {list(records)}")
     graphs = {}
     for name, record in records.items():
         check_dims(record, dims.get(name, {}))
-        graphs[name] = load_graph(library.model_path(storage, record), dims.get(name, {}))
+        graphs[name] = load_graph(library.model_path(storage, record), dims.get(name, {}), fuse=fuse)
     return graphs
 
 
@@ -57,7 +59,7 @@ def _pipeline(graphs: dict[str, Any], spec: dict[str, Any], plan: Plan | str, **
             graphs,
             spec["connections"],
             plan,
-            runtime.MemoryOptions(io=spec["io"], workspace=spec["workspace"], alignment=spec["alignment"]),
+            memory_of(spec),
             **options,
         )
     except runtime.ModelError as e:
@@ -69,13 +71,12 @@ def plan_pipeline(storage: Storage, jobs: JobManager, body: PipelineRequest) -> 
     if get(body.strategy).slow:
         raise AppError(422, f"strategy: {body.strategy} runs as a job; plan a pipeline with a fast strategy")
     records = _records(storage, body.models)
-    graphs = _graphs(storage, records, body.dims)
-    spec = body.model_dump(include={"models", "connections", "dims", "strategy", "io", "workspace", "alignment"})
+    memory = body.memory()
+    graphs = _graphs(storage, records, body.dims, fuse=memory.fuse)
+    spec = body.model_dump(include={"models", "connections", "dims", "strategy", *MEMORY_FIELDS})
     pipe = _pipeline(graphs, spec, body.strategy)
     name = "+".join(records[n].name for n in body.models)
-    problem = model_problem(
-        pipe.graph, io=body.io, workspace=body.workspace, alignment=body.alignment, pools=None, name=name
-    )
+    problem = model_problem(pipe.graph, memory, pools=None, name=name)
     separate = pipe.separate_arena_bytes()
     made = plan_and_store(
         storage,
@@ -159,7 +160,7 @@ def execute(
     job: Job, storage: Storage, records: dict[str, ModelRecord], spec: dict[str, Any], plan: Plan, body: Any
 ) -> dict[str, Any]:
     job.report(0.0, "loading the models")
-    graphs = _graphs(storage, records, spec["dims"])
+    graphs = _graphs(storage, records, spec["dims"], fuse=memory_of(spec).fuse)
     try:
         pipe = _pipeline(graphs, spec, plan, max_arena_bytes=active_limits().max_arena_bytes)
         feeds = oracle.random_inputs(pipe.graph, body.seed)

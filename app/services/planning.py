@@ -152,11 +152,10 @@ def _plan_job(
 
 def plan_model(storage: Storage, jobs: JobManager, record: ModelRecord, body: PlanRequest) -> dict[str, Any]:
     library.check_dims(record, body.dims)
-    graph = graphs.load_graph(library.model_path(storage, record), body.dims)
+    memory = body.memory()
+    graph = graphs.load_graph(library.model_path(storage, record), body.dims, fuse=memory.fuse)
     pools = [p.model_dump() for p in body.pools] if body.pools else None
-    problem = graphs.model_problem(
-        graph, io=body.io, workspace=body.workspace, alignment=body.alignment, pools=pools, name=record.name
-    )
+    problem = graphs.model_problem(graph, memory, pools=pools, name=record.name)
     strategy_options: dict[str, Any] = {"seed": body.seed}
     if body.time_limit is not None:
         strategy_options["time_limit"] = body.time_limit

@@ -14,6 +14,7 @@ from app.services.paths import STATIC_DIR, plotly_js_path
 from app.services.plans import problem_of
 from app.storage import ModelRecord, PlanRecord, Storage
 from planner import get, names
+from runtime import MemoryOptions
 
 
 def strategy_list() -> list[dict[str, Any]]:
@@ -113,5 +114,6 @@ def model_page_context(storage: Storage, record: ModelRecord) -> dict[str, Any]:
         "graph": graph_facts,
         "graph_error": graph_error,
         "strategies": strategy_list(),
+        "memory": MemoryOptions().to_json(),  # the planning form's defaults
         "parameters": parameters.sharing(storage, record),
     }

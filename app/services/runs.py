@@ -40,8 +40,8 @@ def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequ
         options = stored["options"]
     else:
         # Zero-copy needs inputs and outputs outside the arena, where caller memory can be bound.
-        io = "external" if body.zero_copy else body.io
-        options = {"dims": body.dims, "io": io, "workspace": body.workspace, "alignment": body.alignment}
+        memory = body.memory().replace(io="external") if body.zero_copy else body.memory()
+        options = {"dims": body.dims, **memory.to_json()}
         made = plan_and_store(
             storage,
             jobs,
@@ -71,15 +71,9 @@ def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequ
 
 
 def _problem(storage: Storage, record: ModelRecord, options: dict[str, Any]) -> Problem:
-    graph = graphs.load_graph(library.model_path(storage, record), options.get("dims", {}))
-    return graphs.model_problem(
-        graph,
-        io=options.get("io", "arena"),
-        workspace=options.get("workspace", True),
-        alignment=options.get("alignment", 64),
-        pools=None,
-        name=record.name,
-    )
+    memory = graphs.memory_of(options)
+    graph = graphs.load_graph(library.model_path(storage, record), options.get("dims", {}), fuse=memory.fuse)
+    return graphs.model_problem(graph, memory, pools=None, name=record.name)
 
 
 def _read_npz(data: bytes) -> dict[str, np.ndarray]:
@@ -102,8 +96,9 @@ def execute(
     body: RunRequest,
 ) -> dict[str, Any]:
     path = library.model_path(storage, record)
+    memory = graphs.memory_of(options)
     job.report(0.0, "loading the model")
-    graph = graphs.load_graph(path, options.get("dims", {}))
+    graph = graphs.load_graph(path, options.get("dims", {}), fuse=memory.fuse)
     try:
         feeds = inputs if inputs is not None else oracle.random_inputs(graph, body.seed)
     except runtime.ModelError as e:
@@ -111,16 +106,7 @@ def execute(
     missing = sorted(set(graph.inputs) - set(feeds))
     if missing:
         raise JobFailed(f"inputs: the .npz lacks {missing}; the model's inputs are {list(graph.inputs)}", 422)
-    session = runtime.Session(
-        graph,
-        plan,
-        runtime.MemoryOptions(
-            io=options.get("io", "arena"),
-            workspace=options.get("workspace", True),
-            alignment=options.get("alignment", runtime.DEFAULT_ALIGNMENT),
-        ),
-        max_arena_bytes=active_limits().max_arena_bytes,
-    )
+    session = runtime.Session(graph, plan, memory, max_arena_bytes=active_limits().max_arena_bytes)
     job.report(0.0, "preparing: kernels, views into the arena")
     try:
         session.prepare()
@@ -147,13 +133,10 @@ def execute(
 
 def rerun_body(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
     """The request that runs the same model again with a fresh plan (the run page's zero-copy toggle
-    flips `zero_copy` in it)."""
-    return {
-        "strategy": strategy,
-        "dims": options.get("dims", {}),
-        "alignment": options.get("alignment", 64),
-        "workspace": options.get("workspace", True),
-    }
+    flips `zero_copy` in it, which decides `io`)."""
+    memory = graphs.memory_of(options).to_json()
+    memory.pop("io")
+    return {"strategy": strategy, "dims": options.get("dims", {}), **memory}
 
 
 def bind_io(session: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,114 +1,17 @@
-"""The pages in real Chromium (Debian's, through Playwright) against the real app served by uvicorn.
-
-Each test keeps a screenshot of the page it drove under test-artifacts/ (git-ignored).
-"""
+"""The pages in real Chromium (Debian's, through Playwright) against the real app served by uvicorn."""
 
 from __future__ import annotations
 
 import base64
 import json
 import shutil
-import socket
-import threading
-import time
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 
-import pytest
-
-from app.library import EXAMPLES_DIR
-from app.main import Settings, create_app
+from app.services.library import EXAMPLES_DIR
 from planner.generate import network_like
+from tests.browser.harness import BROWSER, shot
 
-CHROMIUM = "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (apt-get install chromium)"
-    ),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def serving(settings: Settings) -> Iterator[str]:
-    """The app with `settings` served by uvicorn on a free port, in a thread; yields its URL."""
-    import uvicorn
-
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-@contextmanager
-def chromium(profile: Path) -> Iterator[Any]:
-    """A headless Debian Chromium context (Playwright) with its profile in `profile`."""
-    playwright = pytest.importorskip("playwright.sync_api")
-    with playwright.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(profile),
-            executable_path=CHROMIUM,
-            headless=True,
-            args=FLAGS,
-            viewport={"width": 1400, "height": 1000},
-        )
-        context.set_default_timeout(30_000)
-        try:
-            yield context
-        finally:
-            context.close()
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    with serving(Settings(data_dir=tmp_path_factory.mktemp("data"), max_upload_bytes=1 << 20)) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    with chromium(tmp_path_factory.mktemp("chromium-profile")) as context:
-        yield context
-
-
-@pytest.fixture()
-def page(browser):
-    page = browser.new_page()
-    yield page
-    page.close()
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+pytestmark = BROWSER
 
 
 def _post(url: str, body: bytes, content_type: str) -> dict:

@@ -1,14 +1,13 @@
 """The memory API and training pages in real Chromium: the run page's zero-copy toggle, the
-training demo's falling loss chart, the pipeline page. Servers and browser as in test_browser_app."""
+training demo's falling loss chart, the pipeline page. Server and browser fixtures: tests/conftest.py."""
 
 from __future__ import annotations
 
-from tests import memory_models, test_browser_app
+from tests import memory_models
+from tests.browser.harness import BROWSER, shot
 
-# The same uvicorn server, Chromium and page fixtures (and skip without Chromium) as test_browser_app.
-pytestmark = test_browser_app.pytestmark
-server, browser, page = test_browser_app.server, test_browser_app.browser, test_browser_app.page
-shot = test_browser_app.shot
+# Skipped without Chromium; the server, browser and page fixtures are in tests/conftest.py.
+pytestmark = BROWSER
 
 
 def _upload(page, server: str, model, name: str) -> str:

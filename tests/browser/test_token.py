@@ -7,22 +7,16 @@ Screenshots go to test-artifacts/ (git-ignored), as in test_browser_app.py.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
-from app.library import EXAMPLES_DIR
-from app.main import Settings
-from tests.test_browser_app import CHROMIUM, chromium, serving, shot
+from app.services.library import EXAMPLES_DIR
+from app.settings import Settings
+from tests.browser.harness import BROWSER, chromium, serving, shot
 
 TOKEN = "correct horse battery staple"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (apt-get install chromium)"
-    ),
-]
+pytestmark = BROWSER
 
 
 @pytest.fixture()

@@ -14,7 +14,7 @@ from app.cli import app
 from planner import Plan, check_plan
 from planner.csvio import read_csv
 
-from .test_planner_io import MINIMALLOC_README
+from tests.planner.test_io import MINIMALLOC_README
 
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "load_test.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "load_test.py"
 
 
 def test_twenty_clients_for_five_seconds_see_no_errors(tmp_path):

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.main import Settings, create_app
 from reliability import malformed
 
 SLOW_S = 20.0
 
 
 @pytest.fixture
-def client(tmp_path):
-    with TestClient(create_app(Settings(data_dir=tmp_path)), raise_server_exceptions=False) as c:
+def client(make_client):
+    with make_client(raise_server_exceptions=False) as c:  # a server error must come back as a 500, not raise
         yield c
 
 

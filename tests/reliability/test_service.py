@@ -14,22 +14,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
 
 from app.jobs import CANCELLED, JobManager
-from app.main import Settings, create_app
 from reliability.malformed import base_model
 
 MODEL = base_model().SerializeToString()
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def _client(tmp_path: Path, **settings) -> TestClient:
-    return TestClient(create_app(Settings(data_dir=tmp_path, **settings)))
-
-
-def test_token_is_required_for_writes_only(tmp_path):
-    with _client(tmp_path, token="s3cret") as client:
+def test_token_is_required_for_writes_only(make_client):
+    with make_client(token="s3cret") as client:
         r = client.post("/api/v1/models", files={"file": ("m.onnx", MODEL)})
         assert r.status_code == 401 and "MEMPLAN_TOKEN" in r.json()["detail"]
         r = client.post("/api/v1/models", files={"file": ("m.onnx", MODEL)}, headers={"x-memplan-token": "wrong"})
@@ -39,10 +33,10 @@ def test_token_is_required_for_writes_only(tmp_path):
         assert client.get("/api/v1/models").status_code == 200
 
 
-def test_read_only_mode_refuses_every_write_and_serves_reads(tmp_path):
-    with _client(tmp_path) as client:
+def test_read_only_mode_refuses_every_write_and_serves_reads(make_client):
+    with make_client() as client:
         model_id = client.post("/api/v1/models", files={"file": ("m.onnx", MODEL)}).json()["id"]
-    with _client(tmp_path, read_only=True, token="t") as client:
+    with make_client(read_only=True, token="t") as client:
         r = client.post("/api/v1/models", files={"file": ("m.onnx", MODEL)}, headers={"authorization": "Bearer t"})
         assert r.status_code == 403 and "read-only" in r.json()["detail"]
         assert client.delete(f"/api/v1/models/{model_id}").status_code == 403
@@ -71,8 +65,8 @@ def test_jobs_are_cancelled_queued_or_running_and_the_queue_is_bounded():
     jobs.shutdown()
 
 
-def test_tensor_element_limit_refuses_a_big_input(tmp_path):
-    with _client(tmp_path, max_tensor_elements=100) as client:
+def test_tensor_element_limit_refuses_a_big_input(make_client):
+    with make_client(max_tensor_elements=100) as client:
         model_id = client.post("/api/v1/models", files={"file": ("m.onnx", MODEL)}).json()["id"]
         r = client.post(f"/api/v1/models/{model_id}/plans", json={"strategies": ["naive"], "dims": {"batch": 1}})
         assert r.status_code == 422 and "max_tensor_bytes" in r.json()["detail"]

@@ -6,7 +6,9 @@ import json
 import urllib.request
 
 from reliability.malformed import base_model
-from tests.test_browser_app import browser, page, pytestmark, server  # noqa: F401 - shared fixtures
+from tests.browser.harness import BROWSER
+
+pytestmark = BROWSER
 
 SCRIPT = "<script>window.__owned = 1</script>"
 IMG = '"><img src=x onerror="window.__owned = 2">'

@@ -10,18 +10,10 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import Settings, create_app
 from planner import Plan, Problem, check_plan
 from tests import memory_models
 
 PROBLEM_JSON = "application/problem+json"
-
-
-@pytest.fixture()
-def client(tmp_path):
-    app = create_app(Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 22))
-    with TestClient(app) as c:
-        yield c
 
 
 def _upload(client: TestClient, model, name: str) -> str:

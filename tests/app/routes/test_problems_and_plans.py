@@ -12,18 +12,10 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import Settings, create_app
 from planner import Placement, Plan, Problem, check_plan, get, load, names
 from planner.csvio import read_csv
 
 CSV = "id,lower,upper,size\na,0,2,64\nb,1,3,64\nc,2,4,64\nd,0,4,32\n"
-
-
-@pytest.fixture()
-def client(tmp_path):
-    app = create_app(Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 20))
-    with TestClient(app) as c:
-        yield c
 
 
 def _plan_csv(client: TestClient, text: str = CSV, **params: str) -> dict:

@@ -8,21 +8,15 @@ set must succeed, the same write without it must be refused.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import Settings, create_app
 from reliability.malformed import base_model
 
 TOKEN = 's3cret token;="q"'  # a space, ';', '=' and quotes must survive the cookie's quoting
 MODEL = base_model().SerializeToString()
 HTML = {"accept": "text/html"}
-
-
-def _client(tmp_path: Path, base_url: str = "http://testserver", **settings) -> TestClient:
-    return TestClient(create_app(Settings(data_dir=tmp_path / "data", **settings)), base_url=base_url)
 
 
 def _upload(client: TestClient):
@@ -39,8 +33,8 @@ def _nav(page: str) -> str:
     return re.search(r'<header class="top">.*?</header>', page, re.S).group(0)
 
 
-def test_signed_out_pages_offer_sign_in_instead_of_write_controls(tmp_path):
-    with _client(tmp_path, token=TOKEN) as client:
+def test_signed_out_pages_offer_sign_in_instead_of_write_controls(make_client):
+    with make_client(token=TOKEN) as client:
         home = client.get("/").text
         assert 'id="file-input"' not in home and 'id="problem-form"' not in home and "data-delete" not in home
         assert (
@@ -53,8 +47,8 @@ def test_signed_out_pages_offer_sign_in_instead_of_write_controls(tmp_path):
         assert 'id="access-state">sign in</a>' in _nav(client.get("/").text)
 
 
-def test_sign_in_sets_a_strict_httponly_cookie_and_the_pages_writes_then_succeed(tmp_path):
-    with _client(tmp_path, token=TOKEN) as client:
+def test_sign_in_sets_a_strict_httponly_cookie_and_the_pages_writes_then_succeed(make_client):
+    with make_client(token=TOKEN) as client:
         r = _sign_in(client, next_path="/pipelines?x=1", **HTML)
         assert r.status_code == 303 and r.headers["location"] == "/pipelines?x=1"
         cookie = r.headers["set-cookie"]
@@ -72,16 +66,16 @@ def test_sign_in_sets_a_strict_httponly_cookie_and_the_pages_writes_then_succeed
         assert r.status_code == 303 and r.headers["location"].startswith("/models/")
 
 
-def test_the_cookie_is_secure_when_the_request_came_over_https(tmp_path):
-    with _client(tmp_path, base_url="https://testserver", token=TOKEN) as client:
+def test_the_cookie_is_secure_when_the_request_came_over_https(make_client):
+    with make_client(base_url="https://testserver", token=TOKEN) as client:
         r = _sign_in(client)
         assert r.status_code == 303
         assert "secure" in {part.strip().lower() for part in r.headers["set-cookie"].split(";")}
         assert _upload(client).status_code == 201
 
 
-def test_a_wrong_token_is_401_with_a_reason_and_sets_no_cookie(tmp_path):
-    with _client(tmp_path, token=TOKEN) as client:
+def test_a_wrong_token_is_401_with_a_reason_and_sets_no_cookie(make_client):
+    with make_client(token=TOKEN) as client:
         for wrong in ("", "s3cret", TOKEN + "x"):
             r = _sign_in(client, token=wrong)
             assert r.status_code == 401 and "set-cookie" not in r.headers
@@ -106,8 +100,8 @@ def test_a_wrong_token_is_401_with_a_reason_and_sets_no_cookie(tmp_path):
         "/" + "a" * 3000,
     ],
 )
-def test_open_redirects_are_refused_and_set_no_cookie(tmp_path, target):
-    with _client(tmp_path, token=TOKEN) as client:
+def test_open_redirects_are_refused_and_set_no_cookie(make_client, target):
+    with make_client(token=TOKEN) as client:
         r = _sign_in(client, next_path=target)
         assert r.status_code == 400 and "location" not in r.headers and "set-cookie" not in r.headers
         assert r.json()["detail"].startswith("next:")
@@ -116,8 +110,8 @@ def test_open_redirects_are_refused_and_set_no_cookie(tmp_path, target):
         assert client.get("/token", params={"next": target}).status_code == 400
 
 
-def test_sign_out_clears_the_cookie_and_writes_are_refused_again(tmp_path):
-    with _client(tmp_path, token=TOKEN) as client:
+def test_sign_out_clears_the_cookie_and_writes_are_refused_again(make_client):
+    with make_client(token=TOKEN) as client:
         _sign_in(client)
         assert _upload(client).status_code == 201
         r = client.post("/token/signout", data={"next": "/models"}, follow_redirects=False)
@@ -129,8 +123,8 @@ def test_sign_out_clears_the_cookie_and_writes_are_refused_again(tmp_path):
         assert 'id="access-state">sign in</a>' in _nav(client.get("/").text)
 
 
-def test_a_refused_form_post_from_a_page_gets_a_page_with_a_sign_in_link(tmp_path):
-    with _client(tmp_path, token=TOKEN) as client:
+def test_a_refused_form_post_from_a_page_gets_a_page_with_a_sign_in_link(make_client):
+    with make_client(token=TOKEN) as client:
         r = client.post("/examples/squeezenet", headers={**HTML, "referer": "http://testserver/models?sort=name"})
         assert r.status_code == 401 and r.headers["content-type"].startswith("text/html")
         assert 'href="/token?next=%2Fmodels%3Fsort%3Dname" id="signin-link"' in r.text
@@ -140,8 +134,8 @@ def test_a_refused_form_post_from_a_page_gets_a_page_with_a_sign_in_link(tmp_pat
         assert r.status_code == 401 and r.json()["status"] == 401
 
 
-def test_the_sign_in_page_and_its_json_twin(tmp_path):
-    with _client(tmp_path, token=TOKEN) as client:
+def test_the_sign_in_page_and_its_json_twin(make_client):
+    with make_client(token=TOKEN) as client:
         page = client.get("/token", params={"next": "/models/abc"}).text
         assert 'id="signin-form"' in page and 'name="next" value="/models/abc"' in page
         assert client.get("/token?format=json").json()["signed_in"] is False
@@ -149,8 +143,8 @@ def test_the_sign_in_page_and_its_json_twin(tmp_path):
         assert client.get("/token?format=json").json()["signed_in"] is True
 
 
-def test_without_a_token_the_nav_says_nothing_and_every_control_is_there(tmp_path):
-    with _client(tmp_path) as client:
+def test_without_a_token_the_nav_says_nothing_and_every_control_is_there(make_client):
+    with make_client() as client:
         home = client.get("/").text
         assert "access-state" not in home and "signin-link" not in home and 'id="file-input"' in home
         assert "needs no token" in client.get("/token").text
@@ -158,15 +152,15 @@ def test_without_a_token_the_nav_says_nothing_and_every_control_is_there(tmp_pat
         assert _upload(client).status_code == 201
 
 
-def test_read_only_pages_say_so_and_offer_no_write_controls(tmp_path):
-    with _client(tmp_path) as client:
+def test_read_only_pages_say_so_and_offer_no_write_controls(make_client):
+    with make_client() as client:
         model_id = _upload(client).json()["id"]
         body = {"strategies": ["greedy_by_size"], "dims": {"batch": 1}}
         plan_id = client.post(f"/api/v1/models/{model_id}/plans", json=body).json()["plans"][0]["id"]
         assert 'id="run-form"' in client.get(f"/plans/{plan_id}").text  # writable: the control is there
     controls = ['id="file-input"', 'id="problem-form"', "data-delete", 'id="plan-form"', 'id="training-plan-form"']
     controls += ['id="run-form"', 'id="pipeline-form"', 'id="training-form"', "signin-link", 'id="signout-button"']
-    with _client(tmp_path, token=TOKEN, read_only=True) as client:
+    with make_client(token=TOKEN, read_only=True) as client:
         client.cookies.set("memplan_token", TOKEN)  # even signed in: read-only refuses every write
         for path in ("/", f"/models/{model_id}", f"/plans/{plan_id}", "/pipelines", "/training"):
             page = client.get(path).text
@@ -178,8 +172,8 @@ def test_read_only_pages_say_so_and_offer_no_write_controls(tmp_path):
         assert _sign_in(client).status_code == 403 and _upload(client).status_code == 403
 
 
-def test_the_open_sign_in_endpoint_reads_only_a_small_form(tmp_path):
-    with _client(tmp_path, token=TOKEN) as client:
+def test_the_open_sign_in_endpoint_reads_only_a_small_form(make_client):
+    with make_client(token=TOKEN) as client:
         r = client.post("/token", data={"token": "x" * 20_000, "next": "/"}, follow_redirects=False)
         assert r.status_code == 413 and "set-cookie" not in r.headers and "at most" in r.json()["detail"]
         chunks = iter([b"token=", b"x"])  # a streamed body declares no length
@@ -187,10 +181,10 @@ def test_the_open_sign_in_endpoint_reads_only_a_small_form(tmp_path):
         assert r.status_code == 413
 
 
-def test_wrong_tokens_are_rate_limited_per_address(tmp_path):
-    from app.signin import MAX_FAILURES
+def test_wrong_tokens_are_rate_limited_per_address(make_client, tmp_path):
+    from app.security import MAX_FAILURES
 
-    with _client(tmp_path, token=TOKEN) as client:
+    with make_client(token=TOKEN) as client:
         for _ in range(MAX_FAILURES):
             assert _sign_in(client, token="guess").status_code == 401
         limited = _sign_in(client, token="guess")
@@ -199,5 +193,5 @@ def test_wrong_tokens_are_rate_limited_per_address(tmp_path):
         # Even the right token waits: the limit is on trying, not on failing.
         right = _sign_in(client)
         assert right.status_code == 429 and "memplan_token" not in right.headers.get("set-cookie", "")
-    with _client(tmp_path / "other", token=TOKEN) as fresh:  # a new service process starts with a clean slate
+    with make_client(data_dir=tmp_path / "other", token=TOKEN) as fresh:  # a new service process starts with a clean slate
         assert _sign_in(fresh).status_code == 303

@@ -9,21 +9,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from fastapi.testclient import TestClient
 
-from app.main import Settings, create_app
 from planner import Plan, Problem, check_plan
 from runtime.training import CATEGORIES, build_training_step, plan_categories, training_problem
 from runtime.training import models as training_models
 
 PROBLEM_JSON = "application/problem+json"
-
-
-@pytest.fixture()
-def client(tmp_path):
-    app = create_app(Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 22))
-    with TestClient(app) as c:
-        yield c
 
 
 @pytest.fixture()
