@@ -11,7 +11,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+import onnxruntime as ort
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
@@ -58,6 +59,53 @@ def run_against_reference(
     node = model.graph.node[0]
     inputs = [feeds[name] if name else None for name in node.input]
     return run_kernel(model, inputs, expected), expected
+
+
+def one_node(
+    op: str,
+    feeds: dict[str, np.ndarray | None],
+    n_outputs: int = 1,
+    opset: int = 21,
+    out_types: list | None = None,
+    **attrs,
+) -> onnx.ModelProto:
+    """A one-node model over `feeds` (None marks an omitted optional input); outputs typed
+    like the first input unless `out_types` (numpy dtypes) says otherwise."""
+    names = list(feeds)
+    present = [n for n in names if feeds[n] is not None]
+    outs = [f"y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op, [n if feeds[n] is not None else "" for n in names], outs, **attrs)
+    elem = helper.np_dtype_to_tensor_dtype(feeds[present[0]].dtype)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(feeds[n].dtype), feeds[n].shape)
+            for n in present
+        ],
+        [
+            helper.make_tensor_value_info(
+                o, elem if out_types is None else helper.np_dtype_to_tensor_dtype(np.dtype(t)), None
+            )
+            for o, t in zip(outs, out_types or [None] * n_outputs, strict=True)
+        ],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray | None]) -> list[np.ndarray]:
+    """onnxruntime's outputs on one thread (omitted inputs dropped)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, {k: v for k, v in feeds.items() if v is not None})
+
+
+def close(got: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-4, atol: float = 1e-5) -> None:
+    """Same shapes, values within tolerance, output by output."""
+    for g, e in zip(got, expected, strict=True):
+        assert g.shape == e.shape
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
 
 
 def backend_cases(op_type: str) -> Iterator[tuple[str, onnx.ModelProto, list[np.ndarray | None], list[np.ndarray]]]:

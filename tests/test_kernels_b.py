@@ -12,12 +12,10 @@ import tracemalloc
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from onnx import helper
 
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
-from tests.kernel_harness import backend_cases, run_against_reference, run_kernel
+from tests.kernel_harness import backend_cases, close, one_node, run_against_reference, run_kernel, run_ort
 
 OPS = [
     "Conv",
@@ -111,54 +109,6 @@ def test_workspace_or_none_give_the_same_result(model, inputs, expected, mode):
         np.testing.assert_allclose(g, e, rtol=1e-3, atol=1e-5)
 
 
-# --- model building --------------------------------------------------------------------
-
-
-def one_node(
-    op: str,
-    feeds: dict[str, np.ndarray | None],
-    n_outputs: int = 1,
-    opset: int = 21,
-    out_types: list | None = None,
-    **attrs,
-) -> onnx.ModelProto:
-    """A one-node model over `feeds` (None marks an omitted optional input); outputs typed
-    like the first input unless `out_types` (numpy dtypes) says otherwise."""
-    names = list(feeds)
-    present = [n for n in names if feeds[n] is not None]
-    outs = [f"y{i}" for i in range(n_outputs)]
-    node = helper.make_node(op, [n if feeds[n] is not None else "" for n in names], outs, **attrs)
-    elem = helper.np_dtype_to_tensor_dtype(feeds[present[0]].dtype)
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [
-            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(feeds[n].dtype), feeds[n].shape)
-            for n in present
-        ],
-        [
-            helper.make_tensor_value_info(
-                o, elem if out_types is None else helper.np_dtype_to_tensor_dtype(np.dtype(t)), None
-            )
-            for o, t in zip(outs, out_types or [None] * n_outputs, strict=True)
-        ],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
-
-
-def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray | None]) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, {k: v for k, v in feeds.items() if v is not None})
-
-
-def _close(got: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-4, atol: float = 1e-5) -> None:
-    for g, e in zip(got, expected, strict=True):
-        assert g.shape == e.shape
-        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
-
-
 # --- randomised attribute combinations -------------------------------------------------------------
 
 
@@ -191,13 +141,13 @@ def test_conv_random_against_reference(seed):
     b = rng.standard_normal(group * per_group_out).astype(np.float32) if seed % 3 else None
     model = one_node("Conv", {"x": x, "w": w, "b": b}, group=group, **attrs)
     got, expected = run_against_reference(model, {"x": x, "w": w, **({"b": b} if b is not None else {})})
-    _close(got, expected)
+    close(got, expected)
 
 
 @pytest.mark.parametrize("seed", [0, 3, 7, 14, 21, 22])
 def test_conv_in_small_bands_against_reference(seed, monkeypatch):
     # Tiny band budgets force one output row (one channel, depthwise) per im2col band.
-    monkeypatch.setattr("runtime.kernels.conv.IM2COL_BLOCK_BYTES", 64)
+    monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 64)
     monkeypatch.setattr("runtime.kernels.conv.DEPTHWISE_BLOCK_BYTES", 64)
     test_conv_random_against_reference(seed)
 
@@ -228,12 +178,12 @@ def test_conv_transpose_random_against_onnxruntime(seed):
     feeds = {"x": x, "w": w, "b": b}
     model = one_node("ConvTranspose", feeds, **attrs)
     expected = run_ort(model, feeds)
-    _close(run_kernel(model, [x, w, b], like=expected), expected)
+    close(run_kernel(model, [x, w, b], like=expected), expected)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 4, 7, 9])
 def test_conv_transpose_in_small_bands_against_onnxruntime(seed, monkeypatch):
-    monkeypatch.setattr("runtime.kernels.conv.IM2COL_BLOCK_BYTES", 64)  # one input row per band
+    monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 64)  # one input row per band
     test_conv_transpose_random_against_onnxruntime(seed)
 
 
@@ -250,7 +200,7 @@ def test_gemm_random_against_reference(seed):
     feeds = {"a": a, "b": b, "c": c}
     model = one_node("Gemm", feeds, transA=trans_a, transB=trans_b, **attrs)
     got, expected = run_against_reference(model, {k: v for k, v in feeds.items() if v is not None})
-    _close(got, expected)
+    close(got, expected)
 
 
 def _random_pool(rng: np.random.Generator, rank: int) -> dict:
@@ -268,11 +218,11 @@ def test_max_pool_random_against_reference(seed):
     x = rng.standard_normal((2, 3, *rng.integers(5, 9, rank))).astype(np.float32)
     model = one_node("MaxPool", {"x": x}, n_outputs=2, opset=12, out_types=[np.float32, np.int64], **attrs)
     expected = run_ort(model, {"x": x})
-    _close(run_kernel(model, [x], like=expected), expected)
+    close(run_kernel(model, [x], like=expected), expected)
     if attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
         # onnx.reference's MaxPool derives SAME pads its own (older) way: compare explicit pads only.
         got, reference = run_against_reference(one_node("MaxPool", {"x": x}, opset=12, **attrs), {"x": x})
-        _close(got, reference)
+        close(got, reference)
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -287,7 +237,7 @@ def test_average_pool_random_against_onnxruntime(seed):
     x = rng.standard_normal((2, 3, *rng.integers(5, 9, rank))).astype(np.float32)
     model = one_node("AveragePool", {"x": x}, opset=19, **attrs)
     expected = run_ort(model, {"x": x})
-    _close(run_kernel(model, [x], like=expected), expected)
+    close(run_kernel(model, [x], like=expected), expected)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -303,7 +253,7 @@ def test_max_pool_ceil_mode_against_onnxruntime(seed):
     x = rng.standard_normal((1, 2, *rng.integers(5, 10, 2))).astype(np.float32)
     model = one_node("MaxPool", {"x": x}, n_outputs=2, opset=12, out_types=[np.float32, np.int64], **attrs)
     expected = run_ort(model, {"x": x})
-    _close(run_kernel(model, [x], like=expected), expected)
+    close(run_kernel(model, [x], like=expected), expected)
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -324,7 +274,7 @@ def test_resize_random_against_reference(seed):
         feeds = {"x": x, "roi": roi, "scales": np.array([], dtype=np.float32), "sizes": sizes}
     model = one_node("Resize", feeds, opset=19, **attrs)
     got, expected = run_against_reference(model, feeds)
-    _close(got, expected, rtol=1e-4, atol=1e-5)
+    close(got, expected, rtol=1e-4, atol=1e-5)
 
 
 def _recurrent_case(op: str, seed: int) -> tuple[dict, dict, list]:
@@ -385,9 +335,9 @@ def test_recurrent_random_against_onnxruntime(op, seed):
         y, *states = run_ort(time_major, swap)
         expected = [y.transpose(2, 0, 1, 3)] + [s.swapaxes(0, 1) for s in states]
     inputs = list(feeds.values())
-    _close(run_kernel(model, inputs, like=expected), expected, rtol=1e-4, atol=1e-5)
+    close(run_kernel(model, inputs, like=expected), expected, rtol=1e-4, atol=1e-5)
     got, _ = _run_with_ws(model, inputs, expected, "none")
-    _close(got, expected, rtol=1e-4, atol=1e-5)
+    close(got, expected, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -420,7 +370,7 @@ def test_rnn_activations_against_onnxruntime(activation, alpha, beta):
         attrs["activation_beta"] = [beta] * 2
     model = one_node("RNN", feeds, n_outputs=2, opset=14, **attrs)
     expected = run_ort(model, feeds)
-    _close(run_kernel(model, list(feeds.values()), like=expected), expected)
+    close(run_kernel(model, list(feeds.values()), like=expected), expected)
 
 
 def test_lstm_clip_with_peepholes_against_onnxruntime():
@@ -439,7 +389,7 @@ def test_lstm_clip_with_peepholes_against_onnxruntime():
     }
     model = one_node("LSTM", feeds, n_outputs=3, opset=14, out_types=[np.float32] * 3, hidden_size=hidden, clip=0.5)
     expected = run_ort(model, feeds)
-    _close(run_kernel(model, list(feeds.values()), like=expected), expected)
+    close(run_kernel(model, list(feeds.values()), like=expected), expected)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -492,7 +442,7 @@ def test_more_normalisations_and_lp_pools_against_onnxruntime(seed):
         else:
             expected = run_ort(model, feeds)
             got = run_kernel(model, list(feeds.values()), like=expected)
-        _close(got, expected, rtol=1e-4, atol=1e-5)
+        close(got, expected, rtol=1e-4, atol=1e-5)
 
 
 # --- memory outside the arena ---------------------------------------------------------
@@ -538,7 +488,7 @@ def test_kernels_allocate_little_outside_the_workspace(op, shape, weights, attrs
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    _close(got, expected, rtol=1e-3, atol=1e-4)
+    close(got, expected, rtol=1e-3, atol=1e-4)
     # The test's own output and workspace arrays are counted too. Beyond them the kernel may
     # use numpy's ufunc buffers for strided or broadcast operands (kept at 2048 elements by
     # small_ufunc_buffers), never memory that grows with the tensor.

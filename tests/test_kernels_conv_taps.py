@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.kernels.conv import _conv_geometry, _uses_taps
-from tests.kernel_harness import run_against_reference
-from tests.test_kernels_b import _close, one_node
+from runtime.kernels.conv import uses_taps
+from runtime.kernels.window import window_geometry
+from tests.kernel_harness import close, one_node, run_against_reference
 
 
 def _case(seed: int):
@@ -37,13 +37,13 @@ def test_conv_by_taps_against_reference(seed):
     model = one_node("Conv", feeds, **attrs)
     got, expected = run_against_reference(model, feeds)
     x, w = feeds["x"], feeds["w"]
-    geo = _conv_geometry(x.shape, w.shape, expected[0].shape, attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
-                         None, attrs["dilations"], attrs["kernel_shape"])  # fmt: skip
-    assert _uses_taps(x.shape, w.shape, geo, 1)
-    _close(got, expected)
+    geo = window_geometry(x.shape, expected[0].shape, attrs["kernel_shape"], attrs.get("auto_pad", "NOTSET"),
+                          attrs.get("pads"), None, attrs["dilations"])  # fmt: skip
+    assert uses_taps(x.shape, w.shape, geo, 1)
+    close(got, expected)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 5, 6])
 def test_conv_by_taps_in_bands_against_reference(seed, monkeypatch):
-    monkeypatch.setattr("runtime.kernels.conv.IM2COL_BLOCK_BYTES", 64)  # one output row per band
+    monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 64)  # one output row per band
     test_conv_by_taps_against_reference(seed)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.kernels.pool import _dense_first, _geometry, _separable_fits
-from tests.kernel_harness import run_kernel
-from tests.test_kernels_b import _close, one_node, run_ort
+from runtime.kernels.pool import dense_first, separable_fits
+from runtime.kernels.window import window_geometry
+from tests.kernel_harness import close, one_node, run_kernel, run_ort
 
 
 def _attrs(rng: np.random.Generator, rank: int) -> dict:
@@ -40,7 +40,7 @@ def _input(rng: np.random.Generator, rank: int) -> np.ndarray:
 @pytest.fixture(params=["chosen", "separable"])
 def path(request, monkeypatch):
     if request.param == "separable":
-        monkeypatch.setattr("runtime.kernels.pool._separable_fits", lambda *_: True)
+        monkeypatch.setattr("runtime.kernels.pool.separable_fits", lambda *_: True)
     return request.param
 
 
@@ -51,7 +51,7 @@ def test_max_pool_separable_against_onnxruntime(seed, path):
     attrs, x = _attrs(rng, rank), _input(rng, rank)
     model = one_node("MaxPool", {"x": x}, opset=12, **attrs)
     expected = run_ort(model, {"x": x})
-    _close(run_kernel(model, [x], like=expected), expected)
+    close(run_kernel(model, [x], like=expected), expected)
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -62,18 +62,18 @@ def test_average_pool_separable_against_onnxruntime(seed, path):
     attrs["count_include_pad"] = int(rng.integers(0, 2))
     model = one_node("AveragePool", {"x": x}, opset=19, **attrs)
     expected = run_ort(model, {"x": x})
-    _close(run_kernel(model, [x], like=expected), expected)
+    close(run_kernel(model, [x], like=expected), expected)
 
 
 def test_the_flattened_path_is_taken_by_common_pools():
     # ResNet's stem pool and a 3x3 stride-1 pool (Inception's branches) take it; a 7x7 pool
     # over a 7x7 map (all border) does not.
     x = (1, 64, 112, 112)
-    assert _dense_first(x, _geometry(x, (1, 64, 56, 56), [3, 3], "NOTSET", [1, 1, 1, 1], [2, 2], None))
+    assert dense_first(x, window_geometry(x, (1, 64, 56, 56), [3, 3], "NOTSET", [1, 1, 1, 1], [2, 2], None))
     x = (1, 256, 28, 28)
-    assert _dense_first(x, _geometry(x, x, [3, 3], "NOTSET", [1, 1, 1, 1], None, None))
+    assert dense_first(x, window_geometry(x, x, [3, 3], "NOTSET", [1, 1, 1, 1], None, None))
     x = (1, 2048, 7, 7)
-    assert not _dense_first(x, _geometry(x, (1, 2048, 1, 1), [7, 7], "NOTSET", None, None, None))
+    assert not dense_first(x, window_geometry(x, (1, 2048, 1, 1), [7, 7], "NOTSET", None, None, None))
 
 
 def test_axis_by_axis_only_where_it_takes_no_more_workspace():
@@ -81,6 +81,6 @@ def test_axis_by_axis_only_where_it_takes_no_more_workspace():
     # pool reads the input in place, and a full-size intermediate would grow the arena.
     f32 = np.dtype(np.float32)
     x = (1, 64, 112, 112)
-    assert _separable_fits(x, _geometry(x, (1, 64, 56, 56), [3, 3], "NOTSET", [1, 1, 1, 1], [2, 2], None), f32)
+    assert separable_fits(x, window_geometry(x, (1, 64, 56, 56), [3, 3], "NOTSET", [1, 1, 1, 1], [2, 2], None), f32)
     x = (1, 64, 111, 111)
-    assert not _separable_fits(x, _geometry(x, (1, 64, 55, 55), [3, 3], "NOTSET", None, [2, 2], None), f32)
+    assert not separable_fits(x, window_geometry(x, (1, 64, 55, 55), [3, 3], "NOTSET", None, [2, 2], None), f32)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.kernels._planes import Planes, plane_wise
+from runtime.kernels.planes import Planes, plane_wise
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class Kernel:
     inplace: tuple[int, ...] = ()
     # Each output plane (batch item, channel) depends on the same plane of input 0 only
     # (when the spec applies): the output may also be smaller than input 0 and start at its
-    # first byte (`_planes.Planes`).
+    # first byte (`planes.Planes`).
     planes: Planes | None = None
 
 
@@ -95,7 +95,7 @@ def kernel(
     """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
     lists the inputs whose memory output 0 may be when shapes and dtypes match; `planes`
     marks a plane-wise kernel, whose output may be planned over input 0 even when smaller
-    (it is then registered wrapped, see `runtime.kernels._planes`)."""
+    (it is then registered wrapped, see `runtime.kernels.planes`)."""
     if outputs not in ("one", "many"):
         raise ValueError("outputs must be 'one' or 'many'")
     key = _key(op_type, domain)

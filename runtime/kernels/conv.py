@@ -1,126 +1,23 @@
-"""Conv and ConvTranspose: im2col / col2im around one BLAS matmul per image.
+"""Conv and ConvInteger: im2col around one BLAS matmul per image (ConvTranspose: `conv_transpose`).
 
 Conv copies each image's receptive fields into an im2col buffer carved from the workspace
 (after copying the image into a zero-padded buffer when it has pads), then multiplies by
 the weights, all groups in one batched matmul written straight into the output. A 1x1,
 stride-1, unpadded, ungrouped conv is a plain matmul and takes no workspace at all.
-ConvTranspose multiplies first (into a workspace column buffer) and scatter-adds the
-columns into the output, one strided add per kernel offset.
-
-`spatial_geometry` is shared with the pooling kernels: it turns ONNX's pads, auto_pad,
-strides and dilations into per-axis numbers, taking output sizes from the output tensor.
+The window geometry (pads, auto_pad, strides, dilations) is `runtime.kernels.window`'s.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.kernels import TensorMeta, kernel
-from runtime.kernels._planes import Planes
+from runtime.kernels import TensorMeta, kernel, window
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """Per spatial axis: kernel size, stride, dilation, pads before and after, output size."""
-
-    kernel: tuple[int, ...]
-    strides: tuple[int, ...]
-    dilations: tuple[int, ...]
-    begin: tuple[int, ...]
-    end: tuple[int, ...]
-    out: tuple[int, ...]
-
-    @property
-    def extent(self) -> tuple[int, ...]:
-        """Span of one window in input elements (a dilated kernel's size)."""
-        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilations, strict=True))
-
-    @property
-    def padded(self) -> bool:
-        return any(self.begin) or any(self.end)
-
-
-def spatial_geometry(
-    in_spatial: tuple[int, ...],
-    out_spatial: tuple[int, ...],
-    kernel_shape: list[int] | tuple[int, ...],
-    auto_pad: str = "NOTSET",
-    pads: list[int] | None = None,
-    strides: list[int] | None = None,
-    dilations: list[int] | None = None,
-) -> Geometry:
-    """Geometry of a sliding-window op (Conv, pooling) whose output sizes are already known.
-
-    SAME_UPPER/SAME_LOWER pad so that the output covers the input (extra pad after / before);
-    VALID pads nothing; NOTSET uses `pads` ([x1_begin, x2_begin, ..., x1_end, x2_end, ...]).
-    """
-    rank = len(in_spatial)
-    kernel = tuple(int(k) for k in kernel_shape)
-    steps = tuple(int(s) for s in strides) if strides else (1,) * rank
-    spread = tuple(int(d) for d in dilations) if dilations else (1,) * rank
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        total = [
-            max(0, (o - 1) * s + (k - 1) * d + 1 - i)
-            for i, o, k, s, d in zip(in_spatial, out_spatial, kernel, steps, spread, strict=True)
-        ]
-        small = [t // 2 for t in total]
-        big = [t - t // 2 for t in total]
-        begin, end = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
-    elif auto_pad == "VALID" or not pads:
-        begin, end = [0] * rank, [0] * rank
-    elif auto_pad == "NOTSET":
-        begin, end = list(pads[:rank]), list(pads[rank:])
-    else:
-        raise ValueError(f"auto_pad {auto_pad!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
-    return Geometry(kernel, steps, spread, tuple(begin), tuple(end), tuple(out_spatial))
-
-
-def windows(src: np.ndarray, geo: Geometry) -> np.ndarray:
-    """Strided view ``(*lead, *out, *kernel)`` of every window of `src` (``(*lead, *spatial)``,
-    already padded): no copy is made."""
-    rank = len(geo.kernel)
-    lead = src.ndim - rank
-    need = [(o - 1) * s + e for o, s, e in zip(geo.out, geo.strides, geo.extent, strict=True)]
-    if any(n > length for n, length in zip(need, src.shape[lead:], strict=True)):
-        raise ValueError(f"windows of extent {geo.extent} need spatial sizes {need}, got {src.shape[lead:]}")
-    steps = src.strides[lead:]
-    shape = (*src.shape[:lead], *geo.out, *geo.kernel)
-    strides = (
-        *src.strides[:lead],
-        *(t * s for t, s in zip(steps, geo.strides, strict=True)),
-        *(t * d for t, d in zip(steps, geo.dilations, strict=True)),
-    )
-    if src.flags.c_contiguous:
-        # A view over src's buffer: a tenth of as_strided's cost, which small convs feel.
-        return np.ndarray(shape, src.dtype, src, 0, strides)
-    return np.lib.stride_tricks.as_strided(src, shape, strides, writeable=False)
-
-
-def pad_into(dst: np.ndarray, x: np.ndarray, geo: Geometry, fill: float) -> None:
-    """Copy `x` (``(*lead, *spatial)``) into `dst` with `geo`'s pads filled with `fill`.
-    `dst` may be longer than needed at the end of an axis (ceil-mode pooling): that tail is filled too."""
-    rank = len(geo.kernel)
-    lead = x.ndim - rank
-    inner = (slice(None),) * lead + tuple(slice(b, b + n) for b, n in zip(geo.begin, x.shape[lead:], strict=True))
-    # Fill only the border slabs: the interior is overwritten by the copy below.
-    for axis in range(rank):
-        b = geo.begin[axis]
-        n = x.shape[lead + axis]
-        before = (slice(None),) * (lead + axis) + (slice(0, b),)
-        after = (slice(None),) * (lead + axis) + (slice(b + n, None),)
-        dst[before] = fill
-        dst[after] = fill
-    dst[inner] = x
-
-
-def _conv_geometry(x_shape, w_shape, y_shape, auto_pad, pads, strides, dilations, kernel_shape) -> Geometry:
-    kernel_shape = kernel_shape or w_shape[2:]
-    return spatial_geometry(tuple(x_shape[2:]), tuple(y_shape[2:]), kernel_shape, auto_pad, pads, strides, dilations)
+from runtime.kernels.planes import Planes
+from runtime.kernels.window import Geometry, pad_into, window_geometry, windows
 
 
 def _is_pointwise(geo: Geometry) -> bool:
@@ -167,14 +64,9 @@ def _images(x, geo: Geometry, padded: np.ndarray | None):
             yield n, padded
 
 
-# An im2col buffer holds this many bytes at most: a large conv fills and multiplies it one
-# band of output rows at a time, which bounds the workspace and keeps the band in cache.
-IM2COL_BLOCK_BYTES = 1 << 20
-
-
 def _band_rows(geo: Geometry, channels: int, dtype) -> int:
     per_row = channels * math.prod(geo.kernel + geo.out[1:]) * np.dtype(dtype).itemsize
-    return units_within(IM2COL_BLOCK_BYTES, per_row, geo.out[0])
+    return units_within(window.IM2COL_BLOCK_BYTES, per_row, geo.out[0])
 
 
 def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> None:
@@ -205,7 +97,7 @@ def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> N
         out += b.reshape((filters,) + (1,) * len(geo.out))
 
 
-def _uses_taps(x_shape, w_shape, geo: Geometry, group: int) -> bool:
+def uses_taps(x_shape, w_shape, geo: Geometry, group: int) -> bool:
     """A 2-D, stride-1, ungrouped conv with at most half as many filters as channels: cheaper as
     one matmul per kernel tap straight from the padded image than through an im2col buffer
     (which would be larger than the output: kernel taps x channels rows against filters)."""
@@ -233,7 +125,7 @@ def _taps_layout(x_shape, w_shape, dtype, geo: Geometry) -> list[tuple[tuple[int
 
 
 def _taps_band_rows(filters: int, width: int, out_rows: int, dtype) -> int:
-    return units_within(IM2COL_BLOCK_BYTES, filters * width * np.dtype(dtype).itemsize, out_rows)
+    return units_within(window.IM2COL_BLOCK_BYTES, filters * width * np.dtype(dtype).itemsize, out_rows)
 
 
 def _conv_taps(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
@@ -303,10 +195,10 @@ def _conv_depthwise(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
 def _conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
     """(geometry, path) of one Conv: a model runs the same few shapes every time, so this is
     worked out once per shape rather than on every call (attributes come in as tuples)."""
-    geo = _conv_geometry(x_shape, w_shape, y_shape, auto_pad, pads, strides, dilations, kernel_shape)
+    geo = window_geometry(x_shape, y_shape, kernel_shape or w_shape[2:], auto_pad, pads, strides, dilations)
     if _is_pointwise(geo):
         return geo, "pointwise"
-    if _uses_taps(x_shape, w_shape, geo, group):
+    if uses_taps(x_shape, w_shape, geo, group):
         return geo, "taps"
     return geo, "depthwise" if _is_depthwise(x_shape, w_shape, group) else "im2col"
 
@@ -348,87 +240,6 @@ def conv(
         _conv_depthwise(x, w, b, out, geo, Scratch(ws, "Conv"))
     else:
         _conv_im2col(x, w, b, out, geo, group, Scratch(ws, "Conv"))
-
-
-def _transpose_pads(x_spatial, y_spatial, geo_k, strides, dilations, output_padding, auto_pad, pads, output_shape):
-    """Pads before each axis of a ConvTranspose output, following the spec: explicit pads win
-    unless output_shape or SAME auto_pad ask for them to be derived from the output size."""
-    rank = len(x_spatial)
-    if pads and output_shape is None and auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
-        return tuple(pads[:rank])
-    if output_shape is None and auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
-        return (0,) * rank
-    begin = []
-    for i in range(rank):
-        total = strides[i] * (x_spatial[i] - 1) + output_padding[i] + (geo_k[i] - 1) * dilations[i] + 1 - y_spatial[i]
-        begin.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
-    return tuple(begin)
-
-
-def _transpose_band_rows(x_shape, w_shape, group: int, dtype) -> int:
-    """Input rows per ConvTranspose column band (the same budget as Conv's im2col bands)."""
-    per_row = w_shape[1] * group * int(np.prod(w_shape[2:]) * np.prod(x_shape[3:], dtype=np.int64))
-    return units_within(IM2COL_BLOCK_BYTES, per_row * np.dtype(dtype).itemsize, x_shape[2])
-
-
-def conv_transpose_workspace(inputs, outputs, *, group=1, **_: object) -> int:
-    x, w = inputs[0], inputs[1]
-    rows = _transpose_band_rows(x.shape, w.shape, group, x.dtype)
-    band = (w.shape[1] * group * math.prod(w.shape[2:]), rows * math.prod(x.shape[3:]))
-    return scratch_bytes((band, x.dtype))
-
-
-def _scatter_taps(target, cols, rows: tuple[int, int], geo: Geometry) -> None:
-    """Add the columns of input rows [rows) (``cols``: filters, *kernel, band rows, *rest) into
-    `target`: tap k of input position i lands on output position i * stride + k * dilation - pad."""
-    rank = len(geo.kernel)
-    avail = [rows] + [(0, cols.shape[1 + rank + i]) for i in range(1, rank)]
-    for k in np.ndindex(*geo.kernel):
-        src, dst = [], []
-        for i in range(rank):
-            shift = k[i] * geo.dilations[i] - geo.begin[i]  # output position of input 0 for this tap
-            first = -(shift // geo.strides[i]) if shift < 0 else 0  # first input landing at >= 0
-            lo = max(avail[i][0], first)
-            hi = min(avail[i][1] - 1, (geo.out[i] - 1 - shift) // geo.strides[i])
-            if hi < lo:
-                break
-            src.append(slice(lo - avail[i][0], hi - avail[i][0] + 1))
-            dst.append(slice(lo * geo.strides[i] + shift, hi * geo.strides[i] + shift + 1, geo.strides[i]))
-        else:
-            target[(slice(None), *dst)] += cols[(slice(None), *k, *src)]
-
-
-@kernel("ConvTranspose", workspace=conv_transpose_workspace)
-@small_ufunc_buffers()
-def conv_transpose(
-    x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
-    output_padding=None, output_shape=None, pads=None, strides=None,
-):  # fmt: skip
-    batch, channels = x.shape[:2]
-    rank = x.ndim - 2
-    ksize = tuple(w.shape[2:])
-    strides = tuple(strides) if strides else (1,) * rank
-    dilations = tuple(dilations) if dilations else (1,) * rank
-    output_padding = tuple(output_padding) if output_padding else (0,) * rank
-    begin = _transpose_pads(
-        x.shape[2:], out.shape[2:], ksize, strides, dilations, output_padding, auto_pad, pads, output_shape
-    )
-    geo = Geometry(ksize, strides, dilations, begin, (0,) * rank, tuple(out.shape[2:]))
-    filters = w.shape[1] * group
-    rows = _transpose_band_rows(x.shape, w.shape, group, x.dtype)
-    rest = math.prod(x.shape[3:])
-    col = Scratch(ws, "ConvTranspose").take((filters * math.prod(ksize) * rows * rest,), x.dtype)
-    # (group, C/group, M/group*K) -> its transpose per group multiplies the image's channels.
-    per_group = w.reshape(group, channels // group, -1).transpose(0, 2, 1)
-    for n in range(batch):
-        target = out[n]
-        target[...] = 0 if b is None else b.reshape((filters,) + (1,) * rank)
-        for r in range(0, x.shape[2], rows):
-            m = min(rows, x.shape[2] - r)
-            band = col[: col.size // rows * m]
-            inputs = x[n, :, r : r + m].reshape(group, channels // group, m * rest)
-            np.matmul(per_group, inputs, out=band.reshape(group, -1, m * rest))
-            _scatter_taps(target, band.reshape(filters, *ksize, m, *x.shape[3:]), (r, r + m), geo)
 
 
 def _int32(meta) -> TensorMeta:

@@ -14,18 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import kernel
+from runtime.kernels.window import padded_extent, window_geometry
 
 
 def _geometry(x_shape, y_shape, kernel_shape, strides, pads, dilations):
     """Per spatial axis: kernel size, stride, dilation, leading pad, padded extent to cover every window."""
-    kh, kw = kernel_shape
-    sh, sw = strides or (1, 1)
-    dh, dw = dilations or (1, 1)
-    pt, pl = (pads or (0, 0, 0, 0))[:2]
-    oh, ow = y_shape[-2:]
-    hp = max(x_shape[-2] + pt, (oh - 1) * sh + (kh - 1) * dh + 1)
-    wp = max(x_shape[-1] + pl, (ow - 1) * sw + (kw - 1) * dw + 1)
-    return (kh, kw), (sh, sw), (dh, dw), (pt, pl), (hp, wp)
+    geo = window_geometry(x_shape, y_shape, kernel_shape, "NOTSET", pads, strides, dilations)
+    return geo.kernel, geo.strides, geo.dilations, geo.begin, padded_extent(x_shape[2:], geo)
 
 
 def _tap(i, j, stride, dilation, oh, ow):

@@ -15,18 +15,13 @@ import numpy as np
 
 from runtime.kernels import kernel
 from runtime.kernels._scratch import STRIDED_UFUNC_BUFFER, Scratch, scratch_bytes, small_ufunc_buffers
-from runtime.kernels.conv import Geometry, pad_into, spatial_geometry, windows
-
-
-def _geometry(x_shape, y_shape, kernel_shape, auto_pad, pads, strides, dilations) -> Geometry:
-    return spatial_geometry(tuple(x_shape[2:]), tuple(y_shape[2:]), kernel_shape, auto_pad, pads, strides, dilations)
+from runtime.kernels.window import Geometry, pad_into, padded_extent, window_geometry, windows
 
 
 def _padded_lengths(x_shape, geo: Geometry) -> tuple[int, ...] | None:
     """Per-axis length of the padded image the windows read, or None when `x` serves as is."""
-    need = [(o - 1) * s + e for o, s, e in zip(geo.out, geo.strides, geo.extent, strict=True)]
-    lengths = tuple(max(n, b + i) for n, b, i in zip(need, geo.begin, x_shape[2:], strict=True))
-    if not any(geo.begin) and all(n <= i for n, i in zip(need, x_shape[2:], strict=True)):
+    lengths = padded_extent(x_shape[2:], geo)
+    if not any(geo.begin) and all(n <= i for n, i in zip(lengths, x_shape[2:], strict=True)):
         return None
     return lengths
 
@@ -35,7 +30,7 @@ def pool_workspace(
     inputs, outputs, *, kernel_shape, auto_pad="NOTSET", pads=None, strides=None, dilations=None, **_
 ) -> int:
     x, y = inputs[0], outputs[0]
-    geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    geo = window_geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
     lengths = _padded_lengths(x.shape, geo)
     blocks = []
     if lengths is not None:
@@ -108,7 +103,7 @@ def _pool_axis(src, dst, axis: int, geo: Geometry, ufunc, identity) -> None:
             ufunc(part, reads, out=part)
 
 
-def _dense_first(x_shape, geo: Geometry) -> bool:
+def dense_first(x_shape, geo: Geometry) -> bool:
     """Whether the last axis is reduced at every input position (stride 1) over the flattened
     image, the stride applied by the next axis's reads: contiguous loops instead of strided
     ones. Needs a next axis, every window to start inside the input row, few border columns
@@ -125,7 +120,7 @@ def _separable_shapes(x_shape, geo: Geometry) -> list[tuple[int, ...]]:
     for axis in reversed(range(1, len(geo.kernel))):
         shape[1 + axis] = geo.out[axis]
         shapes.append(tuple(shape))
-    if shapes and _dense_first(x_shape, geo):
+    if shapes and dense_first(x_shape, geo):
         shapes[0] = tuple(x_shape[1:])  # every input column; the next step reads every stride-th
     return shapes
 
@@ -172,7 +167,7 @@ def _window_bytes(x_shape, geo: Geometry, dtype) -> int:
     return 0 if lengths is None else scratch_bytes(((x_shape[1], *lengths), dtype))
 
 
-def _separable_fits(x_shape, geo: Geometry, dtype) -> bool:
+def separable_fits(x_shape, geo: Geometry, dtype) -> bool:
     """Reduce axis by axis when that takes no more workspace than the tap-by-tap path (whose
     padded copy is as large): faster, and never a larger arena."""
     separable = scratch_bytes(*(((n,), dtype) for n in _separable_buffers(x_shape, geo)))
@@ -183,8 +178,8 @@ def reduce_workspace(
     inputs, outputs, *, kernel_shape, auto_pad="NOTSET", pads=None, strides=None, dilations=None, **_
 ) -> int:
     x, y = inputs[0], outputs[0]
-    geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
-    if _separable_fits(x.shape, geo, x.dtype):
+    geo = window_geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    if separable_fits(x.shape, geo, x.dtype):
         return scratch_bytes(*(((n,), x.dtype) for n in _separable_buffers(x.shape, geo)))
     return _window_bytes(x.shape, geo, x.dtype)
 
@@ -196,7 +191,7 @@ def _reduce_windows(x, y, geo: Geometry, scratch: Scratch, ufunc, identity) -> N
         # reduction per channel, where the axis-by-axis path makes 2k short strided calls.
         ufunc.reduce(x.reshape(*x.shape[:2], -1), axis=2, out=y.reshape(x.shape[:2]))
         return
-    if _separable_fits(x.shape, geo, x.dtype):
+    if separable_fits(x.shape, geo, x.dtype):
         _pool_separable(x, y, geo, scratch, ufunc, identity)
         return
     taps = list(np.ndindex(*geo.kernel))
@@ -232,7 +227,7 @@ def _pool_separable(x, y, geo: Geometry, scratch: Scratch, ufunc, identity) -> N
             else:
                 size = math.prod(shapes[step])
                 dst = buffers[step % 2][:size].reshape(shapes[step])
-            if step == 0 and _dense_first(x.shape, geo) and src.flags.c_contiguous:
+            if step == 0 and dense_first(x.shape, geo) and src.flags.c_contiguous:
                 _pool_last_axis_dense(src, dst, geo, ufunc, identity)
                 # Window o of the last axis starts at input column o * stride - begin.
                 src = dst[..., : (geo.out[-1] - 1) * geo.strides[-1] + 1 : geo.strides[-1]]
@@ -254,7 +249,7 @@ def max_pool(
     storage_order=0, strides=None,
 ):  # fmt: skip
     y, indices = out[0], out[1] if len(out) > 1 else None
-    geo = _geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    geo = window_geometry(x.shape, y.shape, kernel_shape, auto_pad, pads, strides, dilations)
     scratch = Scratch(ws, "MaxPool")
     if indices is None:
         _reduce_windows(x, y, geo, scratch, np.maximum, _lowest(x.dtype))
@@ -315,7 +310,7 @@ def average_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
     pads=None, strides=None,
 ):  # fmt: skip
-    geo = _geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    geo = window_geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
     scratch = Scratch(ws, "AveragePool")
     _reduce_windows(x, out, geo, scratch, np.add, 0)
     plane = scratch.take(out.shape[2:], x.dtype)
@@ -333,7 +328,7 @@ def lp_pool(
     x, *, out, ws, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, p=2, pads=None, strides=None,
 ):  # fmt: skip
     # (sum over the window of |x|^p)^(1/p); pads add nothing to the sum.
-    geo = _geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
+    geo = window_geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides, dilations)
     scratch = Scratch(ws, "LpPool")
     power = scratch.take(out.shape[1:], x.dtype)
     for n, win in _images(x, geo, scratch, 0):

@@ -1,0 +1,134 @@
+"""Sliding-window geometry shared by Conv, ConvTranspose, the pools and their gradients.
+
+`window_geometry` turns ONNX's kernel_shape, pads, auto_pad, strides and dilations into
+per-axis numbers, taking output sizes from the output tensor (so ceil_mode needs no rule of
+its own); `windows` is a copy-free strided view of every window; `pad_into` copies an image
+into a padded buffer; `padded_extent` is how large that buffer must be for every window to fit.
+(ONNX's reference evaluator keeps the same maths in `_op_common_window.py`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# An im2col (Conv) or column (ConvTranspose) buffer holds this many bytes at most: a large conv
+# fills and multiplies it one band of rows at a time, which bounds the workspace and keeps the
+# band in cache. Read as `window.IM2COL_BLOCK_BYTES` at run time, so that tests can shrink it.
+IM2COL_BLOCK_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Per spatial axis: kernel size, stride, dilation, pads before and after, output size."""
+
+    kernel: tuple[int, ...]
+    strides: tuple[int, ...]
+    dilations: tuple[int, ...]
+    begin: tuple[int, ...]
+    end: tuple[int, ...]
+    out: tuple[int, ...]
+
+    @property
+    def extent(self) -> tuple[int, ...]:
+        """Span of one window in input elements (a dilated kernel's size)."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilations, strict=True))
+
+    @property
+    def padded(self) -> bool:
+        return any(self.begin) or any(self.end)
+
+
+def spatial_geometry(
+    in_spatial: tuple[int, ...],
+    out_spatial: tuple[int, ...],
+    kernel_shape: Sequence[int],
+    auto_pad: str = "NOTSET",
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+    dilations: list[int] | None = None,
+) -> Geometry:
+    """Geometry of a sliding-window op (Conv, pooling) whose output sizes are already known.
+
+    SAME_UPPER/SAME_LOWER pad so that the output covers the input (extra pad after / before);
+    VALID pads nothing; NOTSET uses `pads` ([x1_begin, x2_begin, ..., x1_end, x2_end, ...]).
+    """
+    rank = len(in_spatial)
+    kernel = tuple(int(k) for k in kernel_shape)
+    steps = tuple(int(s) for s in strides) if strides else (1,) * rank
+    spread = tuple(int(d) for d in dilations) if dilations else (1,) * rank
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        total = [
+            max(0, (o - 1) * s + (k - 1) * d + 1 - i)
+            for i, o, k, s, d in zip(in_spatial, out_spatial, kernel, steps, spread, strict=True)
+        ]
+        small = [t // 2 for t in total]
+        big = [t - t // 2 for t in total]
+        begin, end = (small, big) if auto_pad == "SAME_UPPER" else (big, small)
+    elif auto_pad == "VALID" or not pads:
+        begin, end = [0] * rank, [0] * rank
+    elif auto_pad == "NOTSET":
+        begin, end = list(pads[:rank]), list(pads[rank:])
+    else:
+        raise ValueError(f"auto_pad {auto_pad!r} is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+    return Geometry(kernel, steps, spread, tuple(begin), tuple(end), tuple(out_spatial))
+
+
+def windows(src: np.ndarray, geo: Geometry) -> np.ndarray:
+    """Strided view ``(*lead, *out, *kernel)`` of every window of `src` (``(*lead, *spatial)``,
+    already padded): no copy is made."""
+    rank = len(geo.kernel)
+    lead = src.ndim - rank
+    need = [(o - 1) * s + e for o, s, e in zip(geo.out, geo.strides, geo.extent, strict=True)]
+    if any(n > length for n, length in zip(need, src.shape[lead:], strict=True)):
+        raise ValueError(f"windows of extent {geo.extent} need spatial sizes {need}, got {src.shape[lead:]}")
+    steps = src.strides[lead:]
+    shape = (*src.shape[:lead], *geo.out, *geo.kernel)
+    strides = (
+        *src.strides[:lead],
+        *(t * s for t, s in zip(steps, geo.strides, strict=True)),
+        *(t * d for t, d in zip(steps, geo.dilations, strict=True)),
+    )
+    if src.flags.c_contiguous:
+        # A view over src's buffer: a tenth of as_strided's cost, which small convs feel.
+        return np.ndarray(shape, src.dtype, src, 0, strides)
+    return np.lib.stride_tricks.as_strided(src, shape, strides, writeable=False)
+
+
+def pad_into(dst: np.ndarray, x: np.ndarray, geo: Geometry, fill: float) -> None:
+    """Copy `x` (``(*lead, *spatial)``) into `dst` with `geo`'s pads filled with `fill`.
+    `dst` may be longer than needed at the end of an axis (ceil-mode pooling): that tail is filled too."""
+    rank = len(geo.kernel)
+    lead = x.ndim - rank
+    inner = (slice(None),) * lead + tuple(slice(b, b + n) for b, n in zip(geo.begin, x.shape[lead:], strict=True))
+    # Fill only the border slabs: the interior is overwritten by the copy below.
+    for axis in range(rank):
+        b = geo.begin[axis]
+        n = x.shape[lead + axis]
+        before = (slice(None),) * (lead + axis) + (slice(0, b),)
+        after = (slice(None),) * (lead + axis) + (slice(b + n, None),)
+        dst[before] = fill
+        dst[after] = fill
+    dst[inner] = x
+
+
+def window_geometry(
+    x_shape: Sequence[int],
+    y_shape: Sequence[int],
+    kernel_shape: Sequence[int],
+    auto_pad: str = "NOTSET",
+    pads: list[int] | None = None,
+    strides: list[int] | None = None,
+    dilations: list[int] | None = None,
+) -> Geometry:
+    """`spatial_geometry` of an (N, C, *spatial) input and output."""
+    return spatial_geometry(tuple(x_shape[2:]), tuple(y_shape[2:]), kernel_shape, auto_pad, pads, strides, dilations)
+
+
+def padded_extent(x_spatial: Sequence[int], geo: Geometry) -> tuple[int, ...]:
+    """Per axis, the length of a padded image that holds the leading pads, the input, and every
+    window (the trailing pads and ceil_mode's overhang only as far as a window reaches)."""
+    need = [(o - 1) * s + e for o, s, e in zip(geo.out, geo.strides, geo.extent, strict=True)]
+    return tuple(max(n, b + i) for n, b, i in zip(need, geo.begin, x_spatial, strict=True))
