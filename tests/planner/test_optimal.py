@@ -25,7 +25,7 @@ from planner.generate import network_like
 from planner.placement import Placer
 
 # MiniMalloc's challenging traces, in the shared benchmark folder beside the checkout.
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "bench"
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "bench"
 CAPACITY = 1_048_576
 
 
