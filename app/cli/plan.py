@@ -135,6 +135,8 @@ def _print_table(problem: Any, outcomes: list[Any], extras: list[dict[str, Any]]
     from rich.console import Console
     from rich.table import Table
 
+    from planner import ratio
+
     title = f"{problem.name or 'problem'}: {len(problem.buffers):,} buffers, {problem.steps:,} steps"
     table = Table(title=title)
     reordered = bool(extras and "order" in extras[0])
@@ -146,9 +148,9 @@ def _print_table(problem: Any, outcomes: list[Any], extras: list[dict[str, Any]]
         if o.plan is None:
             table.add_row(o.strategy, "-", "-", f"{o.seconds:.3f}", o.error or "", *theirs)
             continue
-        ratio = o.plan.arena_bytes / o.lower_bound if o.lower_bound else 1.0
+        x_load = ratio(o.plan.arena_bytes, o.lower_bound)
         valid = "yes" if o.valid else f"NO: {o.violations}"
-        table.add_row(o.strategy, f"{o.plan.arena_bytes:,}", f"{ratio:.4f}", f"{o.seconds:.3f}", valid, *theirs)
+        table.add_row(o.strategy, f"{o.plan.arena_bytes:,}", f"{x_load:.4f}", f"{o.seconds:.3f}", valid, *theirs)
     console = Console()
     console.print(table)
     if outcomes:

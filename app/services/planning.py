@@ -16,7 +16,7 @@ from app.services import graphs, library
 from app.services.plans import remember
 from app.settings import active_limits
 from app.storage import ModelRecord, PlanRecord, Storage, new_id
-from planner import Problem, ProblemError, get
+from planner import Problem, ProblemError, get, ratio
 from planner import names as strategy_names
 from planner.compare import StrategyResult, resolve_names, run_strategies
 from planner.csvio import read_csv
@@ -50,9 +50,7 @@ def summary(record: PlanRecord, problem: Problem | None = None) -> dict[str, Any
         "naive_bytes": record.naive_bytes,
         "seconds": round(record.seconds, 6),
         "valid": record.valid,
-        "ratio": round(record.arena_bytes / record.lower_bound, 6)
-        if has_plan and record.lower_bound
-        else (1.0 if has_plan else None),
+        "ratio": _rounded(ratio(record.arena_bytes if has_plan else None, record.lower_bound)),
         "error": "; ".join(record.violations) or None,
         "pools": [],
         "links": {"self": f"/api/v1/plans/{record.id}", "page": f"/plans/{record.id}"},
@@ -71,6 +69,10 @@ def summary(record: PlanRecord, problem: Problem | None = None) -> dict[str, Any
     elif not has_plan and problem is not None:
         out["pools"] = [{"name": p.name, "bytes": None, "capacity": p.capacity, "fits": False} for p in problem.pools]
     return out
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
 
 
 def _store(storage: Storage, problem_id: str, outcomes: list[StrategyResult]) -> list[PlanRecord]:
