@@ -38,7 +38,7 @@ def _declared_cases():
     for op, k in kernels().items():
         for name, model, inputs, expected in backend_cases(op):
             if k.planes and len(expected) > 1:
-                continue  # plane-wise kernels go in place with output 0 alone (runtime.kernels._planes)
+                continue  # plane-wise kernels go in place with output 0 alone (runtime.kernels.planes)
             for index in k.inplace:
                 x = inputs[index] if index < len(inputs) else None
                 if isinstance(x, np.ndarray) and x.shape == expected[0].shape and x.dtype == expected[0].dtype:

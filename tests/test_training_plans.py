@@ -4,6 +4,7 @@ and the unified arena well below the per-category sum on a MobileNetV2-like netw
 from __future__ import annotations
 
 import planner
+from runtime.kernels import MEMPLAN_DOMAIN, get_kernel, kernel_of, supported_ops
 from runtime.training import CATEGORIES, build_training_step, models, plan_categories, training_problem
 
 
@@ -33,3 +34,15 @@ def test_mobilenet_like_unified_is_at_most_three_quarters_of_the_per_category_su
         if node.op_type == "BatchNormTrain":
             conv_out = problem.buffer(node.inputs[0])
             assert conv_out.last < loss_step or conv_out.alias_of is not None
+
+
+def test_training_ops_are_memplans_own_not_onnx_ops():
+    step = build_training_step(models.small_cnn(batch=2), optimizer="adam")
+    onnx_ops = set(supported_ops())
+    for node in step.graph.nodes:
+        assert kernel_of(node) is not None, node
+        if node.domain == MEMPLAN_DOMAIN:
+            assert node.op_type not in onnx_ops and get_kernel(node.op_type) is None
+    own = {n.op_type for n in step.graph.nodes if n.domain == MEMPLAN_DOMAIN}
+    assert {"ConvGradInput", "BatchNormTrain", "SoftmaxCrossEntropy", "AdamUpdate"} <= own
+    assert "ConvGradInput" not in onnx_ops and get_kernel("ConvGradInput", MEMPLAN_DOMAIN) is not None

@@ -1,4 +1,4 @@
-"""Backward kernels of 2-D convolution, pooling and batch normalisation (memplan's own op types).
+"""Backward kernels of 2-D convolution, pooling and batch normalisation (memplan's own op types, domain "memplan").
 
 `runtime.training` emits them. Convolution gradients loop over the kernel's taps only
 (kh * kw iterations); each tap is one grouped contraction over batch and output pixels,
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.kernels import kernel
+from runtime.kernels import MEMPLAN_DOMAIN, kernel
 from runtime.kernels.window import padded_extent, window_geometry
 
 
@@ -72,7 +72,7 @@ def _grouped(a, group):
     return a.reshape(a.shape[0], group, a.shape[1] // group, *a.shape[2:])
 
 
-@kernel("ConvGradInput", workspace=_padded_grad_bytes(0))
+@kernel("ConvGradInput", domain=MEMPLAN_DOMAIN, workspace=_padded_grad_bytes(0))
 def conv_grad_input(dy, w, *, out, ws=None, kernel_shape=None, strides=None, pads=None, dilations=None, group=1):
     """dX of a 2-D Conv: every tap scatters W[tap]^T dY into the padded input gradient."""
     ks = kernel_shape or w.shape[-2:]
@@ -88,7 +88,7 @@ def conv_grad_input(dy, w, *, out, ws=None, kernel_shape=None, strides=None, pad
     _crop(dxp, pad, out)
 
 
-@kernel("ConvGradWeight")
+@kernel("ConvGradWeight", domain=MEMPLAN_DOMAIN)
 def conv_grad_weight(x, dy, *, out, kernel_shape=None, strides=None, pads=None, dilations=None, group=1):
     """dW of a 2-D Conv: for every tap, dY contracted with the input pixels that tap read."""
     ks = kernel_shape or out.shape[-2:]
@@ -103,7 +103,7 @@ def conv_grad_weight(x, dy, *, out, kernel_shape=None, strides=None, pads=None, 
             og[..., i, j] = np.einsum("ngmhw,ngchw->gmc", dyg, window, optimize=True)
 
 
-@kernel("ConvGradBias")
+@kernel("ConvGradBias", domain=MEMPLAN_DOMAIN)
 def conv_grad_bias(dy, *, out):
     """dB of a Conv: dY summed over batch and pixels."""
     np.sum(dy, axis=(0, *range(2, dy.ndim)), out=out)
@@ -112,7 +112,7 @@ def conv_grad_bias(dy, *, out):
 # ---- pooling --------------------------------------------------------------------------------------------
 
 
-@kernel("MaxPoolGrad", workspace=_padded_grad_bytes(2))
+@kernel("MaxPoolGrad", domain=MEMPLAN_DOMAIN, workspace=_padded_grad_bytes(2))
 def max_pool_grad(x, y, dy, *, out, ws=None, kernel_shape=None, strides=None, pads=None, dilations=None, ceil_mode=0):
     """dX of MaxPool: each output's gradient goes to the first input of its window equal to the max
     (the window order onnx's reference uses), so ties are not counted twice."""
@@ -130,7 +130,7 @@ def max_pool_grad(x, y, dy, *, out, ws=None, kernel_shape=None, strides=None, pa
     _crop(dxp, pad, out)
 
 
-@kernel("AveragePoolGrad", workspace=_padded_grad_bytes(0))
+@kernel("AveragePoolGrad", domain=MEMPLAN_DOMAIN, workspace=_padded_grad_bytes(0))
 def average_pool_grad(
     dy, *, out, ws=None, kernel_shape=None, strides=None, pads=None, dilations=None, ceil_mode=0, count_include_pad=0
 ):
@@ -157,7 +157,7 @@ def average_pool_grad(
     _crop(dxp, pad, out)
 
 
-@kernel("GlobalAveragePoolGrad")
+@kernel("GlobalAveragePoolGrad", domain=MEMPLAN_DOMAIN)
 def global_average_pool_grad(dy, *, out):
     pixels = int(np.prod(out.shape[2:]))
     np.divide(np.broadcast_to(dy, out.shape), pixels, out=out)
@@ -166,7 +166,7 @@ def global_average_pool_grad(dy, *, out):
 # ---- batch normalisation (training mode: batch statistics) -----------------------------------------------
 
 
-@kernel("BatchNormTrain", outputs="many")
+@kernel("BatchNormTrain", domain=MEMPLAN_DOMAIN, outputs="many")
 def batch_norm_train(x, scale, bias, *, out, epsilon=1e-5):
     """Y = scale * (X - mean) * invstd + bias with the batch's own statistics over (N, H, W);
     also outputs mean and invstd per channel, kept for the backward pass ("extra" tensors)."""
@@ -183,7 +183,7 @@ def batch_norm_train(x, scale, bias, *, out, epsilon=1e-5):
     y += bias.reshape(shape)
 
 
-@kernel("BatchNormGrad", outputs="many")
+@kernel("BatchNormGrad", domain=MEMPLAN_DOMAIN, outputs="many")
 def batch_norm_grad(dy, x, scale, mean, invstd, *, out, epsilon=1e-5):
     """(dX, dScale, dBias) of BatchNormTrain; dX is the usual closed form over the batch statistics."""
     dx, dscale, dbias = out

@@ -1,6 +1,6 @@
 """Backward kernels of dense and elementwise ops, and the two losses memplan appends for training.
 
-These are memplan's own op types (not ONNX ops): `runtime.training` emits them when it builds
+These are memplan's own op types (domain "memplan", not ONNX's): `runtime.training` emits them when it builds
 a training step. They keep the kernel contract of `runtime.kernels`: inputs are read-only,
 results go into the preallocated ``out``. Each name says which gradient it computes:
 ``<Op>Grad`` gives the gradient with respect to the op's (single) data input, ``<Op>GradA`` /
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.kernels import kernel
+from runtime.kernels import MEMPLAN_DOMAIN, kernel
 
 
 def unbroadcast(value: np.ndarray, out: np.ndarray, scale: float = 1.0) -> None:
@@ -27,32 +27,32 @@ def unbroadcast(value: np.ndarray, out: np.ndarray, scale: float = 1.0) -> None:
     np.multiply(reduced.reshape(out.shape), scale, out=out)
 
 
-@kernel("GradUnbroadcast")
+@kernel("GradUnbroadcast", domain=MEMPLAN_DOMAIN)
 def grad_unbroadcast(dy, *, out, scale=1.0):
     """d(input) of Add/Sub-like ops: dY summed to the input's shape, times `scale` (-1 for Sub's B)."""
     unbroadcast(dy, out, scale)
 
 
-@kernel("MulGrad")
+@kernel("MulGrad", domain=MEMPLAN_DOMAIN)
 def mul_grad(dy, other, *, out):
     """d(A) of ``A * B`` is dY * B summed to A's shape (and symmetrically for B)."""
     unbroadcast(dy * other, out)
 
 
-@kernel("ReshapeGrad", view=True)
+@kernel("ReshapeGrad", domain=MEMPLAN_DOMAIN, view=True)
 def reshape_grad(dy, *, out):
     """Reshape/Flatten backward: the same bytes in the input's shape (aliased when planned in the arena)."""
     if not np.shares_memory(dy, out):
         out[...] = dy.reshape(out.shape)
 
 
-@kernel("ReluGrad")
+@kernel("ReluGrad", domain=MEMPLAN_DOMAIN)
 def relu_grad(y, dy, *, out):
     """From the forward output: Y > 0 exactly where X > 0."""
     np.multiply(dy, y > 0, out=out)
 
 
-@kernel("ClipGrad")
+@kernel("ClipGrad", domain=MEMPLAN_DOMAIN)
 def clip_grad(y, dy, lo=None, hi=None, *, out):
     """From the forward output: X lies strictly inside (lo, hi) exactly where Y does, so the input
     of Clip need not be kept for backward."""
@@ -64,14 +64,14 @@ def clip_grad(y, dy, lo=None, hi=None, *, out):
     np.multiply(dy, mask, out=out)
 
 
-@kernel("SigmoidGrad")
+@kernel("SigmoidGrad", domain=MEMPLAN_DOMAIN)
 def sigmoid_grad(y, dy, *, out):
     np.subtract(1, y, out=out)
     out *= y
     out *= dy
 
 
-@kernel("TanhGrad")
+@kernel("TanhGrad", domain=MEMPLAN_DOMAIN)
 def tanh_grad(y, dy, *, out):
     np.multiply(y, y, out=out)
     np.subtract(1, out, out=out)
@@ -82,7 +82,7 @@ def _gemm_operands(a_or_b: np.ndarray, trans: int) -> np.ndarray:
     return a_or_b.T if trans else a_or_b
 
 
-@kernel("GemmGradA")
+@kernel("GemmGradA", domain=MEMPLAN_DOMAIN)
 def gemm_grad_a(dy, b, *, out, alpha=1.0, transA=0, transB=0):
     """Y = alpha * A' B' + beta C: dA' = alpha dY B'^T, transposed back when transA."""
     bb = _gemm_operands(b, transB)
@@ -94,7 +94,7 @@ def gemm_grad_a(dy, b, *, out, alpha=1.0, transA=0, transB=0):
         out *= alpha
 
 
-@kernel("GemmGradB")
+@kernel("GemmGradB", domain=MEMPLAN_DOMAIN)
 def gemm_grad_b(a, dy, *, out, alpha=1.0, transA=0, transB=0):
     """dB' = alpha A'^T dY, transposed back when transB."""
     aa = _gemm_operands(a, transA)
@@ -106,14 +106,14 @@ def gemm_grad_b(a, dy, *, out, alpha=1.0, transA=0, transB=0):
         out *= alpha
 
 
-@kernel("MatMulGradA")
+@kernel("MatMulGradA", domain=MEMPLAN_DOMAIN)
 def matmul_grad_a(dy, b, *, out):
     """Y = A @ B (both at least 2-D): dA = dY @ B^T summed over broadcast batch axes."""
     full = np.matmul(dy, np.swapaxes(b, -1, -2))
     unbroadcast(full, out) if full.shape != out.shape else np.copyto(out, full)
 
 
-@kernel("MatMulGradB")
+@kernel("MatMulGradB", domain=MEMPLAN_DOMAIN)
 def matmul_grad_b(a, dy, *, out):
     full = np.matmul(np.swapaxes(a, -1, -2), dy)
     unbroadcast(full, out) if full.shape != out.shape else np.copyto(out, full)
@@ -122,7 +122,7 @@ def matmul_grad_b(a, dy, *, out):
 # ---- losses -----------------------------------------------------------------------------------------
 
 
-@kernel("SoftmaxCrossEntropy", outputs="many")
+@kernel("SoftmaxCrossEntropy", domain=MEMPLAN_DOMAIN, outputs="many")
 def softmax_cross_entropy(logits, labels, *, out):
     """Mean over the batch of -log softmax(logits)[label]; outputs (loss of shape [1], probabilities).
 
@@ -135,7 +135,7 @@ def softmax_cross_entropy(logits, labels, *, out):
     loss[...] = -np.log(np.maximum(picked, np.finfo(prob.dtype).tiny)).mean()
 
 
-@kernel("SoftmaxCrossEntropyGrad")
+@kernel("SoftmaxCrossEntropyGrad", domain=MEMPLAN_DOMAIN)
 def softmax_cross_entropy_grad(prob, labels, *, out):
     """d(mean cross-entropy)/d(logits) = (softmax - one_hot(label)) / N."""
     np.copyto(out, prob)
@@ -143,14 +143,14 @@ def softmax_cross_entropy_grad(prob, labels, *, out):
     out /= labels.shape[0]
 
 
-@kernel("MeanSquaredError")
+@kernel("MeanSquaredError", domain=MEMPLAN_DOMAIN)
 def mean_squared_error(pred, target, *, out):
     """Mean over every element of (pred - target)^2, as a tensor of shape [1]."""
     diff = pred - target
     out[...] = np.mean(diff * diff)
 
 
-@kernel("MeanSquaredErrorGrad")
+@kernel("MeanSquaredErrorGrad", domain=MEMPLAN_DOMAIN)
 def mean_squared_error_grad(pred, target, *, out):
     np.subtract(pred, target, out=out)
     out *= 2.0 / out.size

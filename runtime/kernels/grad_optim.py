@@ -1,4 +1,4 @@
-"""Optimizer updates of a training step (memplan's own op types), applied in place.
+"""Optimizer updates of a training step (memplan's own op types, domain "memplan"), applied in place.
 
 `runtime.training` aliases each updated output to the input it replaces (W_next shares W's
 bytes, V_next shares V's), so parameters and optimizer state stay at one place in the arena
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from runtime.kernels import kernel
+from runtime.kernels import MEMPLAN_DOMAIN, kernel
 
 
-@kernel("SgdMomentumUpdate", outputs="many")
+@kernel("SgdMomentumUpdate", domain=MEMPLAN_DOMAIN, outputs="many")
 def sgd_momentum_update(w, g, v, *, out, lr=0.01, momentum=0.9, weight_decay=0.0):
     """V <- momentum * V + (G + weight_decay * W);  W <- W - lr * V  (PyTorch's SGD with momentum)."""
     w_next, v_next = out
@@ -23,13 +23,13 @@ def sgd_momentum_update(w, g, v, *, out, lr=0.01, momentum=0.9, weight_decay=0.0
     np.subtract(w, lr * v_next, out=w_next)
 
 
-@kernel("AdamStepCount")
+@kernel("AdamStepCount", domain=MEMPLAN_DOMAIN)
 def adam_step_count(t, *, out):
     """The shared step counter of Adam's bias correction: t <- t + 1."""
     np.add(t, 1, out=out)
 
 
-@kernel("AdamUpdate", outputs="many")
+@kernel("AdamUpdate", domain=MEMPLAN_DOMAIN, outputs="many")
 def adam_update(w, g, m, s, t, *, out, lr=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8):
     """Adam (Kingma & Ba, 2015) with bias correction; `t` is the step count after this step's increment."""
     w_next, m_next, s_next = out

@@ -30,6 +30,7 @@ import onnx
 
 from runtime.errors import ModelError, UnsupportedOpError
 from runtime.graph import Graph, Node, TensorInfo, load_model
+from runtime.kernels import MEMPLAN_DOMAIN
 from runtime.training.backward import RULES
 
 LOSSES = ("cross_entropy", "mse")
@@ -170,18 +171,24 @@ class Builder:
         again = f"{name}/recomputed"
         shape, dtype, _ = self.types[name]
         self._add(again, shape, dtype, "extra")
-        self.emit("Conv", src.inputs, [again], f"{src.name}/recompute", src.attributes)
+        self.emit("Conv", src.inputs, [again], f"{src.name}/recompute", src.attributes, domain=src.domain)
         return again
 
     def emit(
-        self, op: str, inputs: Sequence[str], outputs: Sequence[str], at: Node | str | None, attrs: Any = None
+        self,
+        op: str,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        at: Node | str | None,
+        attrs: Any = None,
+        domain: str = MEMPLAN_DOMAIN,
     ) -> None:
-        """Append node `op` named after the forward node it differentiates (`at`), then sum gradient contributions."""
+        """Append node `op` (memplan's own unless `domain` says otherwise) named after the forward
+        node it differentiates (`at`), then sum gradient contributions."""
         base = at.name if isinstance(at, Node) else at or op
         self._count += 1
-        self.nodes.append(
-            Node(f"{base}/{op}#{self._count}", op, tuple(inputs), tuple(outputs), dict(attrs or {}), self.fwd.opset)
-        )
+        name = f"{base}/{op}#{self._count}"
+        self.nodes.append(Node(name, op, tuple(inputs), tuple(outputs), dict(attrs or {}), self.fwd.opset, domain))
         fresh, self._fresh = self._fresh, []
         for name, g in fresh:
             self._accumulate(name, g, base)
@@ -211,7 +218,8 @@ class Builder:
         for s in stats:
             self._add(s, channels, self.types[node.inputs[1]][1], "extra")
         attrs = {"epsilon": node.attributes.get("epsilon", 1e-5)}
-        return Node(node.name, "BatchNormTrain", node.inputs[:3], (node.outputs[0], *stats), attrs, node.opset)
+        outputs = (node.outputs[0], *stats)
+        return Node(node.name, "BatchNormTrain", node.inputs[:3], outputs, attrs, node.opset, MEMPLAN_DOMAIN)
 
     def _requires_grad(self, forward: list[Node]) -> set[str]:
         req = set(self.trainable)
@@ -306,7 +314,7 @@ class Builder:
         total = f"grad/{name}/sum{self._count}"
         self._add(total, shape, dtype, "gradient" if name in self.trainable else "backprop")
         self.grads[name] = total
-        self.emit("Add", [old, g], [total], base or None)
+        self.emit("Add", [old, g], [total], base or None, domain="")
 
     def _add(self, name: str, shape: tuple[int, ...], dtype: np.dtype, kind: str) -> None:
         self.types[name] = (tuple(int(d) for d in shape), np.dtype(dtype), kind)
