@@ -33,6 +33,7 @@ from typing import Any
 
 import onnx
 
+from runtime.backend import MemplanBackend
 from runtime.kernels import supported_ops
 
 LIGHT_MODELS = (
@@ -131,8 +132,6 @@ def run_conformance(
     default all nine) through onnx's runner; `fast` picks the CI sample instead.
     `progress(test, status)` is called after each test."""
     from onnx.backend.test import BackendTest
-
-    from runtime.backend import MemplanBackend
 
     started = time.perf_counter()
     if fast:

@@ -1,7 +1,7 @@
 """Backward rules: for each forward op type, the nodes that compute its inputs' gradients.
 
 A rule gets the forward node and the gradient of its output 0, and asks the builder for
-gradient tensors of the inputs that need one (`Builder.grad_of`), emitting memplan's own
+gradient tensors of the inputs that need one (`StepBuilder.grad_of`), emitting memplan's own
 backward ops (`runtime.kernels.grad_*`). Each rule reads only what its backward op needs
 (Relu, Sigmoid, Tanh and Clip read their output, not their input), so lifetime analysis keeps
 exactly those forward activations alive until the backward pass.
@@ -9,16 +9,49 @@ exactly those forward activations alive until the backward pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from runtime.errors import ModelError
-from runtime.graph import Node
+from runtime.graph import Node, TensorInfo
+from runtime.kernels import MEMPLAN_DOMAIN
 
-if TYPE_CHECKING:
-    from runtime.training.build import Builder
 
-Rule = Callable[["Builder", Node, str], None]
+class StepBuilder(Protocol):
+    """What a rule asks of the step being built (`runtime.training.build.Builder` is the one)."""
+
+    def tensor(self, name: str) -> TensorInfo: ...
+
+    def needs(self, name: str) -> bool:
+        """Whether `name` needs a gradient (it depends on a trainable parameter)."""
+        ...
+
+    def grad_of(self, name: str) -> str:
+        """A new tensor for (a contribution to) the gradient of `name`."""
+        ...
+
+    def pass_grad(self, name: str, grad: str) -> None:
+        """`name`'s gradient (contribution) is the tensor `grad` itself."""
+        ...
+
+    def recomputed(self, name: str) -> str:
+        """`name` for a backward op to read (perhaps computed again)."""
+        ...
+
+    def emit(
+        self,
+        op: str,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        at: Node | str | None,
+        attrs: Any = None,
+        domain: str = MEMPLAN_DOMAIN,
+    ) -> None:
+        """Append node `op`, named after the forward node it differentiates (`at`)."""
+        ...
+
+
+Rule = Callable[[StepBuilder, Node, str], None]
 RULES: dict[str, Rule] = {}
 
 
@@ -35,7 +68,7 @@ def _input(node: Node, i: int) -> str:
     return node.inputs[i] if len(node.inputs) > i else ""
 
 
-def _spatial_attrs(b: Builder, node: Node, kernel_shape: tuple[int, ...], keys: tuple[str, ...]) -> dict[str, Any]:
+def _spatial_attrs(b: StepBuilder, node: Node, kernel_shape: tuple[int, ...], keys: tuple[str, ...]) -> dict[str, Any]:
     """Explicit geometry attributes for the 2-D backward kernels (auto_pad resolved to ``pads``)."""
     x = b.tensor(node.inputs[0])
     if len(x.shape) != 4:
@@ -52,13 +85,13 @@ def _spatial_attrs(b: Builder, node: Node, kernel_shape: tuple[int, ...], keys: 
 
 
 @rule("Relu", "Sigmoid", "Tanh")
-def _activation(b: Builder, node: Node, dy: str) -> None:
+def _activation(b: StepBuilder, node: Node, dy: str) -> None:
     if b.needs(node.inputs[0]):
         b.emit(f"{node.op_type}Grad", [node.outputs[0], dy], [b.grad_of(node.inputs[0])], node)
 
 
 @rule("Clip")
-def _clip(b: Builder, node: Node, dy: str) -> None:
+def _clip(b: StepBuilder, node: Node, dy: str) -> None:
     if "min" in node.attributes or "max" in node.attributes:
         raise ModelError(f"node {node.name!r}: Clip with min/max attributes (opset < 11); give them as inputs")
     if b.needs(node.inputs[0]):
@@ -66,13 +99,13 @@ def _clip(b: Builder, node: Node, dy: str) -> None:
 
 
 @rule("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
-def _view(b: Builder, node: Node, dy: str) -> None:
+def _view(b: StepBuilder, node: Node, dy: str) -> None:
     if b.needs(node.inputs[0]):
         b.emit("ReshapeGrad", [dy], [b.grad_of(node.inputs[0])], node)
 
 
 @rule("Add", "Sub")
-def _add(b: Builder, node: Node, dy: str) -> None:
+def _add(b: StepBuilder, node: Node, dy: str) -> None:
     for i, scale in ((0, 1.0), (1, -1.0 if node.op_type == "Sub" else 1.0)):
         x = node.inputs[i]
         if not b.needs(x):
@@ -84,7 +117,7 @@ def _add(b: Builder, node: Node, dy: str) -> None:
 
 
 @rule("Mul")
-def _mul(b: Builder, node: Node, dy: str) -> None:
+def _mul(b: StepBuilder, node: Node, dy: str) -> None:
     a, c = node.inputs[:2]
     if b.needs(a):
         b.emit("MulGrad", [dy, c], [b.grad_of(a)], node)
@@ -93,7 +126,7 @@ def _mul(b: Builder, node: Node, dy: str) -> None:
 
 
 @rule("Gemm")
-def _gemm(b: Builder, node: Node, dy: str) -> None:
+def _gemm(b: StepBuilder, node: Node, dy: str) -> None:
     attrs = {k: node.attributes[k] for k in ("alpha", "transA", "transB") if k in node.attributes}
     a, w, c = node.inputs[0], node.inputs[1], _input(node, 2)
     if b.needs(a):
@@ -105,7 +138,7 @@ def _gemm(b: Builder, node: Node, dy: str) -> None:
 
 
 @rule("MatMul")
-def _matmul(b: Builder, node: Node, dy: str) -> None:
+def _matmul(b: StepBuilder, node: Node, dy: str) -> None:
     a, w = node.inputs[:2]
     if min(len(b.tensor(a).shape), len(b.tensor(w).shape)) < 2:
         raise ModelError(f"node {node.name!r} (MatMul): backward needs operands of at least 2 dimensions")
@@ -116,7 +149,7 @@ def _matmul(b: Builder, node: Node, dy: str) -> None:
 
 
 @rule("Conv")
-def _conv(b: Builder, node: Node, dy: str) -> None:
+def _conv(b: StepBuilder, node: Node, dy: str) -> None:
     x, w, bias = node.inputs[0], node.inputs[1], _input(node, 2)
     attrs = _spatial_attrs(b, node, b.tensor(w).shape[2:], ("strides", "pads", "dilations", "group"))
     if b.needs(w):
@@ -128,7 +161,7 @@ def _conv(b: Builder, node: Node, dy: str) -> None:
 
 
 @rule("MaxPool")
-def _max_pool(b: Builder, node: Node, dy: str) -> None:
+def _max_pool(b: StepBuilder, node: Node, dy: str) -> None:
     if len(node.outputs) > 1 and node.outputs[1]:
         raise ModelError(f"node {node.name!r}: MaxPool with an Indices output has no backward kernel")
     keys = ("strides", "pads", "dilations", "ceil_mode")
@@ -138,7 +171,7 @@ def _max_pool(b: Builder, node: Node, dy: str) -> None:
 
 
 @rule("AveragePool")
-def _average_pool(b: Builder, node: Node, dy: str) -> None:
+def _average_pool(b: StepBuilder, node: Node, dy: str) -> None:
     keys = ("strides", "pads", "dilations", "ceil_mode", "count_include_pad")
     attrs = _spatial_attrs(b, node, tuple(node.attributes["kernel_shape"]), keys)
     if b.needs(node.inputs[0]):
@@ -146,13 +179,13 @@ def _average_pool(b: Builder, node: Node, dy: str) -> None:
 
 
 @rule("GlobalAveragePool")
-def _global_average_pool(b: Builder, node: Node, dy: str) -> None:
+def _global_average_pool(b: StepBuilder, node: Node, dy: str) -> None:
     if b.needs(node.inputs[0]):
         b.emit("GlobalAveragePoolGrad", [dy], [b.grad_of(node.inputs[0])], node)
 
 
 @rule("BatchNormTrain")
-def _batch_norm(b: Builder, node: Node, dy: str) -> None:
+def _batch_norm(b: StepBuilder, node: Node, dy: str) -> None:
     x, scale, bias = node.inputs[:3]
     outs = [b.grad_of(t) if b.needs(t) else "" for t in (x, scale, bias)]
     if any(outs):
