@@ -1,5 +1,8 @@
 """best: a portfolio that keeps the smallest plan, the default in the UI.
 
+Where it comes from: memplan's own, over the strategies above; the same idea as XLA's
+ChooseBestHeapAlgorithm (run several heaps, keep the smallest).
+
 1. Run every fast strategy (registered without ``slow``), simplest first; the local search
    gets part of the time limit and a bounded number of moves. Stop early once a plan reaches LOAD: none can be smaller.
 2. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
@@ -7,6 +10,8 @@
    does not depend on the machine's speed (unless the time runs out first).
 3. Keep the smallest plan that the independent checker accepts (ties: the simpler
    strategy); `stats["winner"]` names the strategy that made it.
+4. When no strategy fits the pools' capacities, raise the most telling failure: a proven
+   one first, then the one needing the fewest bytes.
 
 Optimal when the winning plan meets LOAD or `optimal` proved it; otherwise never worse
 than any fast strategy.

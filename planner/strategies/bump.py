@@ -3,7 +3,8 @@
 1. Visit buffers in the order the schedule first uses them (first step, then problem order).
 2. Give each the bytes just above the previous one; freed bytes are never handed out again.
 
-A linear allocator: fast and simple, no reuse, so its arena is the naive sum. Not optimal.
+A linear allocator: fast and simple, no reuse, so its arena is the naive sum
+(`planner.bounds.naive`) plus alignment padding. Not optimal.
 """
 
 from __future__ import annotations

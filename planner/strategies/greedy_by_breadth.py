@@ -1,6 +1,7 @@
 """greedy_by_breadth: TensorFlow Lite's GreedyByBreadth (GPU delegate), applied to offsets.
 
-1. The breadth of a step is the total size of the buffers live at it.
+1. The breadth of a step is the total size of the buffers live at it (the live curve,
+   `planner.bounds.live_sum`, over the stretches where it is constant).
 2. Visit steps from the broadest to the narrowest (ties: earlier step first).
 3. At each step, place the still-unplaced buffers live there, largest first, each in the
    smallest gap that fits among placed buffers live at a common step (else on top).

@@ -5,8 +5,9 @@
    the order (seeded), and re-place every buffer from that position on.
 3. Keep the new order if the arena is no larger (sideways moves let it cross plateaus),
    else go back; remember the best arena seen.
-4. Stop at LOAD (provably optimal), after `max_iterations`, or when `time_limit` seconds
-   have passed; return the best plan.
+4. Stop at LOAD (provably optimal), after `max_iterations`, when `time_limit` seconds
+   have passed, or when the top is set by the first buffer in the order (nothing can move
+   under it); return the best plan.
 
 A local search: usually better than any single greedy order, never proven optimal unless
 it reaches LOAD. Deterministic for a given seed and iteration count.

@@ -1,9 +1,11 @@
 """naive: no reuse at all, the yardstick every other strategy is measured against.
 
-1. Take the buffers in the problem's order.
+1. Take the buffers (alias groups, as one block each) in the problem's order.
 2. Put each one above everything already placed in its pool.
 
-The arena is the sum of all sizes (plus alignment padding). Not optimal, on purpose.
+Where it comes from: the baseline every memory-planning paper reports, and what a runtime
+without a planner does. The arena is `planner.bounds.naive` (each alias group's size
+once) plus alignment padding. Not optimal, on purpose.
 """
 
 from __future__ import annotations

@@ -3,12 +3,13 @@
 1. Merge alias groups into blocks; LOAD (the most bytes live at one step) is the first
    lower bound. A capacity below LOAD is refused at once, with that bound.
 2. Place the blocks greedily (largest first, best fit; and largest first, first fit) and
-   keep the smaller arena as the incumbent.
+   keep the smaller arena as the incumbent. Empty blocks sit at offset 0, out of the search.
 3. With a capacity: if the incumbent fits, done; otherwise search for a packing within
    the capacity, or a proof that none exists.
    Without one: ask the search for a packing at the lower bound, then just below the
    best arena so far, in rounds with doubling node limits; a found packing becomes the
    incumbent, a proof raises the lower bound; stop when they meet or the budget ends.
+   Past `MAX_SEARCH_BLOCKS` blocks in a pool, keep the incumbent without searching.
 4. Several pools: the greedy plan decides which pool each block goes to, then each pool
    is minimised on its own within its capacity (optimal per pool, not across pools).
 
