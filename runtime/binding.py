@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runtime.errors import InputError
+from runtime.errors import FeedError
 from runtime.graph import TensorInfo
 
 
@@ -48,17 +48,17 @@ def make_binding(
 ) -> Binding:
     """Check `array` against the tensor `info` and decide between zero-copy and a copy.
 
-    Raises InputError for what no copy can fix; `alignment` 0 means the element's own.
+    Raises FeedError for what no copy can fix; `alignment` 0 means the element's own.
     """
     if not isinstance(array, np.ndarray):
-        raise InputError(f"{role} {name!r}: bind a numpy array, not {type(array).__name__}")
+        raise FeedError(f"{role} {name!r}: bind a numpy array, not {type(array).__name__}")
     want = f"{info.dtype}{list(info.shape)}"
     if array.shape != info.shape:
-        raise InputError(f"{role} {name!r}: the array has shape {list(array.shape)}; the model expects {want}")
+        raise FeedError(f"{role} {name!r}: the array has shape {list(array.shape)}; the model expects {want}")
     if array.dtype.kind != info.dtype.kind:
-        raise InputError(f"{role} {name!r}: the array has dtype {array.dtype}; the model expects {want}")
+        raise FeedError(f"{role} {name!r}: the array has dtype {array.dtype}; the model expects {want}")
     if role == "output" and not array.flags.writeable:
-        raise InputError(f"output {name!r}: the array is read-only; bind a writable {want} array")
+        raise FeedError(f"output {name!r}: the array is read-only; bind a writable {want} array")
     reason = _fallback(name, role, array, info, in_arena, alignment, others)
     return Binding(name, role, array, reason is None, reason)
 

@@ -16,7 +16,7 @@ import numpy as np
 from runtime.arena import aligned_arena, read_only
 from runtime.binding import Binding, make_binding
 from runtime.canary import Canary
-from runtime.errors import InputError
+from runtime.errors import FeedError
 from runtime.graph import Graph, TensorInfo
 from runtime.options import DEFAULT_ALIGNMENT
 from runtime.stats import RunStats
@@ -80,7 +80,7 @@ class CallerMemory:
         names = self.graph.inputs if role == "input" else self.graph.outputs
         if name not in names:
             hint = "; it is an initializer: see set_shared_input" if name in self.graph.constants else ""
-            raise InputError(
+            raise FeedError(
                 f"{name!r} is not a graph {role} of {self.graph.name!r}{hint}; its {role}s are {list(names)}"
             )
         return self.graph.tensors[name]
@@ -95,17 +95,17 @@ class CallerMemory:
         unknown = [n for n in inputs if n not in expected]
         if missing or unknown:
             want = ", ".join(f"{n!r}: {t.dtype}{list(t.shape)}" for n, t in expected.items())
-            raise InputError(f"inputs missing {missing} / unknown {unknown}; the model takes {{{want}}}")
+            raise FeedError(f"inputs missing {missing} / unknown {unknown}; the model takes {{{want}}}")
         feeds = {}
         for name, t in expected.items():
             if name not in inputs:
                 continue
             array = np.asarray(inputs[name])
             if array.shape != t.shape:
-                raise InputError(f"input {name!r} has shape {list(array.shape)}; the model is bound to {list(t.shape)}")
+                raise FeedError(f"input {name!r} has shape {list(array.shape)}; the model is bound to {list(t.shape)}")
             if array.dtype != t.dtype:
                 if array.dtype.kind != t.dtype.kind:
-                    raise InputError(f"input {name!r} has dtype {array.dtype}; the model takes {t.dtype}")
+                    raise FeedError(f"input {name!r} has dtype {array.dtype}; the model takes {t.dtype}")
                 array = array.astype(t.dtype)
             feeds[name] = array
         return feeds

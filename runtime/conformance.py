@@ -70,7 +70,9 @@ STATUSES = ("passed", "failed", "skipped", "unsupported")
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CaseResult:
+    """One backend test case (a node test, or a light model) and how it went."""
+
     test: str
     op: str  # the op under test; the model name for light models
     status: str  # one of STATUSES
@@ -80,8 +82,8 @@ class Outcome:
 
 @dataclass
 class ConformanceReport:
-    node: list[Outcome] = field(default_factory=list)
-    models: list[Outcome] = field(default_factory=list)
+    node: list[CaseResult] = field(default_factory=list)
+    models: list[CaseResult] = field(default_factory=list)
     fast: bool = False
     seconds: float = 0.0
     onnx_version: str = onnx.__version__
@@ -149,9 +151,9 @@ def run_conformance(
             continue
         missing = sorted(needs - kernels)
         if missing:
-            report.node.append(Outcome(name, op, "unsupported", f"no kernel for {', '.join(missing)}"))
+            report.node.append(CaseResult(name, op, "unsupported", f"no kernel for {', '.join(missing)}"))
         elif name in EXCEPTIONS:
-            report.node.append(Outcome(name, op, "skipped", EXCEPTIONS[name]))
+            report.node.append(CaseResult(name, op, "skipped", EXCEPTIONS[name]))
         else:
             runnable[f"{name}_cpu"] = op
     for model in model_names:
@@ -166,9 +168,9 @@ def run_conformance(
     for outcome in result.outcomes:
         test = outcome.test.removesuffix("_cpu")
         if outcome.op in model_names and test == f"test_{outcome.op}":
-            report.models.append(Outcome(outcome.op, outcome.op, outcome.status, outcome.reason, outcome.seconds))
+            report.models.append(CaseResult(outcome.op, outcome.op, outcome.status, outcome.reason, outcome.seconds))
         else:
-            report.node.append(Outcome(test, outcome.op, outcome.status, outcome.reason, outcome.seconds))
+            report.node.append(CaseResult(test, outcome.op, outcome.status, outcome.reason, outcome.seconds))
     report.node.sort(key=lambda o: (o.op, o.test))
     report.models.sort(key=lambda o: o.test)
     report.seconds = time.perf_counter() - started
@@ -222,7 +224,7 @@ class _Collector(unittest.TestResult):
         super().__init__()
         self.ops = ops
         self.progress = progress
-        self.outcomes: list[Outcome] = []
+        self.outcomes: list[CaseResult] = []
         self._started = 0.0
 
     def startTest(self, test: unittest.TestCase) -> None:  # noqa: N802 (unittest's name)
@@ -232,7 +234,7 @@ class _Collector(unittest.TestResult):
     def _record(self, test: unittest.TestCase, status: str, reason: str = "") -> None:
         name = test._testMethodName  # type: ignore[attr-defined]
         seconds = time.perf_counter() - self._started
-        self.outcomes.append(Outcome(name, self.ops.get(name, "?"), status, _one_line(reason), round(seconds, 3)))
+        self.outcomes.append(CaseResult(name, self.ops.get(name, "?"), status, _one_line(reason), round(seconds, 3)))
         if self.progress is not None:
             self.progress(name, status)
 

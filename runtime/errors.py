@@ -32,8 +32,9 @@ class UnsupportedOpError(ModelError):
         self.ops = ops or {}  # op type -> names of the nodes that use it
 
 
-class InputError(ModelError):
-    """The arrays given to `Session.run` do not match the model's inputs."""
+class FeedError(ModelError):
+    """The arrays given to `Session.run` (or bound to, or written for, the model's inputs and
+    outputs) do not match them: a name, shape or dtype is wrong, or one is missing."""
 
 
 class PlanError(ModelError):

@@ -28,6 +28,9 @@ DEFAULT_MAX_TENSOR_BYTES = 4 << 30
 MAX_FOLD_ROUNDS = 16  # each round may expose more constants (Shape -> Gather -> Reshape chains)
 
 
+FUSIONS = ("batchnorm_into_conv", "pointwise_conv_add", "gelu")  # the keys of `Graph.fusions`
+
+
 @dataclass(frozen=True)
 class Node:
     """One step of the schedule. Omitted optional inputs and outputs are ``""``."""
@@ -68,9 +71,10 @@ class Graph:
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES
     model_dir: str | None = None
     folded: int = 0  # nodes removed by constant folding
-    fused: int = 0  # BatchNormalization nodes folded into the Conv before them
-    fused_residual: int = 0  # 1x1 Conv -> Add pairs made one PointwiseConvAdd
-    fused_gelu: int = 0  # Div -> Erf -> Add -> Mul -> Mul chains made one Gelu
+    # Nodes each load-time fusion made (`FUSIONS`): BatchNormalization folded into the Conv
+    # before it, 1x1 Conv -> Add pairs made one PointwiseConvAdd, Div -> Erf -> Add -> Mul -> Mul
+    # chains made one Gelu.
+    fusions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUSIONS, 0))
 
     def tensor(self, name: str) -> TensorInfo:
         try:
@@ -152,9 +156,7 @@ def load_model(
         nodes, gelus = fuse_erf_gelu(nodes, constants, types, keep)
     types.update(inputs)
     loaded = _build(model, nodes, inputs, outputs, constants, types, opset, dims, max_tensor_bytes, model_dir, folded)
-    loaded.fused = fused
-    loaded.fused_residual = residual
-    loaded.fused_gelu = gelus
+    loaded.fusions = {"batchnorm_into_conv": fused, "pointwise_conv_add": residual, "gelu": gelus}
     return loaded
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.errors import InputError
+from runtime.errors import FeedError
 from runtime.graph import Graph
 
 RTOL, ATOL = 1e-3, 1e-4  # float32 kernels against another float32 implementation
@@ -32,7 +32,7 @@ def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         elif dtype.kind == "b":
             feeds[name] = rng.integers(0, 2, size=shape).astype(bool)
         else:
-            raise InputError(f"input {name!r}: cannot make random {dtype} data; pass the inputs in an .npz")
+            raise FeedError(f"input {name!r}: cannot make random {dtype} data; pass the inputs in an .npz")
     return feeds
 
 

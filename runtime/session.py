@@ -45,7 +45,7 @@ from runtime.binding import Binding
 from runtime.caller_memory import CallerMemory
 from runtime.canary import Canary
 from runtime.concat_in_place import concat_in_place
-from runtime.errors import ExecutionError, InputError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
+from runtime.errors import ExecutionError, FeedError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
 from runtime.graph import Graph, Node
 from runtime.kernels import Kernel, call, kernel_of
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
@@ -288,19 +288,19 @@ class Session:
         """Bind initializer `name`, declared in ``unbound=``, to `array` (read, never copied when
         C-contiguous and aligned). Binding it again is accepted only with equal data."""
         if name not in self._unbound:
-            raise InputError(
+            raise FeedError(
                 f"{name!r} was not declared unbound; the session's unbound initializers are {list(self._unbound)}"
             )
         c = self.graph.constants[name]
         want = f"{c.dtype}{list(c.shape)}"
         if not isinstance(array, np.ndarray) or array.shape != c.shape or array.dtype != c.dtype:
             got = f"{array.dtype}{list(array.shape)}" if isinstance(array, np.ndarray) else type(array).__name__
-            raise InputError(f"shared input {name!r}: got {got}; it is declared {want}")
+            raise FeedError(f"shared input {name!r}: got {got}; it is declared {want}")
         held = self._shared.get(name)
         if held is not None:
             if held.base is array or held is array or np.array_equal(held, array):
                 return
-            raise InputError(
+            raise FeedError(
                 f"shared input {name!r} is already bound to different data; a shared input is bound once per session"
             )
         value = array if array.flags.c_contiguous and array.flags.aligned else np.ascontiguousarray(array)
@@ -321,7 +321,7 @@ class Session:
         io = self._caller_memory()
         assert self.arena is not None and self.plan is not None
         if self.unbound:
-            raise InputError(
+            raise FeedError(
                 f"shared input(s) {self.unbound} are declared unbound and not bound yet: call "
                 "set_shared_input(name, array) before running"
             )

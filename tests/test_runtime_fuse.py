@@ -51,7 +51,7 @@ def conv_bn_model(*, bias: bool, extra_reader: bool = False, training_outputs: b
 def test_folded_model_matches_onnxruntime(bias):
     model = conv_bn_model(bias=bias)
     graph = runtime.load_model(model)
-    assert graph.fused == 1 and [n.op_type for n in graph.nodes] == ["Conv", "Relu"]
+    assert graph.fusions["batchnorm_into_conv"] == 1 and [n.op_type for n in graph.nodes] == ["Conv", "Relu"]
     x = np.random.default_rng(1).standard_normal((2, 3, 10, 10)).astype(np.float32)
     got = runtime.Session(graph).prepare().run({"x": x})
     _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
@@ -69,7 +69,7 @@ def test_fusing_saves_a_tensor_and_can_be_switched_off():
 
 def test_a_conv_output_read_elsewhere_is_not_fused():
     graph = runtime.load_model(conv_bn_model(bias=True, extra_reader=True))
-    assert graph.fused == 0 and "BatchNormalization" in [n.op_type for n in graph.nodes]
+    assert graph.fusions["batchnorm_into_conv"] == 0 and "BatchNormalization" in [n.op_type for n in graph.nodes]
 
 
 def test_planning_reads_no_weights():
@@ -77,4 +77,4 @@ def test_planning_reads_no_weights():
     graph = runtime.load_model(light)
     runtime.memory_problem(graph)
     big = [c for c in graph.constants.values() if c.source == "folded" and c.nbytes > 1 << 16]
-    assert graph.fused == 53 and big and not any(c.loaded for c in big)
+    assert graph.fusions["batchnorm_into_conv"] == 53 and big and not any(c.loaded for c in big)

@@ -86,7 +86,7 @@ def _run_against_oracle(model: onnx.ModelProto) -> runtime.Graph:
 @pytest.mark.parametrize("spatial", [(6, 6), (9,), (3, 4, 5)])
 def test_fused_block_matches_onnxruntime(op, bias, spatial):
     graph = _run_against_oracle(residual_model(op=op, bias=bias, spatial=spatial))
-    assert graph.fused_residual == 1
+    assert graph.fusions["pointwise_conv_add"] == 1
     fused = [n for n in graph.nodes if n.domain == MEMPLAN_DOMAIN]
     assert [n.op_type for n in fused] == ["PointwiseConvAdd"] and "p" not in graph.tensors
 
@@ -98,7 +98,7 @@ def test_fused_block_matches_onnxruntime(op, bias, spatial):
 )
 def test_pairs_that_are_not_a_plain_product_and_add_are_left_alone(variant):
     graph = _run_against_oracle(residual_model(**variant))
-    assert graph.fused_residual == 0
+    assert graph.fusions["pointwise_conv_add"] == 0
     assert all(n.domain in ("", "ai.onnx") for n in graph.nodes)
 
 
@@ -176,7 +176,7 @@ def gelu_model(*, divisor: float = float(np.sqrt(2.0)), expose: bool = False, sw
 def test_erf_gelu_becomes_one_gelu_and_matches_onnxruntime(swap):
     model = gelu_model(swap=swap)
     graph = runtime.load_model(model)
-    assert graph.fused_gelu == 1
+    assert graph.fusions["gelu"] == 1
     assert [n.op_type for n in graph.nodes] == ["MatMul", "Gelu", "MatMul"]
     x = RNG.standard_normal((4, 8)).astype(np.float32)
     got = runtime.Session(graph, "best", canary=True).prepare().run({"x": x})
@@ -193,7 +193,7 @@ def test_erf_gelu_becomes_one_gelu_and_matches_onnxruntime(swap):
 def test_chains_that_are_not_the_exact_gelu_are_left_alone(variant):
     model = gelu_model(**variant)
     graph = runtime.load_model(model)
-    assert graph.fused_gelu == 0 and "Erf" in [n.op_type for n in graph.nodes]
+    assert graph.fusions["gelu"] == 0 and "Erf" in [n.op_type for n in graph.nodes]
     x = RNG.standard_normal((4, 8)).astype(np.float32)
     got = runtime.Session(graph, "best").prepare().run({"x": x})
     _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})

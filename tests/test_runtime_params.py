@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
-from runtime import InputError, ModelError, Session, load_model
+from runtime import FeedError, ModelError, Session, load_model
 from runtime.batches import BatchSessions
 from runtime.params import ParameterStore, raw_data_locations
 from tests.memory_models import rnn_feeds, rnn_output, rnn_step, save
@@ -95,7 +95,7 @@ def test_lazy_shared_input_commits_no_memory_until_bound(files):
     assert held < EMB_BYTES // 4 and not graph.constants["emb"].loaded
     assert session.unbound == ["emb"]
     feeds = rnn_feeds(N, V, H)
-    with pytest.raises(InputError, match=r"\['emb'\] are declared unbound and not bound yet"):
+    with pytest.raises(FeedError, match=r"\['emb'\] are declared unbound and not bound yet"):
         session.run(feeds)
     emb = onnx.numpy_helper.to_array(onnx.load(str(files["step"])).graph.initializer[0]).copy()
     session.set_shared_input("emb", emb)
@@ -111,14 +111,14 @@ def test_lazy_shared_input_commits_no_memory_until_bound(files):
 def test_lazy_shared_input_errors_name_the_tensor(files):
     session = Session(load_model(files["step"], {"N": N}), unbound=["emb"]).prepare()
     emb = np.zeros((V, H), np.float32)
-    with pytest.raises(InputError, match=r"'emb': got float32\[4000, 31\]; it is declared float32\[4000, 32\]"):
+    with pytest.raises(FeedError, match=r"'emb': got float32\[4000, 31\]; it is declared float32\[4000, 32\]"):
         session.set_shared_input("emb", emb[:, :31])
-    with pytest.raises(InputError, match=r"'emb': got float64"):
+    with pytest.raises(FeedError, match=r"'emb': got float64"):
         session.set_shared_input("emb", emb.astype(np.float64))
-    with pytest.raises(InputError, match=r"'w' was not declared unbound; .* are \['emb'\]"):
+    with pytest.raises(FeedError, match=r"'w' was not declared unbound; .* are \['emb'\]"):
         session.set_shared_input("w", np.zeros((H, H), np.float32))
     session.set_shared_input("emb", emb)
-    with pytest.raises(InputError, match="'emb' is already bound to different data"):
+    with pytest.raises(FeedError, match="'emb' is already bound to different data"):
         session.set_shared_input("emb", emb + 1)
     with pytest.raises(
         ModelError, match=r"unbound=\['h_prev'\]: only initializers .* accepted: \['emb', 'w', 'u', 'b'\]"

@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 import planner
 from planner import Placement, Plan
-from runtime import CanaryError, InputError, MemoryOptions, ModelError, PlanError, Session, load_model, memory_problem
+from runtime import CanaryError, FeedError, MemoryOptions, ModelError, PlanError, Session, load_model, memory_problem
 
 LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 
@@ -102,11 +102,11 @@ def test_external_io_binds_inputs_without_copying():
 
 def test_inputs_are_checked_by_name_shape_and_dtype():
     session = Session(load_model(small_cnn(), dims={"N": 2}))
-    with pytest.raises(InputError, match="missing \\['x'\\]"):
+    with pytest.raises(FeedError, match="missing \\['x'\\]"):
         session.run({})
-    with pytest.raises(InputError, match="'x' has shape \\[1, 3, 8, 8\\]"):
+    with pytest.raises(FeedError, match="'x' has shape \\[1, 3, 8, 8\\]"):
         session.run({"x": np.zeros((1, 3, 8, 8), np.float32)})
-    with pytest.raises(InputError, match="dtype int32"):
+    with pytest.raises(FeedError, match="dtype int32"):
         session.run({"x": np.zeros((2, 3, 8, 8), np.int32)})
 
 

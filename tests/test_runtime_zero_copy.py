@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx.reference import ReferenceEvaluator
 
-from runtime import InputError, MemoryOptions, Session, load_model
+from runtime import FeedError, MemoryOptions, Session, load_model
 from tests.memory_models import mlp
 
 BATCH = 3
@@ -140,20 +140,20 @@ def test_bad_bindings_name_the_tensor_and_what_is_expected(model, call, array, m
     s = session(model, "external")
     if message == "read-only":
         array.flags.writeable = False
-    with pytest.raises(InputError, match="'[xy]'") as info:
+    with pytest.raises(FeedError, match="'[xy]'") as info:
         getattr(s, call)("x" if call == "bind_input" else "y", array)
     assert message in str(info.value)
 
 
 def test_unknown_names_are_refused_with_the_accepted_ones(model):
     s = session(model, "external")
-    with pytest.raises(InputError, match=r"'nope' is not a graph input of 'mlp'; its inputs are \['x'\]"):
+    with pytest.raises(FeedError, match=r"'nope' is not a graph input of 'mlp'; its inputs are \['x'\]"):
         s.bind_input("nope", np.zeros(1))
-    with pytest.raises(InputError, match=r"'w1' is not a graph output .*initializer.*set_shared_input"):
+    with pytest.raises(FeedError, match=r"'w1' is not a graph output .*initializer.*set_shared_input"):
         s.output_buffer("w1")
 
 
 def test_running_without_an_unbound_input_names_it(model):
     s = session(model, "external")
-    with pytest.raises(InputError, match=r"inputs missing \['x'\]"):
+    with pytest.raises(FeedError, match=r"inputs missing \['x'\]"):
         s.run()

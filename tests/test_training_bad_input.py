@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 from typer.testing import CliRunner
 
 from app.cli import app
-from runtime.errors import InputError, ModelError, UnsupportedOpError
+from runtime.errors import FeedError, ModelError, UnsupportedOpError
 from runtime.training import NonFiniteLossError, TrainingSession, build_training_step, models
 
 
@@ -46,11 +46,11 @@ def test_label_of_wrong_shape_or_dtype_leaves_parameters_alone():
     session = TrainingSession(step).prepare()
     x = np.zeros((4, 6), np.float32)
     before = session.parameters()
-    with pytest.raises(InputError, match="'label' has shape"):
+    with pytest.raises(FeedError, match="'label' has shape"):
         session.run({"x": x, "label": np.zeros(5, np.int64)})
-    with pytest.raises(InputError, match="'label' has dtype float32"):
+    with pytest.raises(FeedError, match="'label' has dtype float32"):
         session.run({"x": x, "label": np.zeros(4, np.float32)})
-    with pytest.raises(InputError, match="outside"):
+    with pytest.raises(FeedError, match="outside"):
         session.run({"x": x, "label": np.full(4, 3, np.int64)})
     with pytest.raises(ModelError, match="is not a graph output"):
         build_training_step(models.small_cnn(), output="flatten")

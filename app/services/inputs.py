@@ -30,11 +30,7 @@ class ModelOptions:
 
 def fused_nodes(graph: Any) -> dict[str, int]:
     """How many nodes each load-time fusion made (`runtime.fuse`)."""
-    return {
-        "batchnorm_into_conv": graph.fused,
-        "pointwise_conv_add": graph.fused_residual,
-        "gelu": graph.fused_gelu,
-    }
+    return dict(graph.fusions)
 
 
 def parse_dims(text: str | None) -> dict[str, int]:

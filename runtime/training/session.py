@@ -23,7 +23,7 @@ import numpy as np
 
 import planner
 from planner import Plan, Problem
-from runtime.errors import ExecutionError, InputError
+from runtime.errors import ExecutionError, FeedError
 from runtime.options import MemoryOptions
 from runtime.session import Session
 from runtime.training.build import TrainingStep
@@ -95,18 +95,18 @@ class TrainingSession:
         absent = [n for n in wanted if n not in feeds]
         if extra or absent:
             spec = ", ".join(f"{n!r}: {graph.tensors[n].dtype}{list(graph.tensors[n].shape)}" for n in wanted)
-            raise InputError(f"feeds missing {absent} / unknown {extra}; a training step takes {{{spec}}}")
+            raise FeedError(f"feeds missing {absent} / unknown {extra}; a training step takes {{{spec}}}")
         out = {}
         for n in wanted:
             t, a = graph.tensors[n], np.asarray(feeds[n])
             if a.shape != t.shape:
-                raise InputError(f"{n!r} has shape {list(a.shape)}; the training step is bound to {list(t.shape)}")
+                raise FeedError(f"{n!r} has shape {list(a.shape)}; the training step is bound to {list(t.shape)}")
             if a.dtype.kind != t.dtype.kind:
-                raise InputError(f"{n!r} has dtype {a.dtype}; the training step takes {t.dtype}")
+                raise FeedError(f"{n!r} has dtype {a.dtype}; the training step takes {t.dtype}")
             if n == self.step.label and t.dtype.kind == "i":
                 classes = graph.tensors[graph.node(self.step.loss_node).inputs[0]].shape[1]
                 if a.size and (a.min() < 0 or a.max() >= classes):
-                    raise InputError(f"label {n!r} holds class indices outside [0, {classes})")
+                    raise FeedError(f"label {n!r} holds class indices outside [0, {classes})")
             out[n] = a
         return out
 
@@ -119,11 +119,11 @@ class TrainingSession:
         self.prepare()
         for w, v in values.items():
             if w not in self.step.trainable:
-                raise InputError(f"{w!r} is not a trainable parameter of this step: {list(self.step.trainable)}")
+                raise FeedError(f"{w!r} is not a trainable parameter of this step: {list(self.step.trainable)}")
             self.session.input_buffer(w)[...] = v
 
     def gradients(self) -> dict[str, np.ndarray]:
         """Copies of the gradients of the last step (a step built with optimizer="none" keeps them)."""
         if self.step.optimizer != "none":
-            raise InputError('gradients stay in the arena only for a step built with optimizer="none"')
+            raise FeedError('gradients stay in the arena only for a step built with optimizer="none"')
         return {w: self._outputs[g].copy() for w, g in self.step.gradients.items()}
