@@ -55,10 +55,25 @@ CREATE TABLE IF NOT EXISTS jobs (
     progress REAL NOT NULL, message TEXT NOT NULL, result TEXT, error TEXT,
     created REAL NOT NULL, finished REAL
 );
+CREATE TABLE IF NOT EXISTS job_events (
+    job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, seq INTEGER NOT NULL,
+    event TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (job_id, seq)
+);
 CREATE INDEX IF NOT EXISTS plans_by_problem ON plans(problem_id);
 """
 
 UNFINISHED_JOB_STATES = ("queued", "running")
+# Columns added to jobs for the job engine: (name, definition) for ALTER TABLE on older files.
+JOB_COLUMNS = (
+    ("links", "TEXT NOT NULL DEFAULT '{}'"),
+    ("heartbeat", "REAL"),
+    ("worker", "TEXT"),
+    ("attempts", "INTEGER NOT NULL DEFAULT 0"),
+    ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
+    ("next_seq", "INTEGER NOT NULL DEFAULT 0"),
+)
+JOB_FIELDS = ("state", "progress", "message", "result", "error", "finished", "heartbeat", "worker", "attempts")
+JSON_JOB_FIELDS = ("result", "error")
 
 
 def new_id() -> str:
@@ -115,6 +130,10 @@ class Storage:
         self._conn = self._connect()
         with self._lock:
             self._conn.executescript(SCHEMA)
+            have = {r["name"] for r in self._conn.execute("PRAGMA table_info(jobs)")}
+            for name, definition in JOB_COLUMNS:
+                if name not in have:
+                    self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
         self.recovered = self.recover()
 
     def _connect(self) -> sqlite3.Connection:
@@ -181,35 +200,84 @@ class Storage:
 
     def save_job(self, job: dict[str, Any]) -> None:
         """Record a job's state (the `Job.to_json()` fields); called on every change of state."""
+        saved = ("id", "kind", "title", "state", "progress", "message", "result", "error", "created", "finished")
+        values = {c: _dumps(job[c]) if c in JSON_JOB_FIELDS else job[c] for c in saved}
+        columns = ", ".join(values)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c != "id")
         self._write(
             [
                 (
-                    "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        job["id"],
-                        job["kind"],
-                        job["title"],
-                        job["state"],
-                        job["progress"],
-                        job["message"],
-                        json.dumps(job["result"]) if job["result"] is not None else None,
-                        json.dumps(job["error"]) if job["error"] is not None else None,
-                        job["created"],
-                        job["finished"],
-                    ),
+                    f"INSERT INTO jobs ({columns}) VALUES ({', '.join('?' * len(values))}) "
+                    f"ON CONFLICT(id) DO UPDATE SET {updates}",
+                    tuple(values.values()),
                 )
             ]
         )
 
+    def create_job(self, *, job_id: str, kind: str, title: str, links: dict[str, str], created: float) -> None:
+        """A new job, queued: progress 0, "waiting for a worker"."""
+        sql = "INSERT INTO jobs (id, kind, title, state, progress, message, created, links) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        self._write([(sql, (job_id, kind, title, "queued", 0.0, "waiting for a worker", created, json.dumps(links)))])
+
+    def update_job(self, job_id: str, **fields: Any) -> None:
+        """Change some of a job's columns (`JOB_FIELDS`); result and error are dicts or None."""
+        unknown = set(fields) - set(JOB_FIELDS)
+        if unknown:
+            raise ValueError(f"update_job: unknown field(s) {sorted(unknown)}; accepted: {', '.join(JOB_FIELDS)}")
+        if not fields:
+            return
+        values = [_dumps(v) if k in JSON_JOB_FIELDS else v for k, v in fields.items()]
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        self._write([(f"UPDATE jobs SET {assignments} WHERE id = ?", (*values, job_id))])
+
     def get_job(self, job_id: str) -> dict[str, Any] | None:
+        """Every column of a job, result/error/links decoded, cancel_requested a bool; None if unknown."""
         with self._read() as conn:
             row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row is None:
-            return None
-        out = dict(row)
-        out["result"] = json.loads(row["result"]) if row["result"] else None
-        out["error"] = json.loads(row["error"]) if row["error"] else None
-        return out
+        return _job(row) if row else None
+
+    def add_job_event(self, job_id: str, event: str, data: dict[str, Any]) -> int:
+        """Append an event to a job; its seq (0, 1, 2, ... per job), atomic across processes."""
+        with self._lock, self._conn:
+            # BEGIN IMMEDIATE takes SQLite's write lock first, so no other process reads the same next_seq.
+            self._conn.execute("BEGIN IMMEDIATE")
+            row = self._conn.execute(
+                "UPDATE jobs SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1", (job_id,)
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"no job {job_id!r}")
+            seq = int(row[0])
+            self._conn.execute(
+                "INSERT INTO job_events (job_id, seq, event, data) VALUES (?, ?, ?, ?)",
+                (job_id, seq, event, json.dumps(data)),
+            )
+        return seq
+
+    def job_events(self, job_id: str, after: int = -1, limit: int = 1000) -> list[dict[str, Any]]:
+        """A job's events with seq > after, in order: [{"seq", "event", "data"}]."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT seq, event, data FROM job_events WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (job_id, after, limit),
+            ).fetchall()
+        return [{"seq": r["seq"], "event": r["event"], "data": json.loads(r["data"])} for r in rows]
+
+    def request_cancel(self, job_id: str) -> bool:
+        """Ask a job to stop; False if it is unknown or already finished."""
+        sql = "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND finished IS NULL AND state IN (?, ?)"
+        return self._write([(sql, (job_id, *UNFINISHED_JOB_STATES))]) == 1
+
+    def count_jobs(self, states: tuple[str, ...]) -> int:
+        with self._read() as conn:
+            row = conn.execute(f"SELECT COUNT(*) FROM jobs WHERE state IN ({_marks(states)})", states).fetchone()
+        return int(row[0])
+
+    def jobs_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Jobs in any of these states, oldest first (the reaper looks for dead workers' jobs)."""
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT * FROM jobs WHERE state IN ({_marks(states)}) ORDER BY created, id", states)
+            rows = rows.fetchall()
+        return [_job(r) for r in rows]
 
     # ---- model files -------------------------------------------------------------------
 
@@ -401,3 +469,21 @@ def _plan(row: sqlite3.Row) -> PlanRecord:
         violations=json.loads(row["violations"]),
         plan=json.loads(row["plan"]),
     )
+
+
+def _marks(values: tuple[Any, ...]) -> str:
+    return ", ".join("?" * len(values)) or "NULL"  # IN (NULL) matches nothing
+
+
+def _dumps(value: dict[str, Any] | None) -> str | None:
+    return json.dumps(value) if value is not None else None
+
+
+def _job(row: sqlite3.Row) -> dict[str, Any]:
+    out = dict(row)
+    out.pop("next_seq", None)
+    for key in ("result", "error"):
+        out[key] = json.loads(row[key]) if row[key] else None
+    out["links"] = json.loads(row["links"]) if row["links"] else {}
+    out["cancel_requested"] = bool(row["cancel_requested"])
+    return out
