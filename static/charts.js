@@ -335,6 +335,32 @@
     return state;
   };
 
+  // ---- the diff page: two plans (of one problem or two) side by side, on the same axes ---------------
+  M.diffPage = function (views, ids) {
+    const state = {};
+    M.diff = state;
+    const top = Math.max(...["a", "b"].map((s) => (views[s].plans[0].arena_bytes || 1))) * 1.05;
+    const steps = Math.max(views.a.steps, views.b.steps, 1);
+    function updateUrl(range) {
+      const params = new URLSearchParams();
+      if (range) { params.set("x0", (+range[0]).toFixed(2)); params.set("x1", (+range[1]).toFixed(2)); }
+      const url = ids.page + (params.toString() ? "?" + params : "");
+      document.getElementById("permalink").href = url;
+      history.replaceState(null, "", url);
+    }
+    state.a = M.offsetChart(document.getElementById("chart-offsets-a"), views.a, ids.a);
+    state.ready = state.a.ready
+      .then(() => { state.b = M.offsetChart(document.getElementById("chart-offsets-b"), views.b, ids.b); return state.b.ready; })
+      .then(() => {
+        const x = views.a.x_range || [0, steps];
+        // One scale for both: the larger arena and the longer schedule.
+        const same = { "xaxis.range": x, "yaxis.range": [0, top] };
+        return Promise.all([Plotly.relayout(state.a.el, same), Plotly.relayout(state.b.el, same)]);
+      })
+      .then(() => { M.syncZoom([state.a, state.b], updateUrl); return state; });
+    return state;
+  };
+
   // ---- the run page's time chart ----------------------------------------------------------
   M.timeChart = function (el, steps) {
     Plotly.newPlot(el, [{

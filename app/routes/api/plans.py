@@ -8,7 +8,7 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from app.routes.deps import PlanDep, StorageDep, TemplatesDep
-from app.services import plans, reports
+from app.services import diffs, plans, reports
 
 router = APIRouter(tags=["plans"])
 
@@ -18,6 +18,14 @@ def get_plan(record: PlanDep, storage: StorageDep) -> dict[str, Any]:
     """The Plan JSON (schema memplan.plan/1) with every buffer: id, name, size, first, last, kind, offset."""
     problem, stored = plans.problem_of(storage, record)
     return plans.plan_document(record, problem, stored["model_id"])
+
+
+@router.get("/plans/{a}/diff/{b}")
+def diff_plans(a: str, b: str, storage: StorageDep) -> dict[str, Any]:
+    """Two plans compared: arena, LOAD and peak step of each (`a`, `b`), `delta_bytes` (b - a), the tensors
+    `only_in_a` and `only_in_b`, and the largest per-tensor size changes (`changed`: name, bytes_a, bytes_b)."""
+    first, second = diffs.plan_pair(storage, a, b)
+    return diffs.plan_diff(storage, first, second)
 
 
 @router.get("/plans/{plan_id}/export.csv", response_class=PlainTextResponse)

@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.routes.deps import PlanDep, StorageDep
 from app.routes.rendering import head_first, render, wants_json
-from app.services import reports
+from app.services import diffs, reports
 
 router = APIRouter(include_in_schema=False)
 
@@ -40,3 +40,22 @@ async def plan_page(
     title = await run_in_threadpool(reports.plan_title, storage, record, compare)
     build = partial(reports.plan_page_context, storage, record, compare, x0, x1, q)
     return StreamingResponse(head_first(request, "plan.html", title, build), media_type="text/html; charset=utf-8")
+
+
+@router.get("/plans/{a}/diff/{b}")
+async def diff_page(
+    request: Request,
+    a: str,
+    b: str,
+    storage: StorageDep,
+    x0: Annotated[float | None, Query()] = None,
+    x1: Annotated[float | None, Query()] = None,
+) -> Response:
+    """Two plans side by side with synchronised axes, and the figures of `GET /api/v1/plans/{a}/diff/{b}`.
+
+    ``x0``/``x1`` (step range) reopen the same view.
+    """
+    first, second = diffs.plan_pair(storage, a, b)
+    return render(
+        request, "diff.html", await run_in_threadpool(diffs.diff_page_context, storage, first, second, x0, x1)
+    )
