@@ -189,7 +189,7 @@ def test_reorder_works_with_concat_in_place():
 
 
 def test_fuse_switch_shows_what_the_residual_fusion_saves(tmp_path):
-    from tests.test_runtime_fuse_residual import residual_model
+    from tests.runtime.test_fuse_residual import residual_model
 
     path = tmp_path / "residual.onnx"
     onnx.save(residual_model(), path)

@@ -4,43 +4,15 @@ values, each against onnx.reference running the same one-node model."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from onnx import TensorProto, helper
 
-from tests.kernel_harness import run_against_reference
+from tests.runtime.kernels.harness import assert_same, one_node_model, run_against_reference
 
 OPSET = 18
 SETTINGS = settings(max_examples=30, deadline=None)
-
-
-def one_node_model(
-    op_type: str, feeds: dict[str, np.ndarray | None], n_outputs: int = 1, opset: int = OPSET, **attrs
-) -> onnx.ModelProto:
-    """A model of one `op_type` node reading `feeds` in order (a None value omits that input)."""
-    names = [n if x is not None else "" for n, x in feeds.items()]
-    inputs = [
-        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
-        for n, x in feeds.items()
-        if x is not None
-    ]
-    outputs = [helper.make_tensor_value_info(f"y{i}", TensorProto.UNDEFINED, None) for i in range(n_outputs)]
-    node = helper.make_node(op_type, names, [o.name for o in outputs], **attrs)
-    graph = helper.make_graph([node], op_type.lower(), inputs, outputs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def assert_same(got: list[np.ndarray], want: list[np.ndarray]) -> None:
-    for g, w in zip(got, want, strict=True):
-        w = np.asarray(w)
-        assert g.shape == w.shape and g.dtype == w.dtype
-        if np.issubdtype(w.dtype, np.floating):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, equal_nan=True)
-        else:
-            np.testing.assert_array_equal(g, w)
 
 
 def _floats(low=-100.0, high=100.0):

@@ -1,5 +1,7 @@
-"""Elementwise, activation, reduction and tensor-manipulation kernels against onnx's own
-backend node test cases (expected outputs computed by onnx), one test per case."""
+"""Elementwise, activation, logic, reduction, generator and tensor-manipulation kernels against
+onnx's own backend node test cases (expected outputs computed by onnx), one test per case; and
+the kernel contract on one case per op: every output element written, nothing returned, and
+right when output 0 is the memory of an input it may overwrite."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 from onnx import numpy_helper
 
 from runtime.kernels import TensorMeta, attributes_of, get_kernel, kernels
-from tests.kernel_harness import backend_cases, run_kernel
+from tests.runtime.kernels.harness import backend_cases, run_kernel
 
 # The modules of this family; every op they register is tested below.
 MODULES = ("activation", "elementwise", "logic", "reduce", "shape_ops", "tensor_ops", "generators")

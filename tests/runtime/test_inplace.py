@@ -18,7 +18,7 @@ from runtime.inplace import alias_hazards
 from runtime.kernels import attributes_of, call, get_kernel, kernels
 from runtime.oracle import random_inputs
 from runtime.problem import check_aliases
-from tests.kernel_harness import backend_cases
+from tests.runtime.kernels.harness import backend_cases
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 # The light models where aliases change most, each run in a few seconds; bench/inplace_bench.py

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from runtime.kernels import get_kernel
+from tests.runtime.kernels.harness import close, one_node, run_ort, run_with_workspace
 
 SHAPE = (4, 64, 64, 64)  # 1 Mi elements: 4 MiB of float32
 LIMIT = 1 << 20  # a tensor-sized temporary would be 4x this
@@ -104,3 +105,51 @@ def test_variadic_ops_in_place_copy_nothing(op, alias):
     peak = min(peaks)
     np.testing.assert_array_equal(out, want)
     assert peak < out.nbytes // 16, f"{op} in place allocated {peak} bytes"
+
+
+def _weights(rng: np.random.Generator, *shapes: tuple[int, ...]) -> dict[str, np.ndarray]:
+    return {f"w{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+
+
+@pytest.mark.parametrize(
+    ("op", "shape", "weights", "attrs"),
+    [
+        ("Conv", (1, 32, 28, 28), [(32, 32, 3, 3)], {"pads": [1, 1, 1, 1]}),
+        ("Conv", (1, 32, 56, 56), [(32, 32, 3, 3)], {"pads": [1, 1, 1, 1]}),
+        ("Conv", (2, 32, 28, 28), [(32, 32, 1, 1)], {"strides": [2, 2]}),
+        ("Conv", (1, 32, 28, 28), [(32, 1, 3, 3)], {"pads": [1, 1, 1, 1], "group": 32}),
+        ("ConvTranspose", (1, 16, 28, 28), [(16, 8, 4, 4)], {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ("MaxPool", (1, 32, 28, 28), [], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ("AveragePool", (1, 32, 28, 28), [], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("AveragePool", (1, 16, 112, 112), [], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("BatchNormalization", (2, 32, 28, 28), [(32,)] * 4, {}),
+        ("LayerNormalization", (4, 64, 256), [(256,), (256,)], {}),
+        ("InstanceNormalization", (2, 32, 28, 28), [(32,), (32,)], {}),
+        ("LRN", (1, 32, 28, 28), [], {"size": 5}),
+        ("Gemm", (256, 512), [(512, 256), (256,)], {}),
+        ("MatMul", (8, 128, 256), [(256, 128)], {}),
+        ("GlobalAveragePool", (1, 1000, 13, 13), [], {}),
+        ("GlobalMaxPool", (1, 1000, 13, 13), [], {}),
+    ],
+)
+def test_kernels_allocate_little_outside_the_workspace(op, shape, weights, attrs):
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal(shape).astype(np.float32), **_weights(rng, *weights)}
+    if op == "BatchNormalization":
+        feeds["w3"] = np.abs(feeds["w3"])  # a variance
+    model = one_node(op, feeds, **attrs)
+    expected = run_ort(model, feeds)
+    inputs = list(feeds.values())
+    run_with_workspace(model, inputs, expected, "exact")  # warm up numpy's caches
+    tracemalloc.start()
+    try:
+        got, size = run_with_workspace(model, inputs, expected, "exact")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    close(got, expected, rtol=1e-3, atol=1e-4)
+    # The test's own output and workspace arrays are counted too. Beyond them the kernel may
+    # use numpy's ufunc buffers for strided or broadcast operands (kept at 2048 elements by
+    # small_ufunc_buffers), never memory that grows with the tensor.
+    own = sum(o.nbytes for o in got) + size
+    assert peak - own <= 24 * 1024, f"{op} allocated {peak - own} bytes outside out/ws ({own} bytes)"

@@ -9,8 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from runtime.kernels import get_kernel
-from tests.kernel_harness import run_against_reference, run_kernel
-from tests.test_kernels_a_properties import assert_same, one_node_model
+from tests.runtime.kernels.harness import assert_same, one_node_model, run_against_reference, run_kernel
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((2, 3, 4)).astype(np.float32)

@@ -13,8 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 import runtime
 from runtime.inplace import alias_hazards
-from runtime.kernels import TensorMeta, get_kernel
-from runtime.kernels import planes
+from runtime.kernels import TensorMeta, get_kernel, planes
 from runtime.oracle import oracle_outputs
 
 RNG = np.random.default_rng(5)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
@@ -137,3 +137,65 @@ def _all_node_cases() -> list:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return list(collect_testcases())
+
+
+def random_window(rng: np.random.Generator, rank: int, allow_auto_pad: bool = True) -> dict:
+    kernel = [int(k) for k in rng.integers(1, 4, rank)]
+    attrs: dict = {
+        "strides": [int(s) for s in rng.integers(1, 3, rank)],
+        "dilations": [int(d) for d in rng.integers(1, 3, rank)],
+    }
+    auto_pad = rng.choice(["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"]) if allow_auto_pad else "NOTSET"
+    if auto_pad == "NOTSET":
+        attrs["pads"] = [int(rng.integers(0, k)) for k in kernel * 2]
+    else:
+        attrs["auto_pad"] = str(auto_pad)
+    return kernel, attrs
+
+
+def one_node_model(
+    op_type: str, feeds: dict[str, np.ndarray | None], n_outputs: int = 1, opset: int = 18, **attrs
+) -> onnx.ModelProto:
+    """A model of one `op_type` node reading `feeds` in order (a None value omits that input)."""
+    names = [n if x is not None else "" for n, x in feeds.items()]
+    inputs = [
+        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
+        for n, x in feeds.items()
+        if x is not None
+    ]
+    outputs = [helper.make_tensor_value_info(f"y{i}", TensorProto.UNDEFINED, None) for i in range(n_outputs)]
+    node = helper.make_node(op_type, names, [o.name for o in outputs], **attrs)
+    graph = helper.make_graph([node], op_type.lower(), inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def assert_same(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    for g, w in zip(got, want, strict=True):
+        w = np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        if np.issubdtype(w.dtype, np.floating):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+def run_with_workspace(model: onnx.ModelProto, inputs: list, like: list, mode: str) -> tuple[list[np.ndarray], int]:
+    """Run the node with no workspace ("none") or exactly the declared bytes of garbage ("exact")."""
+    node = model.graph.node[0]
+    k = get_kernel(node.op_type)
+    attrs = attributes_of(node)
+    shapes = iter(like)
+    outputs = []  # one slot per node output, None for the omitted ones
+    for name in node.output:
+        e = next(shapes) if name else None
+        outputs.append(None if e is None else np.full(e.shape, 7, dtype=e.dtype))
+    size = 0
+    ws = None
+    if mode == "exact" and k.workspace is not None:
+        metas_in = [None if x is None else TensorMeta(tuple(x.shape), x.dtype) for x in inputs]
+        metas_out = [None if o is None else TensorMeta(tuple(o.shape), o.dtype) for o in outputs]
+        size = k.workspace(metas_in, metas_out, **attrs)
+        ws = np.full(size, 0xFF, dtype=np.uint8)  # NaN in float views: scratch must not be read before written
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    call(k, inputs, outputs, ws, attrs, opset)
+    return [o for o in outputs if o is not None], size
