@@ -332,6 +332,12 @@
       .then(() => state);
     updateUrl();
     if (M.runForm) M.runForm();
+    const diffForm = document.getElementById("diff-form");
+    if (diffForm) diffForm.addEventListener("submit", () => {
+      const text = diffForm.elements.other.value.trim(), match = text.match(/plans\/([^/?#]+)/);
+      const other = match ? match[1] : text;
+      if (other) window.location.href = "/plans/" + encodeURIComponent(diffForm.dataset.plan) + "/diff/" + encodeURIComponent(other);
+    });
     return state;
   };
 
