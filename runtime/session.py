@@ -1,14 +1,16 @@
 """Running a loaded model inside one planned arena.
 
-``Session(graph, plan).prepare()`` resolves every kernel (all unsupported ops are listed in
-one error before anything runs), builds the memory problem, plans it when given a strategy
-name, refuses a plan `planner.check_plan` rejects, allocates one 64-byte-aligned uint8
-arena and makes every non-constant tensor a view ``arena[off:off+nbytes].view(dtype)
-.reshape(shape)``. ``run(inputs)`` is then a flat loop over the steps.
+``Session(graph, plan, options).prepare()`` resolves every kernel (all unsupported ops are
+listed in one error before anything runs), builds the memory problem of `options` (a
+`runtime.MemoryOptions`), plans it when given a strategy name, refuses a plan
+`planner.check_plan` rejects, allocates one aligned uint8 arena and makes every non-constant
+tensor a view ``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`).
+``run(inputs)`` is then a flat loop over the steps; a Concat planned in place copies only the
+inputs not already in their slice (`runtime.concat_in_place`).
 
-Zero-copy I/O: `input_buffer`/`output_buffer` hand out the session's own buffers (arena
-views under ``io="arena"``) so a caller writes inputs and reads outputs in place;
-`bind_input`/`bind_output` make kernels read and write caller memory when it fits (see
+Zero-copy I/O (`runtime.caller_memory`): `input_buffer`/`output_buffer` hand out the session's
+own buffers (arena views under ``io="arena"``) so a caller writes inputs and reads outputs in
+place; `bind_input`/`bind_output` make kernels read and write caller memory when it fits (see
 `runtime.binding`) and copy, saying why, when it does not. `RunStats` counts every copy.
 
 Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are shared,
