@@ -15,6 +15,7 @@
   const esc = (s) => String(s === null || s === undefined ? "" : s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
   M.fmt = fmt;
   M.esc = esc;
+  M.kindColor = (kind, i) => kindColor(kind, i);
 
   function kindColor(kind, i) {
     return KIND_COLORS[kind] || ["#17becf", "#bcbd22", "#8c564b", "#e377c2"][i % 4];
@@ -25,29 +26,39 @@
   }
 
   // ---- a. strategy comparison ----------------------------------------------------------
+  // Bars in × LOAD, not bytes: with the naive sum 18× the rest, bytes squash every good plan into
+  // one height. The naive sum is a line when it fits and a note at the top when it does not.
   M.comparisonChart = function (el, view) {
     const plans = view.plans.filter((p) => p.arena_bytes !== null);
+    const load = Math.max(view.load, 1);
+    const ratios = plans.map((p) => p.arena_bytes / load);
+    const naive = view.naive / load;
+    const worst = Math.max(1, ...ratios.filter((r, i) => plans[i].strategy !== "naive"));
+    const top = Math.max(1.02, worst + (worst - 1) * 0.25 + 0.01);
+    const offScale = naive > top;
     const trace = {
       type: "bar",
       x: plans.map((p) => p.strategy),
-      y: plans.map((p) => p.arena_bytes),
-      text: plans.map((p) => (p.ratio ? p.ratio.toFixed(3) + "×" : "")),
-      textposition: "outside",
+      y: ratios.map((r) => Math.min(r, top)),
+      text: plans.map((p, i) => ratios[i].toFixed(3) + "×" + (ratios[i] > top ? " ↑" : "")),
+      textposition: "outside", cliponaxis: false,
       marker: { color: plans.map((p) => (p.id === view.selected ? "#e15759" : p.valid ? "#4e79a7" : "#bab0ac")) },
-      customdata: plans.map((p) => [p.id, p.seconds, p.valid ? "valid" : "INVALID"]),
-      hovertemplate: "%{x}<br>%{y:,} bytes (%{text} LOAD)<br>%{customdata[1]:.4f} s, %{customdata[2]}<extra></extra>",
+      customdata: plans.map((p, i) => [p.id, p.seconds, p.valid ? "valid" : "INVALID", fmt(p.arena_bytes), ratios[i]]),
+      hovertemplate: "%{x}<br>%{customdata[3]} bytes (%{customdata[4]:.4f}× LOAD)<br>%{customdata[1]:.4f} s, %{customdata[2]}<extra></extra>",
     };
-    const line = (y, label, dash) => ({
-      shape: { type: "line", xref: "paper", x0: 0, x1: 1, y0: y, y1: y, line: { dash: dash, width: 2, color: "#333" } },
-      note: { xref: "paper", x: 1, y: y, text: label + " " + fmt(y), showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 11 } },
-    });
-    const lines = [line(view.load, "LOAD", "dash"), line(view.naive, "naive sum", "dot")];
+    const shapes = [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dash", width: 2, color: "#333" } }];
+    const notes = [{ xref: "paper", x: 1, y: 1, text: "LOAD " + fmt(view.load), showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 11 } }];
+    if (offScale) {
+      notes.push({ xref: "paper", yref: "paper", x: 0, y: 1, text: "naive sum " + fmt(view.naive) + " bytes = " + naive.toFixed(1) + "× LOAD, off scale ↑",
+        showarrow: false, xanchor: "left", yanchor: "bottom", font: { size: 11 } });
+    } else {
+      shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: naive, y1: naive, line: { dash: "dot", width: 2, color: "#333" } });
+      notes.push({ xref: "paper", x: 1, y: naive, text: "naive sum " + fmt(view.naive), showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 11 } });
+    }
     Plotly.newPlot(el, [trace], {
-      margin: { t: 20, r: 10, b: 60, l: 80 },
-      yaxis: { title: { text: "arena bytes" }, rangemode: "tozero" },
-      shapes: lines.map((l) => l.shape),
-      annotations: lines.map((l) => l.note),
-      showlegend: false,
+      margin: { t: 26, r: 10, b: 60, l: 80 },
+      yaxis: { title: { text: "arena × LOAD" }, range: [Math.min(0.98, ...ratios) - 0.02, offScale ? top : Math.max(top, naive * 1.05)] },
+      shapes: shapes, annotations: notes, showlegend: false,
     }, CONFIG);
     el.on("plotly_click", (ev) => {
       const id = ev.points[0].customdata[0];
@@ -56,24 +67,39 @@
   };
 
   // ---- b. live bytes over steps -------------------------------------------------------
+  // Live bytes, the selected plan's arena above them, and the gap between the two at each step:
+  // fragmentation (bytes the arena holds that nothing live uses), largest where the plan is worst.
   M.liveChart = function (el, view) {
     const steps = view.live.map((_, i) => i);
     const names = steps.map((s) => stepName(view, s));
+    const plan = view.plans.find((p) => p.id === view.selected);
+    const arena = plan && plan.arena_bytes !== null ? plan.arena_bytes : null;
     const curve = {
       // SVG, not WebGL: headless and GPU-less browsers render WebGL in software, far slower.
       type: "scatter", mode: "lines", line: { shape: "hv", color: "#4e79a7" },
       x: steps, y: view.live, customdata: names, name: "live bytes",
       hovertemplate: "step %{x}: %{customdata}<br>%{y:,} bytes live<extra></extra>", fill: "tozeroy",
     };
+    const traces = [curve];
+    if (arena !== null) {
+      traces.push({
+        type: "scatter", mode: "lines", line: { shape: "hv", color: "#e15759", width: 1 }, name: "fragmentation",
+        x: steps, y: steps.map(() => arena), fill: "tonexty", fillcolor: "rgba(225,87,89,0.12)",
+        customdata: view.live.map((v) => arena - v),
+        hovertemplate: "arena " + fmt(arena) + " bytes; %{customdata:,} bytes unused at this step<extra></extra>",
+      });
+    }
     const p = view.peak_step;
-    const peak = {
+    traces.push({
       type: "scatter", mode: "markers+text", x: [p], y: [view.live[p] || 0], text: ["peak"], textposition: "top center",
       marker: { size: 11, color: "#e15759", symbol: "diamond" }, name: "peak",
       hovertemplate: "peak (LOAD) at step %{x}: " + esc(stepName(view, p)) + "<br>%{y:,} bytes<extra></extra>",
-    };
-    Plotly.newPlot(el, [curve, peak], {
-      margin: { t: 20, r: 10, b: 40, l: 80 }, showlegend: false,
-      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "bytes live" }, rangemode: "tozero" },
+    });
+    const lines = [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: view.load, y1: view.load, line: { dash: "dash", width: 1, color: "#333" } }];
+    Plotly.newPlot(el, traces, {
+      margin: { t: 20, r: 10, b: 40, l: 80 }, showlegend: true, legend: { orientation: "h", y: -0.2 },
+      xaxis: { title: { text: "step" } }, yaxis: { title: { text: "bytes" }, rangemode: "tozero" },
+      shapes: lines,
     }, CONFIG);
   };
 
@@ -329,6 +355,7 @@
         M.liveChart(document.getElementById("chart-live"), view);
         return search();
       })
+      .then(() => (M.review ? M.review(view, state) : null))
       .then(() => state);
     updateUrl();
     if (M.runForm) M.runForm();

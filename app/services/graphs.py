@@ -53,7 +53,7 @@ def model_problem(graph: Any, memory: MemoryOptions, *, pools: list[dict[str, An
         problem = runtime.memory_problem(graph, memory)
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
-    changes: dict[str, Any] = {"name": problem.name or name}
+    changes: dict[str, Any] = {"name": name or problem.name}  # the stored model's name, not the graph's doc name
     if pools:
         changes["pools"] = tuple(Pool(p["name"], p.get("capacity")) for p in pools)
     return problem.replace(**changes)

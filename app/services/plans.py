@@ -3,6 +3,8 @@ every buffer, and its exports (MiniMalloc CSV, Netron attachment)."""
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Any
 
 from app.errors import AppError
@@ -82,6 +84,25 @@ def plan_document(record: PlanRecord, problem: Problem, model_id: str | None) ->
     )
     doc["placements"] = list(placements.values())
     return doc
+
+
+TENSOR_COLUMNS = ("name", "kind", "shape", "dtype", "bytes", "first", "last", "offset", "pool", "producer", "consumers")
+
+
+def tensors_csv(record: PlanRecord, problem: Problem, tensors: dict[str, dict[str, Any]]) -> str:
+    """Every tensor of the plan, one row each: what the plan page's table shows, for a spreadsheet."""
+    placed = {p["id"]: p for p in record.plan.get("placements", [])}
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(TENSOR_COLUMNS)
+    for b in problem.buffers:
+        facts = tensors.get(b.id, {})
+        where = placed.get(b.id, {})
+        shape = "x".join(str(d) for d in facts.get("shape") or ())
+        consumers = " ".join(facts.get("consumers") or ())
+        row = (b.name or b.id, b.kind, shape, facts.get("dtype", ""), b.size, b.first, b.last)
+        writer.writerow((*row, where.get("offset", ""), where.get("pool", ""), facts.get("producer") or "", consumers))
+    return out.getvalue()
 
 
 def csv_export(record: PlanRecord, problem: Problem) -> str:

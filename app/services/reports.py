@@ -16,6 +16,8 @@ from app.storage import ModelRecord, PlanRecord, Storage
 from planner import get, names
 from runtime import MemoryOptions
 
+SCRIPTS = ("charts.js", "review.js")  # what the plan page runs, inlined into the offline report
+
 
 def strategy_list() -> list[dict[str, Any]]:
     return [
@@ -93,7 +95,7 @@ def report_html(templates: Environment, storage: Storage, record: PlanRecord) ->
     return template.render(
         **context,
         plotly_js=inline(plotly_js_path().read_text(encoding="utf-8")),
-        charts_js=inline((STATIC_DIR / "charts.js").read_text(encoding="utf-8")),
+        charts_js=inline("\n".join((STATIC_DIR / name).read_text(encoding="utf-8") for name in SCRIPTS)),
         css=(STATIC_DIR / "memplan.css").read_text(encoding="utf-8"),
     )
 

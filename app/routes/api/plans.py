@@ -41,6 +41,19 @@ def export_csv(record: PlanDep, storage: StorageDep) -> PlainTextResponse:
     )
 
 
+@router.get("/plans/{plan_id}/tensors.csv", response_class=PlainTextResponse)
+def export_tensors(record: PlanDep, storage: StorageDep) -> PlainTextResponse:
+    """Every tensor with kind, shape, dtype, bytes, lifetime, offset, pool, producer and consumers (CSV)."""
+    plans.needs_plan(record)
+    problem, stored = plans.problem_of(storage, record)
+    filename = f"{problem.name or 'plan'}-{record.strategy}-tensors.csv"
+    return PlainTextResponse(
+        plans.tensors_csv(record, problem, stored["tensors"] or {}),
+        media_type="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
 @router.get("/plans/{plan_id}/export.html", response_class=HTMLResponse)
 def export_html(record: PlanDep, storage: StorageDep, templates: TemplatesDep) -> HTMLResponse:
     """A standalone report with plotly.js embedded: opens offline, from a file."""
