@@ -87,4 +87,18 @@ class Canary:
             step,
             node,
             damaged,
+            clobbered={b: self._overlap(b, wrote) for b in damaged},
         )
+
+    def _overlap(self, victim: str, wrote: list[str]) -> tuple[int, int, int]:
+        """The bytes of `victim` that the step's own tensors cover: (first byte, end, how many), arena offsets."""
+        lo, hi = self.span[victim]
+        pieces = sorted((max(lo, self.span[b][0]), min(hi, self.span[b][1])) for b in wrote)
+        pieces = [(a, z) for a, z in pieces if a < z]
+        covered, cursor = 0, lo
+        for a, z in pieces:
+            a = max(a, cursor)
+            if z > a:
+                covered += z - a
+                cursor = z
+        return (pieces[0][0], max(z for _, z in pieces), covered) if pieces else (lo, hi, 0)

@@ -42,13 +42,25 @@ class PlanError(ModelError):
 
 
 class CanaryError(RuntimeError):
-    """A step changed bytes of a live tensor it does not own: the plan corrupts data."""
+    """A step changed bytes of a live tensor it does not own: the plan corrupts data.
 
-    def __init__(self, message: str, step: int, node: str, tensors: list[str]) -> None:
+    `clobbered` maps each damaged tensor to the bytes of it that the step's own outputs cover
+    (first arena byte, end, count); a count of 0 means the step wrote there through scratch.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        step: int,
+        node: str,
+        tensors: list[str],
+        clobbered: dict[str, tuple[int, int, int]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.step = step
         self.node = node
         self.tensors = tensors
+        self.clobbered = clobbered or {}
 
 
 class ExecutionError(RuntimeError):

@@ -140,6 +140,10 @@ def test_canary_catches_a_plan_that_overlaps_two_live_tensors():
     # 'halve' writes h over r, which 'add' still needs: caught at that step, both named.
     assert err.step == 2 and err.node == "halve" and err.tensors == ["r"]
     assert "'halve'" in str(err) and "'r'" in str(err) and "'h'" in str(err)
+    # h was placed exactly on r: the bytes of r the step overwrote are those of the smaller of the two.
+    start = broken.offsets["r"].offset
+    clobbered = min(problem.buffer("r").size, problem.buffer("h").size)
+    assert err.clobbered == {"r": (start, start + clobbered, clobbered)}
 
 
 def test_the_same_broken_plan_silently_corrupts_without_the_canary():
