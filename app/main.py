@@ -31,7 +31,10 @@ __all__ = ["Settings", "create_app"]
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     activate(settings.limits())
-    storage = Storage(settings.data_dir)
+    # Jobs left queued or running died with this process (so are marked interrupted at start-up) only with
+    # the default SQLite file and no scheduler address: otherwise other processes' workers may be running them.
+    owns_jobs = settings.database_url is None and not getattr(settings, "scheduler", None)
+    storage = Storage(settings.data_dir, settings.database_url, owns_jobs=owns_jobs)
 
     def remember(job: Job) -> None:
         storage.save_job({**job.to_json(), "created": job.created, "finished": job.finished})

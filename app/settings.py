@@ -25,6 +25,11 @@ class Settings(BaseSettings):
 
     # Where models (content-addressed) and the SQLite file live; env MEMPLAN_DATA.
     data_dir: Path = Field(default=Path("memplan-data"), validation_alias=AliasChoices("MEMPLAN_DATA", "data_dir"))
+    # Where the metadata lives: unset means SQLite at <data_dir>/memplan.sqlite3; a team sets a shared
+    # database, e.g. postgresql+psycopg://memplan:secret@db:5432/memplan. Env MEMPLAN_DATABASE_URL.
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("MEMPLAN_DATABASE_URL", "database_url")
+    )
     max_upload_bytes: int = Field(default=2 * GIB, gt=0)
     host: str = "127.0.0.1"
     port: int = 8000

@@ -1,83 +1,61 @@
-"""Storage: model files by SHA-256 on disk, metadata in SQLite.
+"""Storage: model files by SHA-256 on disk, metadata in a database through SQLAlchemy 2.
 
 Layout of the data directory::
 
-    memplan.sqlite3          models, problems, plans, runs
+    memplan.sqlite3          the default database (WAL mode): models, problems, plans, runs, jobs
     blobs/ab/abcdef....onnx  one file per distinct content (a .zip when it carries external data)
     incoming/                uploads being streamed, renamed into blobs/ when complete
 
-Every change goes through `Storage._write`, one connection guarded by one lock, so
-concurrent requests never interleave half-done writes. Reads use short-lived connections.
+The database is the SQLite file above unless a URL is given (`MEMPLAN_DATABASE_URL`, e.g.
+``postgresql+psycopg://memplan@db:5432/memplan`` for a team). Its tables are the typed models
+of `app.db`; opening storage migrates the database to the newest Alembic revision
+(`app.migrations`). A database that cannot be reached raises `DatabaseUnavailable`.
+
+Every change goes through `Storage._write`, one transaction per call: on SQLite it is
+serialised with every other writer (one lock in the process, BEGIN IMMEDIATE across
+processes); on PostgreSQL the database's own locks order concurrent writers.
 
 Durability: an upload is written under incoming/, renamed into blobs/ when complete, and
-only then recorded in one SQLite transaction, so a model is visible whole or not at all.
-If the process dies on the way, `recover()` (run when storage opens) deletes what is left
-in incoming/, blobs no record refers to, and marks jobs that were queued or running as
-interrupted.
+only then recorded in one transaction, so a model is visible whole or not at all. If the
+process dies on the way, `recover()` (run when storage opens) deletes what is left in
+incoming/ and blobs no record refers to, and (only when this process owns the jobs, see
+`Storage`) marks jobs that were queued or running as interrupted.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
+import re
 import secrets
 import shutil
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS models (
-    id TEXT PRIMARY KEY, sha256 TEXT UNIQUE NOT NULL, name TEXT NOT NULL, filename TEXT NOT NULL,
-    format TEXT NOT NULL, bytes INTEGER NOT NULL, created REAL NOT NULL, summary TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS problems (
-    id TEXT PRIMARY KEY, model_id TEXT REFERENCES models(id) ON DELETE CASCADE,
-    options TEXT NOT NULL, problem TEXT NOT NULL, tensors TEXT NOT NULL, created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS plans (
-    id TEXT PRIMARY KEY, problem_id TEXT NOT NULL REFERENCES problems(id) ON DELETE CASCADE,
-    strategy TEXT NOT NULL, arena_bytes INTEGER NOT NULL, lower_bound INTEGER NOT NULL,
-    naive_bytes INTEGER NOT NULL, seconds REAL NOT NULL, valid INTEGER NOT NULL,
-    violations TEXT NOT NULL, plan TEXT NOT NULL, created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY, model_id TEXT REFERENCES models(id) ON DELETE CASCADE,
-    plan_id TEXT, result TEXT NOT NULL, created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY, kind TEXT NOT NULL, title TEXT NOT NULL, state TEXT NOT NULL,
-    progress REAL NOT NULL, message TEXT NOT NULL, result TEXT, error TEXT,
-    created REAL NOT NULL, finished REAL
-);
-CREATE TABLE IF NOT EXISTS job_events (
-    job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE, seq INTEGER NOT NULL,
-    event TEXT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (job_id, seq)
-);
-CREATE INDEX IF NOT EXISTS plans_by_problem ON plans(problem_id);
-"""
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app import migrations
+from app.db import IMMEDIATE, JobEventRow, JobRow, ModelRow, PlanRow, ProblemRow, RunRow, open_engine, public_url
 
 UNFINISHED_JOB_STATES = ("queued", "running")
-# Columns added to jobs for the job engine: (name, definition) for ALTER TABLE on older files.
-JOB_COLUMNS = (
-    ("links", "TEXT NOT NULL DEFAULT '{}'"),
-    ("heartbeat", "REAL"),
-    ("worker", "TEXT"),
-    ("attempts", "INTEGER NOT NULL DEFAULT 0"),
-    ("cancel_requested", "INTEGER NOT NULL DEFAULT 0"),
-    ("next_seq", "INTEGER NOT NULL DEFAULT 0"),
-)
+# The job columns `update_job` may change.
 JOB_FIELDS = ("state", "progress", "message", "result", "error", "finished", "heartbeat", "worker", "attempts")
-JSON_JOB_FIELDS = ("result", "error")
+# With a shared database, files younger than this may belong to another process's upload in flight.
+SHARED_GRACE_SECONDS = 600.0
 
 
 def new_id() -> str:
     return secrets.token_hex(6)
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database could not be opened or migrated; the message names the URL (no password) and the cause."""
 
 
 @dataclass(frozen=True)
@@ -119,165 +97,191 @@ class PlanRecord:
 
 
 class Storage:
-    def __init__(self, data_dir: Path) -> None:
+    """Blobs under `data_dir`, metadata in `database_url` (default: SQLite in `data_dir`).
+
+    `owns_jobs`: this process is the only one running jobs on this database, so jobs left
+    queued or running were this process's and died with it: `recover()` marks them
+    interrupted. Default: True for the default SQLite file, False for a database URL (other
+    app processes and their workers may be running those jobs).
+    """
+
+    def __init__(self, data_dir: Path, database_url: str | None = None, *, owns_jobs: bool | None = None) -> None:
         self.root = Path(data_dir)
         self.blobs = self.root / "blobs"
         self.incoming = self.root / "incoming"
         for folder in (self.root, self.blobs, self.incoming):
             folder.mkdir(parents=True, exist_ok=True)
-        self.db_path = self.root / "memplan.sqlite3"
-        self._lock = threading.Lock()
-        self._conn = self._connect()
-        with self._lock:
-            self._conn.executescript(SCHEMA)
-            have = {r["name"] for r in self._conn.execute("PRAGMA table_info(jobs)")}
-            for name, definition in JOB_COLUMNS:
-                if name not in have:
-                    self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {definition}")
+        self.db_path: Path | None = self.root / "memplan.sqlite3" if database_url is None else None
+        self.url = database_url or f"sqlite:///{self.db_path}"
+        self.owns_jobs = database_url is None if owns_jobs is None else owns_jobs
+        try:
+            shown = public_url(self.url)
+        except SQLAlchemyError:  # not a URL: echo none of it, it may hold a password
+            raise DatabaseUnavailable(
+                "MEMPLAN_DATABASE_URL is not a database URL; expected e.g. sqlite:////data/memplan.sqlite3 "
+                "or postgresql+psycopg://user:password@host:5432/memplan"
+            ) from None
+        try:
+            self._engine = open_engine(self.url)
+        except (SQLAlchemyError, ImportError) as e:  # an unknown or missing driver
+            raise DatabaseUnavailable(f"cannot open the database {shown}: {_one_line(e)}") from e
+        self._sqlite = self._engine.dialect.name == "sqlite"
+        # SQLite has one writer at a time anyway: queue this process's writers here, not in its busy handler.
+        self._lock: contextlib.AbstractContextManager[Any] = (
+            threading.Lock() if self._sqlite else contextlib.nullcontext()
+        )
+        self._reader = sessionmaker(self._engine)
+        self._writer = sessionmaker(self._engine.execution_options(**{IMMEDIATE: True}), expire_on_commit=False)
+        self._migrate()
         self.recovered = self.recover()
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.db_path, check_same_thread=False, timeout=30)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA journal_mode = WAL")
-        return conn
+    def _migrate(self) -> None:
+        try:
+            with self._lock, self._writer.begin() as session:
+                if not self._sqlite:  # openers queue here, so only one of them migrates
+                    session.execute(select(func.pg_advisory_xact_lock(0x6D656D706C616E)))
+                migrations.upgrade(session.connection())
+        except SQLAlchemyError as e:
+            self._engine.dispose()
+            raise DatabaseUnavailable(f"cannot open the database {public_url(self.url)}: {_one_line(e)}") from e
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._engine.dispose()
 
     # ---- the one write path ------------------------------------------------------------
 
-    def _write(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
-        """Run statements in one transaction, serialised with every other write; rows changed."""
-        changed = 0
-        with self._lock, self._conn:
-            for sql, params in statements:
-                changed += self._conn.execute(sql, params).rowcount
-        return changed
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        conn = sqlite3.connect(self.db_path, timeout=30)
-        conn.row_factory = sqlite3.Row
-        try:
-            yield conn
-        finally:
-            conn.close()
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Session]:
+        """A session whose changes commit together when the block ends (or roll back if it raises)."""
+        with self._lock, self._writer.begin() as session:
+            yield session
 
     # ---- after a crash -------------------------------------------------------------------
 
     def recover(self) -> dict[str, int]:
-        """Remove what a killed process left half-done; counts of what was cleaned."""
+        """Remove what a killed process left half-done; counts of what was cleaned.
+
+        With a shared database (`owns_jobs` False) other processes may be mid-upload: only
+        files untouched for `SHARED_GRACE_SECONDS` are removed, and no job is touched.
+        """
+        cutoff = time.time() - SHARED_GRACE_SECONDS
+
+        def in_flight(path: Path) -> bool:
+            return not self.owns_jobs and path.stat().st_mtime > cutoff
+
         partial = 0
         for leftover in self.incoming.iterdir():
+            if in_flight(leftover):
+                continue
             partial += 1
             if leftover.is_dir():
                 shutil.rmtree(leftover, ignore_errors=True)
             else:
                 leftover.unlink(missing_ok=True)
-        with self._read() as conn:
-            known = {(r["sha256"], r["format"]) for r in conn.execute("SELECT sha256, format FROM models")}
+        with self._reader() as session:
+            known = {(sha, fmt) for sha, fmt in session.execute(select(ModelRow.sha256, ModelRow.format))}
         orphans = 0
         for blob in self.blobs.glob("*/*"):
-            if blob.is_file() and (blob.stem, blob.suffix.lstrip(".")) not in known:
+            if blob.is_file() and (blob.stem, blob.suffix.lstrip(".")) not in known and not in_flight(blob):
                 blob.unlink(missing_ok=True)
                 orphans += 1
-        interrupted = self._write(
-            [
-                (
-                    "UPDATE jobs SET state = 'interrupted', finished = ?, "
-                    "message = 'interrupted: the service stopped while this job was ' || state "
-                    "WHERE state IN (?, ?)",
-                    (time.time(), *UNFINISHED_JOB_STATES),
-                )
-            ]
-        )
+        interrupted = 0
+        if self.owns_jobs:
+            with self._write() as session:
+                for job in session.scalars(select(JobRow).where(JobRow.state.in_(UNFINISHED_JOB_STATES))):
+                    job.message = f"interrupted: the service stopped while this job was {job.state}"
+                    job.state, job.finished = "interrupted", time.time()
+                    interrupted += 1
         return {"partial_uploads": partial, "orphan_blobs": orphans, "interrupted_jobs": interrupted}
 
     # ---- jobs ----------------------------------------------------------------------------
 
     def save_job(self, job: dict[str, Any]) -> None:
         """Record a job's state (the `Job.to_json()` fields); called on every change of state."""
-        saved = ("id", "kind", "title", "state", "progress", "message", "result", "error", "created", "finished")
-        values = {c: _dumps(job[c]) if c in JSON_JOB_FIELDS else job[c] for c in saved}
-        columns = ", ".join(values)
-        updates = ", ".join(f"{c} = excluded.{c}" for c in values if c != "id")
-        self._write(
-            [
-                (
-                    f"INSERT INTO jobs ({columns}) VALUES ({', '.join('?' * len(values))}) "
-                    f"ON CONFLICT(id) DO UPDATE SET {updates}",
-                    tuple(values.values()),
-                )
-            ]
-        )
+        fields = {k: job[k] for k in ("kind", "title", "state", "progress", "message", "result", "error")}
+        fields.update(created=job["created"], finished=job["finished"])
+        with self._write() as session:
+            row = session.get(JobRow, job["id"])
+            if row is None:
+                session.add(JobRow(id=job["id"], **fields))
+            else:
+                for key, value in fields.items():
+                    setattr(row, key, value)
 
     def create_job(self, *, job_id: str, kind: str, title: str, links: dict[str, str], created: float) -> None:
         """A new job, queued: progress 0, "waiting for a worker"."""
-        sql = "INSERT INTO jobs (id, kind, title, state, progress, message, created, links) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-        self._write([(sql, (job_id, kind, title, "queued", 0.0, "waiting for a worker", created, json.dumps(links)))])
+        with self._write() as session:
+            session.add(
+                JobRow(
+                    id=job_id,
+                    kind=kind,
+                    title=title,
+                    state="queued",
+                    progress=0.0,
+                    message="waiting for a worker",
+                    created=created,
+                    links=links,
+                )
+            )
 
     def update_job(self, job_id: str, **fields: Any) -> None:
         """Change some of a job's columns (`JOB_FIELDS`); result and error are dicts or None."""
-        unknown = set(fields) - set(JOB_FIELDS)
+        unknown = sorted(set(fields) - set(JOB_FIELDS))
         if unknown:
-            raise ValueError(f"update_job: unknown field(s) {sorted(unknown)}; accepted: {', '.join(JOB_FIELDS)}")
+            raise ValueError(f"update_job: unknown field(s) {unknown}; accepted: {', '.join(JOB_FIELDS)}")
         if not fields:
             return
-        values = [_dumps(v) if k in JSON_JOB_FIELDS else v for k, v in fields.items()]
-        assignments = ", ".join(f"{k} = ?" for k in fields)
-        self._write([(f"UPDATE jobs SET {assignments} WHERE id = ?", (*values, job_id))])
+        with self._write() as session:
+            if session.execute(update(JobRow).where(JobRow.id == job_id).values(**fields)).rowcount != 1:
+                raise KeyError(f"no job {job_id!r}")
 
     def get_job(self, job_id: str) -> dict[str, Any] | None:
-        """Every column of a job, result/error/links decoded, cancel_requested a bool; None if unknown."""
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return _job(row) if row else None
+        """Every column of a job (result/error/links decoded, cancel_requested a bool); None if unknown."""
+        with self._reader() as session:
+            row = session.get(JobRow, job_id)
+            return _job(row) if row else None
 
     def add_job_event(self, job_id: str, event: str, data: dict[str, Any]) -> int:
-        """Append an event to a job; its seq (0, 1, 2, ... per job), atomic across processes."""
-        with self._lock, self._conn:
-            # BEGIN IMMEDIATE takes SQLite's write lock first, so no other process reads the same next_seq.
-            self._conn.execute("BEGIN IMMEDIATE")
-            row = self._conn.execute(
-                "UPDATE jobs SET next_seq = next_seq + 1 WHERE id = ? RETURNING next_seq - 1", (job_id,)
-            ).fetchone()
-            if row is None:
+        """Append an event to a job; its seq, 0, 1, 2, ... per job, even with several processes writing."""
+        with self._write() as session:
+            # The UPDATE locks the job's row (PostgreSQL) or the database (SQLite) until commit: one seq each.
+            bumped = update(JobRow).where(JobRow.id == job_id).values(next_seq=JobRow.next_seq + 1)
+            seq = session.scalar(bumped.returning(JobRow.next_seq - 1))
+            if seq is None:
                 raise KeyError(f"no job {job_id!r}")
-            seq = int(row[0])
-            self._conn.execute(
-                "INSERT INTO job_events (job_id, seq, event, data) VALUES (?, ?, ?, ?)",
-                (job_id, seq, event, json.dumps(data)),
-            )
-        return seq
+            session.add(JobEventRow(job_id=job_id, seq=seq, event=event, data=data))
+        return int(seq)
 
     def job_events(self, job_id: str, after: int = -1, limit: int = 1000) -> list[dict[str, Any]]:
         """A job's events with seq > after, in order: [{"seq", "event", "data"}]."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT seq, event, data FROM job_events WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (job_id, after, limit),
-            ).fetchall()
-        return [{"seq": r["seq"], "event": r["event"], "data": json.loads(r["data"])} for r in rows]
+        query = (
+            select(JobEventRow)
+            .where(JobEventRow.job_id == job_id, JobEventRow.seq > after)
+            .order_by(JobEventRow.seq)
+            .limit(limit)
+        )
+        with self._reader() as session:
+            return [{"seq": e.seq, "event": e.event, "data": e.data} for e in session.scalars(query)]
 
     def request_cancel(self, job_id: str) -> bool:
         """Ask a job to stop; False if it is unknown or already finished."""
-        sql = "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND finished IS NULL AND state IN (?, ?)"
-        return self._write([(sql, (job_id, *UNFINISHED_JOB_STATES))]) == 1
+        query = (
+            update(JobRow)
+            .where(JobRow.id == job_id, JobRow.finished.is_(None), JobRow.state.in_(UNFINISHED_JOB_STATES))
+            .values(cancel_requested=True)
+        )
+        with self._write() as session:
+            return session.execute(query).rowcount == 1
 
     def count_jobs(self, states: tuple[str, ...]) -> int:
-        with self._read() as conn:
-            row = conn.execute(f"SELECT COUNT(*) FROM jobs WHERE state IN ({_marks(states)})", states).fetchone()
-        return int(row[0])
+        with self._reader() as session:
+            return session.scalar(select(func.count()).select_from(JobRow).where(JobRow.state.in_(states))) or 0
 
     def jobs_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
         """Jobs in any of these states, oldest first (the reaper looks for dead workers' jobs)."""
-        with self._read() as conn:
-            rows = conn.execute(f"SELECT * FROM jobs WHERE state IN ({_marks(states)}) ORDER BY created, id", states)
-            rows = rows.fetchall()
-        return [_job(r) for r in rows]
+        query = select(JobRow).where(JobRow.state.in_(states)).order_by(JobRow.created, JobRow.id)
+        with self._reader() as session:
+            return [_job(row) for row in session.scalars(query)]
 
     # ---- model files -------------------------------------------------------------------
 
@@ -307,40 +311,44 @@ class Storage:
         before = self.get_model(model_id)
         if before is not None:
             return before, False
-        inserted = self._write(
-            [
-                (
-                    "INSERT OR IGNORE INTO models VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (model_id, sha256, name, filename, fmt, size, time.time(), json.dumps(summary)),
-                )
-            ]
+        row = ModelRow(
+            id=model_id,
+            sha256=sha256,
+            name=name,
+            filename=filename,
+            format=fmt,
+            bytes=size,
+            created=time.time(),
+            summary=summary,
         )
-        record = self.get_model(model_id)
-        assert record is not None
-        return record, inserted == 1
+        try:
+            with self._write() as session:
+                session.add(row)
+        except IntegrityError:  # the same content, stored by another request in the meantime
+            record = self.get_model(model_id)
+            assert record is not None
+            return record, False
+        return _model(row), True
 
     def get_model(self, model_id: str) -> ModelRecord | None:
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM models WHERE id = ?", (model_id,)).fetchone()
-        return _model(row) if row else None
+        with self._reader() as session:
+            row = session.get(ModelRow, model_id)
+            return _model(row) if row else None
 
     def list_models(self) -> list[ModelRecord]:
-        with self._read() as conn:
-            rows = conn.execute("SELECT * FROM models ORDER BY created DESC, id").fetchall()
-        return [_model(r) for r in rows]
+        with self._reader() as session:
+            return [_model(r) for r in session.scalars(select(ModelRow).order_by(ModelRow.created.desc(), ModelRow.id))]
 
     def delete_model(self, model_id: str) -> bool:
         record = self.get_model(model_id)
         if record is None:
             return False
-        self._write(
-            [
-                ("DELETE FROM plans WHERE problem_id IN (SELECT id FROM problems WHERE model_id = ?)", (model_id,)),
-                ("DELETE FROM problems WHERE model_id = ?", (model_id,)),
-                ("DELETE FROM runs WHERE model_id = ?", (model_id,)),
-                ("DELETE FROM models WHERE id = ?", (model_id,)),
-            ]
-        )
+        problems = select(ProblemRow.id).where(ProblemRow.model_id == model_id).scalar_subquery()
+        with self._write() as session:
+            session.execute(delete(PlanRow).where(PlanRow.problem_id.in_(problems)))
+            session.execute(delete(ProblemRow).where(ProblemRow.model_id == model_id))
+            session.execute(delete(RunRow).where(RunRow.model_id == model_id))
+            session.execute(delete(ModelRow).where(ModelRow.id == model_id))
         self.blob_path(record.sha256, record.format).unlink(missing_ok=True)
         return True
 
@@ -358,132 +366,119 @@ class Storage:
     ) -> str:
         """Store a planned problem with the options that made it and per-tensor facts for charts."""
         problem_id = new_id()
-        self._write(
-            [
-                (
-                    "INSERT INTO problems VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        problem_id,
-                        model_id,
-                        json.dumps(options),
-                        json.dumps(problem),
-                        json.dumps(tensors or {}),
-                        time.time(),
-                    ),
+        with self._write() as session:
+            session.add(
+                ProblemRow(
+                    id=problem_id,
+                    model_id=model_id,
+                    options=options,
+                    problem=problem,
+                    tensors=tensors or {},
+                    created=time.time(),
                 )
-            ]
-        )
+            )
         return problem_id
 
     def get_problem(self, problem_id: str) -> dict[str, Any] | None:
         """{id, model_id, options, problem, tensors} or None."""
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM problems WHERE id = ?", (problem_id,)).fetchone()
-        if row is None:
-            return None
-        return {
-            "id": row["id"],
-            "model_id": row["model_id"],
-            "options": json.loads(row["options"]),
-            "problem": json.loads(row["problem"]),
-            "tensors": json.loads(row["tensors"]),
-        }
+        with self._reader() as session:
+            row = session.get(ProblemRow, problem_id)
+            if row is None:
+                return None
+            return {
+                "id": row.id,
+                "model_id": row.model_id,
+                "options": row.options,
+                "problem": row.problem,
+                "tensors": row.tensors,
+            }
 
     def add_plans(self, problem_id: str, plans: list[PlanRecord]) -> None:
         now = time.time()
-        self._write(
-            [
-                (
-                    "INSERT INTO plans VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        p.id,
-                        problem_id,
-                        p.strategy,
-                        p.arena_bytes,
-                        p.lower_bound,
-                        p.naive_bytes,
-                        p.seconds,
-                        int(p.valid),
-                        json.dumps(p.violations),
-                        json.dumps(p.plan),
-                        now,
-                    ),
+        with self._write() as session:
+            session.add_all(
+                PlanRow(
+                    id=p.id,
+                    problem_id=problem_id,
+                    strategy=p.strategy,
+                    arena_bytes=p.arena_bytes,
+                    lower_bound=p.lower_bound,
+                    naive_bytes=p.naive_bytes,
+                    seconds=p.seconds,
+                    valid=p.valid,
+                    violations=p.violations,
+                    plan=p.plan,
+                    created=now,
+                    position=position,
                 )
-                for p in plans
-            ]
-        )
+                for position, p in enumerate(plans)
+            )
 
     def get_plan(self, plan_id: str) -> PlanRecord | None:
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM plans WHERE id = ?", (plan_id,)).fetchone()
-        return _plan(row) if row else None
+        with self._reader() as session:
+            row = session.get(PlanRow, plan_id)
+            return _plan(row) if row else None
 
     def plans_of(self, problem_id: str) -> list[PlanRecord]:
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT * FROM plans WHERE problem_id = ? ORDER BY created, rowid", (problem_id,)
-            ).fetchall()
-        return [_plan(r) for r in rows]
+        """A problem's plans in the order they were added."""
+        query = (
+            select(PlanRow)
+            .where(PlanRow.problem_id == problem_id)
+            .order_by(PlanRow.created, PlanRow.position, PlanRow.id)
+        )
+        with self._reader() as session:
+            return [_plan(r) for r in session.scalars(query)]
 
     # ---- runs --------------------------------------------------------------------------
 
     def add_run(self, run_id: str, model_id: str, plan_id: str | None, result: dict[str, Any]) -> None:
-        self._write(
-            [
-                (
-                    "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?)",
-                    (run_id, model_id, plan_id, json.dumps(result), time.time()),
-                )
-            ]
-        )
+        with self._write() as session:
+            session.merge(RunRow(id=run_id, model_id=model_id, plan_id=plan_id, result=result, created=time.time()))
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
-        with self._read() as conn:
-            row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-        return json.loads(row["result"]) if row else None
+        with self._reader() as session:
+            row = session.get(RunRow, run_id)
+            return row.result if row else None
 
 
-def _model(row: sqlite3.Row) -> ModelRecord:
+def _model(row: ModelRow) -> ModelRecord:
     return ModelRecord(
-        id=row["id"],
-        sha256=row["sha256"],
-        name=row["name"],
-        filename=row["filename"],
-        format=row["format"],
-        bytes=row["bytes"],
-        created=row["created"],
-        summary=json.loads(row["summary"]),
+        id=row.id,
+        sha256=row.sha256,
+        name=row.name,
+        filename=row.filename,
+        format=row.format,
+        bytes=row.bytes,
+        created=row.created,
+        summary=row.summary,
     )
 
 
-def _plan(row: sqlite3.Row) -> PlanRecord:
+def _plan(row: PlanRow) -> PlanRecord:
     return PlanRecord(
-        id=row["id"],
-        problem_id=row["problem_id"],
-        strategy=row["strategy"],
-        arena_bytes=row["arena_bytes"],
-        lower_bound=row["lower_bound"],
-        naive_bytes=row["naive_bytes"],
-        seconds=row["seconds"],
-        valid=bool(row["valid"]),
-        violations=json.loads(row["violations"]),
-        plan=json.loads(row["plan"]),
+        id=row.id,
+        problem_id=row.problem_id,
+        strategy=row.strategy,
+        arena_bytes=row.arena_bytes,
+        lower_bound=row.lower_bound,
+        naive_bytes=row.naive_bytes,
+        seconds=row.seconds,
+        valid=bool(row.valid),
+        violations=row.violations,
+        plan=row.plan,
     )
 
 
-def _marks(values: tuple[Any, ...]) -> str:
-    return ", ".join("?" * len(values)) or "NULL"  # IN (NULL) matches nothing
-
-
-def _dumps(value: dict[str, Any] | None) -> str | None:
-    return json.dumps(value) if value is not None else None
-
-
-def _job(row: sqlite3.Row) -> dict[str, Any]:
-    out = dict(row)
-    out.pop("next_seq", None)
-    for key in ("result", "error"):
-        out[key] = json.loads(row[key]) if row[key] else None
-    out["links"] = json.loads(row["links"]) if row["links"] else {}
-    out["cancel_requested"] = bool(row["cancel_requested"])
+def _job(row: JobRow) -> dict[str, Any]:
+    """Every column but next_seq (bookkeeping for add_job_event)."""
+    out = {column.key: getattr(row, column.key) for column in JobRow.__table__.columns if column.key != "next_seq"}
+    out["links"] = out["links"] or {}
+    out["cancel_requested"] = bool(out["cancel_requested"])
     return out
+
+
+def _one_line(error: BaseException) -> str:
+    """A driver's message on one line (psycopg's span several), without SQLAlchemy's link to its docs."""
+    text = str(getattr(error, "orig", None) or error)
+    text = re.sub(r"\(Background on this error at: [^)]*\)", "", text)
+    return " ".join(text.split()) or type(error).__name__

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import user_errors
+from app.cli.common import fail, user_errors
 
 
 @user_errors
@@ -22,6 +22,11 @@ def serve(
     import uvicorn
 
     from app.main import Settings, create_app
+    from app.storage import DatabaseUnavailable
 
     settings = Settings(data_dir=data) if data is not None else Settings()
-    uvicorn.run(create_app(settings), host=host, port=port)
+    try:
+        app = create_app(settings)
+    except DatabaseUnavailable as e:  # one line naming the database (no password) and what failed
+        raise fail(str(e)) from None
+    uvicorn.run(app, host=host, port=port)
