@@ -1,0 +1,168 @@
+"""Sweeps: every model x strategy x dims combination planned, one plan task each, spread over the
+Dask workers; the first use of many workers.
+
+A task (`plan_task`) loads its model with its dims bound (cached per worker process, so the
+strategies of one model and dims share one load), builds the memory problem, plans it with one
+strategy and checks the plan. Everything a task needs travels in its `SweepTask`: the model's
+file, not a database handle, so any worker that sees the data folder can run it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import planner
+import runtime
+from app.services.inputs import InputError
+from runtime import MemoryOptions
+
+ROW_FIELDS = ("model", "strategy", "dims", "arena_bytes", "lower_bound", "valid", "seconds", "error")
+PROBLEM_CACHE = 8  # (model, dims) problems a worker keeps: the strategies of one combination share it
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    model: str  # what the row calls it: a stored model's id, or a file's name
+    path: str  # the .onnx file
+    strategy: str
+    dims: tuple[tuple[str, int], ...]
+    memory: MemoryOptions = field(default_factory=MemoryOptions)
+    time_limit: float | None = None
+
+
+def parse_dims_grid(text: str | None) -> list[dict[str, int]]:
+    """'batch=1,8,32' -> [{'batch': 1}, {'batch': 8}, {'batch': 32}]; 'batch=1,8,seq=64,128' -> the
+    four combinations. A value without a name belongs to the name before it."""
+    values: dict[str, list[int]] = {}
+    name = None
+    for part in (p.strip() for p in (text or "").split(",")):
+        if not part:
+            continue
+        if "=" in part:
+            name, _, part = (x.strip() for x in part.partition("="))
+            if not name:
+                raise InputError(f"--dims: {part!r} has no name; write name=value[,value...] (e.g. batch=1,8,32)")
+            values.setdefault(name, [])
+        if name is None:
+            raise InputError(f"--dims: {part!r} has no name; write name=value[,value...] (e.g. batch=1,8,32)")
+        try:
+            number = int(part)
+        except ValueError:
+            raise InputError(f"--dims: {name}={part!r} is not a whole number") from None
+        if number <= 0:
+            raise InputError(f"--dims: {name} must be a positive size, got {number}")
+        values[name].append(number)
+    names = sorted(values)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(values[n] for n in names))]
+
+
+def check_combinations(
+    models: dict[str, tuple[str, list[str]]], strategies: list[str], grid: list[dict[str, int]]
+) -> None:
+    """Refuse before any task runs: an unknown strategy, or dims a model does not have or leaves unbound.
+
+    `models` maps a model's name to (its file, its symbolic dims).
+    """
+    for strategy in strategies:
+        planner.get(strategy)  # UnknownStrategyError lists the accepted names
+    for name, (_, symbolic) in models.items():
+        for dims in grid:
+            unknown = sorted(set(dims) - set(symbolic))
+            missing = sorted(set(symbolic) - set(dims))
+            if unknown:
+                accepted = ", ".join(symbolic) or "none (every input dim is fixed)"
+                raise InputError(
+                    f"dims: model {name!r} has no symbolic dim {unknown[0]!r}; its symbolic dims are: {accepted}"
+                )
+            if missing:
+                raise InputError(
+                    f"dims: model {name!r} leaves {missing[0]!r} unbound; give it a value, e.g. {missing[0]}=1"
+                )
+
+
+def tasks_of(
+    models: dict[str, str],
+    strategies: list[str],
+    grid: list[dict[str, int]],
+    *,
+    memory: MemoryOptions | None = None,
+    time_limit: float | None = None,
+) -> list[SweepTask]:
+    """One task per model x dims x strategy, in that order (a model's combinations run together)."""
+    return [
+        SweepTask(name, path, strategy, tuple(sorted(dims.items())), memory or MemoryOptions(), time_limit)
+        for name, path in models.items()
+        for dims in (grid or [{}])
+        for strategy in strategies
+    ]
+
+
+def plan_task(task: SweepTask) -> dict[str, Any]:
+    """Plan one combination and check the plan; a row, with `error` instead of figures when it fails."""
+    row: dict[str, Any] = {"model": task.model, "strategy": task.strategy, "dims": dict(task.dims)}
+    try:
+        problem = _problem(task.path, task.dims, task.memory)
+        options = {"time_limit": task.time_limit} if task.time_limit is not None else {}
+        started = time.perf_counter()  # planning only: the model's load is shared by its strategies
+        plan = planner.plan(problem, task.strategy, **options)
+        seconds = time.perf_counter() - started
+        valid = planner.check_plan(problem, plan).ok
+    except (runtime.ModelError, planner.PlanningError, OSError) as e:
+        return {**row, "arena_bytes": None, "lower_bound": None, "valid": False, "seconds": 0.0, "error": str(e)}
+    return {
+        **row,
+        "arena_bytes": plan.arena_bytes,
+        "lower_bound": plan.lower_bound,
+        "valid": valid,
+        "seconds": round(seconds, 6),
+        "error": None,
+    }
+
+
+@lru_cache(maxsize=PROBLEM_CACHE)
+def _problem(path: str, dims: tuple[tuple[str, int], ...], memory: MemoryOptions) -> planner.Problem:
+    graph = runtime.load_model(Path(path), dims=dict(dims), fuse=memory.fuse)
+    return runtime.memory_problem(graph, memory)
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(ROW_FIELDS)
+    for row in rows:
+        dims = " ".join(f"{k}={v}" for k, v in sorted(row["dims"].items()))
+        writer.writerow([dims if key == "dims" else ("" if row.get(key) is None else row[key]) for key in ROW_FIELDS])
+    return out.getvalue()
+
+
+def ordered(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows in a stable order whatever order the workers finished in: model, dims, strategy."""
+    return sorted(rows, key=lambda r: (r["model"], sorted(r["dims"].items()), r["strategy"]))
+
+
+def heatmap(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Arena over LOAD per model x strategy, one panel per dims: what the sweep page draws."""
+    panels: dict[str, dict[str, Any]] = {}
+    for row in ordered(rows):
+        label = " ".join(f"{k}={v}" for k, v in sorted(row["dims"].items())) or "as declared"
+        panel = panels.setdefault(label, {"dims": row["dims"], "label": label, "cells": {}})
+        ratio = planner.ratio(row["arena_bytes"], row["lower_bound"] or 0) if row["valid"] else None
+        panel["cells"][(row["model"], row["strategy"])] = ratio
+    out = []
+    for panel in panels.values():
+        models = sorted({m for m, _ in panel["cells"]})
+        strategies = sorted({s for _, s in panel["cells"]})
+        z = [[panel["cells"].get((m, s)) for s in strategies] for m in models]
+        out.append({"dims": panel["dims"], "label": panel["label"], "models": models, "strategies": strategies, "z": z})
+    return out
+
+
+def task_json(task: SweepTask) -> dict[str, Any]:
+    return {**asdict(task), "memory": task.memory.to_json(), "dims": dict(task.dims)}

@@ -1,0 +1,134 @@
+// memplan: run the model in the plan on its own page. A cursor on the offset chart and on the
+// live-bytes chart follows the executing step (server-sent events); the tensors a step writes
+// light up; each step's measured time is drawn on the same step axis; a canary hit is drawn in
+// red at its tensor and step with the bytes it clobbered; the verdict lands on the page.
+(function () {
+  "use strict";
+  const M = (window.Memplan = window.Memplan || {});
+  const WRITE_FILL = "rgba(89,161,79,0.55)", HIT = "#d62728";
+
+  function writtenBy(view) {
+    const byStep = new Map(), b = view.buffers;
+    for (let i = 0; i < b.id.length; i++) {
+      if (!byStep.has(b.first[i])) byStep.set(b.first[i], []);
+      byStep.get(b.first[i]).push(i);
+    }
+    return byStep;
+  }
+
+  M.liveRun = function (view, state) {
+    const form = document.getElementById("run-form"), panel = document.getElementById("live-run");
+    if (!form || !panel) return null;
+    const writes = writtenBy(view);
+    const run = { step: null, drawn: null, times: new Map(), frame: 0, events: 0 };
+    state.run = run;
+    const live = document.getElementById("chart-live");
+
+    function cursorShapes(chart, step) {
+      const b = view.buffers;
+      const shapes = [{ type: "rect", xref: "x", yref: "paper", x0: step, x1: step + 1, y0: 0, y1: 1,
+        fillcolor: "rgba(78,121,167,0.15)", line: { width: 1.5, color: "#4e79a7" }, name: "cursor" }];
+      for (const i of (writes.get(step) || []).slice(0, 100)) {
+        const off = chart.offsets[i];
+        if (off === null || off === undefined) continue;
+        shapes.push({ type: "rect", xref: "x", yref: "y", x0: b.first[i], x1: b.last[i] + 1, y0: off, y1: off + b.size[i],
+          fillcolor: WRITE_FILL, line: { width: 2, color: "#2b6a1f" }, name: "write" });
+      }
+      return shapes;
+    }
+    function draw() {
+      run.frame = 0;
+      if (run.step === null || run.step === run.drawn) return;
+      run.drawn = run.step;
+      const a = state.a, extra = cursorShapes(a, run.step);
+      Plotly.relayout(a.el, { shapes: a.baseShapes.concat(a.foundShapes || [], extra) });
+      Plotly.relayout(live, { shapes: (live.layout.shapes || []).filter((s) => s.name !== "cursor").concat([
+        { type: "line", xref: "x", yref: "paper", x0: run.step, x1: run.step, y0: 0, y1: 1, line: { width: 2, color: "#4e79a7" }, name: "cursor" }]) });
+      drawTimes();
+    }
+    function drawTimes() {
+      const xs = [...run.times.keys()], ys = xs.map((s) => run.times.get(s) * 1000);
+      const index = live.data.findIndex((t) => t.name === "ms per step");
+      if (index < 0) {
+        Plotly.addTraces(live, { type: "bar", x: xs, y: ys, yaxis: "y2", name: "ms per step", marker: { color: "#f28e2b" }, opacity: 0.7,
+          hovertemplate: "step %{x}: %{y:.3f} ms<extra></extra>" });
+        Plotly.relayout(live, { yaxis2: { title: { text: "ms per step" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } });
+      } else {
+        Plotly.restyle(live, { x: [xs], y: [ys] }, [index]);
+      }
+    }
+    function schedule() { if (!run.frame) run.frame = requestAnimationFrame(draw); }
+    function say(text, cls) {
+      const status = document.getElementById("live-status");
+      status.textContent = text;
+      status.className = cls || "";
+    }
+    function showHit(hit) {
+      const a = state.a, b = view.buffers;
+      const shapes = [], notes = [];
+      for (const t of hit.tensors) {
+        const i = b.id.indexOf(t.name);
+        const y0 = t.first_byte, y1 = Math.max(t.end, t.first_byte + 1);
+        shapes.push({ type: "rect", xref: "x", yref: "y", x0: hit.step, x1: hit.step + 1, y0: y0, y1: y1,
+          fillcolor: "rgba(214,39,40,0.6)", line: { width: 2.5, color: HIT }, name: "canary" });
+        if (i >= 0 && a.offsets[i] !== null) shapes.push({ type: "rect", xref: "x", yref: "y", x0: b.first[i], x1: b.last[i] + 1,
+          y0: a.offsets[i], y1: a.offsets[i] + b.size[i], line: { width: 2, color: HIT, dash: "dot" }, name: "canary" });
+        notes.push({ xref: "x", yref: "y", x: hit.step + 1, y: y1, text: M.esc(t.name) + ": " + M.fmt(t.bytes) + " bytes clobbered at step " + hit.step,
+          showarrow: true, arrowcolor: HIT, font: { color: HIT, size: 12 }, bgcolor: "#fff" });
+      }
+      run.hit = hit;
+      return Plotly.relayout(a.el, { shapes: a.baseShapes.concat(shapes), annotations: notes });
+    }
+    function verdict(result, jobId) {
+      const v = result.verdict || {};
+      const el = document.getElementById("live-verdict");
+      el.hidden = false;
+      el.className = "verdict " + (v.passed ? "pass" : v.passed === false ? "fail" : "none");
+      el.textContent = v.passed ? "outputs match " + v.oracle : v.passed === false ? "outputs differ from " + v.oracle : "not verified: " + (v.detail || "");
+      document.getElementById("live-link").href = "/runs/" + jobId;
+      document.getElementById("live-link").hidden = false;
+      for (const s of result.steps || []) run.times.set(s.step, s.seconds);
+      drawTimes();
+    }
+
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      M.clearError();
+      panel.hidden = false;
+      run.times.clear();
+      run.hit = null;
+      const options = { plan_id: form.dataset.plan, seed: Number(form.elements.seed.value || 0), canary: form.elements.canary.checked };
+      const data = new FormData();
+      data.append("options", JSON.stringify(options));
+      if (form.elements.inputs.files[0]) data.append("inputs", form.elements.inputs.files[0]);
+      say("starting the run…");
+      let job;
+      try {
+        job = await M.readJson(await fetch("/api/v1/models/" + form.dataset.model + "/runs", { method: "POST", body: data }));
+      } catch (problem) { M.showError(problem); say("not started", "warn"); return; }
+      run.jobId = job.id;
+      try {
+        const done = await M.follow(job.id, (p) => {
+          run.events++;
+          if (p.step !== undefined) {
+            run.step = p.step;
+            if (p.seconds !== undefined) run.times.set(p.step, p.seconds);
+            schedule();
+          }
+          say(p.message || "running");
+          document.getElementById("live-progress").value = p.progress || 0;
+        });
+        document.getElementById("live-progress").value = 1;
+        say("done: " + M.fmt(done.result.arena_bytes) + " bytes of arena, " + (done.result.seconds * 1000).toFixed(2) + " ms");
+        verdict(done.result, job.id);
+        run.done = done;
+      } catch (error) {
+        const problem = error || {};
+        say(problem.detail || "the run failed", "warn");
+        if (problem.canary) await showHit(problem.canary);
+        run.failed = problem;
+      }
+    });
+    return run;
+  };
+})();
