@@ -7,8 +7,8 @@
     options = MemoryOptions(io="arena", workspace=True)
     problem = memory_problem(graph, options)
     session = Session(graph, "greedy_by_size", options, canary=True).prepare()
-    outputs = session.run({"x": x})
-    session.stats.arena_bytes, session.stats.outside_arena_bytes
+    outputs = session.run({"x": x})                      # timed, without tracing: session.stats.seconds
+    session.run({"x": x}, measure="memory")              # traced: session.stats.outside_arena_bytes
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from runtime.errors import (
     PlanError,
     ShapeError,
     TensorTooLargeError,
+    UnboundDimError,
     UnsupportedOpError,
 )
 from runtime.graph import DEFAULT_MAX_TENSOR_BYTES, Graph, Node, TensorInfo, load_model
@@ -33,7 +34,7 @@ from runtime.params import ParameterStore
 from runtime.pipeline import Pipeline
 from runtime.problem import memory_problem, memory_schedule, reorder_graph, workspace_bytes, workspace_id
 from runtime.session import Session
-from runtime.stats import RunStats, StepRecord
+from runtime.stats import Measurement, RunStats, StepRecord, measure_runs
 
 __all__ = [
     "Pipeline",
@@ -49,6 +50,7 @@ __all__ = [
     "ExternalDataError",
     "Graph",
     "FeedError",
+    "Measurement",
     "ModelError",
     "Node",
     "PlanError",
@@ -58,8 +60,10 @@ __all__ = [
     "StepRecord",
     "TensorInfo",
     "TensorTooLargeError",
+    "UnboundDimError",
     "UnsupportedOpError",
     "load_model",
+    "measure_runs",
     "memory_problem",
     "memory_schedule",
     "reorder_graph",

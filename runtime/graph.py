@@ -10,7 +10,7 @@ static shape, a numpy dtype and a size in bytes.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,7 @@ from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
 from runtime.fuse import fold_batchnorm, fuse_erf_gelu, fuse_pointwise_conv_add
 from runtime.kernels import attributes_of
-from runtime.shapes import TensorType, bind_dims, fill_unknown, infer, skeleton, type_of
+from runtime.shapes import TensorType, bind_inputs, fill_unknown, infer, skeleton, type_of
 
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30
 MAX_FOLD_ROUNDS = 16  # each round may expose more constants (Shape -> Gather -> Reshape chains)
@@ -67,7 +67,7 @@ class Graph:
     outputs: tuple[str, ...]
     constants: dict[str, Constant]  # initializers, Constant nodes and folded results still in use
     opset: int
-    dims: dict[str, int]
+    dims: dict[str, int]  # each dim name's size, where all the axes it names got one size
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES
     model_dir: str | None = None
     folded: int = 0  # nodes removed by constant folding
@@ -96,6 +96,7 @@ def load_model(
     source: str | os.PathLike[str] | bytes | onnx.ModelProto,
     dims: Mapping[str, int] | None = None,
     *,
+    shapes: Mapping[str, Sequence[int]] | None = None,
     default_dim: int | None = None,
     max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES,
     base_dir: str | os.PathLike[str] | None = None,
@@ -104,9 +105,11 @@ def load_model(
 ) -> Graph:
     """Load, check, bind, fold and type a model; see the module docstring.
 
-    `source` is a path, the serialized bytes, or a ModelProto. `dims` binds symbolic dims
-    of the graph inputs by name; `default_dim`, when given, sizes every dim left unbound
-    (otherwise an unbound dim is an error naming it and the inputs using it). External
+    `source` is a path, the serialized bytes, or a ModelProto. `shapes` binds whole input
+    shapes ({input name: sizes}) whatever the model declares (-1, 0, unnamed, a name reused
+    for different axes); `dims` binds the other inputs' symbolic dims by name; `default_dim`,
+    when given, sizes every dim left unbound (otherwise an unbound dim is an `UnboundDimError`
+    naming its input and axis). External
     data is looked up in the model's folder (`base_dir` for bytes or a ModelProto). Any
     tensor larger than `max_tensor_bytes` is refused before it is allocated. With `fuse`,
     inference BatchNormalization is folded into the Conv before it, a 1x1 Conv is fused
@@ -114,7 +117,6 @@ def load_model(
     (`runtime.fuse`).
     """
     model, model_dir = _parse(source, base_dir)
-    dims = dict(dims or {})
     graph = model.graph
     opset = _default_opset(model)
     constants = {t.name: from_initializer(t, model_dir) for t in graph.initializer}
@@ -129,25 +131,25 @@ def load_model(
                 f"graph input or output {vi.name!r} is {kind.replace('_type', '')}, not a tensor; memplan runs tensors only"
             )
     declared = {vi.name: t for vi in input_protos if (t := type_of(vi)) is not None}
-    _check(skeleton(model, nodes, declared, constants, dims))
+    _check(skeleton(model, nodes, declared, constants, {}))
 
-    inputs = bind_dims(input_protos, dims, default_dim)
+    inputs, named = bind_inputs(input_protos, dict(dims or {}), shapes, default_dim)
     for name, t in inputs.items():
         _check_bytes(name, t.shape, np_dtype(t.elem_type, f"input {name!r}"), "graph input", max_tensor_bytes)
     keep = set(outputs)
     folded = 0
-    types = infer(skeleton(model, nodes, inputs, constants, dims))
+    types = infer(skeleton(model, nodes, inputs, constants, named))
     for _ in range(MAX_FOLD_ROUNDS if fold else 0):
         nodes, count = fold_pass(nodes, constants, types, keep, opset, max_tensor_bytes)
         if not count:
             break
         folded += count
-        types = infer(skeleton(model, nodes, inputs, constants, dims))
+        types = infer(skeleton(model, nodes, inputs, constants, named))
     fused = 0
     if fuse:
         nodes, fused = fold_batchnorm(nodes, constants, keep)
         if fused:
-            types = infer(skeleton(model, nodes, inputs, constants, dims))
+            types = infer(skeleton(model, nodes, inputs, constants, named))
     fill_unknown(nodes, types, opset)
     residual = gelus = 0
     if fuse:
@@ -155,7 +157,7 @@ def load_model(
         nodes, residual = fuse_pointwise_conv_add(nodes, constants, types, keep)
         nodes, gelus = fuse_erf_gelu(nodes, constants, types, keep)
     types.update(inputs)
-    loaded = _build(model, nodes, inputs, outputs, constants, types, opset, dims, max_tensor_bytes, model_dir, folded)
+    loaded = _build(model, nodes, inputs, outputs, constants, types, opset, named, max_tensor_bytes, model_dir, folded)
     loaded.fusions = {"batchnorm_into_conv": fused, "pointwise_conv_add": residual, "gelu": gelus}
     return loaded
 

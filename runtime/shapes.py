@@ -1,14 +1,15 @@
-"""Static types for every tensor: binding symbolic dims, onnx's inference, memplan's own.
+"""Static types for every tensor: binding the inputs' shapes, onnx's inference, memplan's own.
 
 memplan plans static sizes, so every tensor needs a concrete shape. The caller binds the
-graph inputs' symbolic dims; onnx's shape inference (with data propagation) does the
+graph inputs, by whole shapes (whatever the model declares: -1, 0, '?' reused for several
+axes) or by naming symbolic dims; onnx's shape inference (with data propagation) does the
 rest; a few op families it may leave unknown (ops from unknown domains, nodes after one
 whose inference failed) are covered by memplan's own rules in `RULES`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from runtime.constants import Constant
-from runtime.errors import ShapeError
+from runtime.errors import ShapeError, UnboundDim, UnboundDimError, show_dims
 
 # Constants up to this size go into the model handed to onnx's inference as data (shape
 # inputs, axes, pads are tiny); larger ones go in as typed inputs, so no weight is copied.
@@ -60,63 +61,127 @@ def type_of(value_info: onnx.ValueInfoProto) -> TensorType | None:
     return TensorType(tt.elem_type, tuple(dims))
 
 
-def bind_dims(
-    inputs: Iterable[onnx.ValueInfoProto], dims: Mapping[str, int], default_dim: int | None
-) -> dict[str, TensorType]:
-    """Concrete types of the graph inputs; every symbolic dim must be bound by `dims`.
+def check_shapes(
+    declared: Mapping[str, Dims | None], shapes: Mapping[str, Sequence[int]]
+) -> dict[str, tuple[int, ...]]:
+    """Whole input shapes given by the caller, checked against the inputs' declared dims.
 
-    Unnamed unknown dims take `default_dim` when given. Errors list each unbound dim with
-    the inputs that use it, and each name in `dims` that no input uses.
+    A whole shape binds every axis of its input whatever the model declares there (-1, 0, a
+    name, a name reused for other axes, nothing), except a fixed positive size, which it must
+    repeat. Refused, naming the input and what it takes: a name that is no graph input, a
+    wrong rank, a size that is not a positive whole number.
+    """
+    checked: dict[str, tuple[int, ...]] = {}
+    for name, sizes in shapes.items():
+        where = f"shape of {name!r}"
+        if name not in declared:
+            listed = ", ".join(f"{n!r} {show_dims(d)}" for n, d in declared.items()) or "none"
+            raise ShapeError(f"{where}: the model has no input {name!r}; its inputs are {listed}")
+        sizes = list(sizes)
+        for axis, size in enumerate(sizes):
+            if isinstance(size, bool) or not isinstance(size, int | np.integer) or size <= 0:
+                raise ShapeError(
+                    f"{where}: sizes must be positive whole numbers, got {size!r} at axis {axis} of {sizes}"
+                )
+        dims = declared[name]
+        if dims is not None and len(dims) != len(sizes):
+            raise ShapeError(
+                f"{where}: {len(sizes)} size(s) given, but input {name!r} {show_dims(dims)} has rank {len(dims)}; "
+                f"give {len(dims)} sizes, e.g. {'x'.join(map(str, example_shape(dims, {})))}"
+            )
+        for axis, (d, size) in enumerate(zip(dims or (), sizes, strict=True)):
+            if isinstance(d, int) and d > 0 and d != size:
+                raise ShapeError(f"{where}: axis {axis} of input {name!r} is fixed at {d} in the model, got {size}")
+        checked[name] = tuple(int(x) for x in sizes)
+    return checked
+
+
+def example_shape(dims: Dims, bound: Mapping[str, int]) -> list[int]:
+    """A whole shape to suggest for declared `dims`: fixed sizes kept, named dims bound in `bound`,
+    1 for a leading (batch) axis and 224 for any other free one."""
+    out = []
+    for axis, d in enumerate(dims):
+        if isinstance(d, int) and d > 0:
+            out.append(d)
+        elif isinstance(d, str) and d in bound and bound[d] > 0:
+            out.append(bound[d])
+        else:
+            out.append(1 if axis == 0 else 224)
+    return out
+
+
+def bind_inputs(
+    inputs: Iterable[onnx.ValueInfoProto],
+    dims: Mapping[str, int],
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    default_dim: int | None = None,
+) -> tuple[dict[str, TensorType], dict[str, int]]:
+    """Concrete types of the graph inputs, and the value each dim name took.
+
+    An input in `shapes` takes that whole shape (`check_shapes`). Any other input's symbolic
+    dims are bound by name from `dims`; a dim nothing binds (a name missing from `dims`, an
+    unnamed dim, a negative size) takes `default_dim` when given, else it is listed in an
+    `UnboundDimError` with its input and axis. A name in `dims` that no input declares is an
+    error. The names returned are those whose every axis got the same size (a name reused for
+    axes of different sizes binds none), for binding the graph outputs' declared dims.
     """
     for name, value in dims.items():
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
             raise ShapeError(f"dims[{name!r}]: must be a non-negative integer, got {value!r}")
-    bound: dict[str, TensorType] = {}
-    unbound: dict[str, list[str]] = {}
-    used: set[str] = set()
+    declared: dict[str, TensorType] = {}
     for vi in inputs:
         t = type_of(vi)
         if t is None:
             raise ShapeError(
                 f"graph input {vi.name!r} is not a tensor with an element type; memplan runs tensor inputs only"
             )
+        declared[vi.name] = t
+    whole = check_shapes({name: t.dims for name, t in declared.items()}, shapes or {})
+    bound: dict[str, TensorType] = {}
+    unbound: list[UnboundDim] = []
+    for name, t in declared.items():
+        if name in whole:
+            bound[name] = TensorType(t.elem_type, whole[name])
+            continue
         if t.dims is None:
-            raise ShapeError(f"graph input {vi.name!r} has no shape; memplan needs the rank and size of every input")
+            raise ShapeError(
+                f"graph input {name!r} declares no shape, not even its rank; give its whole shape "
+                f"(shapes={{{name!r}: [sizes]}}, or --shape {name}=1x3x224x224 on the command line)"
+            )
         out: list[int] = []
         for axis, d in enumerate(t.dims):
-            if isinstance(d, int) and d < 0:
-                raise ShapeError(f"graph input {vi.name!r}: dim {axis} is {d}; a dim is a size >= 0 or a symbolic name")
-            if isinstance(d, int):
+            if isinstance(d, int) and d >= 0:
                 out.append(d)
             elif isinstance(d, str) and d in dims:
-                used.add(d)
                 out.append(int(dims[d]))
             elif default_dim is not None:
                 out.append(default_dim)
             else:
-                label = d if isinstance(d, str) else f"<unnamed axis {axis} of {vi.name}>"
-                unbound.setdefault(label, []).append(vi.name)
-        bound[vi.name] = TensorType(t.elem_type, tuple(out))
+                unbound.append(UnboundDim(name, axis, d))
+        bound[name] = TensorType(t.elem_type, tuple(out))
     if unbound:
-        listed = "; ".join(f"{dim!r} (used by {', '.join(map(repr, names))})" for dim, names in sorted(unbound.items()))
-        raise ShapeError(
-            f"unbound symbolic dimension(s): {listed}; bind them with dims={{name: size}} or pass default_dim"
+        names = dict.fromkeys(u.input for u in unbound)
+        raise UnboundDimError(
+            unbound,
+            {n: list(declared[n].dims or ()) for n in names},
+            {n: example_shape(declared[n].dims or (), dims) for n in names},
         )
-    unused = sorted(set(dims) - used)
+    declared_names = {d for t in declared.values() for d in t.dims or () if isinstance(d, str)}
+    unused = sorted(set(dims) - declared_names)
     if unused:
         raise ShapeError(
-            f"dims names {unused}, which no graph input uses; symbolic dims of the inputs: {_all_params(bound, inputs)}"
+            f"dims names {unused}, which no graph input uses; symbolic dims of the inputs: {sorted(declared_names)}"
         )
-    return bound
+    return bound, _names_bound(declared, bound)
 
 
-def _all_params(_bound: Mapping[str, TensorType], inputs: Iterable[onnx.ValueInfoProto]) -> list[str]:
-    params: set[str] = set()
-    for vi in inputs:
-        t = type_of(vi)
-        if t is not None and t.dims is not None:
-            params.update(d for d in t.dims if isinstance(d, str))
-    return sorted(params)
+def _names_bound(declared: Mapping[str, TensorType], bound: Mapping[str, TensorType]) -> dict[str, int]:
+    sizes: dict[str, set[int]] = {}
+    for name, t in declared.items():
+        for d, size in zip(t.dims or (), bound[name].shape, strict=False):
+            if isinstance(d, str):
+                sizes.setdefault(d, set()).add(size)
+    return {d: next(iter(s)) for d, s in sorted(sizes.items()) if len(s) == 1}
 
 
 def value_info(name: str, t: TensorType) -> onnx.ValueInfoProto:
@@ -136,7 +201,8 @@ def skeleton(
 ) -> onnx.ModelProto:
     """A light copy of `model` for onnx's checker and inference: the given nodes, inputs
     with bound dims, small constants as initializers and large ones as typed inputs.
-    The graph outputs keep their declared types, with the symbolic dims in `dims` bound."""
+    The graph outputs keep their declared types, with the symbolic dims in `dims` bound and
+    negative sizes made unknown."""
     graph = onnx.GraphProto(name=model.graph.name or "memplan")
     graph.node.extend(nodes)
     graph.input.extend(value_info(name, t) for name, t in inputs.items())
@@ -152,6 +218,8 @@ def skeleton(
         for d in vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ():
             if d.HasField("dim_param") and d.dim_param in dims:
                 d.dim_value = int(dims[d.dim_param])
+            elif d.HasField("dim_value") and d.dim_value < 0:
+                d.Clear()  # -1 (Paddle's "unknown") would contradict the size inference finds
     skel = onnx.ModelProto(ir_version=max(model.ir_version, 4), graph=graph)
     skel.opset_import.extend(model.opset_import)
     skel.functions.extend(model.functions)

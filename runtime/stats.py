@@ -1,8 +1,14 @@
-"""What one `Session.run` cost: the arena, bytes allocated beside it, time per step, copies."""
+"""What one `Session.run` cost (the arena, bytes allocated beside it, time per step, copies), and
+`measure_runs`: time and memory measured in separate runs, the way `memplan run` reports them."""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -18,13 +24,15 @@ class RunStats:
     """What one `run` cost: the arena, bytes allocated beside it, time per step, copies."""
 
     arena_bytes: int
-    outside_arena_bytes: int | None  # tracemalloc peak during the loop; None when not measured
-    seconds: float
+    outside_arena_bytes: int | None  # tracemalloc peak during the loop; None unless measure="memory"
+    seconds: float  # the loop's wall time; inflated by tracing when `traced`
     trace: list[StepRecord] = field(default_factory=list)
     copies: int = 0  # arrays copied into or out of the arena (inputs, outputs, non-aliased views)
     copied_bytes: int = 0
     constant_bytes: int = 0  # parameters, kept outside the arena
     fallbacks: dict[str, str] = field(default_factory=dict)  # bound tensor -> why it was copied
+    measure: str = "time"  # what the run measured: "time" (no tracing) or "memory" (tracemalloc on)
+    traced: bool = False  # tracemalloc was on during the loop (a memory run, or the caller's own tracing)
 
     @property
     def step_seconds(self) -> list[float]:
@@ -39,3 +47,38 @@ class RunStats:
     def count_copy(self, nbytes: int) -> None:
         self.copies += 1
         self.copied_bytes += nbytes
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Bytes beside the arena from one traced run; times from untraced runs."""
+
+    outputs: dict[str, np.ndarray]  # the memory run's (every run computes the same)
+    outside_arena_bytes: int | None
+    seconds: list[float]  # each timed run's loop
+    step_seconds: list[float]  # each step's median over the timed runs
+
+    @property
+    def median_seconds(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def measure_runs(
+    session: Any,
+    inputs: Mapping[str, np.ndarray] | None,
+    repeat: int,
+    on_step: Callable[[int, int, str, float], None] | None = None,
+) -> Measurement:
+    """Run a prepared `Session` (or `Pipeline`) once with ``measure="memory"`` for the bytes
+    allocated beside the arena (which is also the warm-up), then `repeat` times with
+    ``measure="time"`` for the times, so that no reported time runs under tracemalloc."""
+    if repeat < 1:
+        raise ValueError(f"repeat={repeat}: give at least one timed run")
+    outputs = session.run(inputs, on_step=on_step, measure="memory")
+    outside = session.stats.outside_arena_bytes
+    runs: list[RunStats] = []
+    for _ in range(repeat):
+        session.run(inputs, on_step=on_step, measure="time")
+        runs.append(session.stats)
+    steps = [statistics.median(per_step) for per_step in zip(*(r.step_seconds for r in runs), strict=True)]
+    return Measurement(outputs, outside, [r.seconds for r in runs], steps)

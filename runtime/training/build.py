@@ -66,6 +66,7 @@ def build_training_step(
     loss: str = "cross_entropy",
     optimizer: str = "sgd",
     dims: Mapping[str, int] | None = None,
+    shapes: Mapping[str, Sequence[int]] | None = None,
     output: str | None = None,
     label: str = "label",
     hyper: Mapping[str, float] | None = None,
@@ -76,14 +77,15 @@ def build_training_step(
     Raises ModelError naming the field at fault for: no trainable initializers, a name that is
     no float initializer, an unknown loss or optimizer, an output the loss cannot take, and
     (UnsupportedOpError) every op on the gradient path without a backward rule, all listed.
-    The model itself is never modified. `hyper` overrides the optimizer's defaults (`DEFAULT_HYPER`);
+    The model itself is never modified; its inputs are bound as `runtime.load_model` binds them
+    (`shapes`, whole input shapes; `dims`, symbolic dims by name). `hyper` overrides the optimizer's defaults (`DEFAULT_HYPER`);
     `recompute` lets batch normalisation's backward recompute its Conv input instead of keeping it."""
     if loss not in LOSSES:
         raise ModelError(f"loss={loss!r}: accepted values are {LOSSES}")
     if optimizer not in OPTIMIZERS:
         raise ModelError(f"optimizer={optimizer!r}: accepted values are {OPTIMIZERS}")
     # BatchNormalization trains on batch statistics: keep it apart from the Conv before it.
-    graph = load_model(model, dims, fuse=False)
+    graph = load_model(model, dims, shapes=shapes, fuse=False)
     names = _trainable(graph, trainable)
     out = output or graph.outputs[0]
     if out not in graph.outputs:

@@ -49,7 +49,7 @@ class TrainingSession:
             options,
             problem=self.problem,
             after_node={step.loss_node: self._check_loss},
-            measure_memory=False,  # a training loop runs many steps: no tracemalloc around each
+            measure="time",  # a training loop runs many steps: no tracemalloc around each
             max_arena_bytes=sys.maxsize,  # the step's arena is what it is; nothing refuses it
         )
         self._prepared = False

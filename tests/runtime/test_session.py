@@ -176,7 +176,7 @@ def test_light_model_runs_with_little_memory_outside_the_arena():
     x = (np.arange(n).reshape(shape) / n).astype(np.float32)  # the inputs onnx's runner makes
     expected = numpy_helper.to_array(onnx.load_tensor(os.path.join(LIGHT_DIR, "light_squeezenet_output_0.pb")))
     session = Session(graph, "greedy_by_size")
-    out = session.run({name: x})[graph.outputs[0]]
+    out = session.run({name: x}, measure="memory")[graph.outputs[0]]
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-7)
     stats = session.stats
     assert stats.arena_bytes >= planner.load(
