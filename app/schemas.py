@@ -39,13 +39,53 @@ class MemoryRequest(BaseModel):
         return MemoryOptions(**self.model_dump(include=set(MemoryOptions.__dataclass_fields__)))
 
 
+class InputShapes(BaseModel):
+    """Whole input shapes, the REST twin of the CLI's ``--shape NAME=1x3x48x320``: each binds every
+    axis of its input whatever the model declares there (-1, 0, an unnamed dim, a name reused for
+    several axes). A size may be a list or the CLI's string; `dims` binds the other inputs."""
+
+    shapes: dict[str, list[int]] = Field(
+        default_factory=dict,
+        description="whole input shapes by input name, e.g. {'x': [1, 3, 48, 320]} (or {'x': '1x3x48x320'})",
+    )
+
+    @field_validator("shapes", mode="before")
+    @classmethod
+    def _spelled(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {name: _sizes(name, sizes) for name, sizes in value.items()}
+
+    @field_validator("shapes")
+    @classmethod
+    def _positive_sizes(cls, value: dict[str, list[int]]) -> dict[str, list[int]]:
+        for name, sizes in value.items():
+            for axis, size in enumerate(sizes):
+                if size <= 0:
+                    raise ValueError(
+                        f"shape of {name!r}: sizes must be positive whole numbers, got {size} at axis {axis} of {sizes}"
+                    )
+        return value
+
+
+def _sizes(name: str, sizes: Any) -> Any:
+    """'1x3x48x320' -> [1, 3, 48, 320]; anything else is left to the field's type check."""
+    if not isinstance(sizes, str):
+        return sizes
+    parts = sizes.split("x") if sizes.strip() else []
+    try:
+        return [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"shape of {name!r}: {sizes!r} is not sizes like '1x3x640x640' or [1, 3, 640, 640]") from None
+
+
 class PoolIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(min_length=1, max_length=64)
     capacity: int | None = Field(default=None, ge=0, description="bytes; null for unbounded")
 
 
-class PlanRequest(MemoryRequest):
+class PlanRequest(MemoryRequest, InputShapes):
     """Options of planning a model (the model page's form sends the same)."""
 
     strategies: list[str] | Literal["all"] = Field(default="all", description="strategy names, or 'all'")
@@ -141,7 +181,7 @@ class ModelList(BaseModel):
     models: list[ModelOut]
 
 
-class RunRequest(MemoryRequest):
+class RunRequest(MemoryRequest, InputShapes):
     """Execute a model inside a plan's arena. Inputs are seeded random unless an .npz is sent."""
 
     plan_id: str | None = Field(default=None, description="a plan of this model; default: plan with `strategy`")
@@ -202,7 +242,7 @@ class PipelineRunRequest(BaseModel):
     verify: Literal["auto", "onnxruntime", "reference", "none"] = "auto"
 
 
-class TrainingPlanRequest(BaseModel):
+class TrainingPlanRequest(InputShapes):
     """A training step (forward, loss, backward, update) of a stored model, planned by category and unified."""
 
     model_config = ConfigDict(extra="forbid")
@@ -236,3 +276,29 @@ class TrainingDemoRequest(BaseModel):
     @classmethod
     def _known(cls, value: str) -> str:
         return RunRequest._known(value)
+
+
+class SweepRequest(MemoryRequest):
+    """Plan every stored model x strategy x dims combination, one plan task each, over the workers."""
+
+    models: list[str] = Field(min_length=1, description="stored model ids")
+    strategies: list[str] | Literal["all"] = Field(default="all", description="strategy names, or 'all'")
+    dims: list[dict[str, int]] = Field(
+        default_factory=lambda: [{}],
+        description="one mapping of symbolic dims per point, e.g. [{'batch': 1}, {'batch': 8}]",
+    )
+
+    @field_validator("strategies")
+    @classmethod
+    def _known(cls, value: list[str] | str) -> list[str] | str:
+        return PlanRequest._known(value)
+
+    @field_validator("dims")
+    @classmethod
+    def _positive(cls, value: list[dict[str, int]]) -> list[dict[str, int]]:
+        for dims in value:
+            PlanRequest._positive(dims)
+        return value or [{}]
+
+    def names(self) -> list[str]:
+        return strategy_names() if self.strategies == "all" else list(self.strategies)

@@ -1,5 +1,6 @@
 """What every `memplan` command shares: exit codes, one-line errors, and the option definitions
-(strategy, dims, and the memory switches) so that `plan`, `run` and `train-plan` spell them alike.
+(strategy, input shapes and dims, and the memory switches) so that `plan`, `run` and `train-plan`
+spell them alike.
 
 Every command turns a bad input into one line on stderr naming what was wrong and what is
 accepted, and exits with status 2; a plan that does not fit exits with status 1. No
@@ -15,7 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from runtime import DEFAULT_ALIGNMENT, MemoryOptions
+from runtime import DEFAULT_ALIGNMENT, MemoryOptions, UnboundDimError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -40,6 +41,10 @@ def user_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except typer.Exit:
             raise
+        except UnboundDimError as e:
+            if os.environ.get("MEMPLAN_DEBUG"):
+                raise
+            raise fail(e.describe(shape_flag, lambda dim: f"--dims {dim}=value")) from None
         except (PlanningError, ValueError, OSError, KeyError) as e:
             if os.environ.get("MEMPLAN_DEBUG"):
                 raise
@@ -54,6 +59,11 @@ def user_errors(fn: F) -> F:
             ) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def shape_flag(name: str, sizes: Any) -> str:
+    """How the command line binds a whole input shape: --shape x=1x3x640x640."""
+    return f"--shape {name}={'x'.join(str(d) for d in sizes)}"
 
 
 def strategy_help() -> str:
@@ -72,6 +82,14 @@ def on(flag: str, value: str) -> bool:
 # ---- options shared by the commands that load a model ---------------------------------------------
 
 DimsOption = Annotated[str | None, typer.Option(help="Symbolic dims of a model, e.g. batch=8,seq=128.")]
+ShapeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--shape",
+        help="A whole input shape, NAME=1x3x48x320 (repeatable): binds every axis of that input, whatever the "
+        "model declares (-1, 0, '?'); --dims binds the others.",
+    ),
+]
 IoOption = Annotated[str, typer.Option(help="Model inputs/outputs: 'arena' (planned) or 'external' (caller's memory).")]
 WorkspaceSwitch = Annotated[str, typer.Option(help="Plan kernel scratch in the arena: on|off.")]
 InplaceSwitch = Annotated[

@@ -16,6 +16,7 @@ from app.cli.common import (
     FuseSwitch,
     InplaceSwitch,
     IoOption,
+    ShapeOption,
     WorkspaceSwitch,
     fail,
     memory_options,
@@ -37,6 +38,7 @@ def plan(
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed of randomised strategies.")] = 0,
     dims: DimsOption = None,
+    shape: ShapeOption = None,
     io: IoOption = "arena",
     workspace: WorkspaceSwitch = "on",
     reorder: Annotated[
@@ -54,7 +56,7 @@ def plan(
     ] = None,
 ) -> None:
     """Plan a problem or a model with one or more strategies, check every plan, compare."""
-    from app.services.inputs import ModelOptions, fused_nodes, load_problem, parse_dims
+    from app.services.inputs import ModelOptions, fused_nodes, load_problem, parse_dims, parse_shapes
     from planner.compare import best, resolve_names, run_strategies
 
     if time_limit is not None and time_limit <= 0:
@@ -65,7 +67,7 @@ def plan(
     memory = memory_options(
         io=io, workspace=workspace, alignment=alignment, inplace=inplace, concat_inplace=concat_inplace, fuse=fuse
     )
-    model = ModelOptions(dims=parse_dims(dims), memory=memory, reorder=reorder)
+    model = ModelOptions(dims=parse_dims(dims), shapes=parse_shapes(shape), memory=memory, reorder=reorder)
     problem, graph = load_problem(input, alignment=alignment, capacity=capacity, model=model)
     options: dict[str, Any] = {"seed": seed}
     if time_limit is not None:

@@ -15,6 +15,7 @@ from app.cli.common import (
     FuseSwitch,
     InplaceSwitch,
     IoOption,
+    ShapeOption,
     WorkspaceSwitch,
     fail,
     memory_options,
@@ -26,6 +27,7 @@ from app.cli.common import (
 def run(
     model: Annotated[Path, typer.Argument(help="An ONNX .onnx model.")],
     dims: DimsOption = None,
+    shape: ShapeOption = None,
     strategy: Annotated[
         str, typer.Option("--strategy", "-s", help="The strategy whose plan to run in.")
     ] = "greedy_by_size",
@@ -34,7 +36,13 @@ def run(
     ] = None,
     save_outputs: Annotated[Path | None, typer.Option("--save-outputs", help="Write the outputs to this .npz.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the random inputs.")] = 0,
-    repeat: Annotated[int, typer.Option(help="Timed runs after one warm-up; seconds is their median.")] = 3,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            help="Timed runs (without tracing) after one traced run that measures bytes beside the arena; "
+            "seconds is their median."
+        ),
+    ] = 3,
     io: IoOption = "arena",
     workspace: WorkspaceSwitch = "on",
     canary: Annotated[
@@ -53,13 +61,14 @@ def run(
 ) -> None:
     """Execute a model inside its planned arena and report memory and time."""
     from app.services.execute import run_model
-    from app.services.inputs import parse_dims
+    from app.services.inputs import parse_dims, parse_shapes
 
     if repeat < 1:
         raise fail(f"--repeat must be >= 1, got {repeat}")
     report = run_model(
         model,
         dims=parse_dims(dims),
+        shapes=parse_shapes(shape),
         strategy=strategy,
         inputs=inputs,
         save_outputs=save_outputs,
@@ -73,19 +82,19 @@ def run(
         reorder=reorder,
     )
     if as_json:
-        typer.echo(json.dumps(report, indent=2))
+        typer.echo(json.dumps(report, indent=2, allow_nan=False))  # strict JSON: the verdict holds finite floats
     else:
         ratio = report["outside_arena_bytes"] / report["arena_bytes"] if report["arena_bytes"] else 0.0
         typer.echo(
-            f"{model.name}: {report['strategy']} arena {report['arena_bytes']:,} bytes; outside it {report['outside_arena_bytes']:,} bytes ({ratio:.2%})"
+            f"{model.name}: {report['strategy']} arena {report['arena_bytes']:,} bytes; outside it {report['outside_arena_bytes']:,} bytes ({ratio:.2%}, one traced run)"
         )
-        typer.echo(f"median of {repeat} run(s): {report['seconds'] * 1000:.2f} ms")
+        typer.echo(f"median of {repeat} timed run(s), without tracing: {report['seconds'] * 1000:.2f} ms")
         typer.echo(
             f"in place {inplace}, concat in place {concat_inplace}; "
             f"with both off this strategy needs {report['arena_bytes_without_aliases']:,} bytes"
         )
-        for name, shape in report["outputs"].items():
-            typer.echo(f"  output {name}: {shape}")
+        for name, sizes in report["outputs"].items():
+            typer.echo(f"  output {name}: {sizes}")
         if "verification" in report:
             v = report["verification"]
             typer.echo(f"verification against {v['oracle']}: {'PASSED' if v['passed'] else 'FAILED'}")

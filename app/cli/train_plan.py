@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import DimsOption, user_errors
+from app.cli.common import DimsOption, ShapeOption, user_errors
 
 
 @user_errors
@@ -20,6 +20,7 @@ def train_plan(
     loss: Annotated[str, typer.Option(help="Loss memplan appends: cross_entropy or mse.")] = "cross_entropy",
     optimizer: Annotated[str, typer.Option(help="sgd (with momentum), adam, or none (gradients only).")] = "sgd",
     dims: DimsOption = None,
+    shape: ShapeOption = None,
     strategy: Annotated[str, typer.Option("--strategy", "-s", help="Strategy for every arena.")] = "greedy_by_size",
     recompute: Annotated[
         bool, typer.Option("--recompute/--keep", help="Recompute batch norm's Conv input in backward, or keep it.")
@@ -27,11 +28,19 @@ def train_plan(
     as_json: Annotated[bool, typer.Option("--json", help="Print the capacities as JSON.")] = False,
 ) -> None:
     """Plan one training step (forward, loss, backward, update) per category and unified; print ONE-style capacities."""
-    from app.services.inputs import parse_dims
+    from app.services.inputs import parse_dims, parse_shapes
     from runtime.training import build_training_step, plan_categories, training_problem
 
     names = [n.strip() for n in trainable.split(",") if n.strip()] if trainable is not None else None
-    step = build_training_step(model, names, loss=loss, optimizer=optimizer, dims=parse_dims(dims), recompute=recompute)
+    step = build_training_step(
+        model,
+        names,
+        loss=loss,
+        optimizer=optimizer,
+        dims=parse_dims(dims),
+        shapes=parse_shapes(shape),
+        recompute=recompute,
+    )
     plans = plan_categories(training_problem(step), strategy)
     if as_json:
         report = {

@@ -1,8 +1,12 @@
-"""`memplan run`: execute a model inside its planned arena, time it, and judge its outputs."""
+"""`memplan run`: execute a model inside its planned arena, measure it, and judge its outputs.
+
+Time and memory come from separate runs (`runtime.measure_runs`): one run traced by tracemalloc
+gives `outside_arena_bytes` (and warms up), then `repeat` untraced runs give `seconds`, their
+median. The arena is planned and its size checked before any input is made.
+"""
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,7 @@ def run_model(
     path: Path,
     *,
     dims: dict[str, int],
+    shapes: dict[str, list[int]] | None = None,
     strategy: str,
     inputs: Path | None,
     save_outputs: Path | None,
@@ -34,28 +39,26 @@ def run_model(
     if not path.exists():
         raise InputError(f"{path}: no such file")
     planner.get(strategy)  # an unknown name fails here, listing the accepted ones
-    graph = runtime.load_model(path, dims=dims, fuse=memory.fuse)
+    graph = runtime.load_model(path, dims=dims, shapes=shapes, fuse=memory.fuse)
     if reorder:
         graph, _ = runtime.reorder_graph(graph, memory)
+    session = runtime.Session(graph, strategy, memory, canary=canary).prepare()  # refuses too big an arena
     feeds = _read_npz(inputs) if inputs is not None else random_inputs(graph, seed)
-    session = runtime.Session(graph, strategy, memory, canary=canary).prepare()
     # What the aliases save: the same strategy on the problem without in-place and concat-in-place aliases.
     plain = runtime.memory_problem(graph, memory.replace(inplace=False, concat_inplace=False))
-    outputs = session.run(feeds)  # warm-up, and the outputs reported
-    outside = session.stats.outside_arena_bytes if session.stats else None
-    timings = []
-    for _ in range(repeat):
-        session.run(feeds)
-        timings.append(session.stats.seconds)
+    measured = runtime.measure_runs(session, feeds, repeat)
+    outputs = measured.outputs
     report: dict[str, Any] = {
         "model": path.name,
         "strategy": strategy,
         "arena_bytes": session.plan.arena_bytes,
         "lower_bound": session.plan.lower_bound,
-        "outside_arena_bytes": outside,
-        "seconds": statistics.median(timings),
-        "outputs": {name: list(value.shape) for name, value in outputs.items()},
+        "outside_arena_bytes": measured.outside_arena_bytes,
+        "seconds": measured.median_seconds,
+        "timed_runs": len(measured.seconds),
+        "outputs": {name: [int(d) for d in value.shape] for name, value in outputs.items()},
         "inputs": str(inputs) if inputs else f"random, seed {seed}",
+        "input_shapes": {name: list(graph.tensors[name].shape) for name in graph.inputs},
         "order": "memory-aware" if reorder else "model",
         "inplace": memory.inplace,
         "concat_inplace": memory.concat_inplace,

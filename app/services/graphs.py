@@ -7,6 +7,7 @@ cannot take.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +21,30 @@ from runtime import MemoryOptions
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(MemoryOptions))
 
 GRAPH_CACHE = 4  # graphs of big models hold their folded constants: keep only a few
-_graphs: LRU[tuple[str, tuple[tuple[str, int], ...], bool], Any] = LRU(GRAPH_CACHE)
+GraphKey = tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, tuple[int, ...]], ...], bool]
+_graphs: LRU[GraphKey, Any] = LRU(GRAPH_CACHE)
 
 
-def load_graph(path: Path, dims: dict[str, int], *, fuse: bool = True) -> Any:
-    """The runtime graph of a stored model with its symbolic dims bound (and its load-time fusions
-    applied unless `fuse` is False); cached."""
-    key = (str(path), tuple(sorted(dims.items())), fuse)
+def load_graph(
+    path: Path, dims: dict[str, int], *, shapes: dict[str, list[int]] | None = None, fuse: bool = True
+) -> Any:
+    """The runtime graph of a stored model with its inputs bound (whole `shapes` by input name, and
+    symbolic `dims` by name) and its load-time fusions applied unless `fuse` is False; cached by
+    all of them."""
+    bound = tuple(sorted((name, tuple(int(d) for d in sizes)) for name, sizes in (shapes or {}).items()))
+    key = (str(path), tuple(sorted(dims.items())), bound, fuse)
     found = _graphs.get(key)
     if found is not None:
         return found
     try:
-        graph = runtime.load_model(path, dims=dims, fuse=fuse, max_tensor_bytes=active_limits().max_tensor_bytes)
+        graph = runtime.load_model(
+            path, dims=dims, shapes=shapes, fuse=fuse, max_tensor_bytes=active_limits().max_tensor_bytes
+        )
+    except runtime.UnboundDimError as e:
+        how = e.describe(
+            lambda name, sizes: f"shapes {json.dumps({name: list(sizes)})}", lambda d: f"dims {{{json.dumps(d)}: size}}"
+        )
+        raise AppError(422, f"the model cannot be planned: {how}", title="Unbound input dims") from None
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
     return _graphs.put(key, graph)

@@ -21,9 +21,11 @@ class InputError(ValueError):
 
 @dataclass(frozen=True)
 class ModelOptions:
-    """How to turn a model file into a problem: its dims, its memory options, and its node order."""
+    """How to turn a model file into a problem: its input shapes and dims, its memory options, and
+    its node order."""
 
     dims: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, list[int]] = field(default_factory=dict)  # whole input shapes, by input name
     memory: MemoryOptions = field(default_factory=MemoryOptions)
     reorder: bool = False  # plan the nodes in a memory-aware order instead of the model's
 
@@ -52,6 +54,35 @@ def parse_dims(text: str | None) -> dict[str, int]:
     return dims
 
 
+def parse_shapes(texts: list[str] | None) -> dict[str, list[int]]:
+    """['x=1x3x48x320', ...] (the trtexec/polygraphy spelling) -> {'x': [1, 3, 48, 320]}.
+
+    The name is everything before the last '='; 'x=' is a scalar. Which inputs exist and their
+    ranks are checked when the model is loaded (`runtime.shapes.check_shapes`)."""
+    shapes: dict[str, list[int]] = {}
+    for text in texts or []:
+        name, sep, sizes = text.rpartition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(f"--shape {text!r} is not NAME=sizes; write e.g. --shape x=1x3x640x640")
+        if name in shapes:
+            raise InputError(f"--shape {name}: given twice; give each input's shape once")
+        dims: list[int] = []
+        for axis, part in enumerate(sizes.split("x") if sizes.strip() else []):
+            try:
+                size = int(part)
+            except ValueError:
+                raise InputError(
+                    f"--shape {text}: {part.strip()!r} (axis {axis}) is not a whole number; write e.g. "
+                    f"--shape {name}=1x3x640x640"
+                ) from None
+            if size <= 0:
+                raise InputError(f"--shape {text}: input {name!r} takes positive sizes, got {size} at axis {axis}")
+            dims.append(size)
+        shapes[name] = dims
+    return shapes
+
+
 def load_problem(
     path: Path, *, alignment: int | None = None, capacity: int | None = None, model: ModelOptions | None = None
 ) -> tuple[Problem, Any]:
@@ -78,7 +109,7 @@ def load_problem(
         import runtime
 
         options = model or ModelOptions()
-        graph = runtime.load_model(path, dims=options.dims, fuse=options.memory.fuse)
+        graph = runtime.load_model(path, dims=options.dims, shapes=options.shapes, fuse=options.memory.fuse)
         if options.reorder:
             graph, _ = runtime.reorder_graph(graph, options.memory)
         problem = runtime.memory_problem(graph, options.memory)
@@ -89,6 +120,8 @@ def load_problem(
         raise InputError(
             f"{path}: --reorder needs an ONNX model; a bare problem has no data dependencies to reorder by"
         )
+    if model is not None and model.shapes and graph is None:
+        raise InputError(f"{path}: --shape binds a model's inputs; a bare problem has none")
     if alignment is not None and alignment != problem.alignment:
         if alignment < 1:
             raise InputError(f"--alignment must be a positive number of bytes, got {alignment}")

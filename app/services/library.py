@@ -14,11 +14,13 @@ from typing import Any
 
 import onnx
 
+import runtime
 from app.errors import AppError
 from app.services import graphs
 from app.services.modelinfo import read_model, summarize
 from app.services.uploads import Incoming, sniff_format, unpack_zip
 from app.storage import ModelRecord, Storage
+from runtime.shapes import check_shapes as check_shapes_of
 
 EXAMPLES_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
@@ -108,3 +110,16 @@ def check_dims(record: ModelRecord, dims: dict[str, int]) -> None:
             f"dims: the model has no symbolic dim {unknown[0]!r}; its symbolic dims are: {accepted}",
             title="Invalid dims",
         )
+
+
+def check_shapes(record: ModelRecord, shapes: dict[str, list[int]]) -> None:
+    """Whole input shapes against the stored model's declared inputs, before any work: 422 naming
+    the input and what it takes (`runtime.shapes.check_shapes`), for an unknown input, a wrong
+    rank, a size that is not positive, or a fixed size contradicted."""
+    if not shapes:
+        return
+    declared = {v["name"]: (list(v["dims"]) or None) for v in record.summary.get("inputs", [])}
+    try:
+        check_shapes_of(declared, shapes)
+    except runtime.ShapeError as e:
+        raise AppError(422, f"shapes: {e}", title="Invalid shapes") from None

@@ -13,7 +13,6 @@ import planner
 from app.cli import app
 from planner import Plan, check_plan
 from planner.csvio import read_csv
-
 from tests.planner.test_io import MINIMALLOC_README
 
 runner = CliRunner()
