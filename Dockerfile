@@ -1,4 +1,5 @@
 # memplan's web service: `docker build -t memplan . && docker run -p 8000:8000 -v memplan-data:/data memplan`
+# (SQLite in /data by default; -e MEMPLAN_DATABASE_URL=postgresql+psycopg://user:password@host:5432/db for a team)
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -8,13 +9,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /srv/memplan
 
-# Dependencies first, so that code changes do not reinstall them.
-COPY pyproject.toml README.md* ./
-RUN mkdir -p app planner runtime \
-    && touch app/__init__.py planner/__init__.py runtime/__init__.py \
-    && pip install ".[ort]" \
-    && pip uninstall -y memplan
+# Dependencies first, so that code changes do not reinstall them: exactly the lock, checked by hash
+# (scripts/lock.sh; it also holds the test tools, which the image carries too: one lock, one truth).
+COPY requirements/lock.txt requirements/lock.txt
+RUN pip install --require-hashes -r requirements/lock.txt
 
+COPY pyproject.toml README.md* ./
 COPY app ./app
 COPY planner ./planner
 COPY runtime ./runtime

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Install everything memplan's tests need on a fresh machine, then run the whole suite.
-# Browser tests drive Debian's chromium through Playwright; it is installed here when
-# missing (never a browser download of Playwright's own).
+# Debian packages, installed here when missing: chromium, which the browser tests drive through
+# Playwright (never a browser download of Playwright's own), and postgresql, whose initdb and
+# pg_ctl the tests use to start a throwaway server (tests/conftest.py). Python packages come
+# from the lock (requirements/lock.txt, refreshed by scripts/lock.sh), checked by their hashes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; else apt_get="sudo apt-get"; fi
     $apt_get update -qq
-    DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive $apt_get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-python -m pip install -q --disable-pip-version-check -e ".[test]"
+python -m pip install -q --disable-pip-version-check --require-hashes -r requirements/lock.txt
+python -m pip install -q --disable-pip-version-check --no-deps -e .
 
 # pytest exits 5 when it collects no test: that fails this script too.
 python -m pytest -q "$@"
