@@ -86,3 +86,19 @@ def chromium(profile: Path) -> Iterator[Any]:
 def shot(page, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def upload(page: Any, server: str, model: Any, name: str) -> str:
+    """Upload an ONNX model through the page's own request context; its id."""
+    response = page.request.post(
+        server + "/api/v1/models",
+        multipart={
+            "file": {
+                "name": f"{name}.onnx",
+                "mimeType": "application/octet-stream",
+                "buffer": model.SerializeToString(),
+            }
+        },
+    )
+    assert response.status == 201, response.text()
+    return response.json()["id"]

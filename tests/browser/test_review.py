@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 from tests.app.routes.test_diffs import _mlp
-from tests.browser.harness import BROWSER, shot
+from tests.browser.harness import BROWSER, shot, upload
 
 pytestmark = BROWSER
 
 
 def _plan(page, server: str, model, name: str) -> str:
-    upload = page.request.post(
-        server + "/api/v1/models",
-        multipart={
-            "file": {
-                "name": f"{name}.onnx",
-                "mimeType": "application/octet-stream",
-                "buffer": model.SerializeToString(),
-            }
-        },
-    )
-    assert upload.status == 201, upload.text()
-    made = page.request.post(
-        server + f"/api/v1/models/{upload.json()['id']}/plans", data={"strategies": ["greedy_by_size"]}
-    )
+    model_id = upload(page, server, model, name)
+    made = page.request.post(server + f"/api/v1/models/{model_id}/plans", data={"strategies": ["greedy_by_size"]})
     assert made.status == 200, made.text()
     return made.json()["plans"][0]["id"]
 

@@ -4,25 +4,10 @@ training demo's falling loss chart, the pipeline page. Server and browser fixtur
 from __future__ import annotations
 
 from tests import memory_models
-from tests.browser.harness import BROWSER, shot
+from tests.browser.harness import BROWSER, shot, upload
 
 # Skipped without Chromium; the server, browser and page fixtures are in tests/conftest.py.
 pytestmark = BROWSER
-
-
-def _upload(page, server: str, model, name: str) -> str:
-    response = page.request.post(
-        server + "/api/v1/models",
-        multipart={
-            "file": {
-                "name": f"{name}.onnx",
-                "mimeType": "application/octet-stream",
-                "buffer": model.SerializeToString(),
-            }
-        },
-    )
-    assert response.status == 201, response.text()
-    return response.json()["id"]
 
 
 def _finished_run(page) -> None:
@@ -30,7 +15,7 @@ def _finished_run(page) -> None:
 
 
 def test_run_page_zero_copy_toggle_shows_zero_copies(server, page):
-    model_id = _upload(page, server, memory_models.mlp(seed=7), "toggle")
+    model_id = upload(page, server, memory_models.mlp(seed=7), "toggle")
     job = page.request.post(server + f"/api/v1/models/{model_id}/runs", data={"dims": {"N": 2}}).json()
     page.goto(server + f"/runs/{job['id']}")
     _finished_run(page)
@@ -60,8 +45,8 @@ def test_training_demo_page_shows_a_falling_loss_chart(server, page):
 
 
 def test_pipeline_of_two_uploaded_models_is_planned_and_run(server, page):
-    first = _upload(page, server, memory_models.mlp(features=32, hidden=64, classes=16, seed=1), "pipe_a")
-    second = _upload(page, server, memory_models.mlp(features=16, hidden=32, classes=10, seed=2), "pipe_b")
+    first = upload(page, server, memory_models.mlp(features=32, hidden=64, classes=16, seed=1), "pipe_a")
+    second = upload(page, server, memory_models.mlp(features=16, hidden=32, classes=10, seed=2), "pipe_b")
     page.goto(server + "/pipelines")
     page.select_option("[name=model-a]", first)
     page.select_option("[name=model-b]", second)
