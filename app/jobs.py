@@ -1,42 +1,75 @@
-"""A small in-process job manager: long work (slow strategies, runs) on a few threads.
+"""Jobs: long work (slow strategies, runs, pipelines, training demos) as Dask tasks whose state lives
+in the database, so that no job runs in a web server's process and any app process can show, stream
+or cancel any job.
 
-A job runs `work(job)`; the work reports progress through `job.report(...)`, which both
-updates the job's state and appends an event for server-sent-event listeners. At most
-`max_workers` jobs run at once; the rest wait in line in submission order, at most
-`max_queued` of them (one more is refused, so a flood of requests cannot pile up work).
+How a job flows:
 
-A job can be cancelled: a queued one never starts; a running one stops at its next
-`report` (every op of a run, every strategy of a plan), which raises `JobCancelled`.
-Every change of state is handed to `on_change` (the service stores it in SQLite), so a
-job that was running when the process died is found and marked interrupted on restart.
+1. An app process calls `JobService.submit(kind, title, task, payload, links)`: it writes the job's
+   row (queued) and hands `run_job` to the Dask scheduler with `fire_and_forget`, so the job
+   finishes even if that app process dies. `task` is a module-level function `(ctx, payload) ->
+   result` (pickled by reference); `payload` is plain data (ids, request bodies).
+2. On a worker, `run_job` opens the Storage from the data folder and database URL it is given (one
+   per worker process), marks the job running (attempts, worker, heartbeat) and calls the task.
+   `ctx.report(progress, message, **data)` writes progress and appends a `progress` event; it raises
+   `JobCancelled` once the job's `cancel_requested` flag is set (read at most every 0.5 s).
+3. The job ends `done` (result), `failed` (error: `JobFailed` -> {status, detail}, anything else ->
+   500 with a short trace) or `cancelled`, each with its event. A thread beats every HEARTBEAT_S.
+
+Faults: a worker killed mid-job makes Dask run the job again on another worker (attempts + 1). A
+job Dask gave up on, or a scheduler forgot, is found by whichever app process reads it: running
+with a heartbeat older than STALE_S and no live task on the scheduler -> failed, "worker lost". A
+worker that cannot open the database or see the data folder cannot write the job's row: it logs the
+reason on the scheduler, and the app process that reads the job fails it with that reason.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import threading
 import time
 import traceback
-from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from app.errors import AppError
+from app.settings import Limits, activate
+from app.storage import Storage
+
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
-CANCELLED, INTERRUPTED = "cancelled", "interrupted"
+CANCELLED, INTERRUPTED = "cancelled", "interrupted"  # interrupted: rows from before jobs ran on Dask
 FINISHED = (DONE, FAILED, CANCELLED, INTERRUPTED)
+ACTIVE = (QUEUED, RUNNING)
+
+HEARTBEAT_S = 2.0  # a running job's worker writes its heartbeat this often
+STALE_S = 15.0  # a running job silent this long, with no live task on the scheduler, is lost
+QUEUED_GRACE_S = 2.0  # a queued job is looked for on the scheduler only after this long
+CANCEL_CHECK_S = 0.5  # `report` reads the cancel flag at most this often
+PROGRESS_WRITE_S = 0.25  # and writes progress to the job's row at most this often (every event is kept)
+FAILURES_TOPIC = "memplan-job-failures"  # scheduler event log: jobs a worker could not even start
+LIVE_TASK_STATES = ("released", "waiting", "queued", "no-worker", "processing", "memory")
+
+# Where a worker finds the shared data folder and database, when it sees them elsewhere than the app
+# (set by `memplan worker --data/--database-url`).
+WORKER_DATA_ENV = "MEMPLAN_WORKER_DATA"
+WORKER_DATABASE_ENV = "MEMPLAN_WORKER_DATABASE_URL"
+
+Task = Callable[["JobContext", dict[str, Any]], dict[str, Any]]
 
 
 class JobCancelled(Exception):
-    """Raised inside the work by `Job.report` once the job was asked to stop."""
+    """Raised inside a task by `JobContext.report` once the job was asked to stop."""
 
 
 class QueueFull(Exception):
-    """`JobManager.submit` refused a job: `max_queued` jobs already wait for a worker."""
+    """`JobService.submit` refused a job: `max_queued_jobs` jobs already wait for a worker."""
 
 
 class JobFailed(Exception):
-    """Raised by work to fail its job with a message for the user (status says whose fault)."""
+    """Raised by a task to fail its job with a message for the user (status says whose fault)."""
 
     def __init__(self, detail: str, status: int = 422) -> None:
         super().__init__(detail)
@@ -44,87 +77,38 @@ class JobFailed(Exception):
         self.status = status
 
 
+@dataclass(frozen=True)
 class Job:
-    def __init__(self, kind: str, title: str, links: dict[str, str] | None = None) -> None:
-        self.id = secrets.token_hex(6)
-        self.kind = kind
-        self.title = title
-        self.state = QUEUED
-        self.progress = 0.0
-        self.message = "waiting for a free worker"
-        self.result: dict[str, Any] | None = None
-        self.error: dict[str, Any] | None = None
-        self.links = dict(links or {})
-        self.created = time.time()
-        self.finished: float | None = None
-        self.events: list[dict[str, Any]] = []
-        self.cancel_requested = False
-        self._changed = threading.Condition()
+    """A job as its row in the database says (read-only: the worker and `JobService` change it)."""
 
-    # ---- called by the work --------------------------------------------------------------
-
-    def report(self, progress: float | None = None, message: str | None = None, **data: Any) -> None:
-        """Record progress (0..1) and a message; `data` goes into the event for listeners.
-
-        Raises `JobCancelled` when the job was cancelled, so the work stops here.
-        """
-        if self.cancel_requested:
-            raise JobCancelled
-        with self._changed:
-            if progress is not None:
-                self.progress = max(0.0, min(1.0, progress))
-            if message is not None:
-                self.message = message
-            self._emit("progress", {"progress": self.progress, "message": self.message, **data})
-
-    def _emit(self, event: str, data: dict[str, Any]) -> None:
-        # Caller holds the condition.
-        self.events.append({"seq": len(self.events), "event": event, "data": data})
-        self._changed.notify_all()
-
-    def _set_state(self, state: str, **data: Any) -> None:
-        with self._changed:
-            self.state = state
-            if state in FINISHED:
-                self.finished = time.time()
-            self._emit(state, {"state": state, "progress": self.progress, "message": self.message, **data})
-
-    # ---- read by the API -----------------------------------------------------------------
-
-    def wait_events(self, after: int, timeout: float) -> list[dict[str, Any]]:
-        """Events with seq >= `after`, waiting up to `timeout` s for one when there are none."""
-        with self._changed:
-            if len(self.events) <= after and self.state not in FINISHED:
-                self._changed.wait(timeout)
-            return self.events[after:]
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until the job is finished (tests, benchmarks); True when it is."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._changed:
-            while self.state not in FINISHED:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._changed.wait(left)
-        return True
+    id: str
+    kind: str
+    title: str
+    state: str
+    progress: float
+    message: str
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    links: dict[str, str]
+    created: float
+    finished: float | None = None
+    heartbeat: float | None = None
+    worker: str | None = None
+    attempts: int = 0
+    cancel_requested: bool = False
 
     @classmethod
-    def restored(cls, row: dict[str, Any]) -> Job:
-        """A finished job read back from storage (no events but its final one)."""
-        job = cls(row["kind"], row["title"])
-        job.id = row["id"]
-        job.state = row["state"]
-        job.progress = row["progress"]
-        job.message = row["message"]
-        job.result = row["result"]
-        job.error = row["error"]
-        job.created = row["created"]
-        job.finished = row["finished"]
-        job.events = [{"seq": 0, "event": job.state, "data": {"state": job.state, "message": job.message}}]
-        return job
+    def from_row(cls, row: dict[str, Any]) -> Job:
+        fields = {name: row[name] for name in cls.__dataclass_fields__ if name in row}
+        fields["attempts"] = fields.get("attempts") or 0
+        return cls(**fields)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state in FINISHED
 
     def to_json(self) -> dict[str, Any]:
+        """The job as the API shows it (`JobOut`)."""
         return {
             "id": self.id,
             "kind": self.kind,
@@ -143,100 +127,312 @@ class Job:
         }
 
 
-class JobManager:
+@dataclass(frozen=True)
+class JobEnv:
+    """What a worker needs to run any job: the shared data folder, the database, the service's limits."""
+
+    data_dir: str
+    database_url: str | None
+    limits: Limits
+
+
+def task_key(job_id: str) -> str:
+    return f"memplan-job-{job_id}"
+
+
+def finish(storage: Storage, job_id: str, state: str, message: str, **data: Any) -> None:
+    """End a job: its row first (a reader that sees the final event finds the row final), then the event."""
+    fields: dict[str, Any] = {"state": state, "message": message, "finished": time.time(), **data}
+    if state == DONE:
+        fields["progress"] = 1.0
+    storage.update_job(job_id, **fields)
+    row = storage.get_job(job_id) or {}
+    event = {"state": state, "progress": row.get("progress", 0.0), "message": message}
+    event.update({k: v for k, v in data.items() if k in ("result", "error")})
+    storage.add_job_event(job_id, state, event)
+
+
+# ---- the app's side ---------------------------------------------------------------------------------
+
+
+class SchedulerUnreachable(OSError):
+    """No Dask scheduler answered at the address (one line: the address and what failed)."""
+
+
+def connect(address: str, timeout: float = 10.0) -> Any:
+    """A `distributed.Client` to the scheduler at `address`; `SchedulerUnreachable` when none answers."""
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as e:
+        what = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address}: {what}") from None
+
+
+@contextmanager
+def local_cluster(workers: int = 2) -> Iterator[str]:
+    """A Dask cluster of `workers` worker processes on loopback for this process's lifetime; its address."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+    )
+    try:
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
+
+
+class JobService:
+    """Submit, read, follow and cancel jobs; every state is the database's, every task Dask's."""
+
     def __init__(
-        self,
-        max_workers: int = 2,
-        keep: int = 200,
-        *,
-        max_queued: int | None = None,
-        on_change: Callable[[Job], None] | None = None,
+        self, client: Any, storage: Storage, env: JobEnv, *, max_queued: int, stale_s: float = STALE_S
     ) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="memplan-job")
-        self._jobs: OrderedDict[str, Job] = OrderedDict()
-        self._lock = threading.Lock()
-        self._keep = keep
-        self._max_workers = max_workers
-        self._max_queued = max_queued
-        self._on_change = on_change
+        self.client = client
+        self.storage = storage
+        self.env = env
+        self.max_queued = max_queued
+        self.stale_s = stale_s
 
     def submit(
-        self, kind: str, title: str, work: Callable[[Job], dict[str, Any]], links: dict[str, str] | None = None
+        self, kind: str, title: str, task: Task, payload: dict[str, Any], links: dict[str, str] | None = None
     ) -> Job:
-        """Queue `work`; `QueueFull` when `max_queued` jobs already wait for a worker."""
-        job = Job(kind, title, links)
-        with self._lock:
-            if self._max_queued is not None:
-                active = sum(1 for j in self._jobs.values() if j.state in (QUEUED, RUNNING))
-                if active >= self._max_workers + self._max_queued:
-                    raise QueueFull(
-                        f"{active} jobs are running or waiting, the most this service takes "
-                        f"({self._max_workers} running + {self._max_queued} waiting); try again when one finishes"
-                    )
-            self._jobs[job.id] = job
-            self._forget_old()
-        self._changed(job)
-        self._pool.submit(self._run, job, work)
+        """Record the job and hand it to the scheduler; `QueueFull` when `max_queued` jobs already wait."""
+        from distributed import fire_and_forget
+
+        waiting = self.storage.count_jobs((QUEUED,))
+        if waiting >= self.max_queued:
+            self._reap_all()  # lost jobs must not hold places in the line
+            waiting = self.storage.count_jobs((QUEUED,))
+        if waiting >= self.max_queued:
+            raise QueueFull(
+                f"{waiting} jobs wait for a worker, the most this service takes (max_queued_jobs="
+                f"{self.max_queued}); try again when one starts"
+            )
+        job_id = secrets.token_hex(6)
+        self.storage.create_job(job_id=job_id, kind=kind, title=title, links=dict(links or {}), created=time.time())
+        try:
+            future = self.client.submit(run_job, job_id, task, payload, self.env, key=task_key(job_id), pure=False)
+            fire_and_forget(future)
+        except Exception as e:
+            reason = f"the Dask scheduler did not take the job ({type(e).__name__}: {e})"
+            finish(self.storage, job_id, FAILED, reason, error={"status": 503, "detail": reason})
+            raise AppError(503, reason) from None
+        job = self.get(job_id)
+        assert job is not None
         return job
 
-    def cancel(self, job: Job) -> bool:
-        """Ask a job to stop; True unless it had already finished. A queued job is cancelled at once."""
-        with job._changed:
-            if job.state in FINISHED:
-                return False
-            job.cancel_requested = True
-            queued = job.state == QUEUED
-        if queued:
-            job.message = "cancelled before it started"
-            job._set_state(CANCELLED)
-            self._changed(job)
-        return True
-
-    def _changed(self, job: Job) -> None:
-        if self._on_change is not None:
-            self._on_change(job)
-
     def get(self, job_id: str) -> Job | None:
-        with self._lock:
-            return self._jobs.get(job_id)
+        """The job as stored; one that is lost (see the module's docstring) is failed first."""
+        row = self.storage.get_job(job_id)
+        if row is None:
+            return None
+        job = Job.from_row(row)
+        return self._reap(job) if job.state in ACTIVE else job
 
-    def shutdown(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def cancel(self, job_id: str) -> Job | None:
+        """Ask a job to stop: a queued one is cancelled at once, a running one at its next report."""
+        if self.storage.request_cancel(job_id):
+            row = self.storage.get_job(job_id)
+            if row is not None and row["state"] == QUEUED:
+                finish(self.storage, job_id, CANCELLED, "cancelled before it started")
+        return self.get(job_id)
 
-    def _run(self, job: Job, work: Callable[[Job], dict[str, Any]]) -> None:
-        with job._changed:  # re-entrant: _set_state takes it again
-            if job.state != QUEUED:  # cancelled while it waited
-                return
-            job.message = "running"
-            job._set_state(RUNNING)
-        self._changed(job)
-        try:
-            self._finish(job, work)
-        finally:
-            self._changed(job)
+    def events(self, job_id: str, after: int = -1) -> list[dict[str, Any]]:
+        """The job's events with seq > `after`, in order: {seq, event, data}."""
+        return self.storage.job_events(job_id, after=after)
 
-    def _finish(self, job: Job, work: Callable[[Job], dict[str, Any]]) -> None:
-        try:
-            result = work(job)
-        except JobCancelled:
-            job.message = "cancelled while running"
-            job._set_state(CANCELLED)
-        except JobFailed as e:
-            job.error = {"status": e.status, "detail": e.detail}
-            job.message = e.detail
-            job._set_state(FAILED, error=job.error)
-        except Exception as e:  # a bug: keep the service up and show what happened
-            job.error = {"status": 500, "detail": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=8)}
-            job.message = job.error["detail"]
-            job._set_state(FAILED, error=job.error)
+    def wait(self, job_id: str, timeout: float) -> Job | None:
+        """Poll until the job is finished (tests, benchmarks); the job, or None when time ran out."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.get(job_id)
+            if job is None or job.is_finished:
+                return job
+            time.sleep(0.1)
+        return None
+
+    def close(self) -> None:
+        """Close this process's connection to the scheduler (never the cluster: the jobs go on)."""
+        self.client.close()
+
+    # ---- lost jobs ------------------------------------------------------------------------------
+
+    def _reap(self, job: Job) -> Job:
+        if job.state == QUEUED:  # a fresh row may not have reached the scheduler yet
+            quiet, patience = time.time() - job.created, QUEUED_GRACE_S
         else:
-            job.result = result
-            job.progress = 1.0
-            job.message = "done"
-            job._set_state(DONE, result=result)
+            quiet, patience = time.time() - (job.heartbeat or job.created), self.stale_s
+        if quiet < patience:
+            return job
+        reason = self._failure_logged(job.id)
+        if reason is None:
+            if self._task_alive(job.id):
+                return job  # waiting its turn, or busy without beating: Dask still has it
+            if job.state == QUEUED:
+                reason = "lost: the Dask scheduler no longer has this job (was it restarted?); submit it again"
+            else:
+                reason = (
+                    f"worker lost: the job's worker{' ' + job.worker if job.worker else ''} stopped "
+                    f"(attempt {job.attempts}) and no worker runs it any more; submit it again"
+                )
+        finish(self.storage, job.id, FAILED, reason, error={"status": 503, "detail": reason})
+        return Job.from_row(self.storage.get_job(job.id) or {})
 
-    def _forget_old(self) -> None:
-        # Drop the oldest finished jobs beyond `keep`; running ones are never dropped.
-        finished = [j for j in self._jobs.values() if j.state in FINISHED]
-        for job in finished[: max(0, len(finished) - self._keep)]:
-            del self._jobs[job.id]
+    def _reap_all(self) -> None:
+        for row in self.storage.jobs_in(ACTIVE):
+            self._reap(Job.from_row(row))
+
+    def _task_alive(self, job_id: str) -> bool:
+        key = task_key(job_id)
+        try:
+            states = self.client.sync(self.client.scheduler.get_task_status, keys=[key])
+        except Exception:
+            return True  # cannot tell: never fail a job on a hunch
+        return states.get(key) in LIVE_TASK_STATES
+
+    def _failure_logged(self, job_id: str) -> str | None:
+        try:
+            events = self.client.get_events(FAILURES_TOPIC)
+        except Exception:
+            return None
+        for _, msg in reversed(events):
+            if isinstance(msg, dict) and msg.get("job") == job_id:
+                return str(msg.get("reason"))
+        return None
+
+
+# ---- the worker's side ------------------------------------------------------------------------------
+
+
+class JobContext:
+    """What a task sees of its job: its id, the storage, and `report`."""
+
+    def __init__(self, job_id: str, storage: Storage) -> None:
+        self.id = job_id
+        self.storage = storage
+        self.progress = 0.0
+        self.message = "running"
+        self._checked = 0.0
+        self._written = 0.0
+
+    def report(self, progress: float | None = None, message: str | None = None, **data: Any) -> None:
+        """Record progress (0..1) and a message; `data` goes into the event for listeners.
+
+        Raises `JobCancelled` when the job was cancelled, so the task stops here.
+        """
+        now = time.monotonic()
+        if now - self._checked >= CANCEL_CHECK_S:
+            self._checked = now
+            row = self.storage.get_job(self.id)
+            if row is None or row.get("cancel_requested"):
+                raise JobCancelled
+        if progress is not None:
+            self.progress = max(0.0, min(1.0, progress))
+        if message is not None:
+            self.message = message
+        if now - self._written >= PROGRESS_WRITE_S:
+            self._written = now
+            self.storage.update_job(self.id, progress=self.progress, message=self.message, heartbeat=time.time())
+        self.storage.add_job_event(self.id, "progress", {"progress": self.progress, "message": self.message, **data})
+
+
+_storages: dict[tuple[str, str | None], Storage] = {}
+_storages_lock = threading.Lock()
+
+
+def _worker_address() -> str:
+    from distributed import get_worker
+
+    try:
+        return get_worker().address
+    except ValueError:  # called outside a worker (a test calling run_job directly)
+        return f"pid {os.getpid()}"
+
+
+def _open_storage(env: JobEnv) -> Storage:
+    """This worker process's Storage for `env` (opened once): the data folder must be there already,
+    since opening would otherwise make an empty one on a machine that lacks the shared volume."""
+    data_dir = os.environ.get(WORKER_DATA_ENV) or env.data_dir
+    url = os.environ.get(WORKER_DATABASE_ENV) or env.database_url
+    with _storages_lock:
+        if (data_dir, url) not in _storages:
+            folder = Path(data_dir)
+            if not folder.is_dir() or not os.access(folder, os.R_OK | os.W_OK | os.X_OK):
+                why = "does not exist" if not folder.exists() else "is not a folder it may read and write"
+                raise OSError(f"the data folder {folder} {why} on this worker")
+            # owns_jobs=False: other workers run jobs on this database too; opening must leave them be.
+            _storages[(data_dir, url)] = Storage(folder, database_url=url, owns_jobs=False)
+        return _storages[(data_dir, url)]
+
+
+def _beat(storage: Storage, job_id: str, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT_S):
+        with suppress(Exception):  # the next beat tries again; the reaper judges only long silences
+            storage.update_job(job_id, heartbeat=time.time())
+
+
+def run_job(job_id: str, task: Task, payload: dict[str, Any], env: JobEnv) -> str:
+    """The Dask task behind every job: run `task` with the job's state in the database; the final state.
+
+    A failure that cannot be written to the job's row (no database, no data folder) is logged on the
+    scheduler under FAILURES_TOPIC, where the app process that reads the job finds it.
+    """
+    worker = _worker_address()
+    try:
+        return _run(job_id, task, payload, env, worker)
+    except Exception as e:
+        _log_failure(job_id, f"worker {worker} cannot run the job: {e}")
+        raise
+
+
+def _log_failure(job_id: str, reason: str) -> None:
+    from distributed import get_worker
+
+    with suppress(ValueError):  # not on a worker: the exception is all there is
+        get_worker().log_event(FAILURES_TOPIC, {"job": job_id, "reason": reason})
+
+
+def _run(job_id: str, task: Task, payload: dict[str, Any], env: JobEnv, worker: str) -> str:
+    storage = _open_storage(env)
+    row = storage.get_job(job_id)
+    if row is None or row["state"] in FINISHED:
+        return row["state"] if row else "missing"  # cancelled while queued, or finished by an earlier attempt
+    if row.get("cancel_requested"):
+        finish(storage, job_id, CANCELLED, "cancelled before it started")
+        return CANCELLED
+    activate(env.limits)  # one job at a time per worker process: the limits are this job's
+    attempts = int(row.get("attempts") or 0) + 1
+    storage.update_job(
+        job_id, state=RUNNING, progress=0.0, message="running", attempts=attempts, worker=worker, heartbeat=time.time()
+    )
+    storage.add_job_event(job_id, RUNNING, {"state": RUNNING, "progress": 0.0, "message": "running"})
+    stop = threading.Event()
+    beating = threading.Thread(target=_beat, args=(storage, job_id, stop), name=f"beat-{job_id}", daemon=True)
+    beating.start()
+    try:
+        return _run_task(storage, job_id, task, payload)
+    finally:
+        stop.set()
+        beating.join()
+
+
+def _run_task(storage: Storage, job_id: str, task: Task, payload: dict[str, Any]) -> str:
+    ctx = JobContext(job_id, storage)
+    try:
+        result = task(ctx, payload)
+    except JobCancelled:
+        finish(storage, job_id, CANCELLED, "cancelled while running")
+        return CANCELLED
+    except JobFailed as e:
+        error = {"status": e.status, "detail": e.detail}
+        finish(storage, job_id, FAILED, e.detail, error=error)
+        return FAILED
+    except Exception as e:  # a bug: keep the worker up and show what happened
+        error = {"status": 500, "detail": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=8)}
+        finish(storage, job_id, FAILED, error["detail"], error=error)
+        return FAILED
+    finish(storage, job_id, DONE, "done", result=result)
+    return DONE

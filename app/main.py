@@ -3,21 +3,24 @@
 ``memplan serve`` runs ``uvicorn.run(create_app(Settings(...)))``; tests build their own
 app on a temporary data directory. Pages are at /, the REST API under /api/v1, the
 OpenAPI description at /docs. Nothing is fetched from the internet: plotly.js is served
-from the installed plotly package.
+from the installed plotly package. Jobs run on the Dask cluster at `settings.scheduler`
+(`memplan serve` starts a local one when none is given): the app submits and reads them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from app import routes
-from app.jobs import Job, JobManager
+from app.jobs import JobEnv, JobService, connect
 from app.routes import errors
 from app.routes.rendering import make_templates
 from app.security import AccessControl
@@ -31,20 +34,29 @@ __all__ = ["Settings", "create_app"]
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
     activate(settings.limits())
-    # Jobs left queued or running died with this process (so are marked interrupted at start-up) only with
-    # the default SQLite file and no scheduler address: otherwise other processes' workers may be running them.
-    owns_jobs = settings.database_url is None and not getattr(settings, "scheduler", None)
-    storage = Storage(settings.data_dir, settings.database_url, owns_jobs=owns_jobs)
-
-    def remember(job: Job) -> None:
-        storage.save_job({**job.to_json(), "created": job.created, "finished": job.finished})
-
-    jobs = JobManager(settings.max_jobs, settings.keep_jobs, max_queued=settings.max_queued_jobs, on_change=remember)
+    if settings.scheduler is None:
+        raise ValueError(
+            "no Dask scheduler for jobs: set MEMPLAN_SCHEDULER=tcp://host:port, or start the service with "
+            "`memplan serve`, which starts a local cluster"
+        )
+    # owns_jobs=False: jobs run on Dask workers and outlive this process; opening storage leaves them be.
+    storage = Storage(settings.data_dir, settings.database_url, owns_jobs=False)
+    env = JobEnv(
+        data_dir=str(Path(settings.data_dir).resolve()),
+        database_url=None if storage.db_path is not None else storage.url,  # None: the data folder's SQLite
+        limits=settings.limits(),
+    )
+    try:
+        client = connect(settings.scheduler)
+    except OSError:
+        storage.close()
+        raise
+    jobs = JobService(client, storage, env, max_queued=settings.max_queued_jobs)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        jobs.shutdown()
+        await asyncio.to_thread(jobs.close)  # this process's Client only: the cluster and its jobs go on
         storage.close()
 
     app = FastAPI(

@@ -33,12 +33,13 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(default=2 * GIB, gt=0)
     host: str = "127.0.0.1"
     port: int = 8000
-    # Jobs (slow strategies, runs) executing at once; the rest wait in line.
-    max_jobs: int = Field(default=2, ge=1)
+    # The Dask scheduler that runs jobs (tcp://host:port); env MEMPLAN_SCHEDULER. `memplan serve`
+    # without it starts a local cluster; `create_app` needs one.
+    scheduler: str | None = Field(default=None, validation_alias=AliasChoices("MEMPLAN_SCHEDULER", "scheduler"))
     # Jobs allowed to wait for a worker; one more is refused with 429 until the line moves.
     max_queued_jobs: int = Field(default=32, ge=0)
-    # Finished jobs kept in memory for their pages and events.
-    keep_jobs: int = Field(default=200, ge=1)
+    # Plan tasks one sweep may queue (model x strategy x dims); a larger sweep is refused with 429.
+    max_sweep_tasks: int = Field(default=20_000, ge=1)
 
     # ---- limits on what a model may make the service allocate or compute --------------
     # Elements of any one tensor (inputs, activations, folded constants), counted as float32:

@@ -24,6 +24,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.jobs import local_cluster  # noqa: E402
 from reliability.malformed import base_model  # noqa: E402
 
 
@@ -88,11 +89,12 @@ def run(base: str, clients: int, seconds: float) -> dict[str, float]:
     }
 
 
-def serve(data: Path) -> tuple[subprocess.Popen, str]:
+def serve(data: Path, scheduler: str) -> tuple[subprocess.Popen, str]:
+    """One uvicorn process serving the app (jobs on the Dask cluster at `scheduler`); (process, URL)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = {**os.environ, "MEMPLAN_DATA": str(data), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "MEMPLAN_DATA": str(data), "MEMPLAN_SCHEDULER": scheduler, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--port", str(port)]
     proc = subprocess.Popen([*cmd, "--log-level", "warning"], env=env, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
@@ -127,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--docs", type=Path, default=None)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as data:
-        proc, base = serve(Path(data))
+    with tempfile.TemporaryDirectory() as data, local_cluster() as scheduler:
+        proc, base = serve(Path(data), scheduler)
         try:
             figures = run(base, args.clients, args.seconds)
         finally:

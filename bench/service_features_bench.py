@@ -18,8 +18,9 @@ sys.path.insert(0, str(ROOT))
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from app.services.docsections import replace_section  # noqa: E402
+from app.jobs import local_cluster  # noqa: E402
 from app.main import Settings, create_app  # noqa: E402
+from app.services.docsections import replace_section  # noqa: E402
 from runtime.training import models as training_models  # noqa: E402
 from tests.memory_models import mlp, rnn_output, rnn_step  # noqa: E402
 
@@ -31,7 +32,7 @@ def upload(client: TestClient, model, name: str) -> str:
 
 
 def finished(client: TestClient, job: dict) -> dict:
-    assert client.app.state.jobs.get(job["id"]).wait(600)
+    assert client.app.state.jobs.wait(job["id"], 600)
     done = client.get(f"/api/v1/jobs/{job['id']}").json()
     assert done["state"] == "done", done
     return done["result"]
@@ -125,7 +126,11 @@ def markdown(m: dict) -> str:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as folder, TestClient(create_app(Settings(data_dir=Path(folder)))) as client:
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        local_cluster() as scheduler,
+        TestClient(create_app(Settings(data_dir=Path(folder), scheduler=scheduler))) as client,
+    ):
         text = markdown(measure(client))
     print(text)
     replace_section(ROOT / "docs" / "BENCHMARKS.md", "service-runtime-features", text)

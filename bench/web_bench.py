@@ -27,22 +27,28 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from app.jobs import local_cluster  # noqa: E402
+from app.main import Settings, create_app  # noqa: E402
 from app.services.docsections import replace_section  # noqa: E402
 from app.services.library import EXAMPLES_DIR  # noqa: E402
-from app.main import Settings, create_app  # noqa: E402
 from planner import get, names  # noqa: E402
 from planner.generate import network_like  # noqa: E402
 from tests.browser.harness import CHROMIUM, FLAGS  # noqa: E402 - the one place Chromium's launch flags live
 
 
-def serve(data_dir: Path) -> tuple[str, object, threading.Thread]:
+def serve(data_dir: Path, scheduler: str) -> tuple[str, object, threading.Thread]:
     import uvicorn
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = uvicorn.Server(
-        uvicorn.Config(create_app(Settings(data_dir=data_dir)), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            create_app(Settings(data_dir=data_dir, scheduler=scheduler)),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -145,8 +151,8 @@ def main() -> None:
         "--output", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
     )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as data:
-        base, server, thread = serve(Path(data))
+    with tempfile.TemporaryDirectory() as data, local_cluster() as scheduler:
+        base, server, thread = serve(Path(data), scheduler)
         try:
             api = bench_resnet(base)
             charts = [] if args.skip_browser else bench_chart(base, args.tensors, args.profiles)

@@ -387,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from fastapi.testclient import TestClient
 
+    from app.jobs import local_cluster
     from app.main import Settings, create_app
     from app.services.docsections import replace_section
 
@@ -398,7 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with (
         tempfile.TemporaryDirectory() as data,
-        TestClient(create_app(Settings(data_dir=Path(data))), raise_server_exceptions=False) as client,
+        local_cluster() as scheduler,  # runs are jobs: Dask workers run them
+        TestClient(
+            create_app(Settings(data_dir=Path(data), scheduler=scheduler)), raise_server_exceptions=False
+        ) as client,
     ):
         report = exercise(client, generate(args.count, args.seed))
     text = markdown(report, args.slow, args.seed)

@@ -1,7 +1,9 @@
 """The fixtures every part of the suite shares: the real app on a real SQLite file in a temporary
 data folder, its test client, and for browser tests the app served by uvicorn with a Chromium
-context (`tests/browser/harness.py`). The storage and API tests (`ON_BOTH_DATABASES`) run on
-SQLite and again on a real PostgreSQL, started for the session (`postgresql`)."""
+context (`tests/browser/harness.py`). Jobs run on one real Dask cluster for the whole session
+(`dask_scheduler`: two worker processes on loopback). The storage and API tests
+(`ON_BOTH_DATABASES`) run on SQLite and again on a real PostgreSQL, started for the session
+(`postgresql`)."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.jobs import local_cluster
 from app.main import create_app
 from app.settings import Settings
 from tests.browser.harness import chromium, serving
@@ -28,23 +31,38 @@ from tests.browser.harness import chromium, serving
 UPLOAD_LIMIT = 1 << 22  # bytes: every model the tests build fits
 
 
+@pytest.fixture(scope="session")
+def dask_scheduler() -> Iterator[str]:
+    """One real Dask cluster for the session: two worker processes on 127.0.0.1; its scheduler's address.
+
+    Apps connect their own Client to it and close only that; the cluster closes when the session ends.
+    """
+    with local_cluster(workers=2) as address:
+        yield address
+
+
 @pytest.fixture()
-def make_app(tmp_path, database_url) -> Callable[..., FastAPI]:
+def make_app(tmp_path, dask_scheduler, database_url) -> Iterator[Callable[..., FastAPI]]:
     """An app factory: `make_app(max_upload_bytes=10_000, token="t")` overrides any setting.
 
     Its database is `database_url`'s: SQLite in the data folder, or PostgreSQL for the tests that run on both.
     """
+    made: list[FastAPI] = []
 
     def make(**settings: Any) -> FastAPI:
         options: dict[str, Any] = {
             "data_dir": tmp_path / "data",
             "database_url": database_url,
             "max_upload_bytes": UPLOAD_LIMIT,
+            "scheduler": dask_scheduler,
             **settings,
         }
-        return create_app(Settings(**options))
+        made.append(create_app(Settings(**options)))
+        return made[-1]
 
-    return make
+    yield make
+    for app in made:  # apps a test never started (no lifespan) still hold a Client
+        app.state.jobs.close()
 
 
 @pytest.fixture()
@@ -59,9 +77,10 @@ def client(app) -> Iterator[TestClient]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Iterator[str]:
+def server(tmp_path_factory, dask_scheduler) -> Iterator[str]:
     """The app served by uvicorn on a free loopback port, one per test module; its URL."""
-    with serving(Settings(data_dir=tmp_path_factory.mktemp("data"), max_upload_bytes=1 << 20)) as url:
+    settings = Settings(data_dir=tmp_path_factory.mktemp("data"), max_upload_bytes=1 << 20, scheduler=dask_scheduler)
+    with serving(settings) as url:
         yield url
 
 

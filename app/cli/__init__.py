@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from app.cli import bench, conformance, plan, run, serve, train, train_plan
+from app.cli import bench, conformance, plan, run, serve, sweep, train, train_plan, worker
 
 app = typer.Typer(
     name="memplan",
@@ -28,6 +28,8 @@ COMMANDS = {
     "train-plan": train_plan.train_plan,
     "train": train.train,
     "serve": serve.serve,
+    "worker": worker.worker,
+    "sweep": sweep.sweep,
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_command)

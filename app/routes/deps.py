@@ -8,7 +8,7 @@ from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 
 from app.errors import not_found
-from app.jobs import FINISHED, Job, JobManager
+from app.jobs import Job, JobService
 from app.settings import Settings
 from app.storage import ModelRecord, PlanRecord, Storage
 
@@ -17,7 +17,7 @@ def _storage(request: Request) -> Storage:
     return request.app.state.storage
 
 
-def _jobs(request: Request) -> JobManager:
+def _jobs(request: Request) -> JobService:
     return request.app.state.jobs
 
 
@@ -26,7 +26,7 @@ def _settings(request: Request) -> Settings:
 
 
 StorageDep = Annotated[Storage, Depends(_storage)]
-JobsDep = Annotated[JobManager, Depends(_jobs)]
+JobsDep = Annotated[JobService, Depends(_jobs)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 
 
@@ -44,14 +44,10 @@ def _plan(plan_id: str, storage: StorageDep) -> PlanRecord:
     return record
 
 
-def _job(job_id: str, jobs: JobsDep, storage: StorageDep) -> Job:
-    job = jobs.get(job_id)
+def _job(job_id: str, jobs: JobsDep) -> Job:
+    job = jobs.get(job_id)  # from the database: any app process's job
     if job is None:
-        # Forgotten by this process (an older one ran it, or it was dropped): what storage recorded.
-        stored = storage.get_job(job_id)
-        if stored is None or stored["state"] not in FINISHED:
-            raise not_found("job", job_id)
-        job = Job.restored(stored)
+        raise not_found("job", job_id)
     return job
 
 

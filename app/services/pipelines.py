@@ -16,7 +16,7 @@ import numpy as np
 
 import runtime
 from app.errors import AppError, not_found
-from app.jobs import Job, JobFailed, JobManager
+from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import PipelineRequest, PipelineRunRequest
 from app.services import library
 from app.services.graphs import MEMORY_FIELDS, load_graph, memory_of, model_problem, tensor_facts
@@ -66,7 +66,7 @@ def _pipeline(graphs: dict[str, Any], spec: dict[str, Any], plan: Plan | str, **
         raise AppError(422, f"connections: {e}", title="Invalid pipeline") from None
 
 
-def plan_pipeline(storage: Storage, jobs: JobManager, body: PipelineRequest) -> dict[str, Any]:
+def plan_pipeline(storage: Storage, jobs: JobService, body: PipelineRequest) -> dict[str, Any]:
     """Plan the pipeline's joint arena, store it, and describe it (joint against separate arenas)."""
     if get(body.strategy).slow:
         raise AppError(422, f"strategy: {body.strategy} runs as a job; plan a pipeline with a fast strategy")
@@ -130,34 +130,44 @@ def describe(storage: Storage, pipeline_id: str) -> dict[str, Any]:
     }
 
 
-def start_run(storage: Storage, jobs: JobManager, pipeline_id: str, body: PipelineRunRequest) -> Job:
-    """Submit a run of the stored pipeline in its joint plan; the run page follows it."""
+def start_run(storage: Storage, jobs: JobService, pipeline_id: str, body: PipelineRunRequest) -> Job:
+    """Submit a run of the stored pipeline in its joint plan (`run_task`); the run page follows it."""
     info = describe(storage, pipeline_id)
     if not info["valid"]:
         raise AppError(409, f"pipeline {pipeline_id!r} has no valid plan to run: {info['error']}")
-    plan_record = storage.get_plan(info["plan_id"])
-    assert plan_record is not None
-    spec = storage.get_problem(pipeline_id)["options"]["pipeline"]  # type: ignore[index]
-    records = _records(storage, spec["models"])
-    plan = Plan.from_json(plan_record.plan)
+    title = f"run pipeline {info['name']} in its joint {info['strategy']} plan"
+    payload = {"pipeline_id": pipeline_id, "plan_id": info["plan_id"], "body": body.model_dump()}
+    return jobs.submit(
+        "run", title, run_task, payload, links={"page": "/runs/{id}", "plan": f"/plans/{info['plan_id']}"}
+    )
 
-    def work(job: Job) -> dict[str, Any]:
-        result = execute(job, storage, records, spec, plan, body)
-        result.update(
-            plan_id=plan_record.id,
-            pipeline_id=pipeline_id,
-            options={**spec, "zero_copy": body.zero_copy, "seed": body.seed},
-            rerun={"url": info["links"]["runs"], "body": {"seed": body.seed, "verify": body.verify}},
-        )
-        storage.add_run(job.id, None, plan_record.id, result)  # type: ignore[arg-type]  # no single model
-        return result
 
-    title = f"run pipeline {info['name']} in its joint {plan.strategy} plan"
-    return jobs.submit("run", title, work, links={"page": "/runs/{id}", "plan": f"/plans/{plan_record.id}"})
+def run_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline run job, on a worker: run the models in the joint plan, store and return the result."""
+    storage = job.storage
+    pipeline_id, body = payload["pipeline_id"], PipelineRunRequest.model_validate(payload["body"])
+    plan_record = storage.get_plan(payload["plan_id"])
+    stored = storage.get_problem(pipeline_id)
+    if plan_record is None or stored is None:
+        raise JobFailed(f"pipeline {pipeline_id!r} or its plan was deleted before the run", 410)
+    spec = stored["options"]["pipeline"]
+    try:
+        records = _records(storage, spec["models"])
+    except AppError as e:
+        raise JobFailed(e.detail, 410) from None
+    result = execute(job, storage, records, spec, Plan.from_json(plan_record.plan), body)
+    result.update(
+        plan_id=plan_record.id,
+        pipeline_id=pipeline_id,
+        options={**spec, "zero_copy": body.zero_copy, "seed": body.seed},
+        rerun={"url": f"/api/v1/pipelines/{pipeline_id}/runs", "body": {"seed": body.seed, "verify": body.verify}},
+    )
+    storage.add_run(job.id, None, plan_record.id, result)  # type: ignore[arg-type]  # no single model
+    return result
 
 
 def execute(
-    job: Job, storage: Storage, records: dict[str, ModelRecord], spec: dict[str, Any], plan: Plan, body: Any
+    job: JobContext, storage: Storage, records: dict[str, ModelRecord], spec: dict[str, Any], plan: Plan, body: Any
 ) -> dict[str, Any]:
     job.report(0.0, "loading the models")
     graphs = _graphs(storage, records, spec["dims"], fuse=memory_of(spec).fuse)

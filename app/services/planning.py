@@ -2,7 +2,8 @@
 the results.
 
 Fast strategies answer inline; strategies the registry marks slow (or every strategy when
-the caller asks for `background`) run as one job whose progress is one step per strategy.
+the caller asks for `background`) run as one job (`plan_task`, on a Dask worker, reading the
+stored problem) whose progress is one step per strategy.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import AppError, not_found
-from app.jobs import Job, JobManager
+from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import PlanRequest
 from app.services import graphs, library
 from app.services.plans import remember
@@ -84,7 +85,7 @@ def _store(storage: Storage, problem_id: str, outcomes: list[StrategyResult]) ->
 
 def plan_and_store(
     storage: Storage,
-    jobs: JobManager,
+    jobs: JobService | None,
     problem: Problem,
     names: list[str],
     *,
@@ -94,7 +95,10 @@ def plan_and_store(
     model_id: str | None = None,
     tensors: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Store the problem, plan it with each strategy, and return what `PlansOut` describes."""
+    """Store the problem, plan it with each strategy, and return what `PlansOut` describes.
+
+    `jobs` may be None where every strategy is fast and nothing is `background` (inside a job).
+    """
     strategy_options = active_limits().cap_time(strategy_options)  # no request outlasts plan_seconds
     problem_id = storage.add_problem(problem.to_json(), request_options, model_id, tensors)
     remember(storage, problem_id, problem)  # the plan page need not parse 20,000 buffers again
@@ -103,10 +107,12 @@ def plan_and_store(
     records = _store(storage, problem_id, run_strategies(problem, inline, **strategy_options)) if inline else []
     job = None
     if later:
+        assert jobs is not None, f"{later} run as a job: plan_and_store needs the job service"
         job = jobs.submit(
             "plan",
             f"planning {problem.name or 'problem'} with {', '.join(later)}",
-            lambda job: _plan_job(job, storage, problem, problem_id, later, strategy_options),
+            plan_task,
+            {"problem_id": problem_id, "names": later, "options": strategy_options},
             links={"problem": f"/api/v1/problems/{problem_id}"},
         )
     plans = [summary(r, problem) for r in records]
@@ -135,9 +141,14 @@ def best_of(plans: list[dict[str, Any]]) -> dict[str, Any] | None:
     return min(valid, key=lambda p: p["arena_bytes"]) if valid else None
 
 
-def _plan_job(
-    job: Job, storage: Storage, problem: Problem, problem_id: str, names: list[str], options: dict[str, Any]
-) -> dict[str, Any]:
+def plan_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """The planning job, on a worker: plan the stored problem with each named strategy, storing each plan."""
+    storage = job.storage
+    problem_id, names, options = payload["problem_id"], payload["names"], payload["options"]
+    stored = storage.get_problem(problem_id)
+    if stored is None:
+        raise JobFailed(f"problem {problem_id!r} was deleted before it was planned", 410)
+    problem = Problem.from_json(stored["problem"])
     done: list[dict[str, Any]] = []
 
     def on_done(outcome: StrategyResult) -> None:
@@ -152,10 +163,11 @@ def _plan_job(
     return {"problem_id": problem_id, "plans": done, "page": f"/plans/{best['id']}" if best else None}
 
 
-def plan_model(storage: Storage, jobs: JobManager, record: ModelRecord, body: PlanRequest) -> dict[str, Any]:
+def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: PlanRequest) -> dict[str, Any]:
     library.check_dims(record, body.dims)
+    library.check_shapes(record, body.shapes)
     memory = body.memory()
-    graph = graphs.load_graph(library.model_path(storage, record), body.dims, fuse=memory.fuse)
+    graph = graphs.load_graph(library.model_path(storage, record), body.dims, shapes=body.shapes, fuse=memory.fuse)
     pools = [p.model_dump() for p in body.pools] if body.pools else None
     problem = graphs.model_problem(graph, memory, pools=pools, name=record.name)
     strategy_options: dict[str, Any] = {"seed": body.seed}
@@ -199,7 +211,7 @@ def parse_problem(body: bytes, content_type: str, alignment: int | None) -> Prob
 
 def plan_problem(
     storage: Storage,
-    jobs: JobManager,
+    jobs: JobService,
     problem: Problem,
     *,
     strategies: str,

@@ -1,6 +1,8 @@
 """Runs: execute a stored model inside a plan's arena, as a job, and check its outputs.
 
-Progress is one event per op (name, type, seconds). The verdict compares every output
+`start` resolves the plan in the app process and submits `run_task`, which a Dask worker runs
+with ids and the request body (never a Storage or a closure). Progress is one event per op
+(name, type, seconds). The verdict compares every output
 with an independent oracle: onnxruntime when it is installed and accepts the model,
 onnx.reference otherwise.
 """
@@ -16,7 +18,7 @@ import numpy as np
 
 import runtime
 from app.errors import AppError
-from app.jobs import Job, JobFailed, JobManager
+from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import RunRequest
 from app.services import graphs, library
 from app.services.planning import plan_and_store
@@ -28,8 +30,9 @@ from runtime import oracle
 MAX_EVENTS_PER_RUN = 5000  # beyond this, progress events are thinned (the time chart keeps every op)
 
 
-def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequest, npz: bytes | None) -> Job:
+def start(storage: Storage, jobs: JobService, record: ModelRecord, body: RunRequest, npz: bytes | None) -> Job:
     """Resolve the plan to run (a stored one, or a fresh plan with `body.strategy`) and submit the job."""
+    library.check_shapes(record, body.shapes)
     if body.plan_id is not None:
         plan_record = storage.get_plan(body.plan_id)
         stored = storage.get_problem(plan_record.problem_id) if plan_record else None
@@ -41,7 +44,7 @@ def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequ
     else:
         # Zero-copy needs inputs and outputs outside the arena, where caller memory can be bound.
         memory = body.memory().replace(io="external") if body.zero_copy else body.memory()
-        options = {"dims": body.dims, **memory.to_json()}
+        options = {"dims": body.dims, "shapes": body.shapes, **memory.to_json()}
         made = plan_and_store(
             storage,
             jobs,
@@ -56,23 +59,43 @@ def start(storage: Storage, jobs: JobManager, record: ModelRecord, body: RunRequ
         plan_record = storage.get_plan(plan_id)
         if plan_record is None or not plan_record.valid:
             raise AppError(422, f"{body.strategy} gave no valid plan: {made['plans'][0].get('error')}")
-    inputs = _read_npz(npz) if npz is not None else None
+    if npz is not None:
+        _read_npz(npz)  # refused now (422) rather than in the job
     title = f"run {record.name} in the {plan_record.strategy} plan"
+    payload = {
+        "model_id": record.id,
+        "plan_id": plan_record.id,
+        "options": options,
+        "body": body.model_dump(),
+        "npz": npz,
+    }
+    return jobs.submit(
+        "run", title, run_task, payload, links={"page": "/runs/{id}", "plan": f"/plans/{plan_record.id}"}
+    )
 
-    def work(job: Job) -> dict[str, Any]:
-        result = execute(job, storage, record, options, Plan.from_json(plan_record.plan), inputs, body)
-        result["plan_id"] = plan_record.id
-        result["options"] = {**options, "zero_copy": body.zero_copy, "seed": body.seed}
-        result["rerun"] = {"url": f"/api/v1/models/{record.id}/runs", "body": rerun_body(plan_record.strategy, options)}
-        storage.add_run(job.id, record.id, plan_record.id, result)
-        return result
 
-    return jobs.submit("run", title, work, links={"page": "/runs/{id}", "plan": f"/plans/{plan_record.id}"})
+def run_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """The run job, on a worker: execute the model in the stored plan, store and return the result."""
+    storage = job.storage
+    record = storage.get_model(payload["model_id"])
+    plan_record = storage.get_plan(payload["plan_id"])
+    if record is None or plan_record is None:
+        raise JobFailed(f"model {payload['model_id']!r} or plan {payload['plan_id']!r} was deleted before the run", 410)
+    body = RunRequest.model_validate(payload["body"])
+    options = payload["options"]
+    inputs = _read_npz(payload["npz"]) if payload["npz"] is not None else None
+    result = execute(job, storage, record, options, Plan.from_json(plan_record.plan), inputs, body)
+    result["plan_id"] = plan_record.id
+    result["options"] = {**options, "zero_copy": body.zero_copy, "seed": body.seed}
+    result["rerun"] = {"url": f"/api/v1/models/{record.id}/runs", "body": rerun_body(plan_record.strategy, options)}
+    storage.add_run(job.id, record.id, plan_record.id, result)
+    return result
 
 
 def _problem(storage: Storage, record: ModelRecord, options: dict[str, Any]) -> Problem:
     memory = graphs.memory_of(options)
-    graph = graphs.load_graph(library.model_path(storage, record), options.get("dims", {}), fuse=memory.fuse)
+    path = library.model_path(storage, record)
+    graph = graphs.load_graph(path, options.get("dims", {}), shapes=options.get("shapes"), fuse=memory.fuse)
     return graphs.model_problem(graph, memory, pools=None, name=record.name)
 
 
@@ -87,7 +110,7 @@ def _read_npz(data: bytes) -> dict[str, np.ndarray]:
 
 
 def execute(
-    job: Job,
+    job: JobContext,
     storage: Storage,
     record: ModelRecord,
     options: dict[str, Any],
@@ -98,7 +121,7 @@ def execute(
     path = library.model_path(storage, record)
     memory = graphs.memory_of(options)
     job.report(0.0, "loading the model")
-    graph = graphs.load_graph(path, options.get("dims", {}), fuse=memory.fuse)
+    graph = graphs.load_graph(path, options.get("dims", {}), shapes=options.get("shapes"), fuse=memory.fuse)
     try:
         feeds = inputs if inputs is not None else oracle.random_inputs(graph, body.seed)
     except runtime.ModelError as e:
@@ -114,6 +137,9 @@ def execute(
     except runtime.ModelError as e:
         raise JobFailed(f"the plan cannot be run: {e}", 422) from None
     outputs, elapsed, times = execute_with_progress(job, session, graph.nodes, run_feeds, "the model")
+    stats = run_stats(session)  # the timed run's: tracemalloc off, so its times are the kernels'
+    session.run(run_feeds, measure="memory")  # bytes beside the arena come from a traced run of their own
+    stats["outside_arena_bytes"] = session.stats.outside_arena_bytes if session.stats else None
     job.report(1.0, "checking the outputs against an oracle")
     verdict = oracle.verify(path, feeds, outputs, body.verify)
     return {
@@ -124,7 +150,7 @@ def execute(
         "outputs": [describe_output(name, value) for name, value in outputs.items()],
         "verdict": verdict,
         "arena_bytes": plan.arena_bytes,
-        "stats": run_stats(session),
+        "stats": stats,
         **copy_figures(session),
         "seed": body.seed if inputs is None else None,
         "inputs": "uploaded .npz" if inputs is not None else f"random, seed {body.seed}",
@@ -136,7 +162,7 @@ def rerun_body(strategy: str, options: dict[str, Any]) -> dict[str, Any]:
     flips `zero_copy` in it, which decides `io`)."""
     memory = graphs.memory_of(options).to_json()
     memory.pop("io")
-    return {"strategy": strategy, "dims": options.get("dims", {}), **memory}
+    return {"strategy": strategy, "dims": options.get("dims", {}), "shapes": options.get("shapes", {}), **memory}
 
 
 def bind_io(session: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -161,7 +187,7 @@ def copy_figures(session: Any) -> dict[str, Any]:
 
 
 def execute_with_progress(
-    job: Job, runner: Any, nodes: Sequence[Any], feeds: dict[str, np.ndarray], what: str
+    job: JobContext, runner: Any, nodes: Sequence[Any], feeds: dict[str, np.ndarray], what: str
 ) -> tuple[dict[str, np.ndarray], float, list[dict[str, Any]]]:
     """Run a prepared session or pipeline, reporting each op to the job (thinned past
     MAX_EVENTS_PER_RUN events; the returned per-op times keep every op)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 import runtime
 from app.errors import AppError
-from app.jobs import Job, JobFailed, JobManager
+from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import TrainingDemoRequest, TrainingPlanRequest
 from app.services import graphs, library
 from app.services.library import check_dims
@@ -36,10 +36,11 @@ def _fast(strategy: str) -> None:
         raise AppError(422, f"strategy: {strategy} runs as a job of its own; plan a training step with a fast one")
 
 
-def plan_training(storage: Storage, jobs: JobManager, record: ModelRecord, body: TrainingPlanRequest) -> dict[str, Any]:
+def plan_training(storage: Storage, jobs: JobService, record: ModelRecord, body: TrainingPlanRequest) -> dict[str, Any]:
     """Build the model's training step, plan it per category and unified, store the unified plan."""
     _fast(body.strategy)
     check_dims(record, body.dims)
+    library.check_shapes(record, body.shapes)
     path = library.model_path(storage, record)
     try:
         step = build_training_step(
@@ -48,6 +49,7 @@ def plan_training(storage: Storage, jobs: JobManager, record: ModelRecord, body:
             loss=body.loss,
             optimizer=body.optimizer,
             dims=body.dims,
+            shapes=body.shapes,
             recompute=body.recompute,
         )
         problem = training_problem(step, runtime.MemoryOptions(alignment=body.alignment))
@@ -60,7 +62,7 @@ def plan_training(storage: Storage, jobs: JobManager, record: ModelRecord, body:
 
 
 def _store(
-    storage: Storage, jobs: JobManager, problem: Problem, strategy: str, name: str, graph: Any
+    storage: Storage, jobs: JobService | None, problem: Problem, strategy: str, name: str, graph: Any
 ) -> dict[str, Any]:
     problem = problem.replace(name=name)
     made = plan_and_store(
@@ -115,38 +117,41 @@ def breakdown(plans: CategoryPlans) -> dict[str, Any]:
     }
 
 
-def start_demo(storage: Storage, jobs: JobManager, body: TrainingDemoRequest) -> Job:
-    """Submit the demo as a job: one progress event per step with `step` and `loss`."""
+def start_demo(storage: Storage, jobs: JobService, body: TrainingDemoRequest) -> Job:
+    """Submit the demo as a job (`demo_task`): one progress event per step with `step` and `loss`."""
     _fast(body.strategy)
+    title = f"train the {body.model} demo for {body.steps} steps"
+    return jobs.submit("training", title, demo_task, {"body": body.model_dump()}, links={"page": "/training/demo/{id}"})
+
+
+def demo_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """The training demo job, on a worker: train, store the unified plan, return losses and breakdown."""
+    from runtime.training.demo import train_demo
+
+    body = TrainingDemoRequest.model_validate(payload["body"])
     every = max(1, body.steps // MAX_LOSS_EVENTS)
 
-    def work(job: Job) -> dict[str, Any]:
-        from runtime.training.demo import train_demo
+    def on_step(i: int, loss: float) -> None:
+        if i % every == 0 or i == body.steps - 1:
+            job.report((i + 1) / body.steps, f"step {i + 1}/{body.steps}: loss {loss:.4f}", step=i, loss=loss)
 
-        def on_step(i: int, loss: float) -> None:
-            if i % every == 0 or i == body.steps - 1:
-                job.report((i + 1) / body.steps, f"step {i + 1}/{body.steps}: loss {loss:.4f}", step=i, loss=loss)
-
-        job.report(0.0, f"building the {body.model}'s training step and planning it")
-        try:
-            result = train_demo(
-                body.model, body.steps, body.batch, body.optimizer, body.lr, body.strategy, body.seed, on_step
-            )
-        except (NonFiniteLossError, runtime.ModelError) as e:
-            raise JobFailed(f"training stopped: {e}", 422) from None
-        assert result.plans is not None
-        name = f"{body.model} demo · training step"
-        stored = _store(storage, jobs, result.plans.problem, body.strategy, name, None)
-        return {
-            "demo": body.model_dump(),
-            "source": result.source,
-            "losses": result.losses,
-            "first_loss": result.losses[0],
-            "last_loss": result.losses[-1],
-            "accuracy": result.accuracy,
-            **breakdown(result.plans),
-            **stored,
-        }
-
-    title = f"train the {body.model} demo for {body.steps} steps"
-    return jobs.submit("training", title, work, links={"page": "/training/demo/{id}"})
+    job.report(0.0, f"building the {body.model}'s training step and planning it")
+    try:
+        result = train_demo(
+            body.model, body.steps, body.batch, body.optimizer, body.lr, body.strategy, body.seed, on_step
+        )
+    except (NonFiniteLossError, runtime.ModelError) as e:
+        raise JobFailed(f"training stopped: {e}", 422) from None
+    assert result.plans is not None
+    name = f"{body.model} demo · training step"
+    stored = _store(job.storage, None, result.plans.problem, body.strategy, name, None)  # fast: inline
+    return {
+        "demo": body.model_dump(),
+        "source": result.source,
+        "losses": result.losses,
+        "first_loss": result.losses[0],
+        "last_loss": result.losses[-1],
+        "accuracy": result.accuracy,
+        **breakdown(result.plans),
+        **stored,
+    }

@@ -20,8 +20,9 @@ pytestmark = BROWSER
 
 
 @pytest.fixture()
-def server(tmp_path):
-    with serving(Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 20, token=TOKEN)) as url:
+def server(tmp_path, dask_scheduler):
+    settings = Settings(data_dir=tmp_path / "data", max_upload_bytes=1 << 20, token=TOKEN, scheduler=dask_scheduler)
+    with serving(settings) as url:
         yield url
 
 

@@ -11,10 +11,12 @@ from app.main import Settings, create_app
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(tmp_path_factory, dask_scheduler):
     data = tmp_path_factory.mktemp("fuzz")
     # Short planning budget: a fuzzed time_limit must not stall the suite.
-    return create_app(Settings(data_dir=data, plan_seconds=1.0, max_queued_jobs=4))
+    app = create_app(Settings(data_dir=data, plan_seconds=1.0, max_queued_jobs=4, scheduler=dask_scheduler))
+    yield app
+    app.state.jobs.close()
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")

@@ -26,10 +26,10 @@ def job_page(request: Request, job_id: str, jobs: JobsDep) -> Response:
 
 @router.get("/runs/{run_id}")
 def run_page(request: Request, run_id: str, jobs: JobsDep, storage: StorageDep) -> Response:
-    job = jobs.get(run_id)
+    job = jobs.get(run_id)  # a run's id is its job's id
     if job is not None and job.kind == "run":
         data = {"job": job.to_json(), "result": job.result}
-    else:
+    else:  # a run whose job row is gone: the stored result
         stored = storage.get_run(run_id)
         if stored is None:
             raise not_found("run", run_id)

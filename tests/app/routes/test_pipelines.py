@@ -23,7 +23,7 @@ def _upload(client: TestClient, model, name: str) -> str:
 
 
 def _finished(client: TestClient, job: dict) -> dict:
-    assert client.app.state.jobs.get(job["id"]).wait(60)
+    assert client.app.state.jobs.wait(job["id"], 60)
     done = client.get(f"/api/v1/jobs/{job['id']}").json()
     assert done["state"] == "done", done
     return done["result"]

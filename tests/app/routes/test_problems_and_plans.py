@@ -42,7 +42,7 @@ def test_csv_problem_is_planned_by_every_strategy_and_each_plan_checks(client):
     fast = [n for n in names() if not get(n).slow]
     assert [p["strategy"] for p in result["plans"]] == fast  # slow ones, if any, run as a job
     if result["job"] is not None:
-        assert client.app.state.jobs.get(result["job"]["id"]).wait(120)
+        assert client.app.state.jobs.wait(result["job"]["id"], 120)
     stored = client.get(f"/api/v1/problems/{result['problem_id']}").json()["plans"]
     assert sorted(p["strategy"] for p in stored) == sorted(names())
     problem, _ = read_csv(CSV)

@@ -64,7 +64,7 @@ def test_training_demo_streams_a_falling_loss(client, model):
     assert r.status_code == 202, r.text
     job = r.json()
     assert job["kind"] == "training" and job["links"]["page"] == f"/training/demo/{job['id']}"
-    assert client.app.state.jobs.get(job["id"]).wait(120)
+    assert client.app.state.jobs.wait(job["id"], 120)
     losses = []
     with client.stream("GET", f"/api/v1/jobs/{job['id']}/events") as stream:
         event = None
