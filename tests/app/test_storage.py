@@ -253,6 +253,30 @@ def test_event_seqs_count_from_zero_per_job_with_many_writers_at_once(open_stora
             assert [e["data"]["k"] for e in events if e["data"]["writer"] == writer] == list(range(20))
 
 
+APPEND_EVENTS = """
+import sys
+from pathlib import Path
+from app.storage import Storage
+storage = Storage(Path(sys.argv[1]), sys.argv[2] or None, owns_jobs=False)
+for k in range(30):
+    storage.add_job_event("j1", "progress", {"writer": sys.argv[3], "k": k})
+storage.close()
+"""
+
+
+def test_event_seqs_stay_unique_with_two_processes_appending(storage, database_url, tmp_path):
+    new_job(storage)
+    writers = [
+        subprocess.Popen([sys.executable, "-c", APPEND_EVENTS, str(tmp_path / "data"), database_url or "", name])
+        for name in ("a", "b")
+    ]
+    assert [w.wait(120) for w in writers] == [0, 0]
+    events = storage.job_events("j1")
+    assert [e["seq"] for e in events] == list(range(60))
+    for name in ("a", "b"):
+        assert [e["data"]["k"] for e in events if e["data"]["writer"] == name] == list(range(30))
+
+
 def test_job_events_after_a_seq_and_up_to_a_limit(storage):
     new_job(storage)
     for k in range(5):
