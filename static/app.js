@@ -131,10 +131,18 @@
     }
     const strategies = [...form.querySelectorAll("[name=strategy]:checked")].map((el) => el.value);
     return {
-      strategies: strategies, dims: dims, alignment: Number(form.elements.alignment.value), io: form.elements.io.value,
+      strategies: strategies, dims: dims, shapes: M.readShapes(form), alignment: Number(form.elements.alignment.value), io: form.elements.io.value,
       workspace: form.elements.workspace.checked, inplace: form.elements.inplace.checked,
       concat_inplace: form.elements.concat_inplace.checked, fuse: form.elements.fuse.checked, pools: pools.length ? pools : null,
     };
+  };
+
+  // Whole input shapes as typed ("1x3x48x320"); an empty field leaves its input to the dims.
+  M.readShapes = function (form) {
+    const shapes = {};
+    if (!form) return shapes;
+    for (const el of form.querySelectorAll("[name^='shape:']")) if (el.value.trim()) shapes[el.name.slice(6)] = el.value.trim();
+    return shapes;
   };
 
   M.modelPage = function () {

@@ -83,7 +83,7 @@
       for (const el of document.querySelectorAll("#plan-form [name^='dim:']")) dims[el.name.slice(4)] = Number(el.value);
       const body = {
         loss: form.elements.loss.value, optimizer: form.elements.optimizer.value,
-        strategy: form.elements.strategy.value, dims: dims,
+        strategy: form.elements.strategy.value, dims: dims, shapes: M.readShapes(document.getElementById("plan-form")),
       };
       const status = document.getElementById("training-plan-status");
       status.textContent = "planning the training step…";

@@ -98,3 +98,14 @@ def test_a_shape_too_large_is_refused_naming_the_bytes(client, paddle):
         "graph input 'x' of shape [1, 3, 100000, 100000] (float32) would take 120,000,000,000 bytes"
         in r.json()["detail"]
     )
+
+
+def test_the_model_page_has_a_shape_field_per_input_not_all_fixed(client, paddle):
+    page = client.get(f"/models/{paddle}")
+    assert page.status_code == 200, page.text
+    html = page.text
+    assert 'name="shape:x" placeholder="1x3x224x224"' in html
+    assert 'name="shape:bias" placeholder="1x2x224x1"' in html
+    assert 'name="dim:?"' not in html  # '?' also stands for unnamed dims: those inputs take a shape
+    fixed = client.post("/api/v1/examples/squeezenet").json()["id"]
+    assert 'id="input-shapes"' not in client.get(f"/models/{fixed}").text
