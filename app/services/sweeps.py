@@ -20,10 +20,13 @@ from typing import Any
 
 import planner
 import runtime
+from app.errors import AppError
+from app.jobs import Job, JobContext, JobFailed, JobService
 from app.services.inputs import InputError
+from app.storage import Storage
 from runtime import MemoryOptions
 
-ROW_FIELDS = ("model", "strategy", "dims", "arena_bytes", "lower_bound", "valid", "seconds", "error")
+ROW_FIELDS = ("model", "model_name", "strategy", "dims", "arena_bytes", "lower_bound", "valid", "seconds", "error")
 PROBLEM_CACHE = 8  # (model, dims) problems a worker keeps: the strategies of one combination share it
 
 
@@ -35,6 +38,7 @@ class SweepTask:
     dims: tuple[tuple[str, int], ...]
     memory: MemoryOptions = field(default_factory=MemoryOptions)
     time_limit: float | None = None
+    name: str = ""  # how a person knows the model (a stored model's name); `model` when empty
 
 
 def parse_dims_grid(text: str | None) -> list[dict[str, int]]:
@@ -94,11 +98,21 @@ def tasks_of(
     *,
     memory: MemoryOptions | None = None,
     time_limit: float | None = None,
+    names: dict[str, str] | None = None,
 ) -> list[SweepTask]:
     """One task per model x dims x strategy, in that order (a model's combinations run together)."""
+    names = names or {}
     return [
-        SweepTask(name, path, strategy, tuple(sorted(dims.items())), memory or MemoryOptions(), time_limit)
-        for name, path in models.items()
+        SweepTask(
+            model,
+            path,
+            strategy,
+            tuple(sorted(dims.items())),
+            memory or MemoryOptions(),
+            time_limit,
+            names.get(model, ""),
+        )
+        for model, path in models.items()
         for dims in (grid or [{}])
         for strategy in strategies
     ]
@@ -106,7 +120,12 @@ def tasks_of(
 
 def plan_task(task: SweepTask) -> dict[str, Any]:
     """Plan one combination and check the plan; a row, with `error` instead of figures when it fails."""
-    row: dict[str, Any] = {"model": task.model, "strategy": task.strategy, "dims": dict(task.dims)}
+    row: dict[str, Any] = {
+        "model": task.model,
+        "model_name": task.name or task.model,
+        "strategy": task.strategy,
+        "dims": dict(task.dims),
+    }
     try:
         problem = _problem(task.path, task.dims, task.memory)
         options = {"time_limit": task.time_limit} if task.time_limit is not None else {}
@@ -166,3 +185,107 @@ def heatmap(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def task_json(task: SweepTask) -> dict[str, Any]:
     return {**asdict(task), "memory": task.memory.to_json(), "dims": dict(task.dims)}
+
+
+# ---- sweeps over stored models, as a job (REST) -----------------------------------------------------
+
+
+def start(
+    storage: Storage,
+    jobs: JobService,
+    *,
+    model_ids: list[str],
+    strategies: list[str],
+    grid: list[dict[str, int]],
+    memory: MemoryOptions,
+    max_tasks: int,
+) -> Job:
+    """Check the sweep (unknown models, strategies, dims that do not bind: 422; over `max_tasks`: 429)
+    and submit it as one job whose task fans the plan tasks out over every worker."""
+    records = {}
+    for model_id in model_ids:
+        record = storage.get_model(model_id)
+        if record is None:
+            raise AppError(
+                422, f"models: no model with id {model_id!r}; list them at /api/v1/models", title="Unknown model"
+            )
+        records[model_id] = record
+    try:
+        check_combinations({i: ("", r.summary.get("symbolic_dims", [])) for i, r in records.items()}, strategies, grid)
+    except InputError as e:
+        raise AppError(422, str(e), title="Invalid sweep") from None
+    total = len(model_ids) * max(len(grid), 1) * len(strategies)
+    if total > max_tasks:
+        raise AppError(
+            429,
+            f"this sweep has {total:,} plan tasks, more than the {max_tasks:,} one sweep may queue "
+            "(MEMPLAN_MAX_SWEEP_TASKS); split it into smaller sweeps",
+            title="Sweep too large",
+        )
+    payload = {"models": model_ids, "strategies": strategies, "grid": grid, "memory": memory.to_json()}
+    names = ", ".join(records[i].name for i in model_ids)
+    title = f"sweep {names} over {len(strategies)} strategies and {max(len(grid), 1)} dims"
+    return jobs.submit("sweep", title, sweep_job, payload, links={"page": "/sweeps/{id}", "api": "/api/v1/sweeps/{id}"})
+
+
+def sweep_job(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """On a worker: resolve the models' files, then plan every combination on every worker of the cluster."""
+    from distributed import as_completed, worker_client
+
+    from app.services.library import model_path
+
+    models, names = {}, {}
+    for model_id in payload["models"]:
+        record = ctx.storage.get_model(model_id)
+        if record is None:
+            raise JobFailed(f"model {model_id!r} was deleted before the sweep ran", 410)
+        models[model_id] = str(model_path(ctx.storage, record))
+        names[model_id] = record.name
+    memory = MemoryOptions.from_json(payload["memory"])
+    tasks = tasks_of(models, payload["strategies"], payload["grid"], memory=memory, names=names)
+    rows: list[dict[str, Any]] = []
+    ctx.report(0.0, f"{len(tasks)} plan tasks")
+    with worker_client() as client:  # secedes: this thread waits without holding the worker's slot
+        futures = client.map(plan_task, tasks, pure=False)
+        for future in as_completed(futures):
+            rows.append(future.result())
+            ctx.report(len(rows) / len(tasks), f"{len(rows)} of {len(tasks)} plans", row=rows[-1])
+    return {"rows": ordered(rows), "total": len(tasks)}
+
+
+def report(jobs: JobService, job: Job) -> dict[str, Any]:
+    """The sweep as `describe` puts it, reading the rows so far from its events while it runs."""
+    events: list[dict[str, Any]] = []
+    if job.result is None:
+        while batch := jobs.events(job.id, after=events[-1]["seq"] if events else -1):
+            events += batch
+    return describe(job, events)
+
+
+def describe(job: Job, events: list[dict[str, Any]]) -> dict[str, Any]:
+    """GET /api/v1/sweeps/{id}: state, progress and the rows so far (all of them once it is done)."""
+    if job.kind != "sweep":
+        raise AppError(404, f"job {job.id!r} is a {job.kind} job, not a sweep; see /api/v1/jobs/{job.id}")
+    if job.result is not None:
+        rows = job.result["rows"]
+        total = job.result["total"]
+    else:
+        rows = ordered([e["data"]["row"] for e in events if e["event"] == "progress" and "row" in e["data"]])
+        total = None
+    return {
+        "id": job.id,
+        "title": job.title,
+        "state": job.state,
+        "progress": job.progress,
+        "message": job.message,
+        "error": job.error,
+        "total": total,
+        "results": rows,
+        "heatmap": heatmap(rows),
+        "links": {
+            "self": f"/api/v1/sweeps/{job.id}",
+            "page": f"/sweeps/{job.id}",
+            "csv": f"/api/v1/sweeps/{job.id}/results.csv",
+            "events": f"/api/v1/jobs/{job.id}/events",
+        },
+    }
