@@ -84,8 +84,8 @@ def main() -> None:
         "",
         f"`python bench/runtime_bench.py --threads {args.threads} --repeat {args.repeat}`: both sides in one process, "
         f"{args.threads} thread(s) each, median of {args.repeat} runs after a warm-up. Arena: greedy_by_size with "
-        "workspace and graph inputs/outputs inside it. Outside: bytes numpy allocated beside the arena during one run "
-        "(tracemalloc peak). Wall: elapsed time; CPU: the calling thread's CPU time (`time.thread_time`), which the "
+        "workspace and graph inputs/outputs inside it. Outside: bytes numpy allocated beside the arena during the "
+        "warm-up, the one run traced by tracemalloc (its peak); the timed runs are not traced. Wall: elapsed time; CPU: the calling thread's CPU time (`time.thread_time`), which the "
         "other processes of a shared machine do not inflate.",
         "",
         "| model | arena (bytes) | LOAD (bytes) | outside arena (bytes) | outside / arena | memplan ms (wall) | onnxruntime ms (wall) | ratio (wall) | memplan ms (CPU) | onnxruntime ms (CPU) | ratio (CPU) |",
