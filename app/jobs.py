@@ -69,12 +69,14 @@ class QueueFull(Exception):
 
 
 class JobFailed(Exception):
-    """Raised by a task to fail its job with a message for the user (status says whose fault)."""
+    """Raised by a task to fail its job with a message for the user (status says whose fault);
+    `extra` goes into the job's error as is (e.g. where a canary caught a corrupting step)."""
 
-    def __init__(self, detail: str, status: int = 422) -> None:
+    def __init__(self, detail: str, status: int = 422, **extra: Any) -> None:
         super().__init__(detail)
         self.detail = detail
         self.status = status
+        self.extra = extra
 
 
 @dataclass(frozen=True)
@@ -278,8 +280,11 @@ class JobService:
                     f"worker lost: the job's worker{' ' + job.worker if job.worker else ''} stopped "
                     f"(attempt {job.attempts}) and no worker runs it any more; submit it again"
                 )
+        now = self.storage.get_job(job.id)
+        if now is None or (now["state"], now["attempts"], now["heartbeat"]) != (job.state, job.attempts, job.heartbeat):
+            return Job.from_row(now) if now else job  # it moved on while we looked: not lost
         finish(self.storage, job.id, FAILED, reason, error={"status": 503, "detail": reason})
-        return Job.from_row(self.storage.get_job(job.id) or {})
+        return Job.from_row(self.storage.get_job(job.id) or now)
 
     def _reap_all(self) -> None:
         for row in self.storage.jobs_in(ACTIVE):
@@ -427,7 +432,7 @@ def _run_task(storage: Storage, job_id: str, task: Task, payload: dict[str, Any]
         finish(storage, job_id, CANCELLED, "cancelled while running")
         return CANCELLED
     except JobFailed as e:
-        error = {"status": e.status, "detail": e.detail}
+        error = {"status": e.status, "detail": e.detail, **e.extra}
         finish(storage, job_id, FAILED, e.detail, error=error)
         return FAILED
     except Exception as e:  # a bug: keep the worker up and show what happened

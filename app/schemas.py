@@ -189,6 +189,11 @@ class RunRequest(MemoryRequest, InputShapes):
     dims: dict[str, int] = Field(default_factory=dict)
     seed: int = 0
     verify: Literal["auto", "onnxruntime", "reference", "none"] = "auto"
+    canary: bool = Field(
+        default=False,
+        description="poison free bytes and check every live tensor after each step; a plan that corrupts data "
+        "fails the run at the step it does so, naming the tensor and the bytes (an invalid plan may be run this way)",
+    )
     zero_copy: bool = Field(
         default=False,
         description="bind caller memory to every input and output (a fresh plan then keeps them outside the arena, "

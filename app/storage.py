@@ -124,7 +124,7 @@ class Storage:
         try:
             self._engine = open_engine(self.url)
         except (SQLAlchemyError, ImportError) as e:  # an unknown or missing driver
-            raise DatabaseUnavailable(f"cannot open the database {shown}: {_one_line(e)}") from e
+            raise DatabaseUnavailable(f"cannot open the database {shown}: {one_line(e)}") from e
         self._sqlite = self._engine.dialect.name == "sqlite"
         # SQLite has one writer at a time anyway: queue this process's writers here, not in its busy handler.
         self._lock: contextlib.AbstractContextManager[Any] = (
@@ -143,7 +143,7 @@ class Storage:
                 migrations.upgrade(session.connection())
         except SQLAlchemyError as e:
             self._engine.dispose()
-            raise DatabaseUnavailable(f"cannot open the database {public_url(self.url)}: {_one_line(e)}") from e
+            raise DatabaseUnavailable(f"cannot open the database {public_url(self.url)}: {one_line(e)}") from e
 
     def close(self) -> None:
         self._engine.dispose()
@@ -477,7 +477,7 @@ def _job(row: JobRow) -> dict[str, Any]:
     return out
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
     """A driver's message on one line (psycopg's span several), without SQLAlchemy's link to its docs."""
     text = str(getattr(error, "orig", None) or error)
     text = re.sub(r"\(Background on this error at: [^)]*\)", "", text)

@@ -358,7 +358,8 @@
       .then(() => (M.review ? M.review(view, state) : null))
       .then(() => state);
     updateUrl();
-    if (M.runForm) M.runForm();
+    if (M.liveRun) M.liveRun(view, state);
+    else if (M.runForm) M.runForm();
     const diffForm = document.getElementById("diff-form");
     if (diffForm) diffForm.addEventListener("submit", () => {
       const text = diffForm.elements.other.value.trim(), match = text.match(/plans\/([^/?#]+)/);

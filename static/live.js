@@ -38,7 +38,7 @@
     }
     function draw() {
       run.frame = 0;
-      if (run.step === null || run.step === run.drawn) return;
+      if (run.over || run.step === null || run.step === run.drawn) return;
       run.drawn = run.step;
       const a = state.a, extra = cursorShapes(a, run.step);
       Plotly.relayout(a.el, { shapes: a.baseShapes.concat(a.foundShapes || [], extra) });
@@ -76,8 +76,7 @@
         notes.push({ xref: "x", yref: "y", x: hit.step + 1, y: y1, text: M.esc(t.name) + ": " + M.fmt(t.bytes) + " bytes clobbered at step " + hit.step,
           showarrow: true, arrowcolor: HIT, font: { color: HIT, size: 12 }, bgcolor: "#fff" });
       }
-      run.hit = hit;
-      return Plotly.relayout(a.el, { shapes: a.baseShapes.concat(shapes), annotations: notes });
+      return Plotly.relayout(a.el, { shapes: a.baseShapes.concat(shapes), annotations: notes }).then(() => { run.hit = hit; });
     }
     function verdict(result, jobId) {
       const v = result.verdict || {};
@@ -97,7 +96,9 @@
       panel.hidden = false;
       run.times.clear();
       run.hit = null;
-      const options = { plan_id: form.dataset.plan, seed: Number(form.elements.seed.value || 0), canary: form.elements.canary.checked };
+      run.over = false;
+      const canary = form.elements.canary.checked;  // a disabled box (an invalid plan) is checked
+      const options = { plan_id: form.dataset.plan, seed: Number(form.elements.seed.value || 0), canary: canary };
       const data = new FormData();
       data.append("options", JSON.stringify(options));
       if (form.elements.inputs.files[0]) data.append("inputs", form.elements.inputs.files[0]);
@@ -123,6 +124,8 @@
         verdict(done.result, job.id);
         run.done = done;
       } catch (error) {
+        run.over = true;  // no cursor frame may paint over what went wrong
+        if (run.frame) { cancelAnimationFrame(run.frame); run.frame = 0; }
         const problem = error || {};
         say(problem.detail || "the run failed", "warn");
         if (problem.canary) await showHit(problem.canary);

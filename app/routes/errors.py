@@ -7,15 +7,18 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.errors import AppError, from_planning
 from app.jobs import QueueFull
+from app.storage import DatabaseUnavailable, one_line
 from planner import PlanningError
 
 log = logging.getLogger("memplan.app")
 
 PROBLEM_JSON = "application/problem+json"
+DATABASE_RETRY_S = 5  # Retry-After while the database is unreachable
 
 
 def _wants_html(request: Request) -> bool:
@@ -67,9 +70,28 @@ def install(app: FastAPI) -> None:
     async def _queue_full(request: Request, exc: QueueFull) -> Response:
         return problem_response(request, AppError(429, str(exc)))
 
+    @app.exception_handler(DatabaseUnavailable)
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _database_down(request: Request, exc: Exception) -> Response:
+        # The connection pool checks connections before use: once the database is back, so is the service.
+        log.warning("database unavailable on %s: %s", request.url.path, one_line(exc))
+        detail = f"the database is unreachable right now ({one_line(exc)[:300]}); try again shortly"
+        response = problem_response(request, AppError(503, detail, title="Database unavailable"))
+        response.headers["Retry-After"] = str(DATABASE_RETRY_S)
+        return response
+
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s", request.url.path)
         return problem_response(request, AppError(500, f"unexpected {type(exc).__name__}: {exc}"))
 
-    _ = (_app_error, _planning_error, _validation, _http, _queue_full, _unexpected)  # registered by the decorators
+    _ = (
+        _app_error,
+        _planning_error,
+        _validation,
+        _http,
+        _queue_full,
+        _database_down,
+        _unexpected,
+    )  # registered by the decorators

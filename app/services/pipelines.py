@@ -22,7 +22,7 @@ from app.services import library
 from app.services.graphs import MEMORY_FIELDS, load_graph, memory_of, model_problem, tensor_facts
 from app.services.library import check_dims
 from app.services.planning import plan_and_store
-from app.services.runs import bind_io, copy_figures, describe_output, execute_with_progress, run_stats
+from app.services.runs import bind_io, copy_figures, describe_output, execute_measured
 from app.settings import active_limits
 from app.storage import ModelRecord, Storage
 from planner import Plan, get
@@ -179,7 +179,9 @@ def execute(
         run_feeds = bind_io(pipe, feeds) if body.zero_copy else feeds
     except (runtime.ModelError, AppError) as e:
         raise JobFailed(f"the pipeline cannot be run: {getattr(e, 'detail', e)}", 422) from None
-    outputs, elapsed, times = execute_with_progress(job, pipe, pipe.graph.nodes, run_feeds, "the pipeline")
+    outputs, elapsed, times, stats = execute_measured(
+        job, pipe, pipe.session, pipe.graph.nodes, run_feeds, "the pipeline"
+    )
     job.report(1.0, "checking the outputs against an oracle, model by model")
     paths = {n: library.model_path(storage, r) for n, r in records.items()}
     return {
@@ -190,7 +192,7 @@ def execute(
         "outputs": [describe_output(name, value) for name, value in outputs.items()],
         "verdict": chained_verdict(paths, spec["connections"], feeds, outputs, body.verify),
         "arena_bytes": plan.arena_bytes,
-        "stats": run_stats(pipe.session),
+        "stats": stats,
         **copy_figures(pipe.session),
         "seed": body.seed,
         "inputs": f"random, seed {body.seed}",

@@ -71,7 +71,8 @@ def plan_page_context(
         "plans": summaries,
         "peak": charts.peak_table(problem, tensors, view["peak_step"]),
         "view": view,
-        "runnable": model is not None and record.valid,
+        # An invalid plan runs only with the canary, which shows where it corrupts data.
+        "runnable": model is not None and bool(record.plan),
     }
 
 

@@ -38,8 +38,12 @@ def start(storage: Storage, jobs: JobService, record: ModelRecord, body: RunRequ
         stored = storage.get_problem(plan_record.problem_id) if plan_record else None
         if plan_record is None or stored is None or stored["model_id"] != record.id:
             raise AppError(404, f"plan_id: no plan {body.plan_id!r} of model {record.id!r}; plan the model first")
-        if not plan_record.valid:
-            raise AppError(409, f"plan {body.plan_id!r} ({plan_record.strategy}) is not valid and cannot be run")
+        if not plan_record.valid and not body.canary:
+            raise AppError(
+                409,
+                f"plan {body.plan_id!r} ({plan_record.strategy}) is not valid and cannot be run; "
+                "run it with canary on to see where it corrupts data",
+            )
         options = stored["options"]
     else:
         # Zero-copy needs inputs and outputs outside the arena, where caller memory can be bound.
@@ -129,17 +133,17 @@ def execute(
     missing = sorted(set(graph.inputs) - set(feeds))
     if missing:
         raise JobFailed(f"inputs: the .npz lacks {missing}; the model's inputs are {list(graph.inputs)}", 422)
-    session = runtime.Session(graph, plan, memory, max_arena_bytes=active_limits().max_arena_bytes)
+    # With the canary, an invalid plan runs until the step where it corrupts a live tensor.
+    session = runtime.Session(
+        graph, plan, memory, canary=body.canary, check=not body.canary, max_arena_bytes=active_limits().max_arena_bytes
+    )
     job.report(0.0, "preparing: kernels, views into the arena")
     try:
         session.prepare()
         run_feeds = bind_io(session, feeds) if body.zero_copy else feeds
     except runtime.ModelError as e:
         raise JobFailed(f"the plan cannot be run: {e}", 422) from None
-    outputs, elapsed, times = execute_with_progress(job, session, graph.nodes, run_feeds, "the model")
-    stats = run_stats(session)  # the timed run's: tracemalloc off, so its times are the kernels'
-    session.run(run_feeds, measure="memory")  # bytes beside the arena come from a traced run of their own
-    stats["outside_arena_bytes"] = session.stats.outside_arena_bytes if session.stats else None
+    outputs, elapsed, times, stats = execute_measured(job, session, session, graph.nodes, run_feeds, "the model")
     job.report(1.0, "checking the outputs against an oracle")
     verdict = oracle.verify(path, feeds, outputs, body.verify)
     return {
@@ -203,9 +207,36 @@ def execute_with_progress(
     started = time.perf_counter()
     try:
         outputs = runner.run(feeds, on_step=on_step)
+    except runtime.CanaryError as e:
+        hit = {
+            "step": e.step,
+            "node": e.node,
+            "tensors": [
+                {"name": name, "first_byte": lo, "end": hi, "bytes": count}
+                for name, (lo, hi, count) in sorted(e.clobbered.items())
+            ],
+        }
+        raise JobFailed(str(e), 422, canary=hit) from None
     except (runtime.ModelError, runtime.ExecutionError) as e:
         raise JobFailed(f"{what} cannot run: {e}", 422) from None
     return outputs, time.perf_counter() - started, times
+
+
+def execute_measured(
+    job: JobContext,
+    runner: Any,
+    session: runtime.Session,
+    nodes: Sequence[Any],
+    feeds: dict[str, np.ndarray],
+    what: str,
+) -> tuple[dict[str, np.ndarray], float, list[dict[str, Any]], dict[str, Any]]:
+    """`execute_with_progress`, then one more run traced for the bytes allocated beside the arena: the
+    timed run is never traced (tracemalloc slows kernels 1.4-3x), so its times are the kernels' own."""
+    outputs, elapsed, times = execute_with_progress(job, runner, nodes, feeds, what)
+    stats = run_stats(session)
+    runner.run(feeds, measure="memory")
+    stats["outside_arena_bytes"] = session.stats.outside_arena_bytes if session.stats else None
+    return outputs, elapsed, times, stats
 
 
 def run_stats(session: runtime.Session) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.app.routes.test_diffs import _mlp
+from tests.app.routes.test_diffs import mlp_model
 from tests.browser.harness import BROWSER, shot, upload
 
 pytestmark = BROWSER
@@ -16,8 +16,8 @@ def _plan(page, server: str, model, name: str) -> str:
 
 
 def test_a_diff_of_two_versions_draws_both_plans_on_one_scale_and_zooms_them_together(server, page):
-    old = _plan(page, server, _mlp(32, extra_layer=False), "mlp")
-    new = _plan(page, server, _mlp(64, extra_layer=True), "mlp-v2")
+    old = _plan(page, server, mlp_model(32, extra_layer=False), "mlp")
+    new = _plan(page, server, mlp_model(64, extra_layer=True), "mlp-v2")
     page.goto(f"{server}/plans/{old}/diff/{new}")
     page.wait_for_function("window.Memplan && Memplan.diff && Memplan.diff.ready")
     page.evaluate("Memplan.diff.ready.then(() => true)")
@@ -34,8 +34,8 @@ def test_a_diff_of_two_versions_draws_both_plans_on_one_scale_and_zooms_them_tog
 
 
 def test_the_plan_page_opens_a_diff_with_another_plan(server, page):
-    old = _plan(page, server, _mlp(40, extra_layer=False), "mlp-a")
-    new = _plan(page, server, _mlp(48, extra_layer=False), "mlp-b")
+    old = _plan(page, server, mlp_model(40, extra_layer=False), "mlp-a")
+    new = _plan(page, server, mlp_model(48, extra_layer=False), "mlp-b")
     page.goto(f"{server}/plans/{old}")
     page.fill("#diff-form input[name=other]", f"{server}/plans/{new}?compare=x")
     page.click("#diff-form button")

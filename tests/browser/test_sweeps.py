@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from tests.browser.harness import BROWSER, shot, upload
-from tests.cli.test_sweep import _batched
+from tests.cli.test_sweep import batched_mlp
 
 pytestmark = BROWSER
 
 
 def test_a_sweep_from_the_form_fills_its_table_and_heatmaps(server, page):
-    upload(page, server, _batched(16), "sweep-small")
-    upload(page, server, _batched(40), "sweep-wide")
+    upload(page, server, batched_mlp(16), "sweep-small")
+    upload(page, server, batched_mlp(40), "sweep-wide")
     page.goto(server + "/sweeps")
     for box in page.locator("[name=model]").all():
         box.uncheck()

@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 import runtime
 from app.cli import app
 from planner import load
-from tests.app.routes.test_diffs import _mlp
+from tests.app.routes.test_diffs import mlp_model
 
 runner = CliRunner()
 
 
-def _batched(hidden: int) -> onnx.ModelProto:
-    model = _mlp(hidden, extra_layer=True)
+def batched_mlp(hidden: int) -> onnx.ModelProto:
+    model = mlp_model(hidden, extra_layer=True)
     for value in (*model.graph.input, *model.graph.output):
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
     return model
@@ -29,8 +29,8 @@ def _batched(hidden: int) -> onnx.ModelProto:
 def models(tmp_path) -> Path:
     folder = tmp_path / "models"
     folder.mkdir()
-    onnx.save(_batched(16), folder / "small.onnx")
-    onnx.save(_batched(48), folder / "wide.onnx")
+    onnx.save(batched_mlp(16), folder / "small.onnx")
+    onnx.save(batched_mlp(48), folder / "wide.onnx")
     return folder
 
 

@@ -8,7 +8,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def _mlp(hidden: int, *, extra_layer: bool) -> onnx.ModelProto:
+def mlp_model(hidden: int, *, extra_layer: bool) -> onnx.ModelProto:
     rng = np.random.default_rng(0)
     inits = [numpy_helper.from_array(rng.standard_normal((16, hidden)).astype(np.float32), "w1")]
     nodes = [
@@ -65,8 +65,8 @@ def _document(client, plan_id: str) -> dict:
 
 
 def test_diff_of_two_versions_of_a_model(client):
-    (old,) = _plan(client, _mlp(32, extra_layer=False), "mlp")
-    (new,) = _plan(client, _mlp(64, extra_layer=True), "mlp-v2")
+    (old,) = _plan(client, mlp_model(32, extra_layer=False), "mlp")
+    (new,) = _plan(client, mlp_model(64, extra_layer=True), "mlp-v2")
     r = client.get(f"/api/v1/plans/{old['id']}/diff/{new['id']}")
     assert r.status_code == 200, r.text
     diff = r.json()
@@ -95,7 +95,7 @@ def test_diff_of_two_versions_of_a_model(client):
 
 
 def test_diff_of_two_strategies_of_one_problem_and_its_page(client):
-    plans = _plan(client, _mlp(32, extra_layer=True), "mlp", strategies=("naive", "greedy_by_size"))
+    plans = _plan(client, mlp_model(32, extra_layer=True), "mlp", strategies=("naive", "greedy_by_size"))
     naive, greedy = (next(p for p in plans if p["strategy"] == s) for s in ("naive", "greedy_by_size"))
     diff = client.get(f"/api/v1/plans/{naive['id']}/diff/{greedy['id']}").json()
     assert diff["same_problem"] is True and diff["only_in_a"] == diff["only_in_b"] == diff["changed"] == []
@@ -108,7 +108,7 @@ def test_diff_of_two_strategies_of_one_problem_and_its_page(client):
 
 
 def test_a_diff_of_missing_plans_is_404_naming_which(client):
-    (plan,) = _plan(client, _mlp(32, extra_layer=False), "mlp")
+    (plan,) = _plan(client, mlp_model(32, extra_layer=False), "mlp")
     r = client.get(f"/api/v1/plans/{plan['id']}/diff/nope")
     assert r.status_code == 404 and "b: no plan with id 'nope'" in r.json()["detail"]
     r = client.get(f"/api/v1/plans/gone/diff/{plan['id']}")

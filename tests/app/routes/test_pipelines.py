@@ -79,6 +79,8 @@ def test_pipeline_run_matches_the_models_chained_through_onnxruntime(client, two
     result = _finished(client, job)
     assert result["verdict"]["passed"] is True and result["verdict"]["oracle"].startswith("onnxruntime")
     assert [o["name"] for o in result["outputs"]] == ["b:y"]
+    # Bytes beside the arena come from a traced run of their own (the timed run is not traced).
+    assert isinstance(result["stats"]["outside_arena_bytes"], int) and result["stats"]["outside_arena_bytes"] >= 0
     if zero_copy:
         assert result["copies"] == 0 and result["copied_bytes"] == 0 and result["fallbacks"] == {}
     else:  # the input is copied into the arena and the output out of it

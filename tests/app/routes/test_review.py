@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from tests.app.routes.test_diffs import _mlp
+from tests.app.routes.test_diffs import mlp_model
 
 
 def _upload_and_plan(client, model, name: str) -> dict:
@@ -17,7 +17,7 @@ def _upload_and_plan(client, model, name: str) -> dict:
 
 
 def test_tensors_csv_has_every_tensor_with_its_offset_and_facts(client):
-    plan = _upload_and_plan(client, _mlp(32, extra_layer=True), "mlp")
+    plan = _upload_and_plan(client, mlp_model(32, extra_layer=True), "mlp")
     r = client.get(f"/api/v1/plans/{plan['id']}/tensors.csv")
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(r.text)))
@@ -37,7 +37,7 @@ def test_tensors_csv_has_every_tensor_with_its_offset_and_facts(client):
 
 
 def test_a_plan_page_is_titled_with_the_models_name_not_the_graphs(client):
-    model = _mlp(32, extra_layer=False)
+    model = mlp_model(32, extra_layer=False)
     model.graph.name = "Model from PaddlePaddle."
     plan = _upload_and_plan(client, model, "ocr-det")
     page = client.get(f"/plans/{plan['id']}?format=json").json()

@@ -11,11 +11,11 @@ from fastapi.testclient import TestClient
 
 import runtime
 from planner import load
-from tests.cli.test_sweep import _batched
+from tests.cli.test_sweep import batched_mlp
 
 
 def _upload(client, hidden: int, name: str) -> str:
-    r = client.post("/api/v1/models", files={"file": (f"{name}.onnx", _batched(hidden).SerializeToString())})
+    r = client.post("/api/v1/models", files={"file": (f"{name}.onnx", batched_mlp(hidden).SerializeToString())})
     assert r.status_code == 201, r.text
     return r.json()["id"]
 
