@@ -143,15 +143,15 @@ def task_key(job_id: str) -> str:
 
 
 def finish(storage: Storage, job_id: str, state: str, message: str, **data: Any) -> None:
-    """End a job: its row first (a reader that sees the final event finds the row final), then the event."""
-    fields: dict[str, Any] = {"state": state, "message": message, "finished": time.time(), **data}
-    if state == DONE:
-        fields["progress"] = 1.0
-    storage.update_job(job_id, **fields)
-    row = storage.get_job(job_id) or {}
-    event = {"state": state, "progress": row.get("progress", 0.0), "message": message}
+    """End a job: its final event first, then its row. The two are separate writes, so a reader that
+    sees the row finished always finds the final event (`JobService.wait`, a page); a stream that
+    sends the final event waits for the row before it ends (`app.routes.api.jobs`)."""
+    fields: dict[str, Any] = {"state": state, "message": message, **data}
+    fields["progress"] = 1.0 if state == DONE else (storage.get_job(job_id) or {}).get("progress", 0.0)
+    event = {"state": state, "progress": fields["progress"], "message": message}
     event.update({k: v for k, v in data.items() if k in ("result", "error")})
     storage.add_job_event(job_id, state, event)
+    storage.update_job(job_id, finished=time.time(), **fields)
 
 
 # ---- the app's side ---------------------------------------------------------------------------------

@@ -92,7 +92,7 @@ def test_a_worker_killed_mid_job_has_the_job_run_again_on_another(make_client):
         assert row["attempts"] == 2 and row["worker"] != doomed  # run again, elsewhere
         assert done["result"]["plans"][0]["valid"]
         kinds = [e["event"] for e in storage.job_events(job_id)]
-        assert kinds.count("running") == 2 and kinds[-1] == "done"
+        assert kinds.count("running") == 2 and kinds[-1] == "done", (storage.job_events(job_id), row)
         jobs.client.wait_for_workers(2, timeout=30)  # the nanny brought the killed worker back
 
 
@@ -126,8 +126,9 @@ def test_the_job_outlives_the_app_process_that_submitted_it(tmp_path, dask_sched
 
         second, other = serve(tmp_path, dask_scheduler)  # same database, data folder and scheduler
         with httpx.Client(base_url=other, timeout=30) as http:
-            done = wait_for(lambda: _finished(http, job_id), 20, "the job finished without its app process")
-            assert done["state"] == "done" and done["result"]["plans"][0]["valid"], done
+            done = wait_for(lambda: _finished(http, job_id), 40, "the job finished without its app process")
+            assert done["state"] == "done", (done["message"], done["error"])
+            assert done["result"]["plans"][0]["valid"]
             page = http.get(f"/jobs/{job_id}?format=json").json()
             assert page["job"]["state"] == "done"
         events = _events(other, job_id)  # every event, those written while the first process lived too
@@ -173,6 +174,37 @@ def test_two_app_processes_are_one_service(tmp_path, dask_scheduler):
     finally:
         stop(a)
         stop(b)
+
+
+def test_memplan_serve_alone_runs_jobs_on_its_own_cluster_and_closes_it_on_exit(tmp_path):
+    import psutil
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "MEMPLAN_SCHEDULER"}  # no scheduler: a local cluster
+    proc = memplan("serve", "--port", str(port), "--data", str(tmp_path), "--workers", "1", env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: _answers(base), 40, "memplan serve answering")
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        assert workers, "the local cluster's worker process"
+        with httpx.Client(base_url=base, timeout=30) as http:
+            job_id = _plan_in_background(http, seconds=1)
+            done = wait_for(lambda: _finished(http, job_id), 30, "the job done")
+        assert done["state"] == "done", (done["message"], done["error"])
+        assert all(w.pid != proc.pid for w in workers)  # never in the web server's process
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: uvicorn stops, then the cluster closes
+        assert proc.wait(30) == 0
+        gone, alive = psutil.wait_procs(workers, timeout=10)
+        assert not alive, f"left running: {[w.pid for w in alive]}"
+    finally:
+        stop(proc)
+
+
+def _answers(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/api/v1/models", timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 # ---- a worker that cannot reach the shared storage, a scheduler that is not there --------------------------

@@ -61,6 +61,7 @@ async def _stream(jobs: JobService, job_id: str, after: int, request: Request) -
             yield f"id: {event['seq']}\nevent: {event['event']}\ndata: {json.dumps(event['data'])}\n\n"
             after = event["seq"]
             if event["event"] in FINISHED:
+                await _row_finished(jobs, job_id)
                 return
         now = time.monotonic()
         if events:
@@ -80,3 +81,14 @@ async def _stream(jobs: JobService, job_id: str, after: int, request: Request) -
             quiet_since = now
             yield ": keep-alive\n\n"
         await asyncio.sleep(POLL_S)
+
+
+async def _row_finished(jobs: JobService, job_id: str, patience: float = 5.0) -> None:
+    """Wait until the job's row says finished too (it is written just after the final event), so that a
+    client reading the job when its stream ends finds the outcome there."""
+    deadline = time.monotonic() + patience
+    while time.monotonic() < deadline:
+        job = await asyncio.to_thread(jobs.get, job_id)
+        if job is None or job.is_finished:
+            return
+        await asyncio.sleep(0.02)
