@@ -146,14 +146,17 @@ def public_url(url: str | URL) -> str:
 def open_engine(url: str | URL) -> Engine:
     """An engine for memplan's database: SQLite in WAL mode with foreign keys, or PostgreSQL."""
     url = make_url(url)
+    # As many connections as the server's thread pool runs requests (40): a request never queues
+    # for a connection behind others that are only reading.
+    pool = {"pool_size": 10, "max_overflow": 30, "pool_timeout": 10}
     if url.get_backend_name() == "sqlite":
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False}, **pool)
         event.listen(engine, "connect", _sqlite_connected)
         event.listen(engine, "begin", _sqlite_begin)
         return engine
     connect_args = {"connect_timeout": 10} if url.get_backend_name() == "postgresql" else {}
     # pre_ping: a connection the server closed (a restart, a failover) is replaced, not handed out.
-    return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
+    return create_engine(url, pool_pre_ping=True, connect_args=connect_args, **pool)
 
 
 def _sqlite_connected(dbapi_connection: Any, _record: Any) -> None:

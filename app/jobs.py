@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distributed.diagnostics.plugin import WorkerPlugin
+
 from app.errors import AppError
 from app.settings import Limits, activate
 from app.storage import Storage
@@ -186,6 +188,21 @@ def local_cluster(workers: int = 2) -> Iterator[str]:
         cluster.close()
 
 
+class BatchPriority(WorkerPlugin):  # type: ignore[misc]
+    """A Dask worker plugin: worker processes run at a lower OS priority (nice) than the web server.
+
+    Jobs are batch work; pages are interactive. On a machine that hosts both, a busy worker then
+    takes the cores the server leaves idle instead of slowing its pages.
+    """
+
+    NAME = "memplan-batch-priority"
+    NICENESS = 10
+
+    def setup(self, worker: Any) -> None:
+        if hasattr(os, "nice") and os.nice(0) < self.NICENESS:
+            os.nice(self.NICENESS - os.nice(0))
+
+
 class JobService:
     """Submit, read, follow and cancel jobs; every state is the database's, every task Dask's."""
 
@@ -197,6 +214,8 @@ class JobService:
         self.env = env
         self.max_queued = max_queued
         self.stale_s = stale_s
+        with suppress(Exception):  # a scheduler that refuses plugins still runs jobs, at normal priority
+            client.register_plugin(BatchPriority(), name=BatchPriority.NAME)
 
     def submit(
         self, kind: str, title: str, task: Task, payload: dict[str, Any], links: dict[str, str] | None = None
