@@ -26,8 +26,9 @@ def worker(
         str | None, typer.Option(help="The database as this machine reaches it (default: the URL the app gives).")
     ] = None,
     host: Annotated[
-        str, typer.Option(help="Address the worker listens on (the scheduler must reach it).")
-    ] = "127.0.0.1",
+        str | None,
+        typer.Option(help="Address to listen on (default: the one this machine reaches the scheduler from)."),
+    ] = None,
 ) -> None:
     """Run jobs for the memplan services connected to SCHEDULER until interrupted (Ctrl-C).
 
@@ -47,7 +48,7 @@ def worker(
         sys.exit(130)
 
 
-async def _work(scheduler: str, host: str, env: dict[str, str]) -> None:
+async def _work(scheduler: str, host: str | None, env: dict[str, str]) -> None:
     from distributed import Nanny
     from distributed.comm import connect
 
