@@ -16,7 +16,7 @@ processes do not inflate) and as wall time. No timed memplan run is traced (``me
 Separately, one traced run (``measure="memory"``) gives the bytes numpy allocated beside the
 arena, and its outputs are judged against onnxruntime's by `runtime.oracle.verify`. Where
 memplan's time goes: each timed run's per-step seconds (`RunStats.trace`) summed by op type, the
-median over the runs, as a share of the loop. A model memplan cannot load, plan or run keeps
+share of that run's loop, the median over the runs. A model memplan cannot load, plan or run keeps
 its row, with the error.
 
 Run from the repository root: ``python bench/executor_bench.py [--repeat N] [--models a,b]``.
@@ -133,8 +133,7 @@ def timed(session: Any, peer: Any, feeds: dict, repeat: int) -> dict[str, Any]:
     """Medians of `repeat` alternating calls of each side, their spreads, and memplan's loop by op type."""
     cpu: dict[str, list[float]] = {"ours": [], "theirs": []}
     wall: dict[str, list[float]] = {"ours": [], "theirs": []}
-    by_op: dict[str, list[float]] = defaultdict(list)
-    loops = []
+    shares: dict[str, list[float]] = defaultdict(list)  # op type -> its share of each run's loop
     calls = {"ours": lambda: session.run(feeds, measure="time"), "theirs": lambda: peer.run(None, feeds)}
     for _ in range(repeat):
         for side, call in calls.items():
@@ -146,10 +145,8 @@ def timed(session: Any, peer: Any, feeds: dict, repeat: int) -> dict[str, Any]:
         for record in session.stats.trace:
             sums[record.op_type] += record.seconds
         for op, seconds in sums.items():
-            by_op[op].append(seconds)
-        loops.append(session.stats.seconds)
-    loop = statistics.median(loops)
-    ops = sorted(((statistics.median(s), op) for op, s in by_op.items()), key=lambda t: (-t[0], t[1]))
+            shares[op].append(seconds / session.stats.seconds)
+    ops = sorted(((statistics.median(s), op) for op, s in shares.items()), key=lambda t: (-t[0], t[1]))
     return {
         "ours": statistics.median(cpu["ours"]),
         "theirs": statistics.median(cpu["theirs"]),
@@ -158,8 +155,7 @@ def timed(session: Any, peer: Any, feeds: dict, repeat: int) -> dict[str, Any]:
         "ratio": statistics.median(cpu["ours"]) / statistics.median(cpu["theirs"]),
         "ratio_wall": statistics.median(wall["ours"]) / statistics.median(wall["theirs"]),
         "spread": (spread(cpu["ours"]), spread(cpu["theirs"])),
-        "loop": loop,
-        "ops": [(op, seconds, seconds / loop if loop else 0.0) for seconds, op in ops[:TOP_OPS]],
+        "ops": [(op, share) for share, op in ops[:TOP_OPS]],
     }
 
 
@@ -187,7 +183,7 @@ def match(verdict: dict[str, Any] | None) -> str:
 
 
 def top_ops(row: dict[str, Any]) -> str:
-    return ", ".join(f"{op} {share:.0%}" for op, _, share in row["ops"])
+    return ", ".join(f"{op} {share:.0%}" for op, share in row["ops"])
 
 
 def summary(row: dict[str, Any]) -> str:
@@ -236,7 +232,7 @@ def section(rows: list[dict[str, Any]], command: str, repeat: int) -> str:
         "inputs/outputs inside it; outside: bytes numpy allocated beside the arena during one traced run "
         "(tracemalloc peak; no timed run is traced). Match: outputs of that run against onnxruntime's "
         "(`runtime.oracle.verify`). Time by op type: memplan's per-step times summed by op type (after "
-        "memplan's load-time fusions), as a share of its loop.",
+        "memplan's load-time fusions), as a share of its loop: the median over the timed runs.",
         "",
         "| model | arena (bytes) | outside arena (bytes) | outside / arena | memplan ms | onnxruntime ms | ratio "
         "| ratio (wall) | spread memplan / ort | outputs match onnxruntime | memplan time by op type (top 5) |",
