@@ -68,6 +68,8 @@ def pages(base: str) -> list[str]:
             made = http.post(f"/api/v1/models/{model['id']}/plans", json={"strategies": ["greedy_by_size", "best_fit"]})
             plan_id = made.raise_for_status().json()["plans"][0]["id"]
             paths += [f"/models/{model['id']}", f"/plans/{plan_id}"]
+        for path in paths:  # warm: the first read of a model loads its graph and hashes its weights
+            http.get(path, headers={"accept": "text/html"}).raise_for_status()
     return paths
 
 

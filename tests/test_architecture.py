@@ -27,6 +27,7 @@ ROUTE_PACKAGES = ("app.routes.api", "app.routes.pages")
 ROUTER_ASSEMBLY = "app.routes"
 WEB_FRAMEWORKS = ("fastapi", "starlette")
 WEB_FREE = ("planner", "runtime", "app.services", "app.cli", "app.storage", "app.jobs", "app.settings", "app.errors")
+BENCH_ONLY = ("torch", "torchvision")  # the bench extra; never in the core, the service or the tests
 LINE_BUDGET = 500
 OVER_BUDGET = {
     # module: why it may be longer than the budget
@@ -184,6 +185,16 @@ def web_imports(root: Path, prefixes: tuple[str, ...] = WEB_FREE) -> list[str]:
     return bad
 
 
+def bench_only_imports(root: Path, packages: Iterable[str], forbidden: tuple[str, ...] = BENCH_ONLY) -> list[str]:
+    """Imports of packages that only benchmarks may use (torch: gigabytes, in the bench extra)."""
+    bad = []
+    for name, path in modules(root, packages).items():
+        for node, _ in _import_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            bad += [f"{name}:{node.lineno} imports {t}" for t in targets if _top(t) in forbidden]
+    return bad
+
+
 def private_imports(found: list[Import]) -> list[str]:
     """`from other import _name`, and imports of another package's underscore module."""
     bad = []
@@ -226,6 +237,10 @@ def test_route_modules_are_imported_only_by_the_router_assembly(tree):
 
 def test_services_cli_and_lower_packages_never_import_the_web_framework():
     assert web_imports(ROOT) == []
+
+
+def test_only_benchmarks_import_torch():
+    assert bench_only_imports(ROOT, PACKAGES + ("tests", "reliability")) == []
 
 
 def test_no_module_imports_a_private_name_of_another(tree):
@@ -299,6 +314,11 @@ def test_a_private_name_imported_from_another_module_fails(tmp_path):
     assert private_imports(imports(_plant(tmp_path, planted), PACKAGES)) == [
         "runtime.graph:1 imports _hidden from planner.core"
     ]
+
+
+def test_torch_imported_by_the_runtime_is_reported(tmp_path):
+    root = _plant(tmp_path, {**CLEAN, "runtime/graph.py": "def f():\n    import torch\n"})
+    assert bench_only_imports(root, PACKAGES) == ["runtime.graph:2 imports torch"]
 
 
 def test_a_module_over_the_budget_is_reported(tmp_path):
