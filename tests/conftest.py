@@ -7,7 +7,6 @@ context (`tests/browser/harness.py`). Jobs run on one real Dask cluster for the 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from app.jobs import local_cluster
 from app.main import create_app
 from app.settings import Settings
 from tests.browser.harness import chromium, serving
-from tests.postgres import PostgreSQL, PostgreSQLUnavailable
+from tests.postgres import PostgreSQL, running_postgresql
 
 UPLOAD_LIMIT = 1 << 22  # bytes: every model the tests build fits
 
@@ -130,17 +129,6 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
 
 @pytest.fixture(scope="session")
 def postgresql() -> Iterator[PostgreSQL]:
-    """A real PostgreSQL server (Debian's package) for the session, on 127.0.0.1 and a free port only.
-
-    Without one, the PostgreSQL tests fail in CI (CI=true) and are skipped, saying why, elsewhere.
-    """
-    try:
-        server = PostgreSQL.start()
-    except PostgreSQLUnavailable as e:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"PostgreSQL is required in CI: {e}", pytrace=False)
-        pytest.skip(f"no PostgreSQL for the PostgreSQL half of the tests: {e} (scripts/test.sh installs it)")
-    try:
+    """A real PostgreSQL server (Debian's package) for the session, on 127.0.0.1 and a free port only."""
+    with running_postgresql() as server:
         yield server
-    finally:
-        server.stop()

@@ -12,6 +12,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -189,3 +191,21 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def running_postgresql() -> Iterator[PostgreSQL]:
+    """A server for a fixture: without PostgreSQL the test fails in CI (CI=true) and is skipped,
+    saying why, elsewhere; the server stops when the fixture ends."""
+    import pytest
+
+    try:
+        server = PostgreSQL.start()
+    except PostgreSQLUnavailable as e:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"PostgreSQL is required in CI: {e}", pytrace=False)
+        pytest.skip(f"no PostgreSQL here: {e} (scripts/test.sh installs it)")
+    try:
+        yield server
+    finally:
+        server.stop()

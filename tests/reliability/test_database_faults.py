@@ -3,29 +3,20 @@ the service recovers by itself once the database is back. A real PostgreSQL of i
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.postgres import PostgreSQL, PostgreSQLUnavailable
+from tests.postgres import PostgreSQL, running_postgresql
 from tests.runtime.test_session import small_cnn
 
 
 @pytest.fixture()
 def own_postgresql() -> Iterator[PostgreSQL]:
-    try:
-        server = PostgreSQL.start()
-    except PostgreSQLUnavailable as e:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-            pytest.fail(f"PostgreSQL is required in CI: {e}", pytrace=False)
-        pytest.skip(f"no PostgreSQL here: {e}")
-    try:
+    with running_postgresql() as server:  # its own: this test stops and starts it
         yield server
-    finally:
-        server.stop()
 
 
 def test_a_stopped_database_is_503_and_the_service_recovers(make_app, own_postgresql):
