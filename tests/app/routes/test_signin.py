@@ -193,5 +193,7 @@ def test_wrong_tokens_are_rate_limited_per_address(make_client, tmp_path):
         # Even the right token waits: the limit is on trying, not on failing.
         right = _sign_in(client)
         assert right.status_code == 429 and "memplan_token" not in right.headers.get("set-cookie", "")
-    with make_client(data_dir=tmp_path / "other", token=TOKEN) as fresh:  # a new service process starts with a clean slate
+    with make_client(
+        data_dir=tmp_path / "other", token=TOKEN
+    ) as fresh:  # a new service process starts with a clean slate
         assert _sign_in(fresh).status_code == 303
