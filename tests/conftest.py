@@ -7,6 +7,9 @@ context (`tests/browser/harness.py`). Jobs run on one real Dask cluster for the 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,6 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.jobs import local_cluster
 from app.main import create_app
 from app.settings import Settings
 from tests.browser.harness import chromium, serving
@@ -30,8 +32,40 @@ def dask_scheduler() -> Iterator[str]:
 
     Apps connect their own Client to it and close only that; the cluster closes when the session ends.
     """
-    with local_cluster(workers=2) as address:
+    # In a process of its own: the scheduler's threads would otherwise allocate inside the tests'
+    # tracemalloc windows (bytes beside the arena) and take the interpreter lock from timed code.
+    child = subprocess.Popen(
+        [sys.executable, "-c", CLUSTER],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    address = child.stdout.readline().strip()
+    if not address.startswith("tcp://"):
+        child.kill()
+        pytest.fail(f"the test cluster did not start (it said {address!r})", pytrace=False)
+    try:
         yield address
+    finally:
+        child.stdin.close()  # the child closes its cluster and exits
+        try:
+            child.wait(60)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+
+# The test cluster's process: it prints the scheduler's address and lives until its stdin closes
+# (when the test session ends, however it ends).
+CLUSTER = """
+import sys
+from app.jobs import local_cluster
+with local_cluster(workers=2) as address:
+    print(address, flush=True)
+    sys.stdin.read()
+"""
 
 
 @pytest.fixture()
