@@ -61,17 +61,27 @@ def live_segments(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     until `problem.steps`). Costs O(buffers log buffers) whatever the number of steps, so
     traces with millions of steps (MiniMalloc's) or more are as cheap as small ones.
     """
-    first, last, size = _blocks(problem)
-    points = np.unique(np.concatenate(([0], first, last + 1)))
-    points = points[points < max(problem.steps, 1)]
+    return segments_of(*_blocks(problem), problem.steps)
+
+
+def segments_of(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """`live_segments` of blocks given as arrays (alias groups already merged)."""
+    points = np.sort(np.concatenate(([0], first, last + 1)))
+    points = points[np.concatenate(([True], points[1:] != points[:-1]))]
+    points = points[points < max(steps, 1)]
     values = live_sum(len(points), np.searchsorted(points, first), np.searchsorted(points, last + 1), size)
     return points, values
 
 
 def load(problem: Problem) -> int:
     """LOAD: the most bytes live at any one step. No valid plan is smaller (0 without steps)."""
-    _, values = live_segments(problem)
-    return int(values.max()) if values.size and problem.steps else 0
+    return load_of(*_blocks(problem), problem.steps)
+
+
+def load_of(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> int:
+    """`load` of blocks given as arrays (alias groups already merged)."""
+    _, values = segments_of(first, last, size, steps)
+    return int(values.max()) if values.size and steps else 0
 
 
 def peak_step(problem: Problem) -> int:
@@ -84,7 +94,11 @@ def naive(problem: Problem) -> int:
     """The arena with no reuse: the sum of the sizes of the alias groups, each counted once
     (a buffer aliasing another adds nothing beyond the end of its group). Alignment padding
     is not counted: it depends on the order buffers are stacked in."""
-    _, _, size = _blocks(problem)
+    return naive_of(_blocks(problem)[2])
+
+
+def naive_of(size: np.ndarray) -> int:
+    """`naive` of blocks given as an array of sizes (alias groups already merged)."""
     return sum(size.tolist())  # Python integers: a sum of many large sizes may pass 2**63
 
 
@@ -98,9 +112,13 @@ def ratio(arena_bytes: int | None, lower_bound: int) -> float | None:
 
 def _blocks(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """First step, last step and size of every alias group, as int64 arrays."""
-    if any(b.alias_of is not None for b in problem.buffers):
-        groups = blocks_of(problem)
-    else:
-        groups = [(b.first, b.last, b.size) for b in problem.buffers]
-    table = np.array(groups, dtype=np.int64).reshape(-1, 3)
-    return table[:, 0], table[:, 1], table[:, 2]
+    bufs = problem.buffers
+    if any(b.alias_of is not None for b in bufs):
+        table = np.array(blocks_of(problem), dtype=np.int64).reshape(-1, 3)
+        return table[:, 0], table[:, 1], table[:, 2]
+    n = len(bufs)
+    return (
+        np.fromiter((b.first for b in bufs), dtype=np.int64, count=n),
+        np.fromiter((b.last for b in bufs), dtype=np.int64, count=n),
+        np.fromiter((b.size for b in bufs), dtype=np.int64, count=n),
+    )

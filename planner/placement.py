@@ -14,23 +14,26 @@ a buffer goes to the first of its candidate pools where it fits under the capaci
 
 from __future__ import annotations
 
+import gc
 import time
-from collections.abc import Iterable
+from array import array
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from planner.aliases import alias_roots
-from planner.bounds import load, naive
+from planner.bounds import load_of, naive_of
 from planner.errors import InfeasibleError
 from planner.plan import Placement, Plan
 from planner.problem import Problem
+from planner.sweep import sweep
+from planner.timeline import Occupancy, Timeline, pick
 
 RULES = ("first", "best", "top")
 _NO_CAPACITY = np.iinfo(np.int64).max // 4
-_EMPTY = np.empty(0, dtype=np.int64)
-_ZERO = np.zeros(1, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,9 @@ class Blocks:
     """
 
     ids: list[str]  # the root buffer's id
-    members: list[list[tuple[int, int]]]  # (buffer index, byte offset within the block)
+    # (buffer index, byte offset within the block) of each block's members; None when
+    # nothing aliases, so that block i is buffer i alone.
+    members: list[list[tuple[int, int]]] | None
     first: np.ndarray
     last: np.ndarray
     size: np.ndarray
@@ -55,14 +60,19 @@ class Blocks:
         pool_index = {p.name: k for k, p in enumerate(problem.pools)}
         if all(b.alias_of is None for b in bufs):
             # The common case, kept vectorised: every buffer is its own block.
+            n = len(bufs)
+            if any(b.pool_candidates for b in bufs):
+                candidates = [tuple(pool_index[n] for n in problem.candidates(b)) for b in bufs]
+            else:
+                candidates = [tuple(range(len(problem.pools)))] * len(bufs)
             return cls(
                 ids=[b.id for b in bufs],
-                members=[[(i, 0)] for i in range(len(bufs))],
-                first=np.array([b.first for b in bufs], dtype=np.int64),
-                last=np.array([b.last for b in bufs], dtype=np.int64),
-                size=np.array([b.size for b in bufs], dtype=np.int64),
-                align=np.array([problem.align_of(b) for b in bufs], dtype=np.int64),
-                candidates=[tuple(pool_index[n] for n in problem.candidates(b)) for b in bufs],
+                members=None,
+                first=np.fromiter((b.first for b in bufs), dtype=np.int64, count=n),
+                last=np.fromiter((b.last for b in bufs), dtype=np.int64, count=n),
+                size=np.fromiter((b.size for b in bufs), dtype=np.int64, count=n),
+                align=np.fromiter((max(b.alignment or 1, problem.alignment) for b in bufs), dtype=np.int64, count=n),
+                candidates=candidates,
             )
         index: dict[int, int] = {}
         ids: list[str] = []
@@ -86,6 +96,10 @@ class Blocks:
     def __len__(self) -> int:
         return len(self.ids)
 
+    def members_of(self, block: int) -> list[tuple[int, int]]:
+        """(buffer index, byte offset within the block) of the block's members."""
+        return [(block, 0)] if self.members is None else self.members[block]
+
     def conflict_counts(self) -> np.ndarray:
         """For each block, how many other blocks are live at a common step."""
         order = np.argsort(self.first, kind="stable")
@@ -100,14 +114,10 @@ class Blocks:
 class Placer:
     """Places blocks one at a time; reads back a `Plan`.
 
-    Finding the placed blocks live together with a query is the inner loop. When the
-    conflict graph is small enough it is built once, as adjacency lists (local search
-    re-places blocks many times). Otherwise blocks are kept sorted by first step, so the
-    candidates lie in a window of that order; blocks much longer than most are kept apart
-    and always scanned, which keeps the window short.
+    The gaps a block may take are those between the bytes of the placed blocks live at a
+    common step with it, which `planner.timeline` finds without visiting those blocks one
+    by one. Empty blocks take no bytes: they sit at offset 0 and are nobody's neighbour.
     """
-
-    MAX_EDGES = 4_000_000
 
     def __init__(self, problem: Problem, blocks: Blocks | None = None) -> None:
         self.problem = problem
@@ -117,80 +127,49 @@ class Placer:
         self.capacity = [p.capacity if p.capacity is not None else _NO_CAPACITY for p in problem.pools]
         self.pool = np.full(n, -1, dtype=np.int64)  # -1: not placed yet
         self.offset = np.zeros(n, dtype=np.int64)
-        self._end = np.zeros(n, dtype=np.int64)  # offset + size, kept with offset
         self.top = [0] * len(problem.pools)  # highest end in each pool
-        length = b.last - b.first
-        window = int(np.quantile(length, 0.99)) if n else 0
-        self._long = np.flatnonzero(length > window)
-        short = np.flatnonzero(length <= window)
-        self._short = short[np.argsort(b.first[short], kind="stable")]
-        self._short_first = b.first[self._short]
-        self._window = window
-        self._adjacency = _conflict_graph(b.first, b.last, self.MAX_EDGES)
-        # Python ints for per-block scalars: indexing numpy arrays one at a time is slow.
-        self._first = b.first.tolist()
-        self._last = b.last.tolist()
-        self._size = b.size.tolist()
-        self._align = b.align.tolist()
+        self._timeline = Timeline(b.first, b.last, b.size > 0)
+        # Python-level copies: indexing numpy arrays one element at a time is slow.
+        self._size = array("q", b.size.astype(np.int64).tobytes())
+        self._align = array("q", b.align.astype(np.int64).tobytes())
+        self._occupancy: list[Occupancy] = []
+        self._stale = True  # the occupancy does not reflect `pool` and `offset` yet
 
     def reset(self) -> None:
         self.pool.fill(-1)
         self.top = [0] * len(self.top)
+        self._stale = True
 
     # ---- queries ----------------------------------------------------------------------
 
-    def _conflicts(self, i: int, pool: int) -> np.ndarray:
-        """Indices of placed blocks in `pool` live at a common step with block `i`."""
-        if self._adjacency is not None:
-            indptr, indices = self._adjacency
-            near = indices[indptr[i] : indptr[i + 1]]
-            return near[self.pool[near] == pool]
-        b = self.blocks
-        first, last = self._first[i], self._last[i]
-        lo = self._short_first.searchsorted(first - self._window, side="left")
-        hi = self._short_first.searchsorted(last, side="right")
-        near = self._short[lo:hi]
-        near = near[(self.pool[near] == pool) & (b.last[near] >= first)]
-        if self._long.size:
-            far = self._long
-            far = far[(self.pool[far] == pool) & (b.first[far] <= last) & (b.last[far] >= first)]
-            if far.size:
-                near = np.concatenate((near, far))
-        return near[near != i]
-
-    def gaps(self, i: int, pool: int) -> tuple[np.ndarray, np.ndarray, int]:
-        """Free gaps for block `i` in `pool`: (starts, ends) of bounded gaps, and the top.
-
-        Gaps are in increasing offset order; the top gap starts at the top returned and
-        is unbounded but for the pool's capacity.
-        """
-        found = self._conflicts(i, pool)
-        if found.size == 0:
-            return _EMPTY, _EMPTY, 0
-        off = self.offset[found]
-        order = off.argsort(kind="stable")
-        off = off[order]
-        reach = np.maximum.accumulate(self._end[found[order]])
-        starts = np.concatenate((_ZERO, reach[:-1]))
-        return starts, off, int(reach[-1])
+    def _fresh(self) -> list[Occupancy]:
+        """The occupancy of every pool, rebuilt from `pool` and `offset` when they changed
+        behind its back (first use, reset, unplace, restore)."""
+        if not self._stale:
+            return self._occupancy
+        t = self._timeline
+        wants = array("i", t.wants.tobytes())  # shared: the queries are the same in every pool
+        self._occupancy = [Occupancy(t, wants) for _ in self.top]
+        placed = np.flatnonzero((self.pool >= 0) & (self.blocks.size > 0)).tolist()
+        answered = [i for i in placed if t.hi[i] - t.lo[i] >= t.short]
+        for i in answered:
+            self._occupancy[0].answered(i, self._occupancy)
+        for occupancy in self._occupancy:
+            occupancy.open = t.long_queries - len(answered)
+        for i in placed:
+            start = int(self.offset[i])
+            self._occupancy[int(self.pool[i])].insert(i, start, start + self._size[i])
+        self._stale = False
+        return self._occupancy
 
     def choose(self, i: int, pool: int, rule: str) -> int:
         """The offset `rule` picks for block `i` in `pool`, ignoring capacity."""
         size, align = self._size[i], self._align[i]
+        if size == 0:
+            return 0
         if rule == "top":
             return _align_up(self.top[pool], align)
-        starts, ends, top = self.gaps(i, pool)
-        if starts.size:
-            aligned = starts if align == 1 else -(-starts // align) * align
-            fits = aligned + size <= ends
-            if rule == "first":
-                k = int(fits.argmax())
-                if fits[k]:
-                    return int(aligned[k])
-            elif fits.any():
-                slack = np.where(fits, ends - starts, _NO_CAPACITY)
-                return int(aligned[slack.argmin()])
-        return _align_up(top, align)
+        return pick(self._fresh()[pool].taken(i), size, align, rule == "best")
 
     # ---- placing ----------------------------------------------------------------------
 
@@ -215,27 +194,72 @@ class Placer:
     def _commit(self, i: int, pool: int, offset: int) -> None:
         self.pool[i] = pool
         self.offset[i] = offset
-        self._end[i] = offset + self._size[i]
-        self.top[pool] = max(self.top[pool], offset + self._size[i])
+        size = self._size[i]
+        if size == 0:
+            return
+        end = offset + size
+        if end > self.top[pool]:
+            self.top[pool] = end
+        if self._stale:
+            return  # nothing asked for gaps yet: the occupancy is built when first needed
+        t = self._timeline
+        if t.hi[i] - t.lo[i] >= t.short:
+            self._occupancy[pool].answered(i, self._occupancy)
+            for occupancy in self._occupancy:
+                occupancy.open -= 1
+        self._occupancy[pool].insert(i, offset, end)
 
     def unplace(self, blocks: np.ndarray) -> None:
         """Take blocks out again (for local search), lowering the pool tops to match."""
         self.pool[blocks] = -1
-        ends = self._end
+        ends = self.offset + self.blocks.size
         for k in range(len(self.top)):
             mine = self.pool == k
             self.top[k] = int(ends[mine].max()) if mine.any() else 0
+        self._stale = True
 
     def place_all(
         self, order: Iterable[int] | np.ndarray, rule: str = "first", *, give_up_above: int | None = None
     ) -> bool:
         """Place blocks in `order`. With `give_up_above`, stop as soon as the pools together
         grow past that many bytes (a search rejecting the result anyway); False then."""
-        for i in order:
-            self.place(int(i), rule)
-            if give_up_above is not None and sum(self.top) > give_up_above:
-                return False
+        if rule not in RULES:
+            raise ValueError(f"rule: {rule!r} is not one of {RULES}")
+        with _collector_paused():
+            if len(self.top) == 1:
+                return self._run(np.asarray(order, dtype=np.int64), rule, give_up_above)
+            for i in order:
+                self.place(int(i), rule)
+                if give_up_above is not None and sum(self.top) > give_up_above:
+                    return False
         return True
+
+    def _run(self, order: np.ndarray, rule: str, give_up_above: int | None) -> bool:
+        """`place_all` for a single pool, where the capacity never changes an offset: the
+        same placements, with the per-block facts read in placing order."""
+        limit = _NO_CAPACITY if give_up_above is None else give_up_above
+        b = self.blocks
+        sizes, aligns = b.size[order].tolist(), b.align[order].tolist()
+        if rule == "top":
+            offsets, top = _stack(sizes, aligns, self.top[0], limit)
+        elif not (self.pool >= 0).any() and bool(np.all(np.diff(b.first[order]) >= 0)):
+            spans = zip(b.first[order].tolist(), b.last[order].tolist(), sizes, aligns, strict=True)
+            offsets, top = sweep(list(spans), rule == "best", limit)
+            self._stale = True  # the sweep kept no occupancy
+        else:
+            t = self._timeline
+            los = np.frombuffer(t.lo, dtype=np.int64)[order].tolist()
+            his = np.frombuffer(t.hi, dtype=np.int64)[order].tolist()
+            facts = zip(order.tolist(), sizes, aligns, los, his, strict=True)
+            offsets, top = self._fresh()[0].place_run(facts, rule == "best", self.top[0], limit, self._occupancy)
+        return self._keep(order, offsets, top, limit)
+
+    def _keep(self, order: np.ndarray, offsets: list[int], top: int, limit: int) -> bool:
+        done = order[: len(offsets)]
+        self.pool[done] = 0
+        self.offset[done] = offsets
+        self.top[0] = top
+        return top <= limit
 
     # ---- results ----------------------------------------------------------------------
 
@@ -253,7 +277,7 @@ class Placer:
     def restore(self, state: tuple[np.ndarray, np.ndarray, list[int]]) -> None:
         pool, offset, top = state
         self.pool, self.offset, self.top = pool.copy(), offset.copy(), list(top)
-        self._end = self.offset + self.blocks.size
+        self._stale = True
 
     def plan(self, strategy: str, started: float, **stats: Any) -> Plan:
         """The plan of everything placed; raises `InfeasibleError` if a pool overflowed."""
@@ -264,49 +288,70 @@ class Placer:
         for k, (top, cap) in enumerate(zip(self.top, self.capacity, strict=False)):
             if top > cap:
                 raise InfeasibleError(pools[k].name, top, cap, strategy)
-        offsets: dict[str, Placement] = {}
-        bufs = self.problem.buffers
-        for block, members in enumerate(self.blocks.members):
-            name, base = pools[int(self.pool[block])].name, int(self.offset[block])
-            for i, delta in members:
-                offsets[bufs[i].id] = Placement(name, base + delta)
-        ordered = {b.id: offsets[b.id] for b in bufs}
+        with _collector_paused():
+            offsets = self._placements()
         return Plan(
             strategy=strategy,
-            offsets=ordered,
+            offsets=offsets,
             pool_sizes={p.name: self.top[k] for k, p in enumerate(pools)},
-            lower_bound=load(self.problem),
-            naive=naive(self.problem),
+            lower_bound=load_of(self.blocks.first, self.blocks.last, self.blocks.size, self.problem.steps),
+            naive=naive_of(self.blocks.size),
             elapsed_s=time.perf_counter() - started,
             stats=stats,
+            alias_groups=self._alias_groups(),
         )
 
+    def _alias_groups(self) -> dict[str, tuple[str, ...]]:
+        """Root id -> ids of the buffers of every block of more than one buffer."""
+        if self.blocks.members is None:
+            return {}
+        bufs = self.problem.buffers
+        return {
+            root: tuple(bufs[i].id for i, _ in members)
+            for root, members in zip(self.blocks.ids, self.blocks.members, strict=True)
+            if len(members) > 1
+        }
 
-def _conflict_graph(first: np.ndarray, last: np.ndarray, max_edges: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Adjacency lists (CSR) of blocks live at a common step, or None past `max_edges`.
+    def _placements(self) -> dict[str, Placement]:
+        """Where each buffer sits, in the problem's order."""
+        bufs = self.problem.buffers
+        names = [p.name for p in self.problem.pools]
+        where = zip(self.pool.tolist(), self.offset.tolist(), strict=True)
+        if self.blocks.members is None:
+            return {b.id: Placement(names[k], at) for b, (k, at) in zip(bufs, where, strict=True)}
+        found: dict[str, Placement] = {}
+        for members, (k, base) in zip(self.blocks.members, where, strict=True):
+            for i, delta in members:
+                found[bufs[i].id] = Placement(names[k], base + delta)
+        return {b.id: found[b.id] for b in bufs}
 
-    In first-step order, the blocks that start within block i's lifetime after it are a
-    contiguous run; every conflicting pair appears in exactly one such run.
-    """
-    n = len(first)
-    order = np.argsort(first, kind="stable")
-    sorted_first = first[order]
-    stop = np.searchsorted(sorted_first, last[order], side="right")
-    counts = stop - np.arange(n) - 1
-    pairs = int(counts.sum())
-    if 2 * pairs > max_edges:
-        return None
-    src_pos = np.repeat(np.arange(n), counts)
-    # Position of each partner: src + 1, src + 2, ... within its run.
-    run_start = np.repeat(np.cumsum(counts) - counts, counts)
-    dst_pos = src_pos + 1 + (np.arange(pairs) - run_start)
-    src, dst = order[src_pos], order[dst_pos]
-    both_src = np.concatenate((src, dst))
-    both_dst = np.concatenate((dst, src))
-    by_src = np.argsort(both_src, kind="stable")
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(both_src, minlength=n), out=indptr[1:])
-    return indptr, both_dst[by_src]
+
+def _stack(sizes: list[int], aligns: list[int], top: int, limit: int) -> tuple[list[int], int]:
+    """Offsets of blocks put one above the other from `top` up (the "top" rule)."""
+    offsets = []
+    for size, align in zip(sizes, aligns, strict=True):
+        if size == 0:
+            offsets.append(0)
+            continue
+        at = top if align == 1 else -(-top // align) * align
+        offsets.append(at)
+        top = at + size
+        if top > limit:
+            break
+    return offsets, top
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector: placing allocates millions of small lists
+    that never form cycles, and each collection would walk the whole heap again."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _align_up(value: int, align: int) -> int:

@@ -2,7 +2,8 @@
 
 A `Plan` is a frozen value that round-trips through JSON (schema `memplan.plan/1`, see
 `planner/schema/plan.schema.json`). Every plan carries the lower bound (LOAD) and the
-naive sum of sizes so that its quality can be read off it alone.
+naive sum of sizes so that its quality can be read off it alone, and the alias groups that
+were placed as one block (optional in the JSON: readers that predate it ignore it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class Plan:
     elapsed_s: float = 0.0
     # Strategy-specific facts worth showing (iterations, proven optimality, seed, ...).
     stats: Mapping[str, Any] = field(default_factory=dict)
+    # Buffers placed as one block because they alias one another: the root's id -> the
+    # ids of the group's buffers (the root first). Groups of one buffer are left out.
+    alias_groups: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def arena_bytes(self) -> int:
@@ -51,7 +55,7 @@ class Plan:
         return self.offsets[buffer_id].offset
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "schema": PLAN_SCHEMA,
             "strategy": self.strategy,
             "arena_bytes": self.arena_bytes,
@@ -62,6 +66,9 @@ class Plan:
             "stats": dict(self.stats),
             "placements": [{"id": i, "pool": p.pool, "offset": p.offset} for i, p in self.offsets.items()],
         }
+        if self.alias_groups:
+            out["alias_groups"] = {root: list(ids) for root, ids in self.alias_groups.items()}
+        return out
 
     def dumps(self, indent: int | None = None) -> str:
         return json.dumps(self.to_json(), indent=indent)
@@ -82,6 +89,7 @@ class Plan:
                 naive=int(data["naive_bytes"]),
                 elapsed_s=float(data.get("seconds", 0.0)),
                 stats=dict(data.get("stats", {})),
+                alias_groups={str(r): tuple(str(i) for i in ids) for r, ids in data.get("alias_groups", {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ProblemError(f"plan JSON is missing or has a malformed field: {e}") from None

@@ -78,6 +78,7 @@ def best(problem: Problem, *, time_limit: float | None = None, seed: int = 0, **
         naive=winner.naive,
         elapsed_s=time.perf_counter() - started,
         stats=stats,
+        alias_groups=winner.alias_groups,
     )
 
 

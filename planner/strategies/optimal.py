@@ -136,7 +136,7 @@ def _incumbent(problem: Problem, blocks: Blocks, members: np.ndarray, k: int) ->
     """Offsets of `members` in the smaller of two greedy packings of them alone in pool `k`."""
     sub = Blocks(
         ids=[blocks.ids[i] for i in members.tolist()],
-        members=[blocks.members[i] for i in members.tolist()],
+        members=[blocks.members_of(i) for i in members.tolist()],
         first=blocks.first[members],
         last=blocks.last[members],
         size=blocks.size[members],

@@ -1,0 +1,392 @@
+"""Which bytes are taken during a span of steps: the placement engine's index.
+
+Blocks are placed one at a time in any order; each needs the free gaps among the bytes of
+the placed blocks live at a common step with it. Enumerating those blocks costs as many
+steps as there are (hundreds of thousands in a training trace, where weights and saved
+activations live across most of the schedule), so long-lived blocks are kept as *unions*
+of byte ranges instead, which stay short however many blocks they cover.
+
+1. Time: the distinct first steps are the points. Two live ranges share a step exactly
+   when their point ranges ``[lo, hi]`` intersect, so nothing is lost.
+2. A short block (at most `SHORT` points) is listed, as its byte range, at every point it
+   covers: the placed short blocks live together with a short query are those listed at
+   its points.
+3. A long block is kept in a segment tree over the points: each of its O(log n) canonical
+   nodes (maximal nodes inside its range) adds its bytes to the node's ``own`` union.
+   Long blocks containing point ``t`` are those in the own unions on the path from leaf
+   ``t`` to the root.
+4. Nodes that a long query reads (its canonical nodes, at least `SUB_LEVEL` levels up)
+   keep ``sub``, the union of every block, short or long, with a canonical node in their
+   subtree; once all the long queries through a node are answered it drops it.
+5. A query ``[lo, hi]`` meets the blocks containing ``lo`` or ``hi`` (the lists at those
+   points and the own unions on their paths) and the blocks strictly inside: for a short
+   query the lists at its points, for a long one the sub unions of its canonical nodes
+   (below `SUB_LEVEL`, the lists and own unions of their small subtrees).
+
+A union is a flat sorted list ``[start0, end0, start1, end1, ...]`` of disjoint ranges that
+do not touch; the lists at points are flat too, unsorted, one range per block. Gaps are
+read off sorted starts and sorted ends (`pick`), so repeated or overlapping ranges cost
+nothing extra to merge.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable
+
+import numpy as np
+
+SHORT = 32  # blocks covering at most this many points are listed at each of them
+SUB_LEVEL = 2  # nodes this many levels above the leaves (or higher) keep subtree unions
+_NEVER = 1 << 62  # larger than any gap
+
+
+def add(flat: list[int], start: int, end: int) -> None:
+    """Add bytes ``[start, end)`` (start < end) to a union, merging what it meets or touches."""
+    i = bisect_left(flat, start)
+    j = bisect_right(flat, end)
+    if i & 1:
+        i -= 1
+        start = flat[i]
+    if j & 1:
+        end = flat[j]
+        j += 1
+    flat[i:j] = (start, end)
+
+
+def pick(taken: list[int], size: int, align: int, best: bool) -> int:
+    """The offset for `size` bytes (> 0, a multiple of `align`) among the gaps left by the
+    byte ranges in `taken` (flat, in any order, overlaps allowed): the lowest gap that
+    fits, or with `best` the smallest (ties: the lowest); above everything when none fits.
+
+    With starts and ends sorted apart, ``[ends[i-1], starts[i])`` is a gap exactly when
+    it is not empty: the first i ranges have all ended there and no other has begun.
+    """
+    if not taken:
+        return 0
+    starts = taken[0::2]
+    starts.sort()
+    ends = taken[1::2]
+    ends.sort()
+    chosen, least = -1, _NEVER
+    if size <= starts[0]:
+        if not best:
+            return 0
+        chosen, least = 0, starts[0]
+    for end, start in zip(ends, starts[1:], strict=False):  # ends[-1] is the top
+        if end < start:
+            at = end if align == 1 else -(-end // align) * align
+            if at + size <= start:
+                if not best:
+                    return at
+                if start - end < least:
+                    chosen, least = at, start - end
+    if chosen >= 0:
+        return chosen
+    end = ends[-1]
+    return end if align == 1 else -(-end // align) * align
+
+
+class Timeline:
+    """The static part: points, each block's point range, and the tree's shape."""
+
+    def __init__(self, first: np.ndarray, last: np.ndarray, asks: np.ndarray) -> None:
+        """`asks` marks the blocks that will query (those with bytes)."""
+        points = np.sort(first)
+        points = points[np.concatenate((points[:1] == points[:1], points[1:] != points[:-1]))]
+        lo = np.searchsorted(points, first).astype(np.int64)
+        hi = (np.searchsorted(points, last, side="right") - 1).astype(np.int64)
+        leaves = 1 << max(0, (len(points) - 1).bit_length())
+        self.short = SHORT  # read at construction, so that tests may lower it
+        # A long block reaching the last point reaches the padding leaves too (nothing is
+        # there): fewer canonical nodes, and one living throughout has the root alone.
+        hi[(hi == len(points) - 1) & (hi - lo >= self.short)] = leaves - 1
+        self.points = len(points)
+        self.leaves = leaves
+        self.lo = array("q", lo.tobytes())
+        self.hi = array("q", hi.tobytes())
+        # Nodes below this index are SUB_LEVEL or more levels above the leaves.
+        self.sub_limit = leaves >> (SUB_LEVEL - 1) if SUB_LEVEL else 2 * leaves
+        long = hi - lo >= self.short
+        has_own = np.zeros(2 * leaves, dtype=bool)
+        has_own[_canonical_nodes(lo[long], hi[long], leaves)] = True
+        asking = _canonical_nodes(lo[long & asks], hi[long & asks], leaves)
+        asking = asking[asking < self.sub_limit]
+        # How many long queries will read each node's sub union.
+        self.wants = np.bincount(asking, minlength=2 * leaves).astype(np.int32)
+        self.long_queries = int((long & asks).sum())
+        # The nearest strict ancestor that can hold an own union, and one that may keep a
+        # sub union: paths jump between them instead of walking every level.
+        self.own_up = array("i", _nearest_marked_ancestor(has_own, leaves).tobytes())
+        self.sub_up = array("i", _nearest_marked_ancestor(self.wants > 0, leaves).tobytes())
+
+    def canonical(self, block: int) -> list[int]:
+        """The canonical nodes of a block: first the one holding its left end, last the one
+        holding its right end."""
+        left: list[int] = []
+        right: list[int] = []
+        lo = self.lo[block] + self.leaves
+        hi = self.hi[block] + self.leaves + 1
+        while lo < hi:
+            if lo & 1:
+                left.append(lo)
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                right.append(hi)
+            lo >>= 1
+            hi >>= 1
+        right.reverse()
+        return left + right
+
+
+class Occupancy:
+    """The dynamic part, one per pool: the byte ranges of the placed blocks."""
+
+    def __init__(self, timeline: Timeline, wants: array) -> None:
+        self.timeline = timeline
+        self.own: list[list[int] | None] = [None] * (2 * timeline.leaves)
+        self.sub: list[list[int] | None] = [None] * (2 * timeline.leaves)
+        self.listed: list[list[int] | None] = [None] * timeline.leaves
+        self.wants = wants  # shared by the pools: long queries still to come through each node
+        self.open = 0  # the pools' long queries still to come (kept by the placer)
+
+    def taken(self, block: int) -> list[int]:
+        """The byte ranges taken at some step of `block`'s live range, flat, in any order."""
+        t = self.timeline
+        listed, own = self.listed, self.own
+        lo, hi = t.lo[block], t.hi[block]
+        found: list[int] = []
+        if hi - lo < t.short:
+            for point in range(lo, hi + 1):
+                got = listed[point]
+                if got:
+                    found += got
+        elif lo == 0 and hi == t.leaves - 1 and t.sub_limit > 1:
+            # Live throughout: it meets every placed block, all in the root's sub union.
+            return self.sub[1] or []
+        else:
+            for point in (lo, hi):
+                got = listed[point]
+                if got:
+                    found += got
+            self._inside(block, found)
+        leaves = t.leaves
+        got = own[lo + leaves]
+        if got:
+            found += got
+        got = own[hi + leaves]
+        if got and hi != lo:
+            found += got
+        up = t.own_up
+        x, y = up[lo + leaves], up[hi + leaves]
+        while x != y:
+            if x > y:
+                got, x = own[x], up[x]
+            else:
+                got, y = own[y], up[y]
+            if got:
+                found += got
+        while x:
+            got = own[x]
+            if got:
+                found += got
+            x = up[x]
+        return found
+
+    def place_run(
+        self,
+        facts: Iterable[tuple[int, int, int, int, int]],
+        best: bool,
+        top: int,
+        limit: int,
+        pools: list[Occupancy],
+    ) -> tuple[list[int], int]:
+        """Place blocks given in order as (block, size, align, lo, hi) in this, the only
+        pool: `pick` among the bytes `taken`, then `insert`, inlined for short blocks.
+        Stops after the block that takes the top past `limit`; returns the offsets of the
+        blocks placed and the top."""
+        t = self.timeline
+        short, leaves = t.short, t.leaves
+        listed, own, up = self.listed, self.own, t.own_up
+        offsets: list[int] = []
+        for i, size, align, lo, hi in facts:
+            if size == 0:
+                offsets.append(0)
+                continue
+            if hi - lo >= short:
+                at = pick(self.taken(i), size, align, best)
+                self.answered(i, pools)
+                self.open -= 1
+                self.insert(i, at, at + size)
+            else:
+                found: list[int] = []
+                for point in range(lo, hi + 1):
+                    got = listed[point]
+                    if got:
+                        found += got
+                x, y = lo + leaves, hi + leaves
+                got = own[x]
+                if got:
+                    found += got
+                if y != x:
+                    got = own[y]
+                    if got:
+                        found += got
+                x, y = up[x], up[y]
+                while x != y:
+                    if x > y:
+                        got, x = own[x], up[x]
+                    else:
+                        got, y = own[y], up[y]
+                    if got:
+                        found += got
+                while x:
+                    got = own[x]
+                    if got:
+                        found += got
+                    x = up[x]
+                at = pick(found, size, align, best)
+                end = at + size
+                if self.open:
+                    self.insert(i, at, end)
+                else:
+                    for point in range(lo, hi + 1):
+                        got = listed[point]
+                        if got is None:
+                            listed[point] = [at, end]
+                        else:
+                            got += (at, end)
+            offsets.append(at)
+            if at + size > top:
+                top = at + size
+                if top > limit:
+                    break
+        return offsets, top
+
+    def _inside(self, block: int, found: list[int]) -> None:
+        """Blocks with a canonical node under one of `block`'s: sub unions, or the lists
+        and own unions of a low node's subtree."""
+        t = self.timeline
+        leaves, listed, own, sub = t.leaves, self.listed, self.own, self.sub
+        for node in t.canonical(block):
+            if node < t.sub_limit:
+                got = sub[node]
+                if got:
+                    found += got
+                continue
+            width = 1
+            while node < leaves:
+                for below in range(node, node + width):
+                    got = own[below]
+                    if got:
+                        found += got
+                node <<= 1
+                width <<= 1
+            for point in range(node - leaves, node - leaves + width):
+                got = listed[point]
+                if got:
+                    found += got
+                got = own[point + leaves]
+                if got:
+                    found += got
+
+    def insert(self, block: int, start: int, end: int) -> None:
+        """Record bytes ``[start, end)`` (start < end) of a block."""
+        t = self.timeline
+        lo, hi = t.lo[block], t.hi[block]
+        if hi - lo < t.short:
+            listed = self.listed
+            for point in range(lo, hi + 1):
+                got = listed[point]
+                if got is None:
+                    listed[point] = [start, end]
+                else:
+                    got += (start, end)
+            if self.open:
+                # The ancestors of its leaves hold those of its canonical nodes, and a sub
+                # union below them covers a part of its range: taking it there is harmless.
+                self._subs(t.sub_up[lo + t.leaves], t.sub_up[hi + t.leaves], start, end)
+            return
+        nodes = t.canonical(block)
+        own = self.own
+        for node in nodes:
+            got = own[node]
+            if got is None:
+                own[node] = [start, end]
+            else:
+                add(got, start, end)
+        if self.open:
+            sub, wants, limit = self.sub, self.wants, t.sub_limit
+            for node in nodes:
+                if node < limit and wants[node]:
+                    _add_sub(sub, node, start, end)
+            # Every ancestor of a canonical node lies above the leftmost or the rightmost one.
+            self._subs(t.sub_up[nodes[0]], t.sub_up[nodes[-1]], start, end)
+
+    def _subs(self, x: int, y: int, start: int, end: int) -> None:
+        """Add bytes to the sub unions still read on the paths up from nodes x and y."""
+        sub, wants, up = self.sub, self.wants, self.timeline.sub_up
+        while x != y:
+            if x > y:
+                node, x = x, up[x]
+            else:
+                node, y = y, up[y]
+            if wants[node]:
+                _add_sub(sub, node, start, end)
+        while x:
+            if wants[x]:
+                _add_sub(sub, x, start, end)
+            x = up[x]
+
+    def answered(self, block: int, occupancies: list[Occupancy]) -> None:
+        """Long `block` will query no more: nodes nobody else reads drop their sub union."""
+        t = self.timeline
+        wants, limit = self.wants, t.sub_limit
+        for node in t.canonical(block):
+            if node < limit:
+                wants[node] -= 1
+                if not wants[node]:
+                    for occupancy in occupancies:
+                        occupancy.sub[node] = None
+
+
+def _add_sub(sub: list[list[int] | None], node: int, start: int, end: int) -> None:
+    got = sub[node]
+    if got is None:
+        sub[node] = [start, end]
+    else:
+        add(got, start, end)
+
+
+def _canonical_nodes(lo: np.ndarray, hi: np.ndarray, leaves: int) -> np.ndarray:
+    """Every block's canonical nodes, all blocks at once (with repeats)."""
+    left, right = lo + leaves, hi + leaves + 1
+    nodes = []
+    while True:
+        active = left < right
+        if not active.any():
+            break
+        take = active & (left & 1).astype(bool)
+        nodes.append(left[take])
+        left = left + take
+        take = active & (right & 1).astype(bool)
+        right = right - take
+        nodes.append(right[take])
+        left >>= 1
+        right >>= 1
+    return np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int64)
+
+
+def _nearest_marked_ancestor(marked: np.ndarray, leaves: int) -> np.ndarray:
+    """For every node, its nearest strict ancestor that is marked (0: none)."""
+    up = np.zeros(2 * leaves, dtype=np.int32)
+    width = 1
+    while width < leaves:
+        parents = np.arange(width, 2 * width)
+        nearest = np.where(marked[parents], parents, up[parents]).astype(np.int32)
+        up[2 * width : 4 * width : 2] = nearest
+        up[2 * width + 1 : 4 * width : 2] = nearest
+        width *= 2
+    return up
