@@ -10,18 +10,26 @@ A plan is valid when
 4. each pool's size equals the highest end of the buffers in it;
 5. no two buffers live at a common step overlap in bytes, unless one aliases the other
    (then it sits exactly `alias_offset` bytes into the buffer it aliases).
+
+Conditions 1-4 take one pass over the buffers; condition 5 a sweep over the steps with the
+live buffers ordered by byte (O(n log n) for n buffers), which only detects overlaps: when
+it finds one, every overlapping pair is enumerated, so that the report counts and names
+them.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from planner.plan import Plan
-from planner.problem import Problem
+from planner.plan import Placement, Plan
+from planner.problem import Buffer, Pool, Problem
 
 MAX_REPORTED = 20
+_SHIFT = 9  # the sweep's live set keeps ranks in buckets of 512
+_UNBOUNDED = 2**62
 
 
 @dataclass
@@ -49,42 +57,76 @@ class CheckResult:
 
 
 def check_plan(problem: Problem, plan: Plan) -> CheckResult:
+    """Check conditions 1-5 (see the module docstring); O(n log n) for n buffers when the
+    plan is valid. Overlaps are detected by a sweep; when there are some, every overlapping
+    pair is enumerated to count and name them."""
     result = CheckResult()
     pools = {p.name: p for p in problem.pools}
-    ids = {b.id for b in problem.buffers}
-    for extra in sorted(set(plan.offsets) - ids):
+    bufs = problem.buffers
+    for extra in sorted(set(plan.offsets) - {b.id for b in bufs}):
         result.add(f"plan places {extra!r}, which is not a buffer of the problem")
-    placed = [b for b in problem.buffers if b.id in plan.offsets]
-    for b in problem.buffers:
-        if b.id not in plan.offsets:
-            result.add(f"buffer {b.id!r} has no placement")
-
-    highest: dict[str, int] = {name: 0 for name in pools}
-    for b in placed:
-        where = plan.offsets[b.id]
-        if where.pool not in pools:
-            result.add(f"buffer {b.id!r} is in unknown pool {where.pool!r}")
-            continue
-        allowed = b.pool_candidates or tuple(pools)
-        if where.pool not in allowed:
-            result.add(f"buffer {b.id!r} is in pool {where.pool!r}, not one of its candidates {list(allowed)}")
-        align = max(problem.alignment, b.alignment or 1)
-        if where.offset < 0 or where.offset % align:
-            result.add(f"buffer {b.id!r} at offset {where.offset} breaks its alignment of {align} bytes")
-        end = where.offset + b.size
-        capacity = pools[where.pool].capacity
-        if capacity is not None and end > capacity:
-            result.add(f"buffer {b.id!r} ends at {end}, past pool {where.pool!r}'s capacity of {capacity}")
-        highest[where.pool] = max(highest[where.pool], end)
-
+    offsets = plan.offsets
+    placed = [b for b in bufs if b.id in offsets]
+    if len(placed) < len(bufs):
+        for b in bufs:
+            if b.id not in offsets:
+                result.add(f"buffer {b.id!r} has no placement")
+    where = [offsets[b.id] for b in placed]
+    highest = _check_places(problem, placed, where, result)
     for name in pools:
         claimed = plan.pool_sizes.get(name, 0)
         if claimed != highest[name]:
             result.add(f"pool {name!r} is said to be {claimed} bytes but its highest buffer ends at {highest[name]}")
-
-    _check_aliases(problem, plan, result)
-    _check_overlaps(problem, plan, placed, result)
+    aliased = any(b.alias_of is not None for b in bufs)
+    if aliased:
+        _check_aliases(problem, plan, result)
+    if _any_overlap(problem, placed, where, aliased):
+        _report_overlaps(problem, plan, placed, result)
     return result
+
+
+def _check_places(
+    problem: Problem, placed: list[Buffer], where: list[Placement], result: CheckResult
+) -> dict[str, int]:
+    """Conditions 1-3 for each placed buffer; the highest end in each pool."""
+    pools = {p.name: p for p in problem.pools}
+    every = tuple(pools)
+    highest: dict[str, int] = {name: 0 for name in pools}
+    n = len(placed)
+    offset = np.fromiter((w.offset for w in where), dtype=np.int64, count=n)
+    size = np.fromiter((b.size for b in placed), dtype=np.int64, count=n)
+    align = np.fromiter((max(problem.alignment, b.alignment or 1) for b in placed), dtype=np.int64, count=n)
+    names = sorted({w.pool for w in where})
+    index = {name: k for k, name in enumerate(names)}
+    pool = np.fromiter((index[w.pool] for w in where), dtype=np.int64, count=n)
+    known = np.array([name in pools for name in names] + [False], dtype=bool)[pool] if n else np.zeros(0, bool)
+    capacity = np.array([_capacity(pools, name) for name in names] + [0], dtype=np.int64)[pool] if n else size
+    end = offset + size
+    suspect = ~known | (offset < 0) | (offset % align != 0) | (end > capacity)
+    suspect |= np.fromiter((b.pool_candidates is not None for b in placed), dtype=bool, count=n)
+    for i in np.flatnonzero(suspect).tolist():
+        b, at = placed[i], where[i]
+        if at.pool not in pools:
+            result.add(f"buffer {b.id!r} is in unknown pool {at.pool!r}")
+            continue
+        allowed = b.pool_candidates or every
+        if at.pool not in allowed:
+            result.add(f"buffer {b.id!r} is in pool {at.pool!r}, not one of its candidates {list(allowed)}")
+        if at.offset < 0 or at.offset % align[i]:
+            result.add(f"buffer {b.id!r} at offset {at.offset} breaks its alignment of {align[i]} bytes")
+        limit = pools[at.pool].capacity
+        if limit is not None and at.offset + b.size > limit:
+            result.add(f"buffer {b.id!r} ends at {at.offset + b.size}, past pool {at.pool!r}'s capacity of {limit}")
+    for k, name in enumerate(names):
+        if name in pools:
+            mine = end[(pool == k) & known]
+            highest[name] = int(mine.max()) if mine.size else 0
+    return highest
+
+
+def _capacity(pools: dict[str, Pool], name: str) -> int:
+    pool = pools.get(name)
+    return _UNBOUNDED if pool is None or pool.capacity is None else pool.capacity
 
 
 def _alias_group(problem: Problem) -> dict[str, str]:
@@ -112,7 +154,108 @@ def _check_aliases(problem: Problem, plan: Plan, result: CheckResult) -> None:
             )
 
 
-def _check_overlaps(problem: Problem, plan: Plan, placed: list, result: CheckResult) -> None:
+# ---- condition 5, detected: a sweep over the steps ------------------------------------
+
+
+def _any_overlap(problem: Problem, placed: list[Buffer], where: list[Placement], aliased: bool) -> bool:
+    """Whether two buffers of different alias groups overlap in bytes while both live.
+
+    Each alias group is first cut into rectangles (steps x bytes) that do not overlap one
+    another, so that no pair needs exempting. Then a sweep over the steps keeps the
+    rectangles live at the current step ordered by (pool, start byte): the first overlap
+    to appear is between a rectangle being added and its neighbour in that order, since
+    the rectangles live before it were disjoint.
+    """
+    names = {name: k for k, name in enumerate(sorted({w.pool for w in where}))}
+    rows = [(names[w.pool], w.offset, w.offset + b.size, b.first, b.last) for b, w in zip(placed, where, strict=True)]
+    sized = [k for k, b in enumerate(placed) if b.size > 0]
+    if aliased:
+        root = _alias_group(problem)
+        groups: dict[str, list[int]] = {}
+        for k in sized:
+            groups.setdefault(root[placed[k].id], []).append(k)
+        table = []
+        for members in groups.values():
+            table += _disjoint_pieces([rows[k] for k in members]) if len(members) > 1 else [rows[members[0]]]
+    else:
+        table = [rows[k] for k in sized]
+    if len(table) < 2:
+        return False
+    data = np.array(table, dtype=np.int64)
+    return _sweep_finds_overlap(data[:, 0], data[:, 1], data[:, 2], data[:, 3], data[:, 4])
+
+
+def _disjoint_pieces(rows: list[tuple[int, int, int, int, int]]) -> list[tuple[int, int, int, int, int]]:
+    """Rectangles (pool, start, end, first, last) covering the same steps x bytes as `rows`
+    (one alias group's buffers), no two of which overlap."""
+    pieces = []
+    for pool in sorted({r[0] for r in rows}):
+        mine = [r for r in rows if r[0] == pool]
+        cuts = sorted({r[3] for r in mine} | {r[4] + 1 for r in mine})
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            live = sorted((r[1], r[2]) for r in mine if r[3] <= a <= r[4])
+            run_start, run_end = -1, -1
+            for start, end in live + [(_UNBOUNDED, _UNBOUNDED)]:
+                if start > run_end:
+                    if run_end > run_start:
+                        pieces.append((pool, run_start, run_end, a, b - 1))
+                    run_start = start
+                run_end = max(run_end, end)
+    return pieces
+
+
+def _sweep_finds_overlap(
+    pool: np.ndarray, start: np.ndarray, end: np.ndarray, first: np.ndarray, last: np.ndarray
+) -> bool:
+    """The sweep of `_any_overlap` over rectangles that each have bytes."""
+    n = len(start)
+    order = np.lexsort((start, pool))  # stable: ties keep their index order
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    pools, starts, ends = pool[order].tolist(), start[order].tolist(), end[order].tolist()
+    # Events in step order; at one step, rectangles ending before it leave first.
+    times = np.concatenate((last + 1, first))
+    adding = np.concatenate((np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64)))
+    events = np.lexsort((adding, times))
+    events = events[: int(np.flatnonzero(adding[events])[-1]) + 1]  # nothing to see after the last arrival
+    who = np.concatenate((rank, rank))[events].tolist()
+    # The live set: ranks in buckets of 2**_SHIFT, each a sorted list, with the sorted list
+    # of the buckets that are not empty.
+    buckets: list[list[int]] = [[] for _ in range((n >> _SHIFT) + 1)]
+    filled: list[int] = []
+    for arrives, r in zip(adding[events].tolist(), who, strict=True):
+        b = r >> _SHIFT
+        bucket = buckets[b]
+        at = bisect_left(bucket, r)
+        if not arrives:
+            del bucket[at]
+            if not bucket:
+                del filled[bisect_left(filled, b)]
+            continue
+        if at:
+            before = bucket[at - 1]
+        else:
+            k = bisect_left(filled, b)
+            before = buckets[filled[k - 1]][-1] if k else -1
+        if before >= 0 and pools[before] == pools[r] and ends[before] > starts[r]:
+            return True
+        if at < len(bucket):
+            after = bucket[at]
+        else:
+            k = bisect_right(filled, b)
+            after = buckets[filled[k]][0] if k < len(filled) else -1
+        if after >= 0 and pools[after] == pools[r] and starts[after] < ends[r]:
+            return True
+        if not bucket:
+            insort(filled, b)
+        bucket.insert(at, r)
+    return False
+
+
+# ---- condition 5, reported: every overlapping pair ------------------------------------
+
+
+def _report_overlaps(problem: Problem, plan: Plan, placed: list[Buffer], result: CheckResult) -> None:
     """Sweep buffers by first step: those starting before one ends are its time-overlaps."""
     placed = [b for b in placed if b.size > 0]
     if not placed:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from planner import Buffer, Placement, Plan, Pool, check_plan, make_problem, plan
+from planner import Buffer, Placement, Plan, Pool, Problem, check_plan, make_problem, plan
+from planner.generate import network_like
 
 PROBLEM = make_problem(
     [Buffer("a", 16, 0, 1), Buffer("b", 16, 1, 2), Buffer("c", 16, 3, 3)],
@@ -109,3 +112,84 @@ def test_checker_rejects_a_strategy_plan_with_one_offset_moved(strategy):
     neighbour = offsets["t1"]
     offsets["t2"] = neighbour  # t1 and t2 are live together at steps 2 and 3
     assert not check_plan(problem, replace(result, offsets=offsets)).ok
+
+
+@st.composite
+def placed_problems(draw):
+    """A random problem (aliases, two pools, empty buffers) and offsets that may overlap."""
+    steps = draw(st.integers(1, 8))
+    pools = (Pool("a"), Pool("b")) if draw(st.booleans()) else (Pool("a"),)
+    buffers = []
+    for i in range(draw(st.integers(0, 10))):
+        first = draw(st.integers(0, steps - 1))
+        alias = draw(st.sampled_from([None, *[b.id for b in buffers]])) if buffers else None
+        buffers.append(
+            Buffer(
+                f"b{i}",
+                draw(st.sampled_from([0, 1, 2, 3, 5])),
+                first,
+                draw(st.integers(first, steps - 1)),
+                alias_of=alias,
+                alias_offset=draw(st.sampled_from([0, 2])) if alias else 0,
+            )
+        )
+    problem = Problem(buffers=tuple(buffers), steps=steps, pools=pools)
+    offsets = {
+        b.id: Placement(draw(st.sampled_from([p.name for p in pools])), draw(st.integers(0, 12))) for b in buffers
+    }
+    return problem, offsets
+
+
+def brute_force_overlaps(problem: Problem, offsets: dict[str, Placement]) -> int:
+    """Pairs live at a common step, in one pool, overlapping in bytes, not aliases of one another."""
+
+    def root(b: Buffer) -> str:
+        seen = {b.id}
+        while b.alias_of is not None and b.alias_of not in seen:
+            seen.add(b.alias_of)
+            b = problem.buffer(b.alias_of)
+        return b.id
+
+    count = 0
+    for i, a in enumerate(problem.buffers):
+        for b in problem.buffers[i + 1 :]:
+            pa, pb = offsets[a.id], offsets[b.id]
+            if a.size and b.size and pa.pool == pb.pool and root(a) != root(b) and a.overlaps_in_time(b):
+                count += pa.offset < pb.offset + b.size and pb.offset < pa.offset + a.size
+    return count
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=placed_problems())
+def test_overlaps_found_and_counted_like_brute_force(case):
+    problem, offsets = case
+    sizes = {
+        p.name: max([o.offset + problem.buffer(i).size for i, o in offsets.items() if o.pool == p.name] + [0])
+        for p in problem.pools
+    }
+    result = check_plan(problem, Plan("x", offsets, sizes, 0, 0))
+    misplaced = sum(
+        offsets[b.id] != Placement(offsets[b.alias_of].pool, offsets[b.alias_of].offset + b.alias_offset)
+        for b in problem.buffers
+        if b.alias_of is not None
+    )
+    assert result.total == misplaced + brute_force_overlaps(problem, offsets)
+
+
+@pytest.mark.parametrize("strategy", ["first_fit", "greedy_by_size"])
+def test_checker_accepts_plans_of_thousands_of_buffers_and_finds_one_moved(strategy):
+    problem = network_like(5000, seed=2)
+    result = plan(problem, strategy)
+    assert check_plan(problem, result).ok
+    # Move one buffer onto a neighbour live at its first step.
+    victim = problem.buffers[100]
+    neighbour = next(b for b in problem.buffers if b.id != victim.id and b.overlaps_in_time(victim) and b.size)
+    offsets = dict(result.offsets)
+    offsets[victim.id] = offsets[neighbour.id]
+    moved = replace(
+        result,
+        offsets=offsets,
+        pool_sizes={"arena": max(o.offset + problem.buffer(i).size for i, o in offsets.items())},
+    )
+    verdict = check_plan(problem, moved)
+    assert not verdict.ok and f"{victim.id!r}" in str(verdict)
