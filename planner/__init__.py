@@ -19,7 +19,7 @@ from planner.check import CheckResult, check_plan
 from planner.errors import InfeasibleError, PlanningError, ProblemError, UnknownStrategyError
 from planner.lifetimes import Schedule, Step, problem_from_schedule
 from planner.plan import PLAN_SCHEMA, Placement, Plan
-from planner.problem import PROBLEM_SCHEMA, Buffer, Pool, Problem, make_problem
+from planner.problem import MAX_BUFFERS, PROBLEM_SCHEMA, Buffer, Pool, Problem, make_problem
 from planner.registry import Strategy, get, names, registered
 
 DEFAULT_STRATEGY = "greedy_by_size"
@@ -32,6 +32,7 @@ def plan(problem: Problem, strategy: str = DEFAULT_STRATEGY, **options: object) 
 
 __all__ = [
     "DEFAULT_STRATEGY",
+    "MAX_BUFFERS",
     "PLAN_SCHEMA",
     "PROBLEM_SCHEMA",
     "Buffer",

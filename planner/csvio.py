@@ -3,17 +3,23 @@
 One buffer a row: ``id,lower,upper,size[,offset]``, live during the half-open step interval
 ``[lower, upper)``. Newer MiniMalloc releases name the columns ``buffer,start,end``; both
 headers are read. memplan's inclusive ``last`` is ``upper - 1``.
+
+Rows are read one at a time, so a file with more than `max_buffers` rows is refused at the
+first row past the limit. MiniMalloc knows no aliases: a buffer aliasing another is
+written as part of its alias group, one row per group (see `write_csv`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 from pathlib import Path
 
+from planner.aliases import alias_roots
 from planner.errors import ProblemError
 from planner.plan import Plan
-from planner.problem import Buffer, Problem
+from planner.problem import MAX_BUFFERS, Buffer, Problem, check_buffer_count
 
 _COLUMNS = {
     "id": "id",
@@ -28,9 +34,18 @@ _COLUMNS = {
 ACCEPTED_HEADER = "id,lower,upper,size[,offset] (or buffer,start,end,size[,offset])"
 
 
-def read_csv(text: str, *, source: str = "<csv>", alignment: int = 1) -> tuple[Problem, dict[str, int] | None]:
-    """Parse MiniMalloc CSV text into a Problem, and the offsets column when present."""
-    rows = csv.reader(io.StringIO(text))
+def read_csv(
+    text: str, *, source: str = "<csv>", alignment: int = 1, max_buffers: int | None = MAX_BUFFERS
+) -> tuple[Problem, dict[str, int] | None]:
+    """Parse MiniMalloc CSV text into a Problem, and the offsets column when present.
+    More than `max_buffers` rows are refused at the first row past the limit."""
+    return _read_rows(io.StringIO(text), source=source, alignment=alignment, max_buffers=max_buffers)
+
+
+def _read_rows(
+    lines: Iterable[str], *, source: str, alignment: int, max_buffers: int | None
+) -> tuple[Problem, dict[str, int] | None]:
+    rows = csv.reader(lines)
     header = next(rows, None)
     if not header:
         raise ProblemError(f"{source}: empty file; expected a header {ACCEPTED_HEADER}")
@@ -44,6 +59,8 @@ def read_csv(text: str, *, source: str = "<csv>", alignment: int = 1) -> tuple[P
     for line, row in enumerate(rows, start=2):
         if not row or all(not cell.strip() for cell in row):
             continue
+        if max_buffers is not None and len(buffers) >= max_buffers:
+            check_buffer_count(len(buffers) + 1, max_buffers, f"{source}: line {line}")
         if len(row) != len(columns):
             raise ProblemError(f"{source}: line {line}: {len(row)} fields, expected {len(columns)} ({','.join(names)})")
         cells = dict(zip(columns, (c.strip() for c in row), strict=False))
@@ -67,22 +84,45 @@ def read_csv(text: str, *, source: str = "<csv>", alignment: int = 1) -> tuple[P
     return problem, (offsets if "offset" in columns else None)
 
 
-def load_csv(path: str | Path, *, alignment: int = 1) -> Problem:
+def load_csv(path: str | Path, *, alignment: int = 1, max_buffers: int | None = MAX_BUFFERS) -> Problem:
+    """Read a MiniMalloc CSV file row by row (never all of a file over the limit)."""
     path = Path(path)
-    return read_csv(path.read_text(), source=str(path), alignment=alignment)[0]
+    with path.open(newline="") as lines:
+        return _read_rows(lines, source=str(path), alignment=alignment, max_buffers=max_buffers)[0]
 
 
 def write_csv(problem: Problem, plan: Plan | None = None) -> str:
-    """MiniMalloc CSV of a problem, with the offset column when a plan is given."""
+    """MiniMalloc CSV of a problem, with the offset column when a plan is given.
+
+    MiniMalloc has no aliases, and its validator wants no two rows to overlap in time and
+    bytes. So buffers that alias one another are written as their group, the block the
+    planner placed: one row named after the group's root, live from the group's first step
+    to its last, as large as its extent, at the root's offset. The plan's `alias_groups`
+    (or the problem's ``alias_of``) say which buffers a row stands for.
+    """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "lower", "upper", "size"] + (["offset"] if plan else []))
-    for b in problem.buffers:
-        row: list[object] = [b.id, b.first, b.last + 1, b.size]
+    for buffer, first, last, size in _rows(problem):
+        row: list[object] = [buffer.id, first, last + 1, size]
         if plan:
-            row.append(plan.offsets[b.id].offset)
+            row.append(plan.offsets[buffer.id].offset)
         writer.writerow(row)
     return out.getvalue()
+
+
+def _rows(problem: Problem) -> list[tuple[Buffer, int, int, int]]:
+    """(root buffer, first step, last step, extent) of each alias group, in the problem's
+    order of the roots; every buffer alone when nothing aliases."""
+    bufs = problem.buffers
+    if all(b.alias_of is None for b in bufs):
+        return [(b, b.first, b.last, b.size) for b in bufs]
+    groups: dict[int, list[int]] = {}
+    for i, (root, delta) in enumerate(alias_roots(problem)):
+        b = bufs[i]
+        found = groups.setdefault(root, [b.first, b.last, 0])
+        found[0], found[1], found[2] = min(found[0], b.first), max(found[1], b.last), max(found[2], delta + b.size)
+    return [(bufs[root], first, last, size) for root, (first, last, size) in sorted(groups.items())]
 
 
 def _integer(cell: str, column: str, source: str, line: int) -> int:

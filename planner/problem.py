@@ -18,6 +18,10 @@ from planner.errors import ProblemError
 
 PROBLEM_SCHEMA = "memplan.problem/1"
 DEFAULT_POOL = "arena"
+# Problems are refused above this many buffers, before their buffers are built: a reader
+# of untrusted input stays within bounded time and memory. Callers may pass their own
+# `max_buffers` (None: no limit).
+MAX_BUFFERS = 2_000_000
 
 # Kinds a runtime may give a buffer. The planner treats them all alike; they exist for
 # charts and reports. Other runtimes may use their own, so the list is open.
@@ -118,8 +122,9 @@ class Problem:
         return json.dumps(self.to_json(), indent=indent)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Problem:
-        """Build a Problem from its JSON form; errors name the offending field."""
+    def from_json(cls, data: Mapping[str, Any], *, max_buffers: int | None = MAX_BUFFERS) -> Problem:
+        """Build a Problem from its JSON form; errors name the offending field. More than
+        `max_buffers` buffers are refused before any is read."""
         if not isinstance(data, Mapping):
             raise ProblemError("a problem must be a JSON object with 'buffers' and 'steps'")
         schema = data.get("schema", PROBLEM_SCHEMA)
@@ -133,6 +138,7 @@ class Problem:
         raw_buffers = data.get("buffers")
         if not isinstance(raw_buffers, list):
             raise ProblemError("buffers: must be a list of objects with id, size, first, last")
+        check_buffer_count(len(raw_buffers), max_buffers, "buffers")
         buffers = tuple(_buffer_from_json(raw, i) for i, raw in enumerate(raw_buffers))
         steps = data.get("steps")
         if steps is None:
@@ -156,12 +162,21 @@ class Problem:
         )
 
     @classmethod
-    def loads(cls, text: str) -> Problem:
+    def loads(cls, text: str, *, max_buffers: int | None = MAX_BUFFERS) -> Problem:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ProblemError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-        return cls.from_json(data)
+        return cls.from_json(data, max_buffers=max_buffers)
+
+
+def check_buffer_count(count: int, max_buffers: int | None, where: str) -> None:
+    """Refuse more than `max_buffers` buffers (None: any number), naming the limit."""
+    if max_buffers is not None and count > max_buffers:
+        raise ProblemError(
+            f"{where}: more than {max_buffers:,} buffers, the limit (max_buffers; by default "
+            f"planner.MAX_BUFFERS = {MAX_BUFFERS:,}); split the problem or raise the limit"
+        )
 
 
 def make_problem(buffers: Iterable[Buffer], **kwargs: Any) -> Problem:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import planner
 from planner import Buffer, Plan, Pool, Problem, ProblemError, check_plan, make_problem, plan
-from planner.csvio import read_csv, write_csv
+from planner.csvio import load_csv, read_csv, write_csv
 
 SCHEMAS = Path(planner.__file__).parent / "schema"
 PROBLEM_SCHEMA = json.loads((SCHEMAS / "problem.schema.json").read_text())
@@ -154,3 +154,111 @@ def test_bad_csv_names_the_line(text, words):
     with pytest.raises(ProblemError) as info:
         read_csv(text, source="trace.csv")
     assert "trace.csv" in str(info.value) and words in str(info.value)
+
+
+# ---- the buffer limit -------------------------------------------------------------------
+
+
+def test_the_buffer_limit_is_two_million_by_default():
+    assert planner.MAX_BUFFERS == 2_000_000
+
+
+def test_csv_over_the_limit_is_refused_at_the_first_row_past_it(tmp_path):
+    rows = "".join(f"b{i},0,1,8\n" for i in range(4))
+    text = "id,lower,upper,size\n" + rows + "this row is never parsed\n"
+    with pytest.raises(ProblemError) as info:
+        read_csv(text, source="big.csv", max_buffers=3)
+    assert "big.csv: line 5: more than 3 buffers, the limit (max_buffers" in str(info.value)
+    assert "planner.MAX_BUFFERS = 2,000,000" in str(info.value)
+    path = tmp_path / "big.csv"
+    path.write_text(text)
+    with pytest.raises(ProblemError, match="line 5: more than 3 buffers"):
+        load_csv(path, max_buffers=3)
+    assert len(read_csv("id,lower,upper,size\n" + rows, max_buffers=4)[0].buffers) == 4
+    assert len(read_csv("id,lower,upper,size\n" + rows, max_buffers=None)[0].buffers) == 4
+
+
+def test_problem_json_over_the_limit_is_refused_before_its_buffers_are_read():
+    data = {"buffers": ["not even an object"] * 4, "steps": 1}
+    with pytest.raises(ProblemError, match="buffers: more than 3 buffers, the limit"):
+        Problem.from_json(data, max_buffers=3)
+    with pytest.raises(ProblemError, match="more than 3 buffers"):
+        Problem.loads(json.dumps(data), max_buffers=3)
+    with pytest.raises(ProblemError, match=r"buffers\[0\]: must be an object"):
+        Problem.from_json(data, max_buffers=4)
+
+
+# ---- MiniMalloc CSV of plans with aliases -------------------------------------------------
+
+# An in-place chain (Clip, then Add written over it) beside a buffer live with both.
+IN_PLACE = make_problem(
+    [
+        Buffer("Conv@0", 64, 0, 1),
+        Buffer("Clip@0", 64, 1, 2, alias_of="Conv@0"),
+        Buffer("Add@0", 64, 2, 3, alias_of="Clip@0"),
+        Buffer("Other@0", 32, 1, 3),
+        Buffer("Tail@0", 16, 3, 3, alias_of="Other@0", alias_offset=16),
+    ]
+)
+
+
+def csv_rows(text: str) -> list[tuple[str, int, int, int, int]]:
+    """(id, lower, upper, size, offset) of each row, read without memplan's reader."""
+    lines = text.strip().splitlines()
+    assert lines[0] == "id,lower,upper,size,offset"
+    return [(i, int(a), int(b), int(s), int(o)) for i, a, b, s, o in (line.split(",") for line in lines[1:])]
+
+
+def assert_rows_apart(rows: list[tuple[str, int, int, int, int]]) -> None:
+    """MiniMalloc's validator: rows live at a common step share no byte."""
+    for k, (i, lower, upper, size, offset) in enumerate(rows):
+        for j, lower2, upper2, size2, offset2 in rows[k + 1 :]:
+            meet = lower < upper2 and lower2 < upper
+            share = offset < offset2 + size2 and offset2 < offset + size
+            assert not (meet and share and size and size2), f"rows {i} and {j} overlap"
+
+
+def test_csv_of_an_in_place_plan_has_one_row_per_alias_group():
+    result = plan(IN_PLACE, "greedy_by_size")
+    rows = csv_rows(write_csv(IN_PLACE, result))
+    assert [r[:4] for r in rows] == [("Conv@0", 0, 4, 64), ("Other@0", 1, 4, 32)]
+    assert rows[0][4] == result.offset("Conv@0") and rows[1][4] == result.offset("Other@0")
+    assert_rows_apart(rows)
+    assert result.alias_groups == {"Conv@0": ("Conv@0", "Clip@0", "Add@0"), "Other@0": ("Other@0", "Tail@0")}
+    data = result.to_json()
+    jsonschema.validate(data, PLAN_SCHEMA)
+    assert Plan.from_json(data).alias_groups == result.alias_groups
+    # A reader from before the field ignores it; a plan from before it reads as no groups.
+    del data["alias_groups"]
+    assert Plan.from_json(data).alias_groups == {}
+
+
+@st.composite
+def aliased_problems(draw):
+    steps = draw(st.integers(1, 8))
+    buffers: list[Buffer] = []
+    for i in range(draw(st.integers(1, 12))):
+        first = draw(st.integers(0, steps - 1))
+        alias = draw(st.sampled_from([None, None, *[b.id for b in buffers]]))
+        buffers.append(
+            Buffer(
+                f"b{i}",
+                draw(st.integers(1, 40)),
+                first,
+                draw(st.integers(first, steps - 1)),
+                alias_of=alias,
+                alias_offset=draw(st.sampled_from([0, 8])) if alias else 0,
+            )
+        )
+    return Problem(buffers=tuple(buffers), steps=steps, alignment=draw(st.sampled_from([1, 8])))
+
+
+@pytest.mark.parametrize("strategy", [s for s in planner.names() if s not in ("optimal", "best")])
+@settings(max_examples=40, deadline=None)
+@given(problem=aliased_problems())
+def test_csv_rows_of_any_plan_never_overlap(strategy, problem):
+    result = plan(problem, strategy, **({"max_iterations": 5} if strategy == "hill_climb" else {}))
+    rows = csv_rows(write_csv(problem, result))
+    assert_rows_apart(rows)
+    grouped = {m for members in result.alias_groups.values() for m in members}
+    assert len(rows) == len(result.alias_groups) + sum(b.id not in grouped for b in problem.buffers)
