@@ -98,23 +98,24 @@ def _run(tasks: list, scheduler: str | None, workers: int, *, quiet: bool) -> li
     from distributed import Client, LocalCluster, as_completed
     from rich.progress import Progress
 
+    from app.jobs import SchedulerUnreachable, connect
     from app.services.sweeps import plan_task
 
     cluster = None
     try:
         if scheduler:
-            client = Client(scheduler, timeout=10)
+            client = connect(scheduler)
         else:
             cluster = LocalCluster(
                 n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
             )
-            client = Client(cluster)
-    except OSError as e:
-        raise fail(f"scheduler {scheduler}: cannot connect ({e})") from None
+            client = Client(cluster, set_as_default=False)
+    except SchedulerUnreachable as e:
+        raise fail(str(e)) from None
     rows = []
     try:
-        futures = client.map(plan_task, tasks, pure=False)
-        with Progress(transient=True, disable=quiet) as progress:
+        with client.as_current(), Progress(transient=True, disable=quiet) as progress:
+            futures = client.map(plan_task, tasks, pure=False)
             bar = progress.add_task(f"{len(tasks)} plan tasks", total=len(tasks))
             for future in as_completed(futures):
                 rows.append(future.result())

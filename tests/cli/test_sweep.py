@@ -95,3 +95,9 @@ def test_bad_sweeps_are_refused_before_any_task(models, args, message):
 def test_a_folder_without_models_is_refused(tmp_path):
     result = runner.invoke(app, ["sweep", str(tmp_path)])
     assert result.exit_code == 2 and "no .onnx model" in result.output
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(models):
+    result = runner.invoke(app, ["sweep", str(models), "--dims", "batch=1", "--scheduler", "tcp://127.0.0.1:9"])
+    assert result.exit_code == 2 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in result.output
+    assert "Traceback" not in result.output
