@@ -9,8 +9,9 @@ of byte ranges instead, which stay short however many blocks they cover.
 1. Time: the distinct first steps are the points. Two live ranges share a step exactly
    when their point ranges ``[lo, hi]`` intersect, so nothing is lost.
 2. A short block (at most `SHORT` points) is listed, as its byte range, at every point it
-   covers: the placed short blocks live together with a short query are those listed at
-   its points.
+   covers and apart at the point where it starts: the placed short blocks live together
+   with a short query ``[lo, hi]`` are those listed at ``lo`` and those starting after
+   ``lo`` up to ``hi`` (each met once).
 3. A long block is kept in a segment tree over the points: each of its O(log n) canonical
    nodes (maximal nodes inside its range) adds its bytes to the node's ``own`` union.
    Long blocks containing point ``t`` are those in the own unions on the path from leaf
@@ -149,6 +150,7 @@ class Occupancy:
         self.own: list[list[int] | None] = [None] * (2 * timeline.leaves)
         self.sub: list[list[int] | None] = [None] * (2 * timeline.leaves)
         self.listed: list[list[int] | None] = [None] * timeline.leaves
+        self.starting: list[list[int] | None] = [None] * timeline.leaves
         self.wants = wants  # shared by the pools: long queries still to come through each node
         self.open = 0  # the pools' long queries still to come (kept by the placer)
 
@@ -159,8 +161,10 @@ class Occupancy:
         lo, hi = t.lo[block], t.hi[block]
         found: list[int] = []
         if hi - lo < t.short:
-            for point in range(lo, hi + 1):
-                got = listed[point]
+            found += listed[lo] or ()
+            starting = self.starting
+            for point in range(lo + 1, hi + 1):
+                got = starting[point]
                 if got:
                     found += got
         elif lo == 0 and hi == t.leaves - 1 and t.sub_limit > 1:
@@ -209,7 +213,7 @@ class Occupancy:
         blocks placed and the top."""
         t = self.timeline
         short, leaves = t.short, t.leaves
-        listed, own, up = self.listed, self.own, t.own_up
+        listed, starting, own, up = self.listed, self.starting, self.own, t.own_up
         offsets: list[int] = []
         for i, size, align, lo, hi in facts:
             if size == 0:
@@ -221,9 +225,10 @@ class Occupancy:
                 self.open -= 1
                 self.insert(i, at, at + size)
             else:
-                found: list[int] = []
-                for point in range(lo, hi + 1):
-                    got = listed[point]
+                got = listed[lo]
+                found: list[int] = list(got) if got else []
+                for point in range(lo + 1, hi + 1):
+                    got = starting[point]
                     if got:
                         found += got
                 x, y = lo + leaves, hi + leaves
@@ -258,6 +263,11 @@ class Occupancy:
                             listed[point] = [at, end]
                         else:
                             got += (at, end)
+                    got = starting[lo]
+                    if got is None:
+                        starting[lo] = [at, end]
+                    else:
+                        got += (at, end)
             offsets.append(at)
             if at + size > top:
                 top = at + size
@@ -304,6 +314,11 @@ class Occupancy:
                     listed[point] = [start, end]
                 else:
                     got += (start, end)
+            got = self.starting[lo]
+            if got is None:
+                self.starting[lo] = [start, end]
+            else:
+                got += (start, end)
             if self.open:
                 # The ancestors of its leaves hold those of its canonical nodes, and a sub
                 # union below them covers a part of its range: taking it there is harmless.
