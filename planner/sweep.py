@@ -11,25 +11,137 @@ dies. The sweep:
 2. reads the gaps of the union of live bytes (lowest first) and picks one by the rule;
 3. adds the block's bytes to the union and its last step to the heap.
 
-Each block costs O(log n) plus the gaps it reads; the result is the same as the general
-engine's (`planner.timeline`) for the same order and rule.
+The union is kept in chunks of up to `CHUNK` ranges, each with its widest gap, so that
+first fit skips the chunks whose gaps are all too small: a deep training step leaves
+thousands of holes below the top. Each block costs O(log n) plus the chunks it reads;
+the result is the same as the general engine's (`planner.timeline`) for the same order.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable
 from heapq import heappop, heappush
+from operator import sub
+
+import numpy as np
 
 from planner.timeline import add
 
+CHUNK = 64  # ranges per chunk of the live union (a chunk splits at twice as many)
+FEW = 8  # up to this many chunks, first fit reads them all rather than their widest gaps
 _NEVER = 1 << 62
+
+
+class LiveBytes:
+    """A union of disjoint byte ranges that do not touch, in chunks; each chunk is a flat
+    sorted list ``[start0, end0, ...]`` and knows its widest gap (the one before its
+    first range included, from the previous chunk's last end or from 0)."""
+
+    def __init__(self) -> None:
+        self.chunks: list[list[int]] = []
+        self.heads: list[int] = []  # first start of each chunk
+        self.widest = np.zeros(16, dtype=np.int64)  # widest gap of each chunk
+        self.measured = True  # `widest` is up to date (left to go stale while chunks are few)
+
+    def add(self, start: int, end: int) -> None:
+        """Add bytes ``[start, end)`` (start < end) that no range holds yet."""
+        chunks, heads = self.chunks, self.heads
+        if not chunks:
+            chunks.append([start, end])
+            heads.append(start)
+            self._measure(0)
+            return
+        k = max(0, bisect_right(heads, start) - 1)
+        last = max(0, bisect_right(heads, end) - 1)
+        if last > k:  # touches the next chunk's first range: merge those chunks
+            chunks[k : last + 1] = [[x for chunk in chunks[k : last + 1] for x in chunk]]
+            del heads[k + 1 : last + 1]
+            self.widest = np.delete(self.widest, range(k + 1, last + 1))
+        chunk = chunks[k]
+        add(chunk, start, end)
+        heads[k] = chunk[0]
+        if len(chunk) > 4 * CHUNK:
+            half = len(chunk) // 4 * 2
+            chunks[k + 1 : k + 1] = [chunk[half:]]
+            heads.insert(k + 1, chunk[half])
+            del chunk[half:]
+            self.widest = np.insert(self.widest, k + 1, 0)
+            self._measure(k + 1)
+        self._measure(k)
+        if k + 1 < len(chunks):
+            self._measure(k + 1)
+
+    def take_out(self, start: int, end: int) -> None:
+        """Remove bytes ``[start, end)``, which lie inside one range of the union."""
+        k = bisect_right(self.heads, start) - 1
+        chunk = self.chunks[k]
+        i = bisect_right(chunk, start) - 1
+        low, high = chunk[i], chunk[i + 1]
+        pieces: list[int] = []
+        if low < start:
+            pieces += (low, start)
+        if end < high:
+            pieces += (end, high)
+        chunk[i : i + 2] = pieces
+        if not chunk:
+            del self.chunks[k], self.heads[k]
+            self.widest = np.delete(self.widest, k)
+        else:
+            self.heads[k] = chunk[0]
+            self._measure(k)
+        if k + (1 if chunk else 0) < len(self.chunks):
+            self._measure(k + (1 if chunk else 0))
+
+    def _measure(self, k: int) -> None:
+        if len(self.chunks) <= FEW:
+            self.measured = False
+            return
+        chunk = self.chunks[k]
+        gap = chunk[0] - self.chunks[k - 1][-1] if k else chunk[0]
+        if len(chunk) > 2:
+            inside = max(map(sub, chunk[2::2], chunk[1:-1:2]))
+            if inside > gap:
+                gap = inside
+        if k >= len(self.widest):
+            self.widest = np.concatenate((self.widest, np.zeros(len(self.widest), dtype=np.int64)))
+        self.widest[k] = gap
+
+    def pick(self, size: int, align: int, best: bool) -> int:
+        """`planner.timeline.pick` for this union: its gaps are in order already."""
+        chosen, least = -1, _NEVER
+        chunks = self.chunks
+        candidates: Iterable[int] = range(len(chunks))
+        if len(chunks) > FEW:
+            if not self.measured:
+                self.measured = True
+                for k in range(len(chunks)):
+                    self._measure(k)
+            candidates = np.flatnonzero(self.widest[: len(chunks)] >= size).tolist()
+        for k in candidates:
+            chunk = chunks[k]
+            reach = chunks[k - 1][-1] if k else 0
+            for j in range(0, len(chunk), 2):
+                start = chunk[j]
+                if start - reach >= size:
+                    at = reach if align == 1 else -(-reach // align) * align
+                    if at + size <= start:
+                        if not best:
+                            return at
+                        if start - reach < least:
+                            chosen, least = at, start - reach
+                reach = chunk[j + 1]
+        if chosen >= 0:
+            return chosen
+        top = chunks[-1][-1] if chunks else 0
+        return top if align == 1 else -(-top // align) * align
 
 
 def sweep(facts: list[tuple[int, int, int, int]], best: bool, limit: int) -> tuple[list[int], int]:
     """Offsets for blocks given in placing order as (first, last, size, align), with first
     steps never decreasing; stops after the block that takes the top past `limit`.
     Returns the offsets (of the blocks placed) and the top."""
-    live: list[int] = []  # flat union [start0, end0, start1, end1, ...] of live bytes
+    live = LiveBytes()
     dying: list[tuple[int, int, int]] = []  # (last step, start, end) of live blocks
     offsets: list[int] = []
     top = 0
@@ -39,10 +151,10 @@ def sweep(facts: list[tuple[int, int, int, int]], best: bool, limit: int) -> tup
             continue
         while dying and dying[0][0] < first:
             _, start, end = heappop(dying)
-            _take_out(live, start, end)
-        at = _pick(live, size, align, best)
+            live.take_out(start, end)
+        at = live.pick(size, align, best)
         end = at + size
-        add(live, at, end)
+        live.add(at, end)
         heappush(dying, (last, at, end))
         offsets.append(at)
         if end > top:
@@ -50,34 +162,3 @@ def sweep(facts: list[tuple[int, int, int, int]], best: bool, limit: int) -> tup
             if top > limit:
                 break
     return offsets, top
-
-
-def _take_out(live: list[int], start: int, end: int) -> None:
-    """Remove bytes ``[start, end)``, which lie inside one range of the union."""
-    i = bisect_right(live, start) - 1
-    low, high = live[i], live[i + 1]
-    pieces: list[int] = []
-    if low < start:
-        pieces += (low, start)
-    if end < high:
-        pieces += (end, high)
-    live[i : i + 2] = pieces
-
-
-def _pick(live: list[int], size: int, align: int, best: bool) -> int:
-    """`planner.timeline.pick` for one union: its gaps are already in order."""
-    chosen, least = -1, _NEVER
-    reach = 0
-    for k in range(0, len(live), 2):
-        start = live[k]
-        if start > reach:
-            at = reach if align == 1 else -(-reach // align) * align
-            if at + size <= start:
-                if not best:
-                    return at
-                if start - reach < least:
-                    chosen, least = at, start - reach
-        reach = live[k + 1]
-    if chosen >= 0:
-        return chosen
-    return reach if align == 1 else -(-reach // align) * align

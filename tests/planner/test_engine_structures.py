@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import planner.sweep
 import planner.timeline
 from planner import Buffer, Problem
 from planner.placement import Placer
@@ -82,13 +83,17 @@ def test_engine_places_like_the_reference(short, case, rule):
     assert single.offset.tolist() == placer.offset.tolist()
 
 
+@pytest.mark.parametrize("chunk", [1, 2, planner.sweep.CHUNK])
 @settings(max_examples=100, deadline=None)
 @given(case=problems_and_orders(), rule=st.sampled_from(["first", "best"]))
-def test_first_use_sweep_places_like_the_reference(case, rule):
+def test_first_use_sweep_places_like_the_reference(chunk, case, rule):
     problem, _ = case
     order = sorted(range(len(problem.buffers)), key=lambda i: (problem.buffers[i].first, i))
     facts = [(b.first, b.last, b.size, problem.align_of(b)) for b in (problem.buffers[i] for i in order)]
-    offsets, top = sweep(facts, rule == "best", 2**62)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner.sweep, "CHUNK", chunk)  # small chunks split and merge often
+        patch.setattr(planner.sweep, "FEW", 0 if chunk < 3 else planner.sweep.FEW)  # and widest gaps are read
+        offsets, top = sweep(facts, rule == "best", 2**62)
     expected = reference_offsets(problem, order, rule)
     assert offsets == [expected[i] for i in order]
     assert top == max([o + problem.buffers[i].size for i, o in zip(order, offsets, strict=True)] + [0])
