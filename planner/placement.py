@@ -10,6 +10,11 @@ among the gaps left by already-placed buffers that are live at a common step:
 The engine also owns what every strategy must get right the same way: buffers that alias
 another (``alias_of``) are placed as one block with their root; offsets honour alignment;
 a buffer goes to the first of its candidate pools where it fits under the capacity.
+
+No pairwise scan: the gaps come from `planner.timeline` (unions of byte ranges over a
+segment tree of the schedule), or, for blocks placed in first-use order, from the sweep of
+`planner.sweep`. A single pool (the usual case) is placed in one loop over per-block facts
+read in placing order; several pools one block at a time through `place`.
 """
 
 from __future__ import annotations
@@ -242,6 +247,7 @@ class Placer:
         sizes, aligns = b.size[order].tolist(), b.align[order].tolist()
         if rule == "top":
             offsets, top = _stack(sizes, aligns, self.top[0], limit)
+            self._stale = True  # stacking kept no occupancy
         elif not (self.pool >= 0).any() and bool(np.all(np.diff(b.first[order]) >= 0)):
             spans = zip(b.first[order].tolist(), b.last[order].tolist(), sizes, aligns, strict=True)
             offsets, top = sweep(list(spans), rule == "best", limit)

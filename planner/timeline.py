@@ -41,6 +41,7 @@ import numpy as np
 SHORT = 32  # blocks covering at most this many points are listed at each of them
 SUB_LEVEL = 2  # nodes this many levels above the leaves (or higher) keep subtree unions
 _NEVER = 1 << 62  # larger than any gap
+MANY = 1024  # `pick` hands queries meeting more than this many range ends to numpy
 
 
 def add(flat: list[int], start: int, end: int) -> None:
@@ -66,6 +67,8 @@ def pick(taken: list[int], size: int, align: int, best: bool) -> int:
     """
     if not taken:
         return 0
+    if len(taken) > MANY:
+        return _pick_many(np.fromiter(taken, dtype=np.int64, count=len(taken)), size, align, best)
     starts = taken[0::2]
     starts.sort()
     ends = taken[1::2]
@@ -87,6 +90,20 @@ def pick(taken: list[int], size: int, align: int, best: bool) -> int:
         return chosen
     end = ends[-1]
     return end if align == 1 else -(-end // align) * align
+
+
+def _pick_many(taken: np.ndarray, size: int, align: int, best: bool) -> int:
+    """`pick` in numpy, for queries that meet many ranges."""
+    # The unions read are sorted runs already, which a stable sort (timsort) merges fast.
+    starts, ends = np.sort(taken[0::2], kind="stable"), np.sort(taken[1::2], kind="stable")
+    low = np.concatenate(([0], ends[:-1]))  # gap i is [low[i], starts[i]) when not empty
+    at = low if align == 1 else -(-low // align) * align
+    fits = (low < starts) & (at + size <= starts)
+    if fits.any():
+        k = int(np.argmin(np.where(fits, starts - low, _NEVER))) if best else int(fits.argmax())
+        return int(at[k])
+    top = int(ends[-1])
+    return top if align == 1 else -(-top // align) * align
 
 
 class Timeline:
