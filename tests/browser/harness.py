@@ -50,7 +50,12 @@ def serving(settings: Settings) -> Iterator[str]:
     import uvicorn
 
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning"))
+    # A long keep-alive: the browser reuses idle connections, and one the server closes at that moment
+    # (uvicorn's default is 5 s) resets a request mid-flight.
+    config = uvicorn.Config(
+        create_app(settings), host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=300
+    )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
