@@ -1,0 +1,162 @@
+"""The planner at trace scale: seconds and arena / LOAD per strategy at 10^4, 10^5, 10^6 buffers.
+
+For each generator (`planner.generate.network_like`, `planner.generate.training_like`) and
+size, one fresh process generates the problem, plans it with every strategy that rides the
+placement engine, and checks every plan with `planner.check_plan`: plain wall-clock timing
+(`time.perf_counter`), no tracing or profiling. The process's peak resident memory shows
+how the planner's memory grows. A strategy whose run at the largest size would take longer
+than `--budget` seconds, projected from its two smaller runs (the growth from 10^4 to 10^5
+carried on to 10^6), is not run there and the table says so.
+
+Not run in CI. Writes the "planner-scale" section of docs/BENCHMARKS.md and prints it:
+
+    python bench/scale_bench.py [--sizes 10000,100000,1000000] [--budget 600] [--output docs/BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from app.services.docsections import replace_section  # noqa: E402
+
+STRATEGIES = (
+    "naive",
+    "bump",
+    "first_fit",
+    "wic",
+    "greedy_by_size",
+    "greedy_by_breadth",
+    "greedy_by_conflicts",
+    "best_fit",
+)
+GENERATORS = ("network_like", "training_like")
+SECTION = "planner-scale"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--budget", type=float, default=600.0, help="seconds a run at the largest size may take")
+    parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    parser.add_argument("--worker", nargs=3, metavar=("GENERATOR", "SIZE", "STRATEGIES"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        generator, size, names = args.worker
+        print(json.dumps(measure(generator, int(size), [n for n in names.split(",") if n])))
+        return
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    names = args.strategies.split(",")
+    results: dict[str, dict[int, dict]] = {}
+    for generator in GENERATORS:
+        results[generator] = {}
+        for size in sizes:
+            chosen, skipped = runnable(results[generator], names, size, args.budget)
+            found = run_worker(generator, size, chosen)
+            found["skipped"] = skipped
+            results[generator][size] = found
+            print(f"{generator} {size:,}: {found}", flush=True)
+    text = markdown(results, sizes, names, args.budget)
+    replace_section(args.output, SECTION, text)
+    print(text)
+
+
+def runnable(done: dict[int, dict], names: list[str], size: int, budget: float) -> tuple[list[str], dict[str, float]]:
+    """The strategies to run at `size`, and the projected seconds of those left out."""
+    smaller = sorted(s for s in done if s < size)
+    if len(smaller) < 2:
+        return names, {}
+    below, last = done[smaller[-2]]["runs"], done[smaller[-1]]["runs"]
+    chosen, skipped = [], {}
+    for name in names:
+        if name not in last:
+            skipped[name] = done[smaller[-1]]["skipped"].get(name, float("inf"))
+            continue
+        growth = last[name]["seconds"] / max(below[name]["seconds"], 1e-3) if name in below else size / smaller[-1]
+        projected = last[name]["seconds"] * max(growth, size / smaller[-1])
+        if projected > budget:
+            skipped[name] = projected
+        else:
+            chosen.append(name)
+    return chosen, skipped
+
+
+def run_worker(generator: str, size: int, names: list[str]) -> dict:
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", generator, str(size), ",".join(names)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure(generator: str, size: int, names: list[str]) -> dict:
+    """In a fresh process: generate, then plan and check with each strategy."""
+    import planner
+    from planner import generate
+
+    started = time.perf_counter()
+    problem = getattr(generate, generator)(size)
+    found: dict = {"generate_seconds": time.perf_counter() - started, "load": planner.load(problem), "runs": {}}
+    for name in names:
+        gc.collect()
+        started = time.perf_counter()
+        plan = planner.plan(problem, name)
+        seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        verdict = planner.check_plan(problem, plan)
+        found["runs"][name] = {
+            "seconds": seconds,
+            "ratio": plan.ratio,
+            "valid": verdict.ok,
+            "check_seconds": time.perf_counter() - started,
+        }
+        del plan
+    found["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return found
+
+
+def markdown(results: dict[str, dict[int, dict]], sizes: list[int], names: list[str], budget: float) -> str:
+    lines = [
+        "## Planner at trace scale: 10^4 to 10^6 buffers",
+        "",
+        f"`python bench/scale_bench.py` on {platform.machine()} with Python {platform.python_version()}, "
+        "one fresh process per problem, wall-clock seconds without tracing or profiling. Each cell: "
+        "planning seconds, then arena / LOAD (1.0000 is optimal). Every plan was checked by "
+        "`planner.check_plan` (an invalid one would show as INVALID); the check row is the slowest "
+        "check of that column's plans. Peak memory: the process's resident set at its end "
+        "(problem, plans and planner together). A run projected past "
+        f"{budget:.0f} s (its growth from the two smaller sizes carried on) is not run.",
+    ]
+    for generator, by_size in results.items():
+        lines += ["", f"### `{generator}(n)`", ""]
+        lines.append("| strategy | " + " | ".join(f"n = {s:,}" for s in sizes) + " |")
+        lines.append("|---|" + "---:|" * len(sizes))
+        for name in names:
+            cells = []
+            for size in sizes:
+                found = by_size[size]
+                run = found["runs"].get(name)
+                if run is None:
+                    cells.append(f"not run (~{found['skipped'].get(name, float('inf')):,.0f} s projected)")
+                else:
+                    mark = "" if run["valid"] else " INVALID"
+                    cells.append(f"{run['seconds']:.2f} s · {run['ratio']:.4f}{mark}")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        checks = [max((r["check_seconds"] for r in by_size[s]["runs"].values()), default=0.0) for s in sizes]
+        lines.append("| check_plan | " + " | ".join(f"{c:.2f} s" for c in checks) + " |")
+        lines.append("| generate | " + " | ".join(f"{by_size[s]['generate_seconds']:.1f} s" for s in sizes) + " |")
+        lines.append("| peak memory | " + " | ".join(f"{by_size[s]['peak_rss_mb']:,.0f} MB" for s in sizes) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
