@@ -313,7 +313,8 @@
       return state.a.ready
         .then((a) => { a.drawnAt = performance.now(); return nextTask(); })
         .then(() => { state.b = M.offsetChart(document.getElementById("chart-offsets-b"), view, pickB.value); return state.b.ready; })
-        .then(() => M.syncZoom([state.a, state.b], (range) => { state.xRange = range; updateUrl(); }));
+        .then(() => M.syncZoom([state.a, state.b], (range) => { state.xRange = range; updateUrl(); }))
+        .then(() => (M.notes ? M.notes(view, state) : null));  // notes.js marks the plan's notes on new charts
     }
     function search() {
       const hits = M.findTensors(view, state.query);
