@@ -156,6 +156,14 @@ class Storage:
         with self._lock, self._writer.begin() as session:
             yield session
 
+    def writing(self) -> contextlib.AbstractContextManager[Session]:
+        """`_write` for the stores of other tables kept beside this module (`app.notes`)."""
+        return self._write()
+
+    def reading(self) -> Session:
+        """A session to read with, for the same stores: `with storage.reading() as session: ...`."""
+        return self._reader()
+
     # ---- after a crash -------------------------------------------------------------------
 
     def recover(self) -> dict[str, int]:
