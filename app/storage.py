@@ -251,14 +251,18 @@ class Storage:
 
     def add_job_event(self, job_id: str, event: str, data: dict[str, Any]) -> int:
         """Append an event to a job; its seq, 0, 1, 2, ... per job, even with several processes writing."""
+        return self.add_job_events(job_id, event, [data])[0]
+
+    def add_job_events(self, job_id: str, event: str, datas: list[dict[str, Any]]) -> list[int]:
+        """Append events of one kind to a job in one transaction, in order; their seqs (consecutive)."""
         with self._write() as session:
             # The UPDATE locks the job's row (PostgreSQL) or the database (SQLite) until commit: one seq each.
-            bumped = update(JobRow).where(JobRow.id == job_id).values(next_seq=JobRow.next_seq + 1)
-            seq = session.scalar(bumped.returning(JobRow.next_seq - 1))
-            if seq is None:
+            bumped = update(JobRow).where(JobRow.id == job_id).values(next_seq=JobRow.next_seq + len(datas))
+            first = session.scalar(bumped.returning(JobRow.next_seq - len(datas)))
+            if first is None:
                 raise KeyError(f"no job {job_id!r}")
-            session.add(JobEventRow(job_id=job_id, seq=seq, event=event, data=data))
-        return int(seq)
+            session.add_all(JobEventRow(job_id=job_id, seq=first + k, event=event, data=d) for k, d in enumerate(datas))
+        return list(range(int(first), int(first) + len(datas)))
 
     def job_events(self, job_id: str, after: int = -1, limit: int = 1000) -> list[dict[str, Any]]:
         """A job's events with seq > after, in order: [{"seq", "event", "data"}]."""

@@ -291,6 +291,24 @@ def test_job_events_after_a_seq_and_up_to_a_limit(storage):
         storage.add_job_event("nope", "progress", {})
 
 
+def test_a_batch_of_events_takes_consecutive_seqs_between_single_ones(storage):
+    new_job(storage)
+    assert storage.add_job_event("j1", "running", {"k": 0}) == 0
+    assert storage.add_job_events("j1", "progress", [{"k": 1}, {"k": 2}, {"k": 3}]) == [1, 2, 3]
+    assert storage.add_job_events("j1", "progress", []) == []
+    assert storage.add_job_event("j1", "done", {"k": 4}) == 4
+    events = storage.job_events("j1")
+    assert [(e["seq"], e["event"], e["data"]["k"]) for e in events] == [
+        (0, "running", 0),
+        (1, "progress", 1),
+        (2, "progress", 2),
+        (3, "progress", 3),
+        (4, "done", 4),
+    ]
+    with pytest.raises(KeyError, match="nope"):
+        storage.add_job_events("nope", "progress", [{}])
+
+
 def test_cancel_is_requested_only_of_an_unfinished_job(storage):
     new_job(storage, "queued")
     new_job(storage, "finished")
