@@ -1,7 +1,8 @@
 """Activations: Relu and its relatives, sigmoid-like gates, Gelu, Softmax and LogSoftmax.
 
 Attribute defaults are the ONNX spec's. Formulas that read their input after writing
-`out` run through `apply_blocks`, which bounds temporaries and keeps in-place use safe.
+`out` run chunk by chunk through `run_chunks`, which copies an input chunk that `out`
+overlaps (in place) into the workspace, so that nothing is allocated beside the arena.
 """
 
 from __future__ import annotations
@@ -11,13 +12,20 @@ import math
 import numpy as np
 
 from runtime.kernels import kernel
-from runtime.kernels._blocks import apply_blocks, erf, readable
+from runtime.kernels._blocks import BLOCK
+from runtime.kernels._chunks import chunks_workspace, run_chunks
+from runtime.kernels._scratch import Scratch, scratch_bytes
 
 # np.maximum against a scalar runs numpy's broadcast loop, three to four times slower than
 # against an array; against a row of zeros it runs the vectorised one (NaN still propagates).
 # One row per float dtype, made at import so that no run allocates it beside the arena.
 ZERO_ROW = 1 << 14
 _ZEROS = {np.dtype(t): np.zeros(ZERO_ROW, t) for t in (np.float32, np.float64)}
+
+
+def copies_workspace(inputs, outputs, **_) -> int:
+    """Room for a copy of each input's chunk (see `run_chunks`)."""
+    return chunks_workspace(outputs[0].shape, [x.dtype for x in inputs])
 
 
 @kernel("Relu", inplace=(0,))
@@ -35,44 +43,44 @@ def relu(x, *, out):
         np.maximum(src[whole:], zeros[: dst.size - whole], out=dst[whole:])
 
 
-@kernel("LeakyRelu", inplace=(0,))
-def leaky_relu(x, *, out, alpha=0.01):
+@kernel("LeakyRelu", inplace=(0,), workspace=copies_workspace)
+def leaky_relu(x, *, out, ws=None, alpha=0.01):
     def block(x, o):
         np.multiply(x, alpha, out=o)
         np.copyto(o, x, where=x >= 0)
 
-    apply_blocks(block, out, x)
+    run_chunks(block, out, [x], ws, "LeakyRelu")
 
 
-@kernel("PRelu", inplace=(0,))
-def prelu(x, slope, *, out):
+@kernel("PRelu", inplace=(0,), workspace=copies_workspace)
+def prelu(x, slope, *, out, ws=None):
     """`slope` broadcasts to `x` (unidirectionally)."""
 
     def block(x, s, o):
         np.multiply(x, s, out=o)
         np.copyto(o, x, where=x >= 0)
 
-    apply_blocks(block, out, x, slope)
+    run_chunks(block, out, [x, slope], ws, "PRelu")
 
 
-@kernel("ThresholdedRelu", inplace=(0,))
-def thresholded_relu(x, *, out, alpha=1.0):
-    apply_blocks(lambda x, o: np.multiply(x, x > alpha, out=o), out, x)
+@kernel("ThresholdedRelu", inplace=(0,), workspace=copies_workspace)
+def thresholded_relu(x, *, out, ws=None, alpha=1.0):
+    run_chunks(lambda x, o: np.multiply(x, x > alpha, out=o), out, [x], ws, "ThresholdedRelu")
 
 
-@kernel("Elu", inplace=(0,))
-def elu(x, *, out, alpha=1.0):
+@kernel("Elu", inplace=(0,), workspace=copies_workspace)
+def elu(x, *, out, ws=None, alpha=1.0):
     def block(x, o):
         with np.errstate(over="ignore"):
             np.expm1(x, out=o)
         o *= alpha
         np.copyto(o, x, where=x >= 0)
 
-    apply_blocks(block, out, x)
+    run_chunks(block, out, [x], ws, "Elu")
 
 
-@kernel("Selu", inplace=(0,))
-def selu(x, *, out, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+@kernel("Selu", inplace=(0,), workspace=copies_workspace)
+def selu(x, *, out, ws=None, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
     def block(x, o):
         with np.errstate(over="ignore"):
             np.expm1(x, out=o)
@@ -80,11 +88,11 @@ def selu(x, *, out, alpha=1.67326319217681884765625, gamma=1.0507010221481323242
         np.copyto(o, x, where=x > 0)
         o *= gamma
 
-    apply_blocks(block, out, x)
+    run_chunks(block, out, [x], ws, "Selu")
 
 
-@kernel("Celu", inplace=(0,))
-def celu(x, *, out, alpha=1.0):
+@kernel("Celu", inplace=(0,), workspace=copies_workspace)
+def celu(x, *, out, ws=None, alpha=1.0):
     def block(x, o):
         # max(0, x) + min(0, alpha * (exp(x / alpha) - 1)): the two terms never both count.
         with np.errstate(over="ignore"):
@@ -93,7 +101,7 @@ def celu(x, *, out, alpha=1.0):
         o *= alpha
         np.copyto(o, x, where=x >= 0)
 
-    apply_blocks(block, out, x)
+    run_chunks(block, out, [x], ws, "Celu")
 
 
 @kernel("Sigmoid", inplace=(0,))
@@ -118,13 +126,13 @@ def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
     np.clip(out, 0, 1, out=out)
 
 
-@kernel("HardSwish", inplace=(0,))
-def hard_swish(x, *, out):
+@kernel("HardSwish", inplace=(0,), workspace=copies_workspace)
+def hard_swish(x, *, out, ws=None):
     def block(x, o):
         hard_sigmoid(x, out=o, alpha=1 / 6, beta=0.5)
         o *= x
 
-    apply_blocks(block, out, x)
+    run_chunks(block, out, [x], ws, "HardSwish")
 
 
 def _softplus(x, o):
@@ -133,102 +141,199 @@ def _softplus(x, o):
     np.negative(o, out=o)
     np.exp(o, out=o)
     np.log1p(o, out=o)
-    o += np.maximum(x, 0)
+    np.add(o, x, out=o, where=x > 0)
 
 
-@kernel("Softplus", inplace=(0,))
-def softplus(x, *, out):
-    apply_blocks(_softplus, out, x)
+@kernel("Softplus", inplace=(0,), workspace=copies_workspace)
+def softplus(x, *, out, ws=None):
+    run_chunks(_softplus, out, [x], ws, "Softplus")
 
 
-@kernel("Softsign", inplace=(0,))
-def softsign(x, *, out):
+@kernel("Softsign", inplace=(0,), workspace=copies_workspace)
+def softsign(x, *, out, ws=None):
     def block(x, o):
         np.abs(x, out=o)
         o += 1
         np.divide(x, o, out=o)
 
-    apply_blocks(block, out, x)
+    run_chunks(block, out, [x], ws, "Softsign")
 
 
-@kernel("Mish", inplace=(0,))
-def mish(x, *, out):
+@kernel("Mish", inplace=(0,), workspace=copies_workspace)
+def mish(x, *, out, ws=None):
     def block(x, o):
         _softplus(x, o)
         np.tanh(o, out=o)
         o *= x
 
-    apply_blocks(block, out, x)
+    run_chunks(block, out, [x], ws, "Mish")
 
 
-@kernel("Gelu", inplace=(0,))
-def gelu(x, *, out, approximate="none"):
+def _compute_dtype(dtype: np.dtype) -> np.dtype:
+    """float32 for float16 (and float32), float64 for float64."""
+    return np.promote_types(dtype, np.float32)
+
+
+def gelu_workspace(inputs, outputs, *, approximate="none", **_) -> int:
+    out = outputs[0]
+    return chunks_workspace(out.shape, [_compute_dtype(out.dtype)] * (1 if approximate == "tanh" else 3))
+
+
+# Abramowitz & Stegun 7.1.26: erf(z) = 1 - t (a1 + a2 t + ... + a5 t^4) exp(-z^2) + e, t = 1 / (1 + p z),
+# |e| <= 1.5e-7 for z >= 0. In Gelu, x Phi(x) = relu(x) - |x| (1 - erf(|x| / sqrt 2)) / 2, so the
+# error is at most |x| 0.75e-7, below float32's rounding of the result.
+_AS_P = 0.3275911
+_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _gelu_erf_chunk(x, o, a, b, c) -> None:
+    """o = x Phi(x) = relu(x) - |x| e^(-x^2/2) t P(t) / 2, t = 1 / (1 + p |x| / sqrt 2): every
+    term is finite and positive, so no branch. x is read before o is written (in place)."""
+    t = a.dtype.type
+    np.abs(x, out=a)
+    np.multiply(a, a, out=b)
+    b *= t(-0.5)
+    np.exp(b, out=b)
+    b *= a  # |x| e^(-x^2/2)
+    a *= t(_AS_P / math.sqrt(2))
+    a += t(1)
+    np.reciprocal(a, out=a)  # t
+    np.multiply(a, t(_AS_A[-1] / 2), out=c)
+    for coefficient in reversed(_AS_A[:-1]):
+        c += t(coefficient / 2)
+        c *= a
+    c *= b
+    _relu_into(x, o)
+    np.subtract(o, c, out=o, casting="same_kind")
+
+
+def _gelu_tanh_chunk(x, o, a) -> None:
+    """o = x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2; x is read by the last ufunc."""
+    t = a.dtype.type
+    k = math.sqrt(2 / math.pi)
+    np.multiply(x, x, out=a)
+    a *= t(0.044715 * k)
+    a += t(k)
+    a *= x
+    np.tanh(a, out=a)
+    a += t(1)
+    a *= t(0.5)
+    np.multiply(x, a, out=o, casting="same_kind")
+
+
+@kernel("Gelu", inplace=(0,), workspace=gelu_workspace)
+def gelu(x, *, out, approximate="none", ws=None):
     """x * Phi(x), with Phi exact (erf) or its tanh approximation (approximate="tanh")."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-
-    def block(x, o):
-        if approximate == "tanh":
-            # Phi(x) ~ (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) / 2
-            np.power(x, 3, out=o)
-            o *= 0.044715
-            o += x
-            o *= math.sqrt(2 / math.pi)
-            np.tanh(o, out=o)
-        else:
-            erf(x * (1 / math.sqrt(2)), o)
-        o += 1
-        o *= x
-        o *= 0.5
-
-    apply_blocks(block, out, x)
+    chunk, temps = (_gelu_tanh_chunk, 1) if approximate == "tanh" else (_gelu_erf_chunk, 3)
+    run_chunks(chunk, out, [x], ws, "Gelu", [_compute_dtype(out.dtype)] * temps, reads_before_writes=True)
 
 
-def _softmax(x, out, axis, log):
-    # Shift by the max so exp never overflows; a log-softmax recomputes x - max afterwards
-    # rather than keeping a full-size copy of it.
-    if log:
-        x = readable(x, out)
-    peak = np.max(x, axis=axis, keepdims=True)
-    np.subtract(x, peak, out=out)
-    np.exp(out, out=out)
-    total = np.sum(out, axis=axis, keepdims=True)
-    if log:
-        np.subtract(x, peak, out=out)
-        out -= np.log(total)
+def _relu_into(x: np.ndarray, o: np.ndarray) -> None:
+    """max(x, 0) into o (x may be o), against the zero row when it can."""
+    zeros = _ZEROS.get(x.dtype)
+    if zeros is not None and x.ndim == 1 and x.size <= ZERO_ROW:
+        np.maximum(x, zeros[: x.size], out=o, casting="same_kind")
     else:
-        out /= total
+        np.maximum(x, x.dtype.type(0), out=o, casting="same_kind")
 
 
-def _softmax_kernel(x, out, axis, opset, log):
-    """Opset 13 normalises along `axis` (default -1); earlier opsets flatten the input to
-    2-D at `axis` (default 1) and normalise each row."""
+def _softmax_3d(shape: tuple[int, ...], axis: int, opset: int) -> tuple[int, int, int]:
+    """(outer, n, inner): the input seen as 3-D with the normalised elements along axis 1.
+    Opset 13 normalises along `axis`; earlier opsets flatten to 2-D at `axis`."""
+    if opset >= 13:
+        return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+    rows = math.prod(shape[:axis])
+    return rows, math.prod(shape) // max(rows, 1), 1
+
+
+def _softmax_layouts(shape: tuple[int, ...], axis) -> list[tuple[int, int, int]]:
+    """Every 3-D view the kernel may take (the workspace function does not know the opset)."""
+    if not shape:
+        return [(1, 1, 1)]
+    found = []
+    for opset in (12, 13):
+        a = (-1 if opset >= 13 else 1) if axis is None else axis
+        a = a + len(shape) if a < 0 else a
+        if 0 <= a < len(shape) + (opset < 13):
+            found.append(_softmax_3d(tuple(shape), a, opset))
+    return found or [(1, 1, 1)]
+
+
+def _log_chunk(outer: int, n: int, inner: int) -> tuple[int, int]:
+    """(outer rows, inner columns) per chunk of a log-softmax's exponentials: about `BLOCK`
+    elements, at least one whole normalised row of n."""
+    if n * inner <= BLOCK:
+        return max(1, min(outer, BLOCK // max(1, n * inner))), inner
+    return 1, max(1, min(inner, BLOCK // max(1, n)))
+
+
+def softmax_workspace(inputs, outputs, *, axis=None, **_) -> int:
+    out = outputs[0]
+    layouts = _softmax_layouts(tuple(out.shape), axis)
+    stats = max(o * i for o, _, i in layouts)
+    return scratch_bytes(((stats,), out.dtype), ((stats,), out.dtype))
+
+
+def log_softmax_workspace(inputs, outputs, *, axis=None, **_) -> int:
+    out = outputs[0]
+    chunk = max(math.prod(_log_chunk(o, n, i)) * n for o, n, i in _softmax_layouts(tuple(out.shape), axis))
+    return softmax_workspace(inputs, outputs, axis=axis) + scratch_bytes(((chunk,), out.dtype))
+
+
+def _softmax(x, out, layout, log, ws, owner):
+    """Shift by the row maxima so exp never overflows; the maxima and sums live in the
+    workspace, and a log-softmax takes its exponentials a chunk of rows at a time there
+    (`out` holds x - max: x is read once, before `out` is written, so in place is safe)."""
+    outer, n, inner = layout
+    x3, y3 = x.reshape(layout), out.reshape(layout)
+    scratch = Scratch(ws, owner)
+    peak = scratch.take((outer, 1, inner), out.dtype)
+    total = scratch.take((outer, 1, inner), out.dtype)
+    np.max(x3, axis=1, keepdims=True, out=peak)
+    np.subtract(x3, peak, out=y3)
+    if not log:
+        np.exp(y3, out=y3)
+        np.sum(y3, axis=1, keepdims=True, out=total)
+        np.reciprocal(total, out=total)
+        y3 *= total
+        return
+    rows, cols = _log_chunk(outer, n, inner)
+    room = scratch.take((rows * n * cols,), out.dtype)
+    for start in range(0, outer, rows):
+        for col in range(0, inner, cols):
+            part = y3[start : start + rows, :, col : col + cols]
+            e = room[: part.size].reshape(part.shape)
+            np.exp(part, out=e)
+            np.sum(e, axis=1, keepdims=True, out=total[start : start + rows, :, col : col + cols])
+    np.log(total, out=total)
+    y3 -= total
+
+
+def _softmax_kernel(x, out, axis, opset, log, ws):
     if axis is None:
         axis = -1 if opset >= 13 else 1
     if x.size == 0:
         return
     if x.ndim == 0:
-        _softmax(x, out, None, log)
+        out[...] = 0 if log else 1
         return
     axis = axis + x.ndim if axis < 0 else axis
     if not 0 <= axis < x.ndim + (opset < 13):
         raise ValueError(f"axis {axis} out of range for rank {x.ndim}")
-    if opset >= 13:
-        _softmax(x, out, axis, log)
-        return
-    rows = math.prod(x.shape[:axis])
-    flat = (rows, x.size // rows)
-    _softmax(x.reshape(flat), np.reshape(out, flat, copy=False), 1, log)
+    layout = _softmax_3d(x.shape, axis, opset)
+    _softmax(x, out, layout, log, ws, "LogSoftmax" if log else "Softmax")
 
 
-@kernel("Softmax", inplace=(0,))
-def softmax(x, *, out, axis=None, opset):
-    _softmax_kernel(x, out, axis, opset, log=False)
+@kernel("Softmax", inplace=(0,), workspace=softmax_workspace)
+def softmax(x, *, out, axis=None, opset, ws=None):
+    _softmax_kernel(x, out, axis, opset, False, ws)
 
 
-@kernel("LogSoftmax", inplace=(0,))
-def log_softmax(x, *, out, axis=None, opset):
-    _softmax_kernel(x, out, axis, opset, log=True)
+@kernel("LogSoftmax", inplace=(0,), workspace=log_softmax_workspace)
+def log_softmax(x, *, out, axis=None, opset, ws=None):
+    _softmax_kernel(x, out, axis, opset, True, ws)
 
 
 @kernel("Clip", inplace=(0,))

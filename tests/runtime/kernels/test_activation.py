@@ -1,5 +1,7 @@
 """Activation fast paths against onnx's reference evaluator: Relu against a row of zeros
-(lengths around the row size, in place, NaN and infinities, dtypes without a zero row)."""
+(lengths around the row size, in place, NaN and infinities, dtypes without a zero row); Gelu
+(exact and tanh) and (Log)Softmax against onnxruntime, with their declared workspace full of
+garbage, without one, and in place."""
 
 from __future__ import annotations
 
@@ -8,8 +10,9 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from runtime.kernels import get_kernel
+from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
 from runtime.kernels.activation import ZERO_ROW
+from tests.runtime.kernels.harness import close, one_node, run_ort, run_with_workspace
 
 _ONNX_TYPES = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.float16: TensorProto.FLOAT16,
                np.int32: TensorProto.INT32}  # fmt: skip
@@ -50,3 +53,48 @@ def test_relu_in_place_and_on_strided_views() -> None:
     out = np.empty((ZERO_ROW + 11, 3), np.float32)
     get_kernel("Relu").fn(x.T, out=out)
     np.testing.assert_array_equal(out, want.T)
+
+
+def _run_in_place(model, x: np.ndarray) -> np.ndarray:
+    """The node's kernel with `out` being `x`'s own memory and the declared workspace filled with garbage."""
+    node = model.graph.node[0]
+    k = get_kernel(node.op_type)
+    attrs = attributes_of(node)
+    y = x.copy()
+    meta = [TensorMeta(tuple(x.shape), x.dtype)]
+    ws = np.full(k.workspace(meta, meta, **attrs), 0xFF, np.uint8)
+    opset = model.opset_import[0].version
+    call(k, [y], [y], ws, attrs, opset)
+    return y
+
+
+@pytest.mark.parametrize("shape", [(1, 128, 1536), (3, 7, 5), (1,), (40000,), (2, 3, 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_matches_onnxruntime_with_workspace_and_in_place(shape, dtype, approximate) -> None:
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 4).astype(dtype)
+    if x.size >= 4:
+        x.reshape(-1)[:4] = [0.0, -40.0, 40.0, -1e-30]
+    model = one_node("Gelu", {"x": x}, opset=20, approximate=approximate)
+    # onnxruntime has no float64 Gelu: onnx's reference evaluator is the oracle there.
+    expected = run_ort(model, {"x": x}) if dtype == np.float32 else ReferenceEvaluator(model).run(None, {"x": x})
+    got, _ = run_with_workspace(model, [x], expected, "exact")
+    close(got, expected, rtol=1e-5, atol=1e-6)
+    close([_run_in_place(model, x)], expected, rtol=1e-5, atol=1e-6)
+    close(run_with_workspace(model, [x], expected, "none")[0], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset", [11, 13])
+@pytest.mark.parametrize(("shape", "axis"), [((2, 12, 33, 17), -1), ((2, 12, 33, 17), 1), ((3, 5, 70000), 2),
+                                             ((5, 3000, 9), 1), ((7,), 0), ((4, 6), None)])  # fmt: skip
+def test_softmax_matches_onnxruntime_on_axes_opsets_and_in_place(op, opset, shape, axis) -> None:
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 20).astype(np.float32)
+    attrs = {} if axis is None else {"axis": axis}
+    model = one_node(op, {"x": x}, opset=opset, **attrs)
+    expected = run_ort(model, {"x": x})
+    got, _ = run_with_workspace(model, [x], expected, "exact")
+    close(got, expected, rtol=1e-5, atol=1e-6)
+    close([_run_in_place(model, x)], expected, rtol=1e-5, atol=1e-6)
