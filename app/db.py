@@ -96,6 +96,21 @@ class PlanRow(Base):
     position: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
+class NoteRow(Base):
+    """A reviewer's note on a plan, or on one of its tensors at a step (tensor and step both set)."""
+
+    __tablename__ = "notes"
+    __table_args__ = (Index("notes_by_plan", "plan_id", "created"),)
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    plan_id: Mapped[str] = mapped_column(String, ForeignKey("plans.id", ondelete="CASCADE"))
+    text: Mapped[str] = mapped_column(Text)
+    tensor: Mapped[str | None] = mapped_column(String)
+    step: Mapped[int | None] = mapped_column(Integer)
+    author: Mapped[str | None] = mapped_column(String)
+    created: Mapped[float] = mapped_column(Float)
+
+
 class RunRow(Base):
     __tablename__ = "runs"
 

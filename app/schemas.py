@@ -307,3 +307,31 @@ class SweepRequest(MemoryRequest):
 
     def names(self) -> list[str]:
         return strategy_names() if self.strategies == "all" else list(self.strategies)
+
+
+NOTE_TEXT_MAX = 2000  # characters of a note, after stripping spaces
+NOTE_AUTHOR_MAX = 100  # characters of its author
+
+
+class NoteRequest(BaseModel):
+    """A reviewer's note on a plan, or on one of its tensors at a step (both `tensor` and `step`).
+
+    Notes are text: markup in them is shown as written, never interpreted."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(description=f"the note: 1 to {NOTE_TEXT_MAX:,} characters after stripping spaces")
+    tensor: str | None = Field(
+        default=None, description="a tensor of the plan (an `id` among its `buffers`), given with `step`"
+    )
+    step: int | None = Field(default=None, description="a step of the plan, 0 to steps - 1, given with `tensor`")
+    author: str | None = Field(default=None, description=f"who wrote it, free text up to {NOTE_AUTHOR_MAX} characters")
+
+
+class NoteOut(BaseModel):
+    id: str
+    plan_id: str
+    text: str
+    tensor: str | None
+    step: int | None
+    author: str | None
+    created: float = Field(description="seconds since the epoch")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from app.routes.api import examples, jobs, models, pipelines, plans, problems, sweeps, training
+from app.routes.api import examples, jobs, models, notes, pipelines, plans, problems, sweeps, training
 from app.routes.pages import home, signin
 from app.routes.pages import jobs as job_pages
 from app.routes.pages import models as model_pages
@@ -18,7 +18,7 @@ from app.routes.pages import sweeps as sweep_pages
 from app.routes.pages import training as training_pages
 
 API_PREFIX = "/api/v1"
-API_MODULES = (models, plans, problems, jobs, examples, pipelines, training, sweeps)
+API_MODULES = (models, plans, notes, problems, jobs, examples, pipelines, training, sweeps)
 PAGE_MODULES = (home, model_pages, plan_pages, job_pages, pipeline_pages, training_pages, sweep_pages, signin)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from jinja2 import Environment
 
 from app.errors import AppError
-from app.services import charts, graphs, library, parameters, planning
+from app.services import charts, graphs, library, notes, parameters, planning
 from app.services.library import model_out
 from app.services.paths import STATIC_DIR, plotly_js_path
 from app.services.plans import problem_of
@@ -16,7 +16,7 @@ from app.storage import ModelRecord, PlanRecord, Storage
 from planner import get, names
 from runtime import MemoryOptions
 
-SCRIPTS = ("charts.js", "review.js")  # what the plan page runs, inlined into the offline report
+SCRIPTS = ("charts.js", "review.js", "notes.js")  # what the plan page runs, inlined into the offline report
 
 
 def strategy_list() -> list[dict[str, Any]]:
@@ -54,6 +54,7 @@ def plan_page_context(
     )
     view["x_range"] = [x0, x1] if x0 is not None and x1 is not None else None
     view["query"] = q
+    view["notes"] = notes.page_notes(storage, record)  # drawn on the offset chart by notes.js
     return {
         "page_title": f"{problem.name or 'problem'} · {record.strategy}",  # as plan_title
         "plan": planning.summary(record, problem),
@@ -71,6 +72,7 @@ def plan_page_context(
         "plans": summaries,
         "peak": charts.peak_table(problem, tensors, view["peak_step"]),
         "view": view,
+        "notes": view["notes"],
         # An invalid plan runs only with the canary, which shows where it corrupts data.
         "runnable": model is not None and bool(record.plan),
     }

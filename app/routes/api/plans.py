@@ -8,16 +8,17 @@ from fastapi import APIRouter
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from app.routes.deps import PlanDep, StorageDep, TemplatesDep
-from app.services import diffs, plans, reports
+from app.services import diffs, notes, plans, reports
 
 router = APIRouter(tags=["plans"])
 
 
 @router.get("/plans/{plan_id}")
 def get_plan(record: PlanDep, storage: StorageDep) -> dict[str, Any]:
-    """The Plan JSON (schema memplan.plan/1) with every buffer: id, name, size, first, last, kind, offset."""
+    """The Plan JSON (schema memplan.plan/1) with every buffer: id, name, size, first, last, kind, offset;
+    and the reviewers' `notes` on it."""
     problem, stored = plans.problem_of(storage, record)
-    return plans.plan_document(record, problem, stored["model_id"])
+    return {**plans.plan_document(record, problem, stored["model_id"]), "notes": notes.listing(storage, record)}
 
 
 @router.get("/plans/{a}/diff/{b}")
