@@ -29,14 +29,14 @@ import secrets
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from distributed.diagnostics.plugin import WorkerPlugin
-
+from app.cluster import BatchPriority
+from app.cluster import local_cluster as local_cluster  # where its users have always found it
 from app.errors import AppError
 from app.settings import Limits, activate
 from app.storage import Storage
@@ -174,35 +174,6 @@ def connect(address: str, timeout: float = 10.0) -> Any:
         raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {address}: {what}") from None
 
 
-@contextmanager
-def local_cluster(workers: int = 2) -> Iterator[str]:
-    """A Dask cluster of `workers` worker processes on loopback for this process's lifetime; its address."""
-    from distributed import LocalCluster
-
-    cluster = LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
-    )
-    try:
-        yield cluster.scheduler_address
-    finally:
-        cluster.close()
-
-
-class BatchPriority(WorkerPlugin):  # type: ignore[misc]
-    """A Dask worker plugin: worker processes run at a lower OS priority (nice) than the web server.
-
-    Jobs are batch work; pages are interactive. On a machine that hosts both, a busy worker then
-    takes the cores the server leaves idle instead of slowing its pages.
-    """
-
-    NAME = "memplan-batch-priority"
-    NICENESS = 10
-
-    def setup(self, worker: Any) -> None:
-        if hasattr(os, "nice") and os.nice(0) < self.NICENESS:
-            os.nice(self.NICENESS - os.nice(0))
-
-
 class JobService:
     """Submit, read, follow and cancel jobs; every state is the database's, every task Dask's."""
 
@@ -214,7 +185,9 @@ class JobService:
         self.env = env
         self.max_queued = max_queued
         self.stale_s = stale_s
-        with suppress(Exception):  # a scheduler that refuses plugins still runs jobs, at normal priority
+        # Workers that `memplan worker` or a local cluster started run at that priority already; others
+        # (a cluster started by hand) from here on. A scheduler that refuses plugins still runs jobs.
+        with suppress(Exception):
             client.register_plugin(BatchPriority(), name=BatchPriority.NAME)
 
     def submit(
@@ -347,20 +320,41 @@ class JobContext:
 
         Raises `JobCancelled` when the job was cancelled, so the task stops here.
         """
+        self._check_cancel()
+        self._advance(progress, message)
+        self._write_progress()
+        self.storage.add_job_event(self.id, "progress", {"progress": self.progress, "message": self.message, **data})
+
+    def report_many(self, reports: list[tuple[float | None, str | None, dict[str, Any]]]) -> None:
+        """`report(progress, message, **data)` for each of `reports` in order, the same events, written
+        in one transaction (a sweep's rows): one database write instead of one per event."""
+        self._check_cancel()
+        events = []
+        for progress, message, data in reports:
+            self._advance(progress, message)
+            events.append({"progress": self.progress, "message": self.message, **data})
+        self._write_progress()
+        self.storage.add_job_events(self.id, "progress", events)
+
+    def _check_cancel(self) -> None:
         now = time.monotonic()
         if now - self._checked >= CANCEL_CHECK_S:
             self._checked = now
             row = self.storage.get_job(self.id)
             if row is None or row.get("cancel_requested"):
                 raise JobCancelled
+
+    def _advance(self, progress: float | None, message: str | None) -> None:
         if progress is not None:
             self.progress = max(0.0, min(1.0, progress))
         if message is not None:
             self.message = message
+
+    def _write_progress(self) -> None:
+        now = time.monotonic()
         if now - self._written >= PROGRESS_WRITE_S:
             self._written = now
             self.storage.update_job(self.id, progress=self.progress, message=self.message, heartbeat=time.time())
-        self.storage.add_job_event(self.id, "progress", {"progress": self.progress, "message": self.message, **data})
 
 
 _storages: dict[tuple[str, str | None], Storage] = {}

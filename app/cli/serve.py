@@ -1,4 +1,5 @@
-"""`memplan serve`: the web service, with a local Dask cluster for its jobs unless given a scheduler."""
+"""`memplan serve`: the web service, with a local Dask cluster for its jobs (in a process of its own)
+unless given a scheduler."""
 
 from __future__ import annotations
 
@@ -30,13 +31,15 @@ def serve(
 ) -> None:
     """Start the web service (browser UI at /, REST API under /api/v1, OpenAPI at /docs).
 
-    Jobs (slow plans, runs, pipelines, training demos) run on Dask workers: on a local cluster of
-    `--workers` processes on loopback, started here and closed on exit, or on the cluster of
+    Jobs (slow plans, runs, pipelines, training demos) run on Dask workers at the lowest CPU
+    priority: on a local cluster of `--workers` processes on loopback (its scheduler in a process of
+    its own, not the server's), started here and closed on exit, or on the cluster of
     `--scheduler`/MEMPLAN_SCHEDULER, whose workers are started with `memplan worker ADDRESS`.
     """
     import uvicorn
 
-    from app.jobs import SchedulerUnreachable, local_cluster
+    from app.cluster import local_cluster
+    from app.jobs import SchedulerUnreachable
     from app.main import Settings, create_app
     from app.storage import DatabaseUnavailable
 
