@@ -8,12 +8,20 @@ from below. The search:
 2. Greedy list scheduling: repeatedly run, among the steps whose inputs are ready, the one
    that raises the live bytes least while it runs (new outputs plus scratch), ties by the
    net bytes it leaves behind (outputs minus inputs it frees), then by original position.
-3. Local search: move a random step to a random position between its last producer and its
-   first consumer; keep the move when LOAD does not grow. Seeded and time-bounded.
-4. Return the best order seen; the model's own order when nothing beats it.
+3. Exact search (`planner.reorder_exact`, SERENITY's dynamic program over the frontier): the
+   graph is cut into segments at the steps every order runs at the same point, and each
+   segment's order of least peak is found, seeded by the greedy order's peak. Method
+   "exact" for graphs of up to `exact_limit` steps; past it, "divided": segments of up to
+   `exact_limit` steps are solved exactly, larger ones keep the greedy order; "heuristic"
+   when no segment is small enough.
+4. Local search, when the order is not proven optimal: move a random step to a random
+   position between its last producer and its first consumer; keep the move when LOAD does
+   not grow. Seeded, bounded by time and iterations.
+5. Return the best order seen; the model's own order when nothing beats it.
 
-Not optimal (finding the order of least peak memory is NP-hard), but never worse than the
-order it was given.
+Finding the order of least peak memory is NP-hard: the exact search is bounded by seconds and
+states, and `Reordered.proven` says whether the order returned is optimal. Never worse than
+the order it was given.
 """
 
 from __future__ import annotations
@@ -24,9 +32,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.bounds import live_sum
 from planner.errors import ProblemError
 from planner.lifetimes import Schedule, Step
+from planner.reorder_exact import SegmentResult, beam_segment, segments, solve_segment
+from planner.reorder_steps import StepGraph, positions
+
+EXACT_LIMIT = 200  # steps: the exact search's graph (or segment) size limit
+MAX_STATES = 400_000  # states one segment's exact search may hold (about 100 MB)
+BEAM_SHARE = 0.3  # of the time left, for the beam searches that seed each exact search
+METHODS = ("exact", "divided", "heuristic")
 
 
 @dataclass(frozen=True)
@@ -35,104 +49,54 @@ class Reordered:
     order: list[int]  # order[k] = index in the original schedule of the k-th step
     load_before: int
     load_after: int
-    iterations: int
+    iterations: int  # local-search moves tried
+    method: str = "heuristic"  # one of METHODS (see the module doc)
+    proven: bool = False  # no dependency-respecting order has a lower LOAD
+    bound: int = 0  # a lower bound on the least LOAD of any order
+    segments: int = 1  # pieces the graph was cut into
+    exact_segments: int = 0  # segments solved exactly
+    budget_hit: bool = False  # the exact search ran out of seconds or states somewhere
 
-
-class _Graph:
-    """The schedule as arrays: who writes, who reads, what each buffer weighs."""
-
-    def __init__(self, schedule: Schedule) -> None:
-        steps = schedule.steps
-        self.n = len(steps)
-        names = sorted({b for s in steps for b in (*s.reads, *s.writes, *s.scratch)} | set(schedule.inputs))
-        index = {name: k for k, name in enumerate(names)}
-        scratch = {b for s in steps for b in s.scratch}
-        sizes = [0 if n in schedule.excluded else schedule.sizes.get(n, 0) for n in names]
-        self.scratch_size = np.array(sizes, dtype=np.int64)
-        # Scratch is counted only at its one step (below), not as a tensor live from the start.
-        self.size = np.array(
-            [0 if n in scratch else size for n, size in zip(names, sizes, strict=True)], dtype=np.int64
+    def describe(self) -> str:
+        """One line for people: the method, whether it is proven, the LOAD before and after."""
+        verdict = "proven optimal" if self.proven else "not proven optimal"
+        if self.budget_hit:
+            verdict += " (the exact search hit its budget: best order found)"
+        pieces = f", {self.exact_segments} of {self.segments} segments exact" if self.method == "divided" else ""
+        return (
+            f"reorder method {self.method}{pieces}: {verdict}; LOAD {self.load_before:,} -> {self.load_after:,} bytes"
         )
-        self.writer = np.full(len(names), -1, dtype=np.int64)  # -1: a graph input, live from the start
-        for t, step in enumerate(steps):
-            for name in step.writes:
-                if self.writer[index[name]] == -1 and name not in schedule.inputs:
-                    self.writer[index[name]] = t
-        # A buffer aliasing another keeps that one's bytes alive: count the bytes once, at
-        # the root, live until the last use of any buffer of the group.
-        root = {name: _alias_root(name, schedule) for name in names}
-        for name, r in root.items():
-            if r != name:
-                self.size[index[name]] = 0
-        self.is_output = np.zeros(len(names), dtype=bool)
-        self.is_output[[index[root.get(n, n)] for n in schedule.outputs]] = True
-        read_pairs = [(index[b], t) for t, s in enumerate(steps) for b in s.reads]
-        read_pairs += [(index[root[b]], t) for t, s in enumerate(steps) for b in s.reads if root[b] != b]
-        self.read_buf = np.array([b for b, _ in read_pairs], dtype=np.int64)
-        self.read_step = np.array([t for _, t in read_pairs], dtype=np.int64)
-        scratch_pairs = [(index[b], t) for t, s in enumerate(steps) for b in s.scratch]
-        self.scratch_buf = np.array([b for b, _ in scratch_pairs], dtype=np.int64)
-        self.scratch_step = np.array([t for _, t in scratch_pairs], dtype=np.int64)
-        self.preds: list[set[int]] = [set() for _ in range(self.n)]
-        self.succs: list[set[int]] = [set() for _ in range(self.n)]
-        for b, t in read_pairs:
-            w = int(self.writer[b])
-            if w == t:
-                continue
-            if w > t:
-                raise ProblemError(f"step {t} ({steps[t].name}) reads {names[b]!r} before step {w} writes it")
-            if w >= 0:
-                self.preds[t].add(w)
-                self.succs[w].add(t)
-        self.names = names
-        self.written = self.writer >= 0
-
-    def load(self, position: np.ndarray) -> int:
-        """LOAD of the order in which step t runs at `position[t]`."""
-        n = self.n
-        first = np.where(self.written, position[np.maximum(self.writer, 0)], 0)
-        last = first.copy()
-        if self.read_buf.size:
-            np.maximum.at(last, self.read_buf, position[self.read_step])
-        last[self.is_output] = n - 1
-        size = self.size
-        if self.scratch_buf.size:
-            # Scratch is live for exactly the one step that uses it.
-            at = position[self.scratch_step]
-            first, last = np.concatenate((first, at)), np.concatenate((last, at))
-            size = np.concatenate((size, self.scratch_size[self.scratch_buf]))
-        return int(live_sum(n, first, last + 1, size).max()) if n else 0
 
 
 def reorder(
-    schedule: Schedule, *, time_limit: float = 1.0, seed: int = 0, max_iterations: int | None = None
+    schedule: Schedule,
+    *,
+    time_limit: float = 1.0,
+    seed: int = 0,
+    max_iterations: int | None = None,
+    exact_limit: int = EXACT_LIMIT,
+    max_states: int = MAX_STATES,
 ) -> Reordered:
     """The best dependency-respecting order found within the budget (see the module doc)."""
     if time_limit <= 0:
         raise ProblemError(f"time_limit must be > 0 seconds, got {time_limit}")
+    if exact_limit < 0 or max_states < 1:
+        raise ProblemError(f"exact_limit must be >= 0 and max_states >= 1, got {exact_limit} and {max_states}")
     started = time.perf_counter()
-    g = _Graph(schedule)
-    identity = np.arange(g.n)
-    before = g.load(identity)
-    best_order = _greedy(schedule, g)
-    best = g.load(_positions(best_order))
-    if best > before:
-        best_order, best = list(range(g.n)), before
-    order, current = list(best_order), best
-    rng = np.random.default_rng(seed)
+    g = StepGraph(schedule)
+    identity = list(range(g.n))
+    before = g.load(positions(identity))
+    greedy = _greedy(schedule, g)
+    if g.load(positions(greedy)) > before:
+        greedy = identity
+    order, found = _exact(g, greedy, exact_limit, max_states, started + 0.8 * time_limit)
     iterations = 0
-    limit = max_iterations if max_iterations is not None else 1_000_000
-    while g.n > 2 and iterations < limit and time.perf_counter() - started < time_limit:
-        iterations += 1
-        moved = _random_move(order, g, rng)
-        if moved is None:
-            continue
-        value = g.load(_positions(moved))
-        if value <= current:
-            order, current = moved, value
-            if value < best:
-                best_order, best = list(moved), value
-    steps = [schedule.steps[t] for t in best_order]
+    if not found.proven:
+        order, iterations = _local_search(g, order, seed, max_iterations, started + time_limit)
+    after = g.load(positions(order))
+    if after >= before:  # equal: keep the model's own order
+        order, after = identity, before
+    steps = [schedule.steps[t] for t in order]
     result = Schedule(
         steps=steps,
         sizes=schedule.sizes,
@@ -142,26 +106,117 @@ def reorder(
         aliases=schedule.aliases,
         excluded=schedule.excluded,
     )
-    return Reordered(result, best_order, before, best, iterations)
+    return Reordered(
+        result,
+        order,
+        before,
+        after,
+        iterations,
+        method=found.method,
+        proven=found.proven or after <= found.bound,
+        bound=min(found.bound, after),
+        segments=found.segments,
+        exact_segments=found.exact_segments,
+        budget_hit=found.budget_hit,
+    )
 
 
-def _alias_root(name: str, schedule: Schedule) -> str:
-    seen = {name}
-    while name in schedule.aliases:
-        name = schedule.aliases[name][0]
-        if name in seen:
-            raise ProblemError(f"aliases form a cycle through {name!r}")
-        seen.add(name)
-    return name
+@dataclass(frozen=True)
+class _Exact:
+    method: str
+    proven: bool
+    bound: int
+    segments: int
+    exact_segments: int
+    budget_hit: bool
 
 
-def _positions(order: list[int]) -> np.ndarray:
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order))
-    return position
+def _exact(
+    g: StepGraph, heuristic: list[int], limit: int, max_states: int, deadline: float
+) -> tuple[list[int], _Exact]:
+    """Step 3 of the module doc: each segment's best order, the largest peaks first (solving
+    them raises the floor under which the other segments need no search)."""
+    pieces = segments(g)
+    live = g.profile(positions(heuristic))
+    rank = positions(heuristic)
+    floor = g.step_floor()
+    exact = [s for s in pieces if len(s) <= limit] if g.n > limit else pieces
+    results: dict[int, SegmentResult] = {}
+    fallbacks = {s.start: sorted(s, key=lambda t: rank[t]) for s in pieces}
+    # Every order runs each segment's steps at the same positions: the segment's own range.
+    peaks = {s.start: int(live[s.start : s.stop].max()) for s in pieces}
+    for piece in sorted(exact, key=lambda s: (-peaks[s.start], s.start)):
+        fallback, peaks[piece.start] = _beams(
+            g, piece, fallbacks[piece.start], peaks[piece.start], floor, max_states, deadline
+        )
+        result = solve_segment(
+            g,
+            piece,
+            incumbent=peaks[piece.start],
+            floor=floor,
+            deadline=deadline,
+            max_states=max_states,
+            fallback=fallback,
+        )
+        results[piece.start] = result
+        fallbacks[piece.start] = fallback
+        if result.proven:
+            floor = max(floor, result.peak)
+    order: list[int] = []
+    for piece in pieces:
+        solved = results.get(piece.start)
+        order += solved.order if solved and solved.order else fallbacks[piece.start]
+    proven = all(
+        (piece.start in results and results[piece.start].proven) or peaks[piece.start] <= floor for piece in pieces
+    )
+    bound = max([floor] + [r.bound for r in results.values()])
+    method = "exact" if g.n <= limit else "divided" if results and len(pieces) > 1 else "heuristic"
+    exact_count = sum(1 for r in results.values() if r.proven)
+    budget_hit = any(not r.proven for r in results.values())
+    return order, _Exact(method, proven, bound, len(pieces), exact_count, budget_hit)
 
 
-def _greedy(schedule: Schedule, g: _Graph) -> list[int]:
+def _beams(
+    g: StepGraph, piece: range, order: list[int], peak: int, floor: int, max_states: int, deadline: float
+) -> tuple[list[int], int]:
+    """A segment's incumbent for its exact search: the best of `order` and of beams of growing
+    width over the frontier, within a share of the time left."""
+    beam_deadline = time.perf_counter() + BEAM_SHARE * max(deadline - time.perf_counter(), 0.0)
+    width = 1
+    # Each beam holds at most about max_states states in all: deterministic below the deadline.
+    while peak > floor and (width == 1 or width * len(piece) <= max_states):
+        found = beam_segment(g, piece, floor=floor, width=width, deadline=beam_deadline)
+        if found is None:
+            break
+        if found[1] < peak:
+            order, peak = found
+        width *= 4
+    return order, peak
+
+
+def _local_search(
+    g: StepGraph, start: list[int], seed: int, max_iterations: int | None, deadline: float
+) -> tuple[list[int], int]:
+    """Step 4 of the module doc: the best order seen, and the moves tried."""
+    best_order, best = list(start), g.load(positions(start))
+    order, current = list(start), best
+    rng = np.random.default_rng(seed)
+    iterations = 0
+    limit = max_iterations if max_iterations is not None else 1_000_000
+    while g.n > 2 and iterations < limit and time.perf_counter() < deadline:
+        iterations += 1
+        moved = _random_move(order, g, rng)
+        if moved is None:
+            continue
+        value = g.load(positions(moved))
+        if value <= current:
+            order, current = moved, value
+            if value < best:
+                best_order, best = list(moved), value
+    return best_order, iterations
+
+
+def _greedy(schedule: Schedule, g: StepGraph) -> list[int]:
     """List scheduling by least growth of live bytes (step 2 of the module doc)."""
     steps: list[Step] = list(schedule.steps)
     index = {name: k for k, name in enumerate(g.names)}
@@ -192,7 +247,7 @@ def _greedy(schedule: Schedule, g: _Graph) -> list[int]:
     return order
 
 
-def _cost(step: Step, t: int, index: dict[str, int], g: _Graph, readers_left: np.ndarray) -> tuple[int, int, int]:
+def _cost(step: Step, t: int, index: dict[str, int], g: StepGraph, readers_left: np.ndarray) -> tuple[int, int, int]:
     grow = sum(int(g.size[index[b]]) for b in step.writes) + sum(int(g.scratch_size[index[b]]) for b in step.scratch)
     freed = 0
     for name in set(step.reads):
@@ -203,7 +258,7 @@ def _cost(step: Step, t: int, index: dict[str, int], g: _Graph, readers_left: np
     return grow, written - freed, t
 
 
-def _random_move(order: list[int], g: _Graph, rng: np.random.Generator) -> list[int] | None:
+def _random_move(order: list[int], g: StepGraph, rng: np.random.Generator) -> list[int] | None:
     """Move one step to a random slot between its last producer and first consumer."""
     k = int(rng.integers(0, len(order)))
     t = order[k]

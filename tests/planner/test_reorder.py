@@ -58,9 +58,9 @@ def test_time_limit_must_be_positive():
 
 
 @st.composite
-def dags(draw):
+def dags(draw, max_steps=14):
     """Random DAGs in a valid order: step i reads earlier tensors and writes t<i>."""
-    n = draw(st.integers(1, 14))
+    n = draw(st.integers(1, max_steps))
     steps, sizes = [], {"in": draw(st.integers(1, 50))}
     for i in range(n):
         earlier = ["in"] + [f"t{j}" for j in range(i)]

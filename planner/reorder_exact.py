@@ -1,0 +1,247 @@
+"""The order of least peak live bytes, by a dynamic program over the graph's frontier.
+
+The approach of SERENITY (Ahn et al., "Ordering Chaos: Memory-Aware Scheduling of Irregularly
+Wired Neural Networks for Edge Devices", MLSys 2020):
+
+1. A state is the set of steps already run; only sets closed under dependencies (every
+   step's producers run before it) are states. The bytes live after a state do not depend on
+   the order that reached it, so the best peak reaching each state is all one must remember.
+2. Cut steps split the graph: a step that every other step precedes or follows is run at the
+   same point by every order, so the steps between two cuts form a segment whose best order
+   does not depend on the others'. The order's peak is the largest of the segments' peaks.
+3. Within a segment, states are expanded cheapest peak first (a bottleneck Dijkstra, deeper
+   states first among equals): the first complete state taken is an order of least peak.
+   States whose peak reaches the best complete order known (the heuristic's) are dropped, so
+   when none is left, that order is proven optimal.
+4. Peaks below `floor` (a lower bound on the whole graph's peak) count as `floor`: no order
+   can do better than it anywhere, so the search goes straight down once a segment reaches it.
+5. A step that frees at least what it keeps and stays under the current peak is run at once,
+   alone: moving it first cannot raise any later step's live bytes.
+
+Exact within its budget of seconds and states; past it the best complete order known stands
+and the segment is reported not proven.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from dataclasses import dataclass
+
+from planner.reorder_steps import StepGraph
+
+
+@dataclass(frozen=True)
+class SegmentResult:
+    order: list[int] | None  # global step indices, None when no order beat the incumbent
+    peak: int  # the segment's peak with `order` (or the incumbent's), counted at least `floor`
+    proven: bool  # no order of the segment has a lower peak (below `floor`, all peaks are equal)
+    bound: int  # a lower bound on the segment's least peak
+    states: int
+
+
+def cut_steps(g: StepGraph) -> list[int]:
+    """Steps every other step precedes or follows (step 2 of the module doc), in order.
+
+    The schedule's own order is topological (`StepGraph` refuses a read before its write), so a
+    step is a cut exactly when all earlier steps are its ancestors and all later ones its
+    descendants."""
+    n = g.n
+    ancestors = [0] * n
+    for t in range(n):
+        mask = 0
+        for p in g.preds[t]:
+            mask |= ancestors[p] | (1 << p)
+        ancestors[t] = mask
+    descendants = [0] * n
+    for t in reversed(range(n)):
+        mask = 0
+        for s in g.succs[t]:
+            mask |= descendants[s] | (1 << s)
+        descendants[t] = mask
+    return [t for t in range(n) if ancestors[t].bit_count() == t and descendants[t].bit_count() == n - 1 - t]
+
+
+def segments(g: StepGraph) -> list[range]:
+    """Ranges of the schedule's steps, each ending at a cut step (or the last step)."""
+    bounds, start = [], 0
+    for cut in cut_steps(g):
+        bounds.append(range(start, cut + 1))
+        start = cut + 1
+    if start < g.n:
+        bounds.append(range(start, g.n))
+    return bounds
+
+
+def solve_segment(
+    g: StepGraph,
+    steps: range,
+    *,
+    incumbent: int,
+    floor: int,
+    deadline: float,
+    max_states: int,
+    fallback: list[int],
+) -> SegmentResult:
+    """Least-peak order of `steps` (contiguous, all earlier steps already run), seeking an order
+    whose peak is below `incumbent` (the peak of `fallback`, a valid order of `steps`)."""
+    if incumbent <= floor:
+        return SegmentResult(None, max(incumbent, floor), True, floor, 0)
+    seg = _Segment(g, steps)
+    full = (1 << len(steps)) - 1
+    # state -> [peak, mem, ready, parent, step]
+    seen: dict[int, list[int]] = {0: [floor, seg.start_mem, seg.start_ready, -1, -1]}
+    heap: list[tuple[int, int, int]] = [(floor, 0, 0)]
+    popped = 0
+    deepest = (0, 0)  # (depth, state) of the deepest state taken
+    while heap:
+        key, depth, state = heapq.heappop(heap)
+        entry = seen[state]
+        if entry[0] != key:
+            continue  # reached again later with a lower peak
+        if state == full:
+            return SegmentResult(seg.unwind(seen, state), key, True, key, len(seen))
+        popped += 1
+        if len(seen) > max_states or (popped % 512 == 0 and time.perf_counter() > deadline):
+            return _stopped(g, seg, seen, deepest[1], key, incumbent, floor, fallback)
+        if -depth > deepest[0]:
+            deepest = (-depth, state)
+        for child, peak, mem, ready, step in seg.children(state, entry, floor):
+            if peak >= incumbent:
+                continue
+            known = seen.get(child)
+            if known is not None and known[0] <= peak:
+                continue
+            seen[child] = [peak, mem, ready, state, step]
+            heapq.heappush(heap, (peak, depth - 1, child))
+    # Nothing below the incumbent: it is optimal.
+    return SegmentResult(None, incumbent, True, incumbent, len(seen))
+
+
+def _stopped(
+    g: StepGraph,
+    seg: _Segment,
+    seen: dict[int, list[int]],
+    state: int,
+    bound: int,
+    incumbent: int,
+    floor: int,
+    fallback: list[int],
+) -> SegmentResult:
+    """Out of budget: complete the deepest state taken in the fallback's order, keep it if it beats
+    the incumbent, and report the peak level reached as the bound."""
+    prefix = seg.unwind(seen, state)
+    done = set(prefix)
+    order = prefix + [t for t in fallback if t not in done]
+    peak = max(seg.peaks(order) + [floor])
+    if peak < incumbent:
+        return SegmentResult(order, peak, False, bound, len(seen))
+    return SegmentResult(None, incumbent, False, bound, len(seen))
+
+
+def beam_segment(
+    g: StepGraph, steps: range, *, floor: int, width: int, deadline: float
+) -> tuple[list[int], int] | None:
+    """A good order of `steps` fast: the frontier program kept to the `width` states of least
+    (peak, live bytes) at each depth (a beam), and its peak; None past the deadline."""
+    seg = _Segment(g, steps)
+    layer: dict[int, list[int]] = {0: [floor, seg.start_mem, seg.start_ready, -1, -1]}
+    layers = [layer]
+    for _ in range(seg.size):
+        if time.perf_counter() > deadline:
+            return None
+        nxt: dict[int, list[int]] = {}
+        for state, entry in layer.items():
+            for child, peak, mem, ready, step in seg.children(state, entry, floor):
+                known = nxt.get(child)
+                if known is None or (peak, mem) < (known[0], known[1]):
+                    nxt[child] = [peak, mem, ready, state, step]
+        kept = sorted(nxt.items(), key=lambda item: (item[1][0], item[1][1], item[0]))[:width]
+        layer = dict(kept)
+        layers.append(layer)
+    (state, entry), order = next(iter(layer.items())), []
+    peak = entry[0]
+    for depth in range(seg.size, 0, -1):
+        entry = layers[depth][state]
+        order.append(entry[4] + seg.lo)
+        state = entry[3]
+    return order[::-1], peak
+
+
+class _Segment:
+    """One segment's steps as bit positions, with what running each frees."""
+
+    def __init__(self, g: StepGraph, steps: range) -> None:
+        lo, hi = steps.start, steps.stop
+        self.lo = lo
+        self.size = len(steps)
+        self.preds = [sum(1 << (p - lo) for p in g.preds[t] if p >= lo) for t in steps]
+        self.succs = [sorted(s - lo for s in g.succs[t] if s < hi) for t in steps]
+        self.new = [g.new_bytes[t] + g.scratch_bytes[t] for t in steps]
+        self.keep = [g.new_bytes[t] for t in steps]
+        self.scratch = [g.scratch_bytes[t] for t in steps]
+        # A buffer dies after the last of its readers (or its writer, unread) in this segment
+        # runs, unless a graph output or read after the segment.
+        self.frees: list[list[tuple[int, int]]] = []
+        for t in steps:
+            frees = []
+            for b in g.touched[t]:
+                readers = g.readers[b]
+                if g.is_output[b] or g.last_read[b] >= hi:
+                    continue
+                if not readers and g.writer[b] != t:
+                    continue
+                frees.append((sum(1 << (r - lo) for r in readers if r >= lo), int(g.size[b])))
+            self.frees.append(frees)
+        # Inputs nobody reads die after the first step.
+        self.start_mem = g.input_bytes if lo == 0 else g.resident_after(lo)
+        self.first_free = g.unread_input_bytes if lo == 0 else 0
+        self.start_ready = sum(1 << i for i in range(self.size) if self.preds[i] == 0)
+
+    def children(self, state: int, entry: list[int], floor: int) -> list[tuple[int, int, int, int, int]]:
+        """(child state, its peak, live bytes after it, its ready steps, the step run) for each
+        ready step; only one when a step can run at once (step 5 of the module doc)."""
+        level, mem, ready = entry[0], entry[1], entry[2]
+        out = []
+        r = ready
+        while r:
+            low = r & -r
+            r ^= low
+            i = low.bit_length() - 1
+            child = state | low
+            live = mem + self.new[i]
+            freed = sum(size for readers, size in self.frees[i] if readers | child == child)
+            after = live - self.scratch[i] - freed
+            if state == 0:
+                after -= self.first_free
+            next_ready = ready ^ low
+            for s in self.succs[i]:
+                if self.preds[s] | child == child:
+                    next_ready |= 1 << s
+            item = (child, max(level, live, floor), after, next_ready, i)
+            if live <= level and self.keep[i] <= freed:
+                return [item]
+            out.append(item)
+        return out
+
+    def unwind(self, seen: dict[int, list[int]], state: int) -> list[int]:
+        order = []
+        while state:
+            entry = seen[state]
+            order.append(entry[4] + self.lo)
+            state = entry[3]
+        return order[::-1]
+
+    def peaks(self, order: list[int]) -> list[int]:
+        """Live bytes at each step of `order` (global indices of this segment's steps)."""
+        state, mem, out = 0, self.start_mem, []
+        for t in order:
+            i = t - self.lo
+            child = state | (1 << i)
+            live = mem + self.new[i]
+            out.append(live)
+            mem = live - self.scratch[i] - sum(size for readers, size in self.frees[i] if readers | child == child)
+            if state == 0:
+                mem -= self.first_free
+            state = child
+        return out
