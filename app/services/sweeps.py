@@ -1,10 +1,12 @@
-"""Sweeps: every model x strategy x dims combination planned, one plan task each, spread over the
-Dask workers; the first use of many workers.
+"""Sweeps: every model x strategy x dims combination planned, spread over the Dask workers; the
+first use of many workers.
 
-A task (`plan_task`) loads its model with its dims bound (cached per worker process, so the
-strategies of one model and dims share one load), builds the memory problem, plans it with one
-strategy and checks the plan. Everything a task needs travels in its `SweepTask`: the model's
-file, not a database handle, so any worker that sees the data folder can run it.
+A combination is a `SweepTask` (one model, dims, memory options and strategy: one result row).
+The tasks of one (model, dims, memory options) are run together as one Dask task, a `SweepGroup`
+(`groups_of`, `plan_group`): its worker loads the model with its dims bound and builds the memory
+problem once, then plans it with each strategy and checks each plan. A sweep of few combinations is
+cut into more, smaller groups, so that every worker has some. Everything a group needs travels in
+it: the model's file, not a database handle, so any worker that sees the data folder can run it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import csv
 import io
 import itertools
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -21,13 +23,14 @@ from typing import Any
 import planner
 import runtime
 from app.errors import AppError
-from app.jobs import Job, JobContext, JobFailed, JobService
+from app.jobs import PROGRESS_WRITE_S, Job, JobContext, JobFailed, JobService
 from app.services.inputs import InputError
 from app.storage import Storage
 from runtime import MemoryOptions
 
 ROW_FIELDS = ("model", "model_name", "strategy", "dims", "arena_bytes", "lower_bound", "valid", "seconds", "error")
-PROBLEM_CACHE = 8  # (model, dims) problems a worker keeps: the strategies of one combination share it
+PROBLEM_CACHE = 8  # (model, dims) problems a worker keeps, for the parts of a group that was cut
+GROUPS_PER_WORKER = 4  # fewer groups than this per worker: the largest are cut, so that none waits idle
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,25 @@ class SweepTask:
     memory: MemoryOptions = field(default_factory=MemoryOptions)
     time_limit: float | None = None
     name: str = ""  # how a person knows the model (a stored model's name); `model` when empty
+
+
+@dataclass(frozen=True)
+class SweepGroup:
+    """The strategies of one (model, dims, memory options) combination: one Dask task, one load."""
+
+    model: str
+    path: str
+    strategies: tuple[str, ...]
+    dims: tuple[tuple[str, int], ...]
+    memory: MemoryOptions = field(default_factory=MemoryOptions)
+    time_limit: float | None = None
+    name: str = ""
+
+    def tasks(self) -> list[SweepTask]:
+        return [
+            SweepTask(self.model, self.path, s, self.dims, self.memory, self.time_limit, self.name)
+            for s in self.strategies
+        ]
 
 
 def parse_dims_grid(text: str | None) -> list[dict[str, int]]:
@@ -118,31 +140,81 @@ def tasks_of(
     ]
 
 
+def groups_of(tasks: list[SweepTask], workers: int = 1) -> list[SweepGroup]:
+    """The tasks as groups of one (model, dims, memory options, time limit) each, in the order of their
+    first task, a group's strategies in task order. With fewer than GROUPS_PER_WORKER groups per worker,
+    the group with the most strategies (the first of them) is cut in two until there are enough or
+    every group holds one strategy: a cut group loads its model twice, an idle worker plans nothing."""
+    grouped: dict[tuple[Any, ...], list[SweepTask]] = {}
+    for task in tasks:
+        key = (task.model, task.path, task.dims, task.memory, task.time_limit, task.name)
+        grouped.setdefault(key, []).append(task)
+    groups = [
+        SweepGroup(
+            t[0].model, t[0].path, tuple(x.strategy for x in t), t[0].dims, t[0].memory, t[0].time_limit, t[0].name
+        )
+        for t in grouped.values()
+    ]
+    while len(groups) < GROUPS_PER_WORKER * max(workers, 1):
+        largest = max(range(len(groups)), key=lambda i: (len(groups[i].strategies), -i), default=None)
+        if largest is None or len(groups[largest].strategies) < 2:
+            break
+        group = groups[largest]
+        half = (len(group.strategies) + 1) // 2
+        first, second = group.strategies[:half], group.strategies[half:]
+        groups[largest : largest + 1] = [replace(group, strategies=first), replace(group, strategies=second)]
+    return groups
+
+
+def plan_group(group: SweepGroup) -> list[dict[str, Any]]:
+    """Plan one combination with each of its strategies and check each plan; a row per strategy, in
+    order, with `error` instead of figures for a strategy that failed (every one, if the model did)."""
+    rows = [_row(task) for task in group.tasks()]
+    try:
+        problem = _problem(group.path, group.dims, group.memory)
+    except (runtime.ModelError, planner.PlanningError, OSError) as e:
+        return [_failed(row, e) for row in rows]
+    options = {"time_limit": group.time_limit} if group.time_limit is not None else {}
+    out = []
+    for row in rows:
+        try:
+            started = time.perf_counter()  # planning only: the model's load is shared by the strategies
+            plan = planner.plan(problem, row["strategy"], **options)
+            seconds = time.perf_counter() - started
+            valid = planner.check_plan(problem, plan).ok
+        except (runtime.ModelError, planner.PlanningError, OSError) as e:
+            out.append(_failed(row, e))
+            continue
+        out.append(
+            {
+                **row,
+                "arena_bytes": plan.arena_bytes,
+                "lower_bound": plan.lower_bound,
+                "valid": valid,
+                "seconds": round(seconds, 6),
+                "error": None,
+            }
+        )
+    return out
+
+
 def plan_task(task: SweepTask) -> dict[str, Any]:
     """Plan one combination and check the plan; a row, with `error` instead of figures when it fails."""
-    row: dict[str, Any] = {
+    group = SweepGroup(task.model, task.path, (task.strategy,), task.dims, task.memory, task.time_limit, task.name)
+    return plan_group(group)[0]
+
+
+def _row(task: SweepTask) -> dict[str, Any]:
+    return {
         "model": task.model,
         "model_name": task.name or task.model,
         "strategy": task.strategy,
         "dims": dict(task.dims),
     }
-    try:
-        problem = _problem(task.path, task.dims, task.memory)
-        options = {"time_limit": task.time_limit} if task.time_limit is not None else {}
-        started = time.perf_counter()  # planning only: the model's load is shared by its strategies
-        plan = planner.plan(problem, task.strategy, **options)
-        seconds = time.perf_counter() - started
-        valid = planner.check_plan(problem, plan).ok
-    except (runtime.ModelError, planner.PlanningError, OSError) as e:
-        return {**row, "arena_bytes": None, "lower_bound": None, "valid": False, "seconds": 0.0, "error": str(e)}
-    return {
-        **row,
-        "arena_bytes": plan.arena_bytes,
-        "lower_bound": plan.lower_bound,
-        "valid": valid,
-        "seconds": round(seconds, 6),
-        "error": None,
-    }
+
+
+def _failed(row: dict[str, Any], error: Exception) -> dict[str, Any]:
+    return {**row, "arena_bytes": None, "lower_bound": None, "valid": False, "seconds": 0.0, "error": str(error)}
 
 
 @lru_cache(maxsize=PROBLEM_CACHE)
@@ -243,14 +315,23 @@ def sweep_job(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         names[model_id] = record.name
     memory = MemoryOptions.from_json(payload["memory"])
     tasks = tasks_of(models, payload["strategies"], payload["grid"], memory=memory, names=names)
+    total = len(tasks)
     rows: list[dict[str, Any]] = []
-    ctx.report(0.0, f"{len(tasks)} plan tasks")
+    ctx.report(0.0, f"{total} plan tasks")
     with worker_client() as client:  # secedes: this thread waits without holding the worker's slot
-        futures = client.map(plan_task, tasks, pure=False)
+        futures = client.map(plan_group, groups_of(tasks, workers=len(client.nthreads())), pure=False)
+        # Every row keeps its own progress event; they are written together, a batch at most every
+        # PROGRESS_WRITE_S, not one database write per row.
+        unsent: list[tuple[float, str, dict[str, Any]]] = []
+        sent = time.monotonic()
         for future in as_completed(futures):
-            rows.append(future.result())
-            ctx.report(len(rows) / len(tasks), f"{len(rows)} of {len(tasks)} plans", row=rows[-1])
-    return {"rows": ordered(rows), "total": len(tasks)}
+            for row in future.result():
+                rows.append(row)
+                unsent.append((len(rows) / total, f"{len(rows)} of {total} plans", {"row": row}))
+            if len(rows) == total or time.monotonic() - sent >= PROGRESS_WRITE_S:
+                ctx.report_many(unsent)
+                unsent, sent = [], time.monotonic()
+    return {"rows": ordered(rows), "total": total}
 
 
 def report(jobs: JobService, job: Job) -> dict[str, Any]:

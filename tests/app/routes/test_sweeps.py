@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import time
 
 import pytest
@@ -53,6 +54,15 @@ def test_a_sweep_plans_every_combination_on_the_workers(client, app):
     assert len(written) == len(rows)
     page = client.get(f"/sweeps/{sweep['id']}?format=json").json()
     assert page["page"] == "sweep" and page["sweep"]["results"] == rows
+    # One progress event per row, as listeners have always had them (written in batches).
+    events = app.state.storage.job_events(sweep["id"])
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    rows_seen = [e["data"] for e in events if e["event"] == "progress" and "row" in e["data"]]
+    assert len(rows_seen) == len(rows) == 8
+    assert [(d["progress"], d["message"]) for d in rows_seen] == [(k / 8, f"{k} of 8 plans") for k in range(1, 9)]
+    as_text = lambda row: json.dumps(row, sort_keys=True)  # noqa: E731
+    assert sorted(as_text(d["row"]) for d in rows_seen) == sorted(as_text(r) for r in rows)
+    assert [e["event"] for e in events][-1] == "done"
 
 
 @pytest.mark.parametrize(
