@@ -99,7 +99,7 @@ def _run(tasks: list, scheduler: str | None, workers: int, *, quiet: bool) -> li
     from rich.progress import Progress
 
     from app.jobs import SchedulerUnreachable, connect
-    from app.services.sweeps import plan_task
+    from app.services.sweeps import groups_of, plan_group
 
     cluster = None
     try:
@@ -115,11 +115,12 @@ def _run(tasks: list, scheduler: str | None, workers: int, *, quiet: bool) -> li
     rows = []
     try:
         with client.as_current(), Progress(transient=True, disable=quiet) as progress:
-            futures = client.map(plan_task, tasks, pure=False)
+            # A (model, dims, memory options) combination's strategies as one task: one load of the model.
+            futures = client.map(plan_group, groups_of(tasks, workers=len(client.nthreads())), pure=False)
             bar = progress.add_task(f"{len(tasks)} plan tasks", total=len(tasks))
             for future in as_completed(futures):
-                rows.append(future.result())
-                progress.advance(bar)
+                rows += future.result()
+                progress.advance(bar, len(future.result()))
     finally:
         client.close()
         if cluster is not None:
