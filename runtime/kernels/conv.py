@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from runtime.kernels import TensorMeta, kernel, window
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
+from runtime.kernels.depthwise import add_bias, conv_depthwise_rows, rows_layout, uses_rows
 from runtime.kernels.planes import Planes
 from runtime.kernels.window import Geometry, pad_into, window_geometry, windows
 
@@ -39,12 +41,14 @@ def conv_workspace(
 ) -> int:
     x, w, y = inputs[0], inputs[1], outputs[0]
     # Also fills the route cache at prepare, so that a run adds nothing to it beside the arena.
-    geo, path = _route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     if path == "pointwise":
         return 0
     channels = x.shape[1]
     if path == "taps":
         return scratch_bytes(*_taps_layout(x.shape, w.shape, x.dtype, geo))
+    if path == "rows":
+        return scratch_bytes(*rows_layout(x.shape, geo, x.dtype))
     if path == "depthwise":
         blocks = [((min(channels, _depthwise_block(geo, x.dtype)), *geo.kernel, *geo.out), x.dtype)]
     else:
@@ -200,10 +204,12 @@ def _conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilat
         return geo, "pointwise"
     if uses_taps(x_shape, w_shape, geo, group):
         return geo, "taps"
-    return geo, "depthwise" if _is_depthwise(x_shape, w_shape, group) else "im2col"
+    if not _is_depthwise(x_shape, w_shape, group):
+        return geo, "im2col"
+    return geo, "rows" if uses_rows(geo) else "depthwise"
 
 
-def _route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
+def conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
     """`_conv_route` with list attributes made hashable."""
     return _conv_route(
         tuple(x_shape), tuple(w_shape), tuple(y_shape), group, auto_pad, _tuple(pads), _tuple(strides),
@@ -221,7 +227,18 @@ def _tuple(value):
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
 ):
-    geo, path = _route(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    convolve(x, w, b, out, ws, None, auto_pad, dilations, group, kernel_shape, pads, strides)
+
+
+Finish = Callable[[np.ndarray], None]
+
+
+def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group, kernel_shape, pads, strides) -> None:
+    """Conv into `out`, then `finish` (an in-place activation, or None) over the output: each
+    channel block while it is in cache on the banded depthwise route, each image elsewhere (a
+    1x1 conv banded by output channels re-reads its input per band, which costs more than
+    the cache saves)."""
+    geo, path = conv_route(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     batch, channels = x.shape[:2]
     filters = w.shape[0]
     if path == "pointwise":
@@ -234,12 +251,24 @@ def conv(
         )
         if b is not None:
             out += b.reshape((filters,) + (1,) * len(geo.out))
+    elif path == "rows":
+
+        def epilogue(block: np.ndarray, bias: np.ndarray | None) -> None:
+            add_bias(block, bias)
+            if finish is not None:
+                finish(block)
+
+        conv_depthwise_rows(x, w, b, out, geo, Scratch(ws, "Conv"), epilogue)
+        return
     elif path == "taps":
         _conv_taps(x, w, b, out, geo, Scratch(ws, "Conv"))
     elif path == "depthwise":
         _conv_depthwise(x, w, b, out, geo, Scratch(ws, "Conv"))
     else:
         _conv_im2col(x, w, b, out, geo, group, Scratch(ws, "Conv"))
+    if finish is not None:
+        for n in range(batch):
+            finish(out[n])
 
 
 def _int32(meta) -> TensorMeta:

@@ -1,0 +1,126 @@
+"""Depthwise 2-D Conv as one BLAS matmul per channel: output rows against a banded weight matrix.
+
+A depthwise filter (one k_h x k_w filter per channel) gives numpy nothing to batch across
+channels, and im2col copies k_h * k_w values per output. Here the output's width is cut into
+tiles of `tile` columns; a tile of one output row reads k_h input rows of
+``span = stride * (tile - 1) + dilation * (k_w - 1) + 1`` columns, which are copied (k_h * span
+values per `tile` outputs, about k_h values per output instead of k_h * k_w) into one row of a
+(rows * tiles, k_h * span) matrix per channel. Its product with the channel's banded
+(k_h * span, tile) matrix (the filter's taps on the diagonals, zeros elsewhere) is the tile:
+BLAS does span / k_w times the multiply-adds a direct loop would, at many times numpy's
+elementwise speed. The banded matrices are built in the workspace per call (a zero fill and
+k_w strided copies), so the weights need no second copy beside the model's.
+
+Worth it where the waste span / k_w is small beside the copy saved: 5x5 filters, strided
+filters and narrow maps; a 3x3, stride-1 filter over a wide map stays on im2col (`uses_rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from runtime.kernels._scratch import Scratch, units_within
+from runtime.kernels.window import Geometry, pad_into, padded_extent
+
+# Output tile widths tried in this order: the first that divides the output width is taken
+# (14 measured best on MobileNet/EfficientNet maps; 7, 8 and 16 close behind).
+TILES = (14, 12, 16, 10, 8, 7, 18, 20, 9, 11, 13, 15, 6, 5)
+# Widest output a tile may cover alone when no tile in `TILES` divides it.
+LONE_TILE = 24
+# Bytes of copied rows per channel block: the banded product streams this much through cache.
+ROWS_BLOCK_BYTES = 1 << 20
+
+
+def tile_width(out_width: int) -> int | None:
+    """Output columns per tile, or None when the width has no fitting tile."""
+    for t in TILES:
+        if out_width % t == 0:
+            return t
+    return out_width if out_width <= LONE_TILE else None
+
+
+def uses_rows(geo: Geometry) -> bool:
+    """A 2-D depthwise conv this module runs faster than im2col (measured per shape class)."""
+    if len(geo.kernel) != 2 or tile_width(geo.out[1]) is None:
+        return False
+    wide_3x3 = geo.strides == (1, 1) and geo.kernel[1] <= 3 and geo.out[1] > 28
+    return not wide_3x3
+
+
+def _span(geo: Geometry, tile: int) -> int:
+    return geo.strides[1] * (tile - 1) + geo.dilations[1] * (geo.kernel[1] - 1) + 1
+
+
+def _block(channels: int, geo: Geometry, dtype: np.dtype) -> int:
+    tile = tile_width(geo.out[1]) or 1
+    per_channel = geo.out[0] * geo.out[1] // tile * geo.kernel[0] * _span(geo, tile) * dtype.itemsize
+    return units_within(ROWS_BLOCK_BYTES, per_channel, channels)
+
+
+def rows_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Workspace blocks of `conv_depthwise_rows`: a channel block's padded planes, its copied
+    rows and its banded matrices."""
+    dtype = np.dtype(dtype)
+    tile = tile_width(geo.out[1])
+    assert tile is not None
+    block = _block(x_shape[1], geo, dtype)
+    span = _span(geo, tile)
+    rows, tiles = geo.out[0], geo.out[1] // tile
+    depth = geo.kernel[0] * span
+    return [
+        ((block, *padded_extent(x_shape[2:], geo)), dtype),
+        ((block, rows * tiles, depth), dtype),
+        ((block, depth, tile), dtype),
+    ]
+
+
+def _banded(bands: np.ndarray, w: np.ndarray, geo: Geometry, tile: int, span: int) -> None:
+    """bands[c, i * span + stride * j + dilation * jj, j] = w[c, 0, i, jj]; zeros elsewhere."""
+    bands.fill(0)
+    m, depth, _ = bands.shape
+    size = bands.itemsize
+    for jj in range(geo.kernel[1]):
+        # Entry (c, i, j) of tap jj: one strided view, the diagonal stepping stride * tile + 1.
+        start = geo.dilations[1] * jj * tile * size
+        strides = (depth * tile * size, span * tile * size, (geo.strides[1] * tile + 1) * size)
+        taps = np.ndarray((m, geo.kernel[0], tile), bands.dtype, bands, start, strides)
+        taps[...] = w[:m, 0, :, jj, None]
+
+
+Epilogue = Callable[[np.ndarray, np.ndarray | None], None]
+
+
+def add_bias(target: np.ndarray, bias: np.ndarray | None) -> None:
+    """The plain epilogue: the bias per channel (axis 0 of `target`)."""
+    if bias is not None:
+        target += bias.reshape((-1,) + (1,) * (target.ndim - 1))
+
+
+def conv_depthwise_rows(x, w, b, out, geo: Geometry, scratch: Scratch, epilogue: Epilogue = add_bias) -> None:
+    """`out` = depthwise Conv(x, w) with `epilogue(block, bias)` run on each channel block
+    of the output while it is still in cache (bias, and an activation when fused)."""
+    channels = x.shape[1]
+    tile = tile_width(geo.out[1])
+    assert tile is not None
+    span = _span(geo, tile)
+    (block_shape, dtype), (rows_shape, _), (bands_shape, _) = rows_layout(x.shape, geo, x.dtype)
+    padded = scratch.take(block_shape, dtype)
+    copied = scratch.take(rows_shape, dtype)
+    bands = scratch.take(bands_shape, dtype)
+    block = block_shape[0]
+    rows, tiles = geo.out[0], geo.out[1] // tile
+    s0, s1, s2 = padded.strides
+    view_shape = (rows, tiles, geo.kernel[0], span)
+    view_strides = (s0, geo.strides[0] * s1, geo.strides[1] * tile * s2, geo.dilations[0] * s1, s2)
+    for c in range(0, channels, block):
+        m = min(block, channels - c)
+        _banded(bands[:m], w[c : c + m], geo, tile, span)
+        for n in range(x.shape[0]):
+            pad_into(padded[:m], x[n, c : c + m], geo, 0)
+            source = np.ndarray((m, *view_shape), dtype, padded, 0, view_strides)
+            np.copyto(copied[:m].reshape(m, *view_shape), source)
+            target = out[n, c : c + m].reshape(m, rows * tiles, tile)
+            np.matmul(copied[:m], bands[:m], out=target)
+            epilogue(out[n, c : c + m], None if b is None else b[c : c + m])
