@@ -13,6 +13,9 @@
   const WRAP_CHARS = 60;
   const MARK = "note";  // the `name` of our annotations: others' (a run's canary hit) are kept
 
+  // Plotly reads <b>, <br>, <a href> ... in labels, and decodes &amp; &lt; &gt; but not &quot;:
+  // escaping these three keeps every tag out and shows the text as written.
+  const plotlyText = (s) => String(s).replace(/[&<>]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[c]);
   const when = (created) => new Date(created * 1000).toISOString().slice(0, 16).replace("T", " ") + " UTC";
 
   // Lines of at most about `width` characters, broken at spaces where there are some.
@@ -74,7 +77,7 @@
       const hover = [(note.author || "anonymous") + " on " + note.tensor + " at step " + note.step + ":"].concat(wrap(note.text, WRAP_CHARS));
       out.push({
         name: MARK, xref: "x", yref: "y", x: note.step + 0.5, y: chart.offsets[i] + b.size[i] / 2,
-        text: "✎ " + M.esc(label.replace(/\s+/g, " ")), hovertext: hover.map(M.esc).join("<br>"),
+        text: "✎ " + plotlyText(label.replace(/\s+/g, " ")), hovertext: hover.map(plotlyText).join("<br>"),
         showarrow: true, arrowhead: 2, arrowcolor: "#b45309", ax: 24, ay: -28,
         bgcolor: "#fffbeb", bordercolor: "#b45309", font: { size: 11, color: "#78350f" },
         hoverlabel: { bgcolor: "#fffbeb", bordercolor: "#b45309", font: { color: "#111" } },
