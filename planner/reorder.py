@@ -57,6 +57,20 @@ class Reordered:
     exact_segments: int = 0  # segments solved exactly
     budget_hit: bool = False  # the exact search ran out of seconds or states somewhere
 
+    def summary(self) -> dict[str, object]:
+        """The search's figures as JSON: method, proven, LOADs, bound, segments, and `describe()`."""
+        return {
+            "method": self.method,
+            "proven": self.proven,
+            "load_before": self.load_before,
+            "load_after": self.load_after,
+            "bound": self.bound,
+            "segments": self.segments,
+            "exact_segments": self.exact_segments,
+            "budget_hit": self.budget_hit,
+            "description": self.describe(),
+        }
+
     def describe(self) -> str:
         """One line for people: the method, whether it is proven, the LOAD before and after."""
         verdict = "proven optimal" if self.proven else "not proven optimal"
@@ -64,7 +78,8 @@ class Reordered:
             verdict += " (the exact search hit its budget: best order found)"
         pieces = f", {self.exact_segments} of {self.segments} segments exact" if self.method == "divided" else ""
         return (
-            f"reorder method {self.method}{pieces}: {verdict}; LOAD {self.load_before:,} -> {self.load_after:,} bytes"
+            f"reorder method {self.method}{pieces}: {verdict}; the searched schedule's LOAD {self.load_before:,} -> "
+            f"{self.load_after:,} bytes"
         )
 
 
