@@ -40,8 +40,9 @@ def run_model(
         raise InputError(f"{path}: no such file")
     planner.get(strategy)  # an unknown name fails here, listing the accepted ones
     graph = runtime.load_model(path, dims=dims, shapes=shapes, fuse=memory.fuse)
+    found = None
     if reorder:
-        graph, _ = runtime.reorder_graph(graph, memory)
+        graph, found = runtime.reorder_graph(graph, memory)
     session = runtime.Session(graph, strategy, memory, canary=canary).prepare()  # refuses too big an arena
     feeds = _read_npz(inputs) if inputs is not None else random_inputs(graph, seed)
     # What the aliases save: the same strategy on the problem without in-place and concat-in-place aliases.
@@ -66,6 +67,8 @@ def run_model(
         "fused_nodes": fused_nodes(graph),
         "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
     }
+    if found is not None:
+        report["reorder"] = found.summary()  # the method (exact, divided, heuristic) and whether proven
     if verify:
         report["verification"] = judge(path, feeds, outputs)
     if save_outputs is not None:

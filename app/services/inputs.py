@@ -91,12 +91,21 @@ def load_problem(
     `alignment` overrides the problem's (None keeps it; a model's comes from `model.memory`);
     `capacity` bounds the first pool.
     """
+    problem, graph, _ = load_problem_and_order(path, alignment=alignment, capacity=capacity, model=model)
+    return problem, graph
+
+
+def load_problem_and_order(
+    path: Path, *, alignment: int | None = None, capacity: int | None = None, model: ModelOptions | None = None
+) -> tuple[Problem, Any, Any]:
+    """`load_problem`, and the memory-aware order's search (`planner.reorder.Reordered`: its
+    method, whether proven optimal) when `model.reorder` asked for one, else None."""
     suffix = path.suffix.lower()
     if not path.exists():
         raise InputError(f"{path}: no such file")
     if path.is_dir():
         raise InputError(f"{path}: is a folder; expected a {', '.join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)} file")
-    graph = None
+    graph = found = None
     if suffix == ".json":
         try:
             problem = Problem.loads(_read_text(path))
@@ -111,7 +120,7 @@ def load_problem(
         options = model or ModelOptions()
         graph = runtime.load_model(path, dims=options.dims, shapes=options.shapes, fuse=options.memory.fuse)
         if options.reorder:
-            graph, _ = runtime.reorder_graph(graph, options.memory)
+            graph, found = runtime.reorder_graph(graph, options.memory)
         problem = runtime.memory_problem(graph, options.memory)
     else:
         accepted = ", ".join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)
@@ -130,7 +139,7 @@ def load_problem(
         if capacity < 0:
             raise InputError(f"--capacity must be >= 0 bytes, got {capacity}")
         problem = problem.with_capacity(capacity)
-    return problem, graph
+    return problem, graph, found
 
 
 def _read_text(path: Path) -> str:
