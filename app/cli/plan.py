@@ -56,7 +56,14 @@ def plan(
     ] = None,
 ) -> None:
     """Plan a problem or a model with one or more strategies, check every plan, compare."""
-    from app.services.inputs import ModelOptions, fused_nodes, load_problem, parse_dims, parse_shapes
+    from app.services.inputs import (
+        ModelOptions,
+        fused_nodes,
+        load_problem,
+        load_problem_and_order,
+        parse_dims,
+        parse_shapes,
+    )
     from planner.compare import best, resolve_names, run_strategies
 
     if time_limit is not None and time_limit <= 0:
@@ -68,7 +75,7 @@ def plan(
         io=io, workspace=workspace, alignment=alignment, inplace=inplace, concat_inplace=concat_inplace, fuse=fuse
     )
     model = ModelOptions(dims=parse_dims(dims), shapes=parse_shapes(shape), memory=memory, reorder=reorder)
-    problem, graph = load_problem(input, alignment=alignment, capacity=capacity, model=model)
+    problem, graph, found = load_problem_and_order(input, alignment=alignment, capacity=capacity, model=model)
     options: dict[str, Any] = {"seed": seed}
     if time_limit is not None:
         options["time_limit"] = time_limit
@@ -82,6 +89,7 @@ def plan(
         for extra, theirs in zip(extras, run_strategies(own, names, **options), strict=True):
             extra.update(
                 order="memory-aware",
+                reorder=found.summary(),
                 model_order_lower_bound=theirs.lower_bound,
                 model_order_arena_bytes=theirs.arena_bytes,
             )
@@ -162,6 +170,7 @@ def _print_table(problem: Any, outcomes: list[Any], extras: list[dict[str, Any]]
             console.print(
                 f"memory-aware order; the model's own order has LOAD {extras[0]['model_order_lower_bound']:,} bytes"
             )
+            console.print(extras[0]["reorder"]["description"], markup=False)
 
 
 def _write_plan(path: Path, problem: Any, plan: Any) -> None:

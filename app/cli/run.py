@@ -93,6 +93,8 @@ def run(
             f"in place {inplace}, concat in place {concat_inplace}; "
             f"with both off this strategy needs {report['arena_bytes_without_aliases']:,} bytes"
         )
+        if "reorder" in report:
+            typer.echo(report["reorder"]["description"])
         for name, sizes in report["outputs"].items():
             typer.echo(f"  output {name}: {sizes}")
         if "verification" in report:
