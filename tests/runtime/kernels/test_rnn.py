@@ -122,3 +122,31 @@ def test_lstm_clip_with_peepholes_against_onnxruntime():
     model = one_node("LSTM", feeds, n_outputs=3, opset=14, out_types=[np.float32] * 3, hidden_size=hidden, clip=0.5)
     expected = run_ort(model, feeds)
     close(run_kernel(model, list(feeds.values()), like=expected), expected)
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+@pytest.mark.parametrize("linear_before_reset", [0, 1])
+@pytest.mark.parametrize("lens", [None, [9, 4]])
+def test_recurrent_with_garbage_workspace_against_onnxruntime(op, linear_before_reset, lens):
+    # Odd sizes, batch 2, both directions, initial states, and a workspace full of NaN bytes:
+    # nothing may be read from it before it is written.
+    rng = np.random.default_rng(linear_before_reset)
+    gates, hidden, size, seq = (4 if op == "LSTM" else 3), 33, 7, 9
+    feeds = {
+        "x": rng.standard_normal((seq, 2, size)).astype(np.float32),
+        "w": rng.standard_normal((2, gates * hidden, size)).astype(np.float32) * 0.3,
+        "r": rng.standard_normal((2, gates * hidden, hidden)).astype(np.float32) * 0.3,
+        "b": rng.standard_normal((2, 2 * gates * hidden)).astype(np.float32),
+        "lens": None if lens is None else np.array(lens, np.int32),
+        "h0": rng.standard_normal((2, 2, hidden)).astype(np.float32),
+    }
+    attrs = {"hidden_size": hidden, "direction": "bidirectional"}
+    if op == "LSTM":
+        feeds["c0"] = rng.standard_normal((2, 2, hidden)).astype(np.float32)
+    else:
+        attrs["linear_before_reset"] = linear_before_reset
+    n = 3 if op == "LSTM" else 2
+    model = one_node(op, feeds, n_outputs=n, opset=14, out_types=[np.float32] * n, **attrs)
+    expected = run_ort(model, feeds)
+    got, _ = run_with_workspace(model, list(feeds.values()), expected, "exact")
+    close(got, expected, rtol=1e-4, atol=1e-5)
