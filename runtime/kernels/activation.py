@@ -14,7 +14,7 @@ import numpy as np
 from runtime.kernels import kernel
 from runtime.kernels._blocks import BLOCK
 from runtime.kernels._chunks import chunks_workspace, run_chunks
-from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 
 # np.maximum against a scalar runs numpy's broadcast loop, three to four times slower than
 # against an array; against a row of zeros it runs the vectorised one (NaN still propagates).
@@ -282,6 +282,7 @@ def log_softmax_workspace(inputs, outputs, *, axis=None, **_) -> int:
     return softmax_workspace(inputs, outputs, axis=axis) + scratch_bytes(((chunk,), out.dtype))
 
 
+@small_ufunc_buffers()  # the maxima and sums broadcast along the rows
 def _softmax(x, out, layout, log, ws, owner):
     """Shift by the row maxima so exp never overflows; the maxima and sums live in the
     workspace, and a log-softmax takes its exponentials a chunk of rows at a time there

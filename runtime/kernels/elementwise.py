@@ -12,25 +12,39 @@ import numpy as np
 
 from runtime.kernels import kernel
 from runtime.kernels._blocks import apply_blocks, erf, readable, same_memory
+from runtime.kernels._scratch import UFUNC_BUFFER
 
 
 def _is_int(a: np.ndarray) -> bool:
     return np.issubdtype(a.dtype, np.integer)
 
 
+def _broadcast(ufunc, a, b, out) -> None:
+    """One ufunc call; an operand broadcast to `out` makes numpy allocate its iteration buffers
+    (32 KiB of float32 for a bias over rows), so those calls run with small ones."""
+    if a.shape == out.shape and b.shape == out.shape:
+        ufunc(a, b, out=out)
+        return
+    previous = np.setbufsize(UFUNC_BUFFER)
+    try:
+        ufunc(a, b, out=out)
+    finally:
+        np.setbufsize(previous)
+
+
 @kernel("Add", inplace=(0, 1))
 def add(a, b, *, out):
-    np.add(a, b, out=out)
+    _broadcast(np.add, a, b, out)
 
 
 @kernel("Sub", inplace=(0, 1))
 def sub(a, b, *, out):
-    np.subtract(a, b, out=out)
+    _broadcast(np.subtract, a, b, out)
 
 
 @kernel("Mul", inplace=(0, 1))
 def mul(a, b, *, out):
-    np.multiply(a, b, out=out)
+    _broadcast(np.multiply, a, b, out)
 
 
 def _trunc_div(a, b, out):
@@ -45,7 +59,7 @@ def div(a, b, *, out):
     """Integer division truncates toward zero (as in C), not toward -inf as numpy's `//`."""
     if not _is_int(out):
         with np.errstate(divide="ignore", invalid="ignore"):
-            np.divide(a, b, out=out)
+            _broadcast(np.divide, a, b, out)
     elif np.issubdtype(out.dtype, np.unsignedinteger):
         np.floor_divide(a, b, out=out)
     else:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.runtime.kernels.harness import close, one_node, run_against_reference, run_kernel, run_ort
+from tests.runtime.kernels.harness import (
+    close,
+    one_node,
+    run_against_reference,
+    run_kernel,
+    run_ort,
+    run_with_workspace,
+)
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -38,3 +45,24 @@ def test_more_normalisations_and_lp_pools_against_onnxruntime(seed):
             expected = run_ort(model, feeds)
             got = run_kernel(model, list(feeds.values()), like=expected)
         close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "with_bias", "stats"),
+    [((2, 7, 33), -1, True, False), ((2, 7, 33), 1, False, True), ((3, 5), 0, True, True), ((1, 128, 384), 2, True, False),
+     ((4, 3, 2, 5), -2, True, True)],
+)  # fmt: skip
+def test_layer_normalization_against_onnxruntime(shape, axis, with_bias, stats):
+    # Workspace full of garbage, axes anywhere, with and without bias, the optional mean and
+    # 1/std outputs; a scale and bias per normalised element.
+    rng = np.random.default_rng(len(shape) + axis)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    normalised = shape[axis:] if axis >= 0 else shape[len(shape) + axis :]
+    feeds = {"x": x, "s": rng.standard_normal(normalised).astype(np.float32)}
+    if with_bias:
+        feeds["b"] = rng.standard_normal(normalised).astype(np.float32)
+    n = 3 if stats else 1
+    model = one_node("LayerNormalization", feeds, n_outputs=n, opset=17, out_types=[np.float32] * n, axis=axis)
+    expected = run_ort(model, feeds)
+    got, _ = run_with_workspace(model, list(feeds.values()), expected, "exact")
+    close(got, expected, rtol=1e-4, atol=1e-5)
