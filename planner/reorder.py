@@ -12,11 +12,12 @@ from below. The search:
    graph is cut into segments at the steps every order runs at the same point, and each
    segment's order of least peak is found, seeded by the greedy order's peak. Method
    "exact" for graphs of up to `exact_limit` steps; past it, "divided": segments of up to
-   `exact_limit` steps are solved exactly, larger ones keep the greedy order; "heuristic"
+   `exact_limit` steps are solved exactly, larger ones are left to step 4; "heuristic"
    when no segment is small enough.
-4. Local search, when the order is not proven optimal: move a random step to a random
-   position between its last producer and its first consumer; keep the move when LOAD does
-   not grow. Seeded, bounded by time and iterations.
+4. Where the exact search runs out of budget, or is not tried: beams over the frontier and a
+   local search (move a random step to a random position between its last producer and its
+   first consumer; keep the move when LOAD does not grow; seeded), then the exact search
+   again, seeded by what they found (`planner.reorder_search` shares out the time).
 5. Return the best order seen; the model's own order when nothing beats it.
 
 Finding the order of least peak memory is NP-hard: the exact search is bounded by seconds and
@@ -34,12 +35,11 @@ import numpy as np
 
 from planner.errors import ProblemError
 from planner.lifetimes import Schedule, Step
-from planner.reorder_exact import SegmentResult, beam_segment, segments, solve_segment
+from planner.reorder_search import Budget, search
 from planner.reorder_steps import StepGraph, positions
 
 EXACT_LIMIT = 200  # steps: the exact search's graph (or segment) size limit
 MAX_STATES = 400_000  # states one segment's exact search may hold (about 100 MB)
-BEAM_SHARE = 0.3  # of the time left, for the beam searches that seed each exact search
 METHODS = ("exact", "divided", "heuristic")
 
 
@@ -104,10 +104,11 @@ def reorder(
     greedy = _greedy(schedule, g)
     if g.load(positions(greedy)) > before:
         greedy = identity
-    order, found = _exact(g, greedy, exact_limit, max_states, started + 0.8 * time_limit)
-    iterations = 0
-    if not found.proven:
-        order, iterations = _local_search(g, order, seed, max_iterations, started + time_limit)
+    # The search's shares of time are of what the greedy order left (a little, at least).
+    now = time.perf_counter()
+    left = max(time_limit - (now - started), 0.1 * time_limit)
+    found = search(g, greedy, Budget(now, left, exact_limit, max_states, seed, max_iterations))
+    order = found.order
     after = g.load(positions(order))
     if after >= before:  # equal: keep the model's own order
         order, after = identity, before
@@ -126,7 +127,7 @@ def reorder(
         order,
         before,
         after,
-        iterations,
+        found.iterations,
         method=found.method,
         proven=found.proven or after <= found.bound,
         bound=min(found.bound, after),
@@ -134,101 +135,6 @@ def reorder(
         exact_segments=found.exact_segments,
         budget_hit=found.budget_hit,
     )
-
-
-@dataclass(frozen=True)
-class _Exact:
-    method: str
-    proven: bool
-    bound: int
-    segments: int
-    exact_segments: int
-    budget_hit: bool
-
-
-def _exact(
-    g: StepGraph, heuristic: list[int], limit: int, max_states: int, deadline: float
-) -> tuple[list[int], _Exact]:
-    """Step 3 of the module doc: each segment's best order, the largest peaks first (solving
-    them raises the floor under which the other segments need no search)."""
-    pieces = segments(g)
-    live = g.profile(positions(heuristic))
-    rank = positions(heuristic)
-    floor = g.step_floor()
-    exact = [s for s in pieces if len(s) <= limit] if g.n > limit else pieces
-    results: dict[int, SegmentResult] = {}
-    fallbacks = {s.start: sorted(s, key=lambda t: rank[t]) for s in pieces}
-    # Every order runs each segment's steps at the same positions: the segment's own range.
-    peaks = {s.start: int(live[s.start : s.stop].max()) for s in pieces}
-    for piece in sorted(exact, key=lambda s: (-peaks[s.start], s.start)):
-        fallback, peaks[piece.start] = _beams(
-            g, piece, fallbacks[piece.start], peaks[piece.start], floor, max_states, deadline
-        )
-        result = solve_segment(
-            g,
-            piece,
-            incumbent=peaks[piece.start],
-            floor=floor,
-            deadline=deadline,
-            max_states=max_states,
-            fallback=fallback,
-        )
-        results[piece.start] = result
-        fallbacks[piece.start] = fallback
-        if result.proven:
-            floor = max(floor, result.peak)
-    order: list[int] = []
-    for piece in pieces:
-        solved = results.get(piece.start)
-        order += solved.order if solved and solved.order else fallbacks[piece.start]
-    proven = all(
-        (piece.start in results and results[piece.start].proven) or peaks[piece.start] <= floor for piece in pieces
-    )
-    bound = max([floor] + [r.bound for r in results.values()])
-    method = "exact" if g.n <= limit else "divided" if results and len(pieces) > 1 else "heuristic"
-    exact_count = sum(1 for r in results.values() if r.proven)
-    budget_hit = any(not r.proven for r in results.values())
-    return order, _Exact(method, proven, bound, len(pieces), exact_count, budget_hit)
-
-
-def _beams(
-    g: StepGraph, piece: range, order: list[int], peak: int, floor: int, max_states: int, deadline: float
-) -> tuple[list[int], int]:
-    """A segment's incumbent for its exact search: the best of `order` and of beams of growing
-    width over the frontier, within a share of the time left."""
-    beam_deadline = time.perf_counter() + BEAM_SHARE * max(deadline - time.perf_counter(), 0.0)
-    width = 1
-    # Each beam holds at most about max_states states in all: deterministic below the deadline.
-    while peak > floor and (width == 1 or width * len(piece) <= max_states):
-        found = beam_segment(g, piece, floor=floor, width=width, deadline=beam_deadline)
-        if found is None:
-            break
-        if found[1] < peak:
-            order, peak = found
-        width *= 4
-    return order, peak
-
-
-def _local_search(
-    g: StepGraph, start: list[int], seed: int, max_iterations: int | None, deadline: float
-) -> tuple[list[int], int]:
-    """Step 4 of the module doc: the best order seen, and the moves tried."""
-    best_order, best = list(start), g.load(positions(start))
-    order, current = list(start), best
-    rng = np.random.default_rng(seed)
-    iterations = 0
-    limit = max_iterations if max_iterations is not None else 1_000_000
-    while g.n > 2 and iterations < limit and time.perf_counter() < deadline:
-        iterations += 1
-        moved = _random_move(order, g, rng)
-        if moved is None:
-            continue
-        value = g.load(positions(moved))
-        if value <= current:
-            order, current = moved, value
-            if value < best:
-                best_order, best = list(moved), value
-    return best_order, iterations
 
 
 def _greedy(schedule: Schedule, g: StepGraph) -> list[int]:
@@ -271,20 +177,3 @@ def _cost(step: Step, t: int, index: dict[str, int], g: StepGraph, readers_left:
             freed += int(g.size[k])
     written = sum(int(g.size[index[b]]) for b in step.writes)
     return grow, written - freed, t
-
-
-def _random_move(order: list[int], g: StepGraph, rng: np.random.Generator) -> list[int] | None:
-    """Move one step to a random slot between its last producer and first consumer."""
-    k = int(rng.integers(0, len(order)))
-    t = order[k]
-    position = {s: i for i, s in enumerate(order)}
-    lo = max((position[p] for p in g.preds[t]), default=-1) + 1
-    hi = min((position[s] for s in g.succs[t]), default=len(order)) - 1
-    if hi <= lo:
-        return None
-    target = int(rng.integers(lo, hi + 1))
-    if target == k:
-        return None
-    moved = order[:k] + order[k + 1 :]
-    moved.insert(target, t)
-    return moved
