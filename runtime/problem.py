@@ -123,7 +123,9 @@ def reorder_graph(
     graph: Graph, options: MemoryOptions | None = None, *, time_limit: float = 1.0, seed: int = 0
 ) -> tuple[Graph, Reordered]:
     """`graph` with its nodes in a memory-aware order (see `planner.reorder`), and the search's
-    figures. Outputs do not change: every node still runs after the nodes it reads from."""
+    figures: its method (exact, divided, heuristic) and whether the order is proven optimal
+    (`Reordered.describe()` says both in a line). Outputs do not change: every node still runs
+    after the nodes it reads from."""
     # In-place and concat-in-place aliases depend on the order (an input must die where it is
     # overwritten; a slice is written before its concat runs): the search sees views only, and
     # the new order gets its own alias pass when it is planned.
