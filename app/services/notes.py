@@ -20,6 +20,8 @@ SUGGEST_AMONG = 20_000  # tensors: close names are suggested for a typo up to th
 
 def add(storage: Storage, record: PlanRecord, body: NoteRequest) -> dict[str, Any]:
     """A new note on the plan, after checking its text, author, tensor and step (422 naming the field)."""
+    for field, value in (("text", body.text), ("author", body.author or "")):
+        _storable(field, value)
     text = body.text.strip()
     if not text:
         raise AppError(422, f"text: a note needs some text, 1 to {NOTE_TEXT_MAX:,} characters; got none")
@@ -71,6 +73,19 @@ def remove(storage: Storage, record: PlanRecord, note_id: str) -> None:
             f"plan {record.id!r} has no note with id {note_id!r}; list them at /api/v1/plans/{record.id}/notes",
             title="Unknown note",
         )
+
+
+def _storable(field: str, value: str) -> None:
+    """Text both databases keep as sent: UTF-8 (no lone surrogate from a JSON escape), no NUL (PostgreSQL)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise AppError(
+            422,
+            f"{field}: character {e.start} is a lone surrogate (\\u{ord(value[e.start]):04x}); accepted: valid Unicode",
+        ) from None
+    if "\x00" in value:
+        raise AppError(422, f"{field}: contains a NUL character (\\u0000); accepted: any other text")
 
 
 def _check_tensor(problem: Problem, plan_id: str, tensor: str) -> None:

@@ -83,6 +83,10 @@ def test_a_notes_text_is_one_to_2000_characters_after_stripping(client):
     longest = client.post(url, json={"text": "  " + "é" * 2000 + "\n"})
     assert longest.status_code == 201 and longest.json()["text"] == "é" * 2000
     _refused(client.post(url, json={"text": "ok", "author": "a" * 101}), 422, "author", "at most 100 characters")
+    _refused(client.post(url, json={"text": "a\x00b"}), 422, "text", "NUL")
+    _refused(client.post(url, json={"text": "ok", "author": "\x00"}), 422, "author", "NUL")
+    lone = b'{"text": "a\\ud800b"}'  # a JSON escape that is no character
+    _refused(client.post(url, content=lone, headers={"content-type": "application/json"}), 422, "text", "surrogate")
     _refused(client.post(url, json={}), 422, "text", "required")
     _refused(client.post(url, json={"text": 5}), 422, "text", "string")
     _refused(client.post(url, json={"text": "ok", "colour": "red"}), 422, "colour")
