@@ -126,7 +126,7 @@ class Placer:
 
     def __init__(self, problem: Problem, blocks: Blocks | None = None) -> None:
         self.problem = problem
-        self.blocks = blocks or Blocks.of(problem)
+        self.blocks = blocks if blocks is not None else Blocks.of(problem)
         b = self.blocks
         n = len(b)
         self.capacity = [p.capacity if p.capacity is not None else _NO_CAPACITY for p in problem.pools]
@@ -195,6 +195,15 @@ class Placer:
     def place_at(self, i: int, pool: int, offset: int) -> None:
         """Put block `i` at a given offset (for strategies that compute offsets themselves)."""
         self._commit(i, pool, offset)
+
+    def place_every(self, offsets: np.ndarray) -> None:
+        """Put every block at the given offsets in the only pool (for strategies that
+        compute a whole single-pool packing themselves)."""
+        self.pool[:] = 0
+        self.offset[:] = offsets
+        sized = self.blocks.size > 0
+        self.top[0] = int((self.offset + self.blocks.size)[sized].max(initial=0))
+        self._stale = True
 
     def _commit(self, i: int, pool: int, offset: int) -> None:
         self.pool[i] = pool

@@ -4,17 +4,24 @@ Where it comes from: memplan's own, over the strategies above; the same idea as 
 ChooseBestHeapAlgorithm (run several heaps, keep the smallest).
 
 1. Run every fast strategy (registered without ``slow``), simplest first; the local search
-   gets part of the time limit and a bounded number of moves. Stop early once a plan reaches LOAD: none can be smaller.
-2. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
+   gets part of the time limit and a bounded number of moves. Stop early once a plan
+   reaches LOAD: none can be smaller.
+2. Pack the problem in pieces (`planner.exact.pieces`: blocks live throughout stacked on
+   top, the rest cut where no block crosses, each piece by its best greedy order), kept
+   as "pieces". Past `LARGE_BLOCKS` blocks (traces of 10^4 to 10^6 buffers) this comes
+   first, as it is the likeliest to reach LOAD, and a strategy of step 1 starts only
+   while the time limit is not spent.
+3. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
    `optimal` on the rest of the budget, also bounded by a node count so that the result
    does not depend on the machine's speed (unless the time runs out first).
-3. Keep the smallest plan that the independent checker accepts (ties: the simpler
-   strategy); `stats["winner"]` names the strategy that made it.
-4. When no strategy fits the pools' capacities, raise the most telling failure: a proven
+4. Keep the smallest plan that the independent checker accepts (ties: the first tried);
+   `stats["winner"]` names the strategy that made it, `stats["gap_to_load"]` its arena
+   over LOAD minus 1.
+5. When no strategy fits the pools' capacities, raise the most telling failure: a proven
    one first, then the one needing the fewest bytes.
 
 Optimal when the winning plan meets LOAD or `optimal` proved it; otherwise never worse
-than any fast strategy.
+than any fast strategy below `LARGE_BLOCKS` blocks (above, than any that it ran).
 """
 
 from __future__ import annotations
@@ -22,17 +29,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from planner.aliases import blocks_of
 from planner.bounds import load
 from planner.check import check_plan
 from planner.errors import InfeasibleError
 from planner.exact.limits import check_time_limit
+from planner.exact.pieces import pack
+from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register, registered
 
 DEFAULT_TIME_LIMIT = 5.0
 SMALL_BLOCKS = 500
+LARGE_BLOCKS = 3000  # past this many blocks, the packing in pieces first and the rest while time is left
 OPTIMAL_NODES = 4000
 SEARCH_SHARE = 0.3  # of the time limit, for the local search
 CLIMB_ITERATIONS = 500  # and at most this many moves, so that the answer is reproducible
@@ -52,24 +61,42 @@ def best(problem: Problem, *, time_limit: float | None = None, seed: int = 0, **
     tried: dict[str, int | str] = {}
     plans: list[Plan] = []
     failures: list[InfeasibleError] = []
+    blocks = Blocks.of(problem)
+    large = len(blocks) > LARGE_BLOCKS
+    single = len(problem.pools) == 1
+
+    def reached() -> bool:
+        return bool(plans) and min(p.arena_bytes for p in plans) <= floor
+
+    if large and single:
+        _pieces(problem, blocks, deadline, tried, plans, failures)
     for name, strategy in registered().items():
-        if strategy.slow or name == "best":
+        if strategy.slow or name == "best" or reached():
             continue
-        if plans and min(p.arena_bytes for p in plans) <= floor:
-            break
-        extra = {"time_limit": max(1e-3, seconds * SEARCH_SHARE), "max_iterations": CLIMB_ITERATIONS}
+        left = deadline - time.perf_counter()
+        if large and plans and left <= 0:
+            tried[name] = "not run: time limit"
+            continue
+        extra = {"time_limit": max(1e-3, min(seconds * SEARCH_SHARE, left)), "max_iterations": CLIMB_ITERATIONS}
         if name != "hill_climb":
             extra = {}
         _attempt(problem, name, {**options, "seed": seed, **extra}, tried, plans, failures)
-    small = len(blocks_of(problem)) <= SMALL_BLOCKS
+    if single and not large and not reached() and time.perf_counter() < deadline:
+        _pieces(problem, blocks, deadline, tried, plans, failures)
+    small = len(blocks) <= SMALL_BLOCKS
     left = deadline - time.perf_counter()
-    if small and left > 0 and not (plans and min(p.arena_bytes for p in plans) <= floor):
+    if small and left > 0 and not reached():
         budget = {"time_limit": left, "max_nodes": OPTIMAL_NODES, "seed": seed}
         _attempt(problem, "optimal", budget, tried, plans, failures)
     if not plans:
         raise min(failures, key=lambda e: (not getattr(e, "proven", False), e.needed))
     winner = min(plans, key=lambda p: p.arena_bytes)  # the first listed wins ties
-    stats = {"winner": winner.strategy, "tried": tried, "winner_stats": dict(winner.stats)}
+    stats = {
+        "winner": winner.strategy,
+        "tried": tried,
+        "winner_stats": dict(winner.stats),
+        "gap_to_load": round(winner.arena_bytes / floor - 1, 6) if floor else 0.0,
+    }
     return Plan(
         strategy="best",
         offsets=winner.offsets,
@@ -97,8 +124,34 @@ def _attempt(
         failures.append(e)
         tried[name] = "infeasible"
         return
+    _keep_checked(problem, result, tried, plans)
+
+
+def _keep_checked(problem: Problem, result: Plan, tried: dict[str, int | str], plans: list[Plan]) -> None:
     if check_plan(problem, result).ok:
         plans.append(result)
-        tried[name] = result.arena_bytes
+        tried[result.strategy] = result.arena_bytes
     else:
-        tried[name] = "invalid"
+        tried[result.strategy] = "invalid"
+
+
+def _pieces(
+    problem: Problem,
+    blocks: Blocks,
+    deadline: float,
+    tried: dict[str, int | str],
+    plans: list[Plan],
+    failures: list[InfeasibleError],
+) -> None:
+    """The packing in pieces (`planner.exact.pieces`, greedy orders only), kept as "pieces"."""
+    started = time.perf_counter()
+    found = pack(problem, blocks, deadline, search=False)
+    placer = Placer(problem, blocks)
+    placer.place_every(found.offsets)
+    try:
+        result = placer.plan("pieces", started, orders=found.orders, stacked_blocks=found.stacked_count)
+    except InfeasibleError as e:
+        failures.append(e)
+        tried["pieces"] = "infeasible"
+        return
+    _keep_checked(problem, result, tried, plans)

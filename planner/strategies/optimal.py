@@ -9,12 +9,19 @@
    Without one: ask the search for a packing at the lower bound, then just below the
    best arena so far, in rounds with doubling node limits; a found packing becomes the
    incumbent, a proof raises the lower bound; stop when they meet or the budget ends.
-   Past `MAX_SEARCH_BLOCKS` blocks in a pool, keep the incumbent without searching.
-4. Several pools: the greedy plan decides which pool each block goes to, then each pool
+4. One pool of more than `MAX_SEARCH_BLOCKS` blocks (traces of 10^4 to 10^6 buffers):
+   pack it in pieces (`planner.exact.pieces`: blocks live throughout stacked on top, the
+   rest cut where no block crosses, each piece by its best greedy order, the highest
+   small pieces tightened by the search), and run the greedy heuristics while time is
+   left (the fastest, first_fit, always); keep the smallest.
+5. Several pools: the greedy plan decides which pool each block goes to, then each pool
    is minimised on its own within its capacity (optimal per pool, not across pools).
+6. One pool: never return more than the smallest plan of the greedy heuristics run
+   (`planner.strategies.heuristics`), all of them below `MAX_SEARCH_BLOCKS` blocks.
 
 Optimal when `stats["status"]` is "optimal" (the arena equals a proven lower bound);
-anytime otherwise: the plan is the best found, `proven_lower_bound` what is known.
+anytime otherwise: the plan is the best found, `proven_lower_bound` what is known and
+`stats["gap"]` the arena over it, minus 1 (at most that far above the optimum).
 The searches follow MiniMalloc (Moffitt, ASPLOS 2023): its canonical search under its
 three static ranks, and a skyline search on the same ideas, restarted in turn with
 doubling node limits.
@@ -31,18 +38,21 @@ from planner.bounds import load
 from planner.errors import ProblemError
 from planner.exact import Budget, Model, SearchResult, decide, minimise
 from planner.exact.limits import ExactInfeasibleError, check_time_limit
+from planner.exact.pieces import pack
 from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
 from planner.strategies._order import by
+from planner.strategies.heuristics import best_heuristic
 
 DEFAULT_TIME_LIMIT = 10.0
 # Without a time limit the effort is counted in search nodes (a second or so), so that the
 # default answer is the same on every machine; an explicit time limit lifts this cap.
 DEFAULT_NODES = 4000
 # Beyond this many blocks a Python search rarely improves on the greedy incumbent in a
-# useful time, and its per-node cost grows with the block count: keep the incumbent.
+# useful time, and its per-node cost grows with the block count: the problem is packed in
+# pieces instead (`planner.exact.pieces`), the search tightening the small highest ones.
 MAX_SEARCH_BLOCKS = 3000
 
 
@@ -80,6 +90,8 @@ def optimal(
     single = len(problem.pools) == 1
     if single:
         _refuse_below_load(problem)
+        if int((blocks.size > 0).sum()) > MAX_SEARCH_BLOCKS:
+            return _at_scale(problem, placer, started, seconds, max_nodes, seed)
     pools = _greedy_pools(problem, blocks)
     results: dict[int, _PoolResult] = {}
     for k in sorted(set(pools.tolist())):
@@ -104,7 +116,68 @@ def optimal(
     }
     if not single:
         stats["pools_assigned_by"] = "greedy_by_size, then each pool minimised on its own"
+        return placer.plan("optimal", started, **stats)
+    heuristic = best_heuristic(problem, floor=bound)[0] if placer.arena_bytes > bound else None
+    if heuristic is not None and heuristic.arena_bytes < placer.arena_bytes:
+        # The search ran out of budget above a greedy plan: that plan is the better answer.
+        placer = Placer(problem, blocks)
+        placer.place_every(_block_offsets(blocks, heuristic))
+        stats.update(status="feasible", start=heuristic.strategy)
+    stats["gap"] = _gap(placer.arena_bytes, bound)
     return placer.plan("optimal", started, **stats)
+
+
+def _at_scale(
+    problem: Problem, placer: Placer, started: float, seconds: float, max_nodes: int | None, seed: int
+) -> Plan:
+    """Past the search's reach: the best of the greedy heuristics and of the packing in
+    pieces (`planner.exact.pieces`), whose highest pieces the search tightens."""
+    deadline = started + seconds
+    found = pack(problem, placer.blocks, deadline, search=True, max_nodes=max_nodes)
+    heuristic: Plan | None = None
+    tried: dict[str, int | str] = {}
+    if found.arena > found.bound:
+        heuristic, tried = best_heuristic(problem, deadline, floor=found.bound)
+    start = "pieces"
+    if heuristic is not None and heuristic.arena_bytes < found.arena:
+        placer.place_every(_block_offsets(placer.blocks, heuristic))
+        start = heuristic.strategy
+    else:
+        placer.place_every(found.offsets)
+    arena = placer.arena_bytes
+    bound = found.bound
+    pool = problem.pools[0]
+    if pool.capacity is not None and arena > pool.capacity:
+        raise ExactInfeasibleError(
+            pool.name, arena, pool.capacity, proven=bound > pool.capacity, lower_bound=bound, nodes=found.nodes
+        )
+    stats = {
+        "status": "optimal" if arena <= bound else "feasible",
+        "proven_lower_bound": bound,
+        "gap": _gap(arena, bound),
+        "nodes": found.nodes,
+        "restarts": 0,
+        "seconds": round(time.perf_counter() - started, 6),
+        "time_limit": seconds,
+        "seed": seed,
+        "start": start,
+        "tried": {"pieces": found.arena, **tried},
+        "pieces": len(found.heights),
+        "stacked_blocks": found.stacked_count,
+        "pieces_searched": found.searched,
+        "pieces_proven": found.proven,
+    }
+    return placer.plan("optimal", started, **stats)
+
+
+def _gap(arena: int, bound: int) -> float:
+    """How far above the proven lower bound the plan may be (0.0: proven optimal)."""
+    return round(arena / bound - 1, 6) if bound else 0.0
+
+
+def _block_offsets(blocks: Blocks, plan: Plan) -> np.ndarray:
+    """The offset of every block (its root buffer's) in a single-pool plan."""
+    return np.fromiter((plan.offsets[i].offset for i in blocks.ids), dtype=np.int64, count=len(blocks))
 
 
 def _refuse_below_load(problem: Problem) -> None:
