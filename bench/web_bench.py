@@ -7,6 +7,10 @@
    drawn (goal < 2 s), with when the streamed head, the whole page and plotly.min.js arrived
    and the chart's newPlot plus canvas paint.
 
+3. Big plans: frame times while panning and zooming a 100,000-tensor plan (its aggregate page and
+   the same plan drawn whole, side by side), and navigation to the first offset chart drawn for a
+   plan of 1,000,000 buffers (planning timed apart); section "big-plans" of docs/BENCHMARKS.md.
+
 Run from the repository root: ``python bench/web_bench.py`` (add ``--tensors N`` to vary
 the chart's size, ``--profiles N`` for more browser profiles). Prints figures; it asserts nothing.
 """
@@ -32,6 +36,7 @@ from app.main import Settings, create_app  # noqa: E402
 from app.services.docsections import replace_section  # noqa: E402
 from app.services.library import EXAMPLES_DIR  # noqa: E402
 from planner import get, names  # noqa: E402
+from planner.csvio import write_csv  # noqa: E402
 from planner.generate import network_like  # noqa: E402
 from tests.browser.harness import CHROMIUM, FLAGS  # noqa: E402 - the one place Chromium's launch flags live
 
@@ -136,6 +141,196 @@ def bench_chart(base: str, tensors: int, profiles: int) -> list[dict]:
     return figures
 
 
+PAN = """async ([frames, zoomIn]) => {
+  await Memplan.plan.ready;
+  const el = Memplan.plan.a.el, full = el._fullLayout;
+  const [x0, x1] = full.xaxis.range.map(Number), [y0, y1] = full.yaxis.range.map(Number);
+  const nextFrame = () => new Promise((ok) => requestAnimationFrame(() => ok()));
+  // Zoomed to 1/zoomIn of the plan, then panned across it and zoomed in and out, one step a frame.
+  let w = (x1 - x0) / zoomIn, h = (y1 - y0) / zoomIn, left = x0, bottom = y0;
+  const times = [];
+  for (let k = 0; k < frames; k++) {
+    if (k % 10 === 9) { const s = k % 20 === 9 ? 0.8 : 1.25; w *= s; h *= s; }
+    else { left += w * 0.1; bottom += h * 0.02; }
+    if (left + w > x1) left = x0;
+    if (bottom + h > y1) bottom = y0;
+    const t = performance.now();
+    await Plotly.relayout(el, {"xaxis.range": [left, left + w], "yaxis.range": [bottom, bottom + h]});
+    await nextFrame();
+    times.push(performance.now() - t);
+  }
+  const big = Memplan.plan.a.big;
+  return {times, fetches: big ? big.fetches : null, rects: big && big.detail ? big.detail.count : null};
+}"""
+
+DETAIL = """async () => {
+  const chart = Memplan.plan.a, full = chart.el._fullLayout;
+  const [x0, x1] = full.xaxis.range.map(Number);
+  const t = performance.now();
+  await Plotly.relayout(chart.el, {"xaxis.range": [x0 + (x1 - x0) * 0.3, x0 + (x1 - x0) * 0.4]});
+  const win = await Memplan.fetchWindow(chart, VIEW);
+  return {ms: performance.now() - t, count: win ? win.count : null, total: win ? win.total : null,
+          truncated: win ? win.truncated : null, fetchMs: chart.big.fetchMs};
+}"""
+
+
+def _quantiles(times: list[float]) -> dict:
+    ordered = sorted(times)
+    return {"median": statistics.median(ordered), "p95": ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]}
+
+
+def bench_pan(base: str, tensors: int, frames: int) -> dict:
+    """Frame times while panning and zooming a `tensors`-tensor plan: its aggregate page, and the same
+    plan drawn whole (every rectangle in the page, painted as today's smaller plans are) side by side."""
+    from playwright.sync_api import sync_playwright
+
+    from app.services import chart_windows
+
+    t0 = time.perf_counter()
+    result = post(
+        base + "/api/v1/problems/plan?strategies=first_fit", network_like(tensors).dumps().encode(), "application/json"
+    )
+    planned = time.perf_counter() - t0
+    url = base + result["links"]["page"]
+    figures: dict = {"planned": planned}
+    threshold = chart_windows.AGGREGATE_ABOVE
+    with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
+        context = p.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=FLAGS, viewport={"width": 1400, "height": 1000}
+        )
+        page = context.new_page()
+        page.set_default_timeout(180_000)
+        for mode, above in (("aggregate", threshold), ("whole", 10**9)):
+            chart_windows.AGGREGATE_ABOVE = above  # the server runs in this process
+            try:
+                page.goto(url)
+                page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.ready")
+                drawn = page.evaluate("Memplan.plan.ready.then(() => Memplan.plan.a.drawnAt)")
+                for zoom in (1, 8):
+                    run = page.evaluate(PAN, [frames, zoom])
+                    q = _quantiles(run["times"])
+                    figures[(mode, zoom)] = {**q, "drawn": drawn, **{k: run[k] for k in ("fetches", "rects")}}
+                    print(
+                        f"{tensors:,}-tensor plan, {mode} page, view 1/{zoom} of the plan: frame (Plotly.relayout + next "
+                        f"frame) median {q['median']:.1f} ms, p95 {q['p95']:.1f} ms over {frames} frames (goal < 100 ms); "
+                        f"first chart drawn at {drawn:.0f} ms"
+                    )
+                if mode == "aggregate":
+                    figures["detail"] = page.evaluate(DETAIL)
+                    d = figures["detail"]
+                    print(
+                        f"  zoom to a tenth of the steps until its window is drawn: {d['ms']:.0f} ms "
+                        f"(the request {d['fetchMs']:.0f} ms; {d['count']:,} of {d['total']:,} tensors)"
+                    )
+            finally:
+                chart_windows.AGGREGATE_ABOVE = threshold
+        context.close()
+    return figures
+
+
+def bench_open(base: str, buffers: int, generator: str) -> dict:
+    """Navigation to the first offset chart drawn, for a plan of `buffers` buffers posted as MiniMalloc CSV."""
+    from playwright.sync_api import sync_playwright
+
+    from planner import generate
+
+    problem = getattr(generate, generator)(buffers)
+    body = write_csv(problem).encode()
+    t0 = time.perf_counter()
+    result = post(base + "/api/v1/problems/plan?strategies=first_fit", body, "text/csv")
+    planned = time.perf_counter() - t0
+    print(
+        f"{generator}({buffers:,}): posted ({len(body) / 1e6:.0f} MB CSV) and planned with first_fit in {planned:.1f} s"
+    )
+    url = base + result["links"]["page"]
+    figures: dict = {"planned": planned, "generator": generator}
+    with sync_playwright() as p, tempfile.TemporaryDirectory() as profile:
+        context = p.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=FLAGS, viewport={"width": 1400, "height": 1000}
+        )
+        page = context.new_page()
+        page.set_default_timeout(300_000)
+        # First: the server meets this plan's page for the first time; then again, its columns cached.
+        for attempt in ("first", "again"):
+            page.goto(url)
+            page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.ready")
+            f = page.evaluate(TIMINGS)
+            f["note"] = page.inner_text("#aggregate-note")
+            figures[attempt] = f
+            print(
+                f"  {attempt} open: first offset chart drawn at {f['first']:.0f} ms (goal < 3000 ms); head at "
+                f"{f['head']:.0f} ms, whole page {f['page']:.0f} ms; every chart drawn at {f['all']:.0f} ms"
+            )
+        figures["detail"] = page.evaluate(DETAIL)
+        d = figures["detail"]
+        print(
+            f"  zoom to a tenth of the steps until its window is drawn: {d['ms']:.0f} ms "
+            f"(the request {d['fetchMs']:.0f} ms; {d['count']:,} of {d['total']:,} tensors)"
+        )
+        context.close()
+    return figures
+
+
+def big_plans_section(pan: dict, opened: dict, tensors: int, buffers: int, frames: int) -> str:
+    lines = [
+        "## Big plans in the browser",
+        "",
+        "`python bench/web_bench.py --big-only`: the real app served by uvicorn on loopback, headless Chromium "
+        "(software rendering, no GPU), on a 2-core machine shared with other work while it ran. Past "
+        "50,000 tensors a plan page carries, per plan, the 5,000 largest rectangles and an occupancy raster "
+        "of the rest, and fetches the rectangles of the window in view (`GET /api/v1/plans/{id}/chart`, "
+        "at most 20,000, largest first) as the user zooms and pans.",
+        "",
+    ]
+    if pan:
+        lines += [
+            f"Panning and zooming the {tensors:,}-tensor plan (network_like, first_fit): {frames} frames of "
+            "`Plotly.relayout` (x and y ranges) until the next animation frame, every tenth a zoom; the same plan "
+            "drawn whole (every rectangle in the page, the smaller plans' picture) measured side by side in the "
+            "same run.",
+            "",
+            "| page | view | frame median | frame p95 | goal |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for mode in ("aggregate", "whole"):
+            for zoom in (1, 8):
+                f = pan[(mode, zoom)]
+                lines.append(
+                    f"| {mode} | 1/{zoom} of the plan | {f['median']:.1f} ms | {f['p95']:.1f} ms | "
+                    f"{'< 100 ms' if mode == 'aggregate' else ''} |"
+                )
+        for zoom in (1, 8):
+            ratio = pan[("whole", zoom)]["median"] / max(pan[("aggregate", zoom)]["median"], 1e-9)
+            lines.append(f"| whole / aggregate, 1/{zoom} | median | {ratio:.1f}x | | |")
+        d = pan["detail"]
+        lines += [
+            "",
+            f"First chart drawn: aggregate page {pan[('aggregate', 1)]['drawn']:.0f} ms, whole page "
+            f"{pan[('whole', 1)]['drawn']:.0f} ms after navigation. Zoomed to a tenth of the steps, the window "
+            f"is fetched and drawn {d['ms']:.0f} ms later (its request {d['fetchMs']:.0f} ms, {d['count']:,} "
+            f"of {d['total']:,} tensors in view). Planning: {pan['planned']:.1f} s, not in these figures.",
+            "",
+        ]
+    if opened:
+        first, again, d = opened["first"], opened["again"], opened["detail"]
+        lines += [
+            f"Opening a plan of {buffers:,} buffers ({opened['generator']}, posted as MiniMalloc CSV and "
+            f"planned with first_fit in {opened['planned']:.1f} s, not counted): navigation start to the first "
+            "offset chart drawn.",
+            "",
+            "| open | first chart drawn | head | whole page | every chart drawn | goal |",
+            "|---|---:|---:|---:|---:|---:|",
+            f"| first (the server builds the plan's columns) | {first['first']:.0f} ms | {first['head']:.0f} ms | "
+            f"{first['page']:.0f} ms | {first['all']:.0f} ms | < 3000 ms |",
+            f"| again (columns cached) | {again['first']:.0f} ms | {again['head']:.0f} ms | {again['page']:.0f} ms | "
+            f"{again['all']:.0f} ms | < 3000 ms |",
+            "",
+            f"Zoomed to a tenth of the steps: window drawn {d['ms']:.0f} ms later (request {d['fetchMs']:.0f} ms, "
+            f'{d["count"]:,} of {d["total"]:,} tensors in view). The page said: "{again["note"]}"',
+        ]
+    return "\n".join(lines)
+
+
 def _median_row(charts: list[dict], attempt: str, key: str) -> str:
     values = sorted(c[key] for c in charts if c["attempt"] == attempt)
     middle = statistics.median(values)
@@ -147,6 +342,12 @@ def main() -> None:
     parser.add_argument("--tensors", type=int, default=20_000)
     parser.add_argument("--profiles", type=int, default=3, help="fresh browser profiles (cold + warm each)")
     parser.add_argument("--skip-browser", action="store_true")
+    parser.add_argument("--big-only", action="store_true", help="only the big plans: panning and opening")
+    parser.add_argument("--skip-big", action="store_true", help="not the big plans")
+    parser.add_argument("--pan-tensors", type=int, default=100_000)
+    parser.add_argument("--frames", type=int, default=40, help="frames measured while panning")
+    parser.add_argument("--open-buffers", type=int, default=1_000_000)
+    parser.add_argument("--generator", choices=("network_like", "training_like"), default="network_like")
     parser.add_argument(
         "--output", type=Path, default=Path(__file__).resolve().parent.parent / "docs" / "BENCHMARKS.md"
     )
@@ -154,6 +355,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as data, local_cluster() as scheduler:
         base, server, thread = serve(Path(data), scheduler)
         try:
+            if not args.skip_big:
+                pan = bench_pan(base, args.pan_tensors, args.frames)
+                opened = bench_open(base, args.open_buffers, args.generator)
+                section = big_plans_section(pan, opened, args.pan_tensors, args.open_buffers, args.frames)
+                replace_section(args.output, "big-plans", section)
+                print(f"wrote the big-plans section of {args.output}")
+            if args.big_only:
+                return
             api = bench_resnet(base)
             charts = [] if args.skip_browser else bench_chart(base, args.tensors, args.profiles)
         finally:

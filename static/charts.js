@@ -70,7 +70,8 @@
   // Live bytes, the selected plan's arena above them, and the gap between the two at each step:
   // fragmentation (bytes the arena holds that nothing live uses), largest where the plan is worst.
   M.liveChart = function (el, view) {
-    const steps = view.live.map((_, i) => i);
+    // A big plan's curve comes downsampled: `live_steps` are the steps of its points.
+    const steps = view.live_steps || view.live.map((_, i) => i);
     const names = steps.map((s) => stepName(view, s));
     const plan = view.plans.find((p) => p.id === view.selected);
     const arena = plan && plan.arena_bytes !== null ? plan.arena_bytes : null;
@@ -91,7 +92,7 @@
     }
     const p = view.peak_step;
     traces.push({
-      type: "scatter", mode: "markers+text", x: [p], y: [view.live[p] || 0], text: ["peak"], textposition: "top center",
+      type: "scatter", mode: "markers+text", x: [p], y: [view.peak_live !== undefined ? view.peak_live : view.live[p] || 0], text: ["peak"], textposition: "top center",
       marker: { size: 11, color: "#e15759", symbol: "diamond" }, name: "peak",
       hovertemplate: "peak (LOAD) at step %{x}: " + esc(stepName(view, p)) + "<br>%{y:,} bytes<extra></extra>",
     });
@@ -148,6 +149,7 @@
   function repaint(chart, view) {
     const data = chart.el._fullData || [];
     chart.hidden = view.kinds.map((_, k) => data[k] !== undefined && data[k].visible !== true);
+    if (chart.big) { M.paintBig(chart, view); return Promise.resolve(); }
     return Plotly.relayout(chart.el, { images: [paint(view, chart, chart.hidden)] });
   }
 
@@ -162,6 +164,12 @@
       fmt(b.size[i]) + " bytes at offset " + fmt(offsets[i]) + " (" + esc(strategy) + ")<br>" +
       "steps " + b.first[i] + "–" + b.last[i] + ": " + esc(stepName(view, b.first[i])) + " → " + esc(stepName(view, b.last[i])) + "<br>" +
       "producer: " + esc(fact("producer") || "—") + "<br>consumers: " + esc(consumers);
+  }
+
+  function rectHtml(view, r, i, strategy) {
+    return "<b>" + esc(r.id[i]) + "</b><br>" + esc(view.kinds[r.kind[i]]) + "<br>" +
+      fmt(r.size[i]) + " bytes at offset " + fmt(r.offset[i]) + " (" + esc(strategy) + ")<br>" +
+      "steps " + r.first[i] + "–" + r.last[i] + ": " + esc(stepName(view, r.first[i])) + " → " + esc(stepName(view, r.last[i]));
   }
 
   M.offsetChart = function (el, view, planId) {
@@ -187,14 +195,23 @@
     if (view.x_range) layout.xaxis.range = view.x_range.slice();
     const started = performance.now();
     const chart = { el, planId, offsets, strategy: plan ? plan.strategy : planId, baseShapes: layout.shapes, outlined: 0 };
+    el._mpChart = chart;
+    if (view.aggregate) M.bigChart(chart, view, layout);
     chart.ready = Plotly.newPlot(el, traces, layout, CONFIG)
       .then(() => repaint(chart, view))
-      .then(() => { chart.renderMs = performance.now() - started; return chart; });
+      .then(() => {
+        chart.renderMs = performance.now() - started;
+        if (chart.big) { M.bigNote(); M.fetchWindow(chart, view); }
+        return chart;
+      });
     // Zoom, pan, resize or a legend click: paint again at the new scale.
     el.on("plotly_relayout", (ev) => {
       if (!Object.keys(ev).some((key) => /^(xaxis|yaxis|autosize|width|height)/.test(key))) return;
       repaint(chart, view);
+      if (chart.big) M.fetchWindow(chart, view);
     });
+    // A big plan's picture is a canvas of its own: it follows a drag as it happens.
+    if (view.aggregate) el.on("plotly_relayouting", () => repaint(chart, view));
     el.on("plotly_restyle", () => repaint(chart, view));
     attachHover(chart, view);
     return chart;
@@ -232,10 +249,18 @@
       const px = ev.clientX - box.left - full.xaxis._offset;
       const py = ev.clientY - box.top - full.yaxis._offset;
       if (px < 0 || py < 0 || px > full.xaxis._length || py > full.yaxis._length) { tip.hidden = true; return; }
-      const i = M.tensorAt(view, chart.offsets, full.xaxis.p2c(px), full.yaxis.p2c(py), chart.hidden);
-      if (i < 0) { tip.hidden = true; return; }
-      tip.innerHTML = tooltipHtml(view, chart.offsets, i, chart.strategy);
-      tip.dataset.tensor = view.buffers.id[i];
+      const x = full.xaxis.p2c(px), y = full.yaxis.p2c(py);
+      if (chart.big) {
+        const hit = M.bigRectAt(chart, x, y);
+        if (!hit) { tip.hidden = true; return; }
+        tip.innerHTML = rectHtml(view, hit.rects, hit.i, chart.strategy);
+        tip.dataset.tensor = hit.rects.id[hit.i];
+      } else {
+        const i = M.tensorAt(view, chart.offsets, x, y, chart.hidden);
+        if (i < 0) { tip.hidden = true; return; }
+        tip.innerHTML = tooltipHtml(view, chart.offsets, i, chart.strategy);
+        tip.dataset.tensor = view.buffers.id[i];
+      }
       tip.hidden = false;
       tip.style.left = Math.max(0, Math.min(ev.clientX + 14, window.innerWidth - 300)) + "px";
       tip.style.top = (ev.clientY + 14) + "px";
@@ -294,6 +319,178 @@
     }));
   };
 
+  // ---- c'. offsets of a big plan -------------------------------------------------------
+  // Past view.aggregate.above tensors the page holds, per plan, the largest rectangles and an
+  // occupancy raster of the rest (a window of the whole plan), and asks the server for the
+  // window in view after each zoom or pan (GET /api/v1/plans/{id}/chart). The picture is a canvas
+  // under Plotly's transparent axes, repainted in place: no image to encode on every frame.
+  const FETCH_DELAY_MS = 120;  // a fetch waits for the zoom or pan to settle
+  const RASTER_RGB = [70, 70, 80];
+
+  M.bigChart = function (chart, view, layout) {
+    const agg = view.aggregate;
+    chart.big = { overview: agg.windows[chart.planId] || null, detail: null, asked: 0, fetches: 0 };
+    layout.plot_bgcolor = "rgba(0,0,0,0)";
+    layout.paper_bgcolor = "rgba(0,0,0,0)";
+  };
+
+  function rasterImage(win) {
+    if (win._image || !win.raster) return win._image || null;
+    const r = win.raster, bytes = atob(r.cells), image = document.createElement("canvas");
+    image.width = r.nx;
+    image.height = r.ny;
+    const g = image.getContext("2d"), data = g.createImageData(r.nx, r.ny);
+    for (let row = 0; row < r.ny; row++) {
+      const line = (r.ny - 1 - row) * r.nx;  // row 0 is the lowest bytes: the bottom of the picture
+      for (let col = 0; col < r.nx; col++) {
+        const v = bytes.charCodeAt(row * r.nx + col), at = (line + col) * 4;
+        if (!v) continue;
+        data.data[at] = RASTER_RGB[0]; data.data[at + 1] = RASTER_RGB[1]; data.data[at + 2] = RASTER_RGB[2];
+        data.data[at + 3] = 40 + Math.round((215 * v) / 255);  // any use shows; full cells are dark
+      }
+    }
+    g.putImageData(data, 0, 0);
+    return (win._image = image);
+  }
+
+  function drawWindow(g, win, view, hidden, map) {
+    const image = rasterImage(win), w = win.window;
+    if (image) {
+      g.imageSmoothingEnabled = false;
+      g.drawImage(image, map.x(w.x0), map.y(w.y1), map.x(w.x1) - map.x(w.x0), map.y(w.y0) - map.y(w.y1));
+    }
+    const r = win.rects;
+    let kind = -1;
+    g.globalAlpha = 0.85;
+    for (let i = 0; i < r.id.length; i++) {
+      const k = r.kind[i];
+      if (hidden[k]) continue;
+      const left = map.x(r.first[i]), right = map.x(r.last[i] + 1);
+      const top = map.y(r.offset[i] + r.size[i]), bottom = map.y(r.offset[i]);
+      if (right < 0 || left > map.w || bottom < 0 || top > map.h) continue;
+      if (k !== kind) { g.fillStyle = kindColor(view.kinds[k], k); kind = k; }
+      g.fillRect(left, top, Math.max(right - left, 0.5), Math.max(bottom - top, 0.5));  // a thin one still shows
+    }
+    g.globalAlpha = 1;
+  }
+
+  M.paintBig = function (chart, view) {
+    const full = chart.el._fullLayout, xa = full.xaxis, ya = full.yaxis;
+    const holder = chart.el.querySelector(".svg-container");
+    if (!holder) return;
+    let canvas = chart.big.canvas;
+    if (!canvas || !canvas.isConnected) {
+      canvas = chart.big.canvas = document.createElement("canvas");
+      canvas.className = "mp-big-picture";
+      canvas.style.position = "absolute";
+      canvas.style.pointerEvents = "none";
+      holder.insertBefore(canvas, holder.firstChild);  // under the axes, which are transparent
+    }
+    const ratio = window.devicePixelRatio || 1;
+    const w = Math.max(1, Math.round(xa._length)), h = Math.max(1, Math.round(ya._length));
+    if (canvas.width !== Math.round(w * ratio) || canvas.height !== Math.round(h * ratio)) {
+      canvas.width = Math.round(w * ratio);
+      canvas.height = Math.round(h * ratio);
+      canvas.style.width = w + "px";
+      canvas.style.height = h + "px";
+    }
+    canvas.style.left = xa._offset + "px";
+    canvas.style.top = ya._offset + "px";
+    const g = canvas.getContext("2d");
+    g.setTransform(ratio, 0, 0, ratio, 0, 0);
+    g.clearRect(0, 0, w, h);
+    const [x0, x1] = xa.range.map(Number), [y0, y1] = ya.range.map(Number);
+    const sx = w / (x1 - x0), sy = h / (y1 - y0);
+    const map = { w, h, x: (x) => (x - x0) * sx, y: (y) => (y1 - y) * sy };
+    const hidden = chart.hidden || [];
+    const { overview, detail } = chart.big;
+    if (overview) drawWindow(g, overview, view, hidden, map);
+    if (detail) {
+      // The window fetched replaces the overview inside it.
+      const d = detail.window, left = map.x(d.x0), top = map.y(d.y1);
+      g.save();
+      g.beginPath();
+      g.rect(left, top, map.x(d.x1) - left, map.y(d.y0) - top);
+      g.clip();
+      g.clearRect(left, top, map.x(d.x1) - left, map.y(d.y0) - top);
+      drawWindow(g, detail, view, hidden, map);
+      g.restore();
+    }
+    chart.big.painted = (chart.big.painted || 0) + 1;
+  };
+
+  // The window in view, unless the rectangles at hand already cover it all.
+  M.fetchWindow = function (chart, view) {
+    const full = chart.el._fullLayout, big = chart.big;
+    const [x0, x1] = full.xaxis.range.map(Number), [y0, y1] = full.yaxis.range.map(Number);
+    const d = big.detail;
+    if (d && !d.truncated && d.window.x0 <= x0 && d.window.x1 >= x1 && d.window.y0 <= y0 && d.window.y1 >= y1) {
+      big.inView = countInView(d.rects, x0, x1, y0, y1);
+      M.bigNote();
+      return Promise.resolve(d);
+    }
+    const asked = ++big.asked;
+    clearTimeout(big.timer);
+    return new Promise((resolve) => {
+      big.timer = setTimeout(() => {
+        const q = new URLSearchParams({ x0: x0, x1: x1, y0: y0, y1: y1, max: view.aggregate.limit });
+        const started = performance.now();
+        fetch("/api/v1/plans/" + encodeURIComponent(chart.planId) + "/chart?" + q)
+          .then((r) => (r.ok ? r.json() : Promise.reject(new Error("chart window: HTTP " + r.status))))
+          .then((win) => {
+            if (asked !== big.asked || chart.el._mpChart !== chart) return resolve(null);  // a newer view was asked for
+            big.detail = win;
+            big.fetches += 1;
+            big.inView = win.truncated ? win.total : countInView(win.rects, x0, x1, y0, y1);
+            M.paintBig(chart, view);
+            big.fetchMs = performance.now() - started;
+            M.bigNote();
+            resolve(win);
+          })
+          .catch((e) => { big.error = String(e); M.bigNote(); resolve(null); });
+      }, FETCH_DELAY_MS);
+    });
+  };
+
+  function countInView(r, x0, x1, y0, y1) {
+    let n = 0;
+    for (let i = 0; i < r.id.length; i++) if (r.first[i] < x1 && r.last[i] + 1 > x0 && r.offset[i] < y1 && r.offset[i] + r.size[i] > y0) n++;
+    return n;
+  }
+
+  // The rectangle under the pointer among those drawn: the fetched window's first, then the overview's.
+  M.bigRectAt = function (chart, x, y) {
+    const hidden = chart.hidden || [];
+    for (const win of [chart.big.detail, chart.big.overview]) {
+      if (!win) continue;
+      const w = win.window, r = win.rects;
+      if (x < w.x0 || x >= w.x1 || y < w.y0 || y >= w.y1) continue;
+      for (let i = r.id.length - 1; i >= 0; i--) {
+        if (x < r.first[i] || x >= r.last[i] + 1 || y < r.offset[i] || y >= r.offset[i] + r.size[i] || hidden[r.kind[i]]) continue;
+        return { rects: r, i };
+      }
+      return null;  // inside the fetched window only its rectangles are drawn
+    }
+    return null;
+  };
+
+  // What each offset chart of the plan page shows: every tensor in view, or the largest and shading.
+  M.bigNote = function () {
+    const el = document.getElementById("aggregate-note"), state = M.plan;
+    if (!el || !state) return;
+    const parts = [["left", state.a], ["right", state.b]].filter(([, c]) => c && c.big).map(([side, c]) => {
+      const big = c.big, win = big.detail || big.overview;
+      if (big.error) return side + ": " + big.error;
+      if (!win) return side + ": loading";
+      const n = big.inView !== undefined ? big.inView : win.total;
+      return side + ": " + (win.truncated
+        ? "an aggregate, the " + fmt(win.count) + " largest of " + fmt(n) + " tensors in view drawn, the rest shaded by how full each cell is"
+        : fmt(n) + " tensors in view, all drawn");
+    });
+    el.hidden = !parts.length;
+    el.textContent = fmt(M.plan.tensors) + " tensors, more than the page draws at once: " + parts.join("; ") + ". Zoom in for every tensor.";
+  };
+
   // ---- the plan page ------------------------------------------------------------------
   const nextTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 
@@ -306,6 +503,7 @@
     pickB.value = view.compare || view.selected;
     const state = { a: null, b: null, xRange: view.x_range, query: view.query || "" };
     M.plan = state;
+    if (view.aggregate) state.tensors = view.aggregate.tensors;
 
     // The left offset chart first, so it is on screen as early as possible; the rest follow.
     function drawOffsets() {

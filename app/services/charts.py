@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.services import chart_windows
 from planner import Problem, live_bytes, load, naive
 from planner.bounds import peak_step
 
@@ -57,6 +58,37 @@ def plan_view(
         },
         "plans": plans,
         "offsets": offsets,
+        "selected": selected,
+        "compare": compare,
+    }
+
+
+def big_plan_view(
+    problem_id: str,
+    problem: Problem,
+    plans: list[dict[str, Any]],
+    records: dict[str, dict[str, Any]],
+    *,
+    selected: str,
+    compare: str | None,
+) -> dict[str, Any]:
+    """`plan_view` for a problem of more than `chart_windows.AGGREGATE_ABOVE` tensors: the offset
+    charts start from an aggregate and fetch windows (see app/services/chart_windows.py).
+
+    `records` maps each plan id with a plan to its Plan JSON. LOAD and the naive sum are the
+    ones the plans carry (the planner's, computed when they were made).
+    """
+    first = next((p for p in plans if p["id"] == selected), plans[0])
+    shown = [selected] + ([compare] if compare else [])
+    return {
+        "name": problem.name,
+        "steps": problem.steps,
+        "step_names": list(problem.step_names) if problem.step_names else None,
+        "alignment": problem.alignment,
+        "load": first["lower_bound"],
+        "naive": first["naive_bytes"],
+        **chart_windows.page_view(problem_id, problem, records, shown),
+        "plans": plans,
         "selected": selected,
         "compare": compare,
     }

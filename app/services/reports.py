@@ -8,7 +8,7 @@ from typing import Any
 from jinja2 import Environment
 
 from app.errors import AppError
-from app.services import charts, graphs, library, notes, parameters, planning
+from app.services import chart_windows, charts, graphs, library, notes, parameters, planning
 from app.services.library import model_out
 from app.services.paths import STATIC_DIR, plotly_js_path
 from app.services.plans import problem_of
@@ -47,11 +47,18 @@ def plan_page_context(
     other = resolve_compare(siblings, record, compare)
     tensors = stored["tensors"]
     summaries = [planning.summary(p, problem) for p in siblings]
-    offsets = {p.id: charts.offsets_of(problem, p.plan) for p in siblings if p.plan}
     model = storage.get_model(stored["model_id"]) if stored["model_id"] else None
-    view = charts.plan_view(
-        problem, summaries, offsets, tensors, selected=record.id, compare=other.id if other else None
-    )
+    compared = other.id if other else None
+    if chart_windows.is_big(problem):  # an aggregate, and windows fetched as the user zooms in
+        records = {p.id: p.plan for p in siblings if p.plan}
+        view = charts.big_plan_view(
+            record.problem_id, problem, summaries, records, selected=record.id, compare=compared
+        )
+        peak = chart_windows.peak_table(record.problem_id, problem, view["peak_step"], charts.PEAK_ROWS)
+    else:
+        offsets = {p.id: charts.offsets_of(problem, p.plan) for p in siblings if p.plan}
+        view = charts.plan_view(problem, summaries, offsets, tensors, selected=record.id, compare=compared)
+        peak = charts.peak_table(problem, tensors, view["peak_step"])
     view["x_range"] = [x0, x1] if x0 is not None and x1 is not None else None
     view["query"] = q
     view["notes"] = notes.page_notes(storage, record)  # drawn on the offset chart by notes.js
@@ -70,7 +77,7 @@ def plan_page_context(
         },
         "model": model_out(model) if model else None,
         "plans": summaries,
-        "peak": charts.peak_table(problem, tensors, view["peak_step"]),
+        "peak": peak,
         "view": view,
         "notes": view["notes"],
         # An invalid plan runs only with the canary, which shows where it corrupts data.
@@ -82,9 +89,8 @@ def plan_title(storage: Storage, record: PlanRecord, compare: str | None) -> str
     """The plan page's title, and a bad ``compare`` refused (422) before the page starts."""
     if compare:
         resolve_compare(storage.plans_of(record.problem_id), record, compare)
-    stored = storage.get_problem(record.problem_id)
-    name = stored["problem"].get("name") if stored else None
-    return f"{name or 'problem'} · {record.strategy}"
+    problem, _ = problem_of(storage, record)  # parsed once and kept: the page's body needs it next
+    return f"{problem.name or 'problem'} · {record.strategy}"
 
 
 def report_html(templates: Environment, storage: Storage, record: PlanRecord) -> str:

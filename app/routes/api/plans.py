@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
 from app.routes.deps import PlanDep, StorageDep, TemplatesDep
-from app.services import diffs, notes, plans, reports
+from app.services import chart_windows, diffs, notes, plans, reports
 
 router = APIRouter(tags=["plans"])
 
@@ -27,6 +27,24 @@ def diff_plans(a: str, b: str, storage: StorageDep) -> dict[str, Any]:
     `only_in_a` and `only_in_b`, and the largest per-tensor size changes (`changed`: name, bytes_a, bytes_b)."""
     first, second = diffs.plan_pair(storage, a, b)
     return diffs.plan_diff(storage, first, second)
+
+
+@router.get("/plans/{plan_id}/chart")
+def chart_window(
+    plan_id: str,
+    storage: StorageDep,
+    x0: Annotated[float | None, Query(description="first step of the window (default 0)")] = None,
+    x1: Annotated[float | None, Query(description="step where the window ends (default: the last step + 1)")] = None,
+    y0: Annotated[float | None, Query(description="lowest byte of the window (default 0)")] = None,
+    y1: Annotated[float | None, Query(description="byte where the window ends (default: the arena + 5%)")] = None,
+    limit: Annotated[
+        int, Query(alias="max", ge=1, le=chart_windows.MAX_WINDOW_RECTS, description="most rectangles to return")
+    ] = chart_windows.WINDOW_RECTS,
+) -> dict[str, Any]:
+    """The offset chart's rectangles meeting a window of steps x bytes, at most `max`, largest first
+    (`rects`: index, id, first, last, size, offset, kind), `total` in the window, `truncated`, and
+    when truncated an occupancy `raster` of the rest. What a big plan's page fetches as it zooms."""
+    return chart_windows.plan_window(storage, plan_id, x0, x1, y0, y1, limit)
 
 
 @router.get("/plans/{plan_id}/export.csv", response_class=PlainTextResponse)
