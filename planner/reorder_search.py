@@ -5,9 +5,11 @@
 2. Segments still open get beams of growing width over the frontier (a share of the time).
 3. Local search on the whole order (the heuristic the exact search replaced): move a random
    step to a random slot between its last producer and first consumer, keep moves that do
-   not raise LOAD. Seeded, bounded by time and iterations.
+   not raise LOAD. Seeded, bounded by time and iterations; run from the best order so far and
+   from the greedy one, as their local optima often differ, then on from the better one.
 4. Full exact search of the segments still open, seeded by the local search's peaks, with
-   the time left.
+   the time left (none left when every open segment has over `HOPEFUL_STEPS` steps: an
+   irregular graph that size is past the exact search in seconds).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 from planner.reorder_exact import SegmentResult, beam_segment, segments, solve_segment
 from planner.reorder_steps import StepGraph, positions
 
+HOPEFUL_STEPS = 64  # segments past this many steps get no second exact search (4): time goes to 3
 QUICK_STATES = 20_000  # states of the first, quick exact search of each segment
 QUICK_SHARE, BEAM_SHARE, LOCAL_SHARE = 0.1, 0.25, 0.85  # of the budget, cumulative deadlines
 
@@ -84,7 +87,8 @@ def search(g: StepGraph, start: list[int], budget: Budget) -> Outcome:
                 g, piece, orders[piece.start], peaks[piece.start], floor, budget
             )
         order = [t for piece in pieces for t in orders[piece.start]]
-        order, iterations = local_search(g, order, budget, budget.until(LOCAL_SHARE if still_open else 1.0))
+        hopeful = any(len(s) <= HOPEFUL_STEPS for s in still_open)
+        order, iterations = _two_starts(g, order, start, budget, budget.until(LOCAL_SHARE if hopeful else 1.0))
         searched_orders, searched_peaks = _split(g, pieces, order)
         for piece in pieces:
             if searched_peaks[piece.start] < peaks[piece.start]:
@@ -99,6 +103,19 @@ def search(g: StepGraph, start: list[int], budget: Budget) -> Outcome:
     exact_count = sum(1 for s in exact if results[s.start].proven or peaks[s.start] <= floor)
     budget_hit = any(not results[s.start].proven and peaks[s.start] > floor for s in exact)
     return Outcome(order, method, proven, bound, len(pieces), exact_count, budget_hit, iterations)
+
+
+def _two_starts(g: StepGraph, order: list[int], start: list[int], budget: Budget, end: float) -> tuple[list[int], int]:
+    """Local search from the best order so far and from `start` (their local optima often
+    differ), a quarter of the time each; the better one goes on for the rest."""
+    if order == start:
+        return local_search(g, order, budget, end)
+    quarter = (end - time.perf_counter()) / 4
+    first, tried = local_search(g, order, budget, time.perf_counter() + quarter)
+    second, more = local_search(g, start, budget, time.perf_counter() + quarter)
+    better = min((first, second), key=lambda o: g.load(positions(o)))
+    last, rest = local_search(g, better, budget, end)
+    return last, tried + more + rest
 
 
 def _split(g: StepGraph, pieces: list[range], order: list[int]) -> tuple[dict[int, list[int]], dict[int, int]]:
