@@ -273,13 +273,27 @@ def softmax_workspace(inputs, outputs, *, axis=None, **_) -> int:
     out = outputs[0]
     layouts = _softmax_layouts(tuple(out.shape), axis)
     stats = max(o * i for o, _, i in layouts)
-    return scratch_bytes(((stats,), out.dtype), ((stats,), out.dtype))
+    ones = max((n for _, n, _ in layouts if n <= BLOCK), default=0)  # the column of ones of `_row_sums`
+    return scratch_bytes(((stats,), out.dtype), ((stats,), out.dtype), ((ones,), out.dtype))
 
 
 def log_softmax_workspace(inputs, outputs, *, axis=None, **_) -> int:
     out = outputs[0]
     chunk = max(math.prod(_log_chunk(o, n, i)) * n for o, n, i in _softmax_layouts(tuple(out.shape), axis))
     return softmax_workspace(inputs, outputs, axis=axis) + scratch_bytes(((chunk,), out.dtype))
+
+
+def _row_sums(y3: np.ndarray, total: np.ndarray, scratch: Scratch) -> None:
+    """Sums along axis 1 of (outer, n, inner) into `total`; for rows along the last axis as a
+    matrix-vector product through BLAS (about four times numpy's reduction on 200-wide rows)
+    when a column of ones as long as a row is small."""
+    outer, n, inner = y3.shape
+    if inner == 1 and n <= BLOCK and y3.dtype in (np.float32, np.float64) and y3.flags.c_contiguous:
+        ones = scratch.take((n, 1), y3.dtype)
+        ones.fill(1)
+        np.matmul(y3.reshape(outer, n), ones, out=total.reshape(outer, 1))
+    else:
+        np.sum(y3, axis=1, keepdims=True, out=total)
 
 
 @small_ufunc_buffers()  # the maxima and sums broadcast along the rows
@@ -296,7 +310,7 @@ def _softmax(x, out, layout, log, ws, owner):
     np.subtract(x3, peak, out=y3)
     if not log:
         np.exp(y3, out=y3)
-        np.sum(y3, axis=1, keepdims=True, out=total)
+        _row_sums(y3, total, scratch)
         np.reciprocal(total, out=total)
         y3 *= total
         return

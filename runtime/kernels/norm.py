@@ -7,6 +7,8 @@ with einsum (which needs no squared temporary), then scale and shift in place.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from runtime.kernels import kernel
@@ -68,8 +70,7 @@ def batch_normalization(
 def _layer_rows(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
     """(rows, normalised elements per row)."""
     axis = axis + len(shape) if axis < 0 else axis
-    rows = int(np.prod(shape[:axis], dtype=np.int64))
-    return rows, int(np.prod(shape[axis:], dtype=np.int64))
+    return math.prod(shape[:axis]), math.prod(shape[axis:])
 
 
 def layer_normalization_workspace(inputs, outputs, *, axis=-1, **_) -> int:

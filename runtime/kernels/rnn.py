@@ -165,6 +165,9 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
         buffers.h[...] = 0 if initial_h is None else initial_h[d]
         buffers.c[...] = 0 if initial_c is None else initial_c[d]
         order = range(seq - 1, -1, -1) if reverse or d == 1 else range(seq)
+        if op == "GRU" and lens is None and attrs["clip"] is None:
+            _gru_loop(buffers, order, bias, funcs[d], attrs["linear_before_reset"], None if ys is None else ys[:, d])
+            order = range(0)
         for t in order:
             active = None if lens is None else t < lens
             if active is not None and not active.any():
@@ -303,6 +306,42 @@ def _gru_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
     _clip(candidate, attrs["clip"])
     g(candidate)
     _blend(buf.h, candidate, z, active, buf.tmp2)
+
+
+def _gru_loop(buf: _Buffers, order, bias, funcs, linear_before_reset: int, ys) -> None:
+    """The GRU steps of one direction when no sequence length or clip applies: `_gru_step`'s
+    arithmetic with every view made once, and the state updated in place. Each step costs a
+    dozen ufunc calls on rows of a few hundred elements, where Python's own overhead counts."""
+    f, g = funcs
+    hidden = buf.h.shape[1]
+    h, hr, r_t = buf.h, buf.hr, buf.r_t
+    zr, candidate = buf.gates[:, : 2 * hidden], buf.gates[:, 2 * hidden :]
+    z, reset = zr[:, :hidden], zr[:, hidden:]
+    hr_zr, h_rh = hr[:, : 2 * hidden], hr[:, 2 * hidden :]
+    proj_zr, proj_h = buf.projected[..., : 2 * hidden], buf.projected[..., 2 * hidden :]
+    r_zr, r_h = r_t[:, : 2 * hidden], r_t[:, 2 * hidden :]
+    bias_rh = None if bias is None else bias[5 * hidden :]
+    for t in order:
+        if linear_before_reset:
+            np.matmul(h, r_t, out=hr)
+            np.add(hr_zr, proj_zr[t], out=zr)
+            f(zr)
+            if bias_rh is not None:
+                np.add(h_rh, bias_rh, out=h_rh)
+            np.multiply(h_rh, reset, out=candidate)
+        else:
+            np.matmul(h, r_zr, out=zr)
+            np.add(zr, proj_zr[t], out=zr)
+            f(zr)
+            np.multiply(reset, h, out=buf.tmp)
+            np.matmul(buf.tmp, r_h, out=candidate)
+        np.add(candidate, proj_h[t], out=candidate)
+        g(candidate)
+        np.subtract(h, candidate, out=h)
+        np.multiply(h, z, out=h)
+        np.add(h, candidate, out=h)
+        if ys is not None:
+            np.copyto(ys[t], h)
 
 
 def _rnn_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
