@@ -283,7 +283,7 @@ class TrainingDemoRequest(BaseModel):
         return RunRequest._known(value)
 
 
-class SweepRequest(MemoryRequest):
+class SweepRequest(MemoryRequest, InputShapes):
     """Plan every stored model x strategy x dims combination, one plan task each, over the workers."""
 
     models: list[str] = Field(min_length=1, description="stored model ids")

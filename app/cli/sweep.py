@@ -14,6 +14,7 @@ from app.cli.common import (
     FuseSwitch,
     InplaceSwitch,
     IoOption,
+    ShapeOption,
     WorkspaceSwitch,
     fail,
     memory_options,
@@ -29,6 +30,7 @@ def sweep(
     dims: Annotated[
         str | None, typer.Option(help="Values of symbolic dims to sweep, e.g. batch=1,8,32 or batch=1,8,seq=64,128.")
     ] = None,
+    shape: ShapeOption = None,
     time_limit: Annotated[
         float | None, typer.Option("--time-limit", help="Seconds a search strategy may take per task.")
     ] = None,
@@ -47,6 +49,7 @@ def sweep(
 ) -> None:
     """Plan every model x strategy x dims combination, one task each, on a Dask cluster; table, JSON or CSV."""
     from app.services import sweeps
+    from app.services.inputs import parse_shapes
     from app.services.modelinfo import read_model, summarize
     from planner.compare import resolve_names
 
@@ -58,11 +61,16 @@ def sweep(
         io=io, workspace=workspace, alignment=None, inplace=inplace, concat_inplace=concat_inplace, fuse=fuse
     )
     files = _model_files(inputs)
-    symbolic = {f.stem: (str(f), summarize(read_model(f))["symbolic_dims"]) for f in files}
+    summaries = {f.stem: summarize(read_model(f)) for f in files}
+    symbolic = {f.stem: (str(f), summaries[f.stem]["symbolic_dims"]) for f in files}
+    inputs = {n: {v["name"]: (list(v["dims"]) or None) for v in s["inputs"]} for n, s in summaries.items()}
     names = resolve_names(strategy)
     grid = sweeps.parse_dims_grid(dims)
-    sweeps.check_combinations(symbolic, names, grid)
-    tasks = sweeps.tasks_of({n: p for n, (p, _) in symbolic.items()}, names, grid, memory=memory, time_limit=time_limit)
+    shapes = parse_shapes(shape)
+    sweeps.check_combinations(symbolic, names, grid, shapes=shapes, inputs=inputs)
+    tasks = sweeps.tasks_of(
+        {n: p for n, (p, _) in symbolic.items()}, names, grid, memory=memory, time_limit=time_limit, shapes=shapes
+    )
     rows = _run(tasks, scheduler or os.environ.get("MEMPLAN_SCHEDULER"), workers, quiet=as_json)
     rows = sweeps.ordered(rows)
     if output is not None:

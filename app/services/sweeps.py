@@ -27,8 +27,10 @@ from app.jobs import PROGRESS_WRITE_S, Job, JobContext, JobFailed, JobService
 from app.services.inputs import InputError
 from app.storage import Storage
 from runtime import MemoryOptions
+from runtime.shapes import check_shapes
 
 ROW_FIELDS = ("model", "model_name", "strategy", "dims", "arena_bytes", "lower_bound", "valid", "seconds", "error")
+Shapes = tuple[tuple[str, tuple[int, ...]], ...]  # whole input shapes, by input name, sorted
 PROBLEM_CACHE = 8  # (model, dims) problems a worker keeps, for the parts of a group that was cut
 GROUPS_PER_WORKER = 4  # fewer groups than this per worker: the largest are cut, so that none waits idle
 
@@ -42,6 +44,7 @@ class SweepTask:
     memory: MemoryOptions = field(default_factory=MemoryOptions)
     time_limit: float | None = None
     name: str = ""  # how a person knows the model (a stored model's name); `model` when empty
+    shapes: Shapes = ()  # whole input shapes bound at every point of the sweep (--shape)
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,11 @@ class SweepGroup:
     memory: MemoryOptions = field(default_factory=MemoryOptions)
     time_limit: float | None = None
     name: str = ""
+    shapes: Shapes = ()
 
     def tasks(self) -> list[SweepTask]:
         return [
-            SweepTask(self.model, self.path, s, self.dims, self.memory, self.time_limit, self.name)
+            SweepTask(self.model, self.path, s, self.dims, self.memory, self.time_limit, self.name, self.shapes)
             for s in self.strategies
         ]
 
@@ -90,15 +94,32 @@ def parse_dims_grid(text: str | None) -> list[dict[str, int]]:
 
 
 def check_combinations(
-    models: dict[str, tuple[str, list[str]]], strategies: list[str], grid: list[dict[str, int]]
+    models: dict[str, tuple[str, list[str]]],
+    strategies: list[str],
+    grid: list[dict[str, int]],
+    *,
+    shapes: dict[str, list[int]] | None = None,
+    inputs: dict[str, dict[str, list[Any] | None]] | None = None,
 ) -> None:
-    """Refuse before any task runs: an unknown strategy, or dims a model does not have or leaves unbound.
+    """Refuse before any task runs: an unknown strategy, whole input shapes a model cannot take, or
+    dims a model does not have or leaves unbound.
 
-    `models` maps a model's name to (its file, its symbolic dims).
+    `models` maps a model's name to (its file, its symbolic dims); `inputs`, needed with `shapes`,
+    maps it to its declared inputs (input name -> dims). The names of dims on an input given a whole
+    shape are bound by that shape, so no point of the grid needs them.
     """
     for strategy in strategies:
         planner.get(strategy)  # UnknownStrategyError lists the accepted names
-    for name, (_, symbolic) in models.items():
+    for name, (_, declared_dims) in models.items():
+        symbolic = declared_dims
+        if shapes:
+            declared = (inputs or {}).get(name, {})
+            try:
+                check_shapes(declared, shapes)
+            except runtime.ShapeError as e:
+                raise InputError(f"shapes: model {name!r}: {e}") from None
+            shaped = {d for n in shapes for d in (declared.get(n) or ()) if isinstance(d, str)}
+            symbolic = [d for d in declared_dims if d not in shaped]
         for dims in grid:
             unknown = sorted(set(dims) - set(symbolic))
             missing = sorted(set(symbolic) - set(dims))
@@ -121,9 +142,12 @@ def tasks_of(
     memory: MemoryOptions | None = None,
     time_limit: float | None = None,
     names: dict[str, str] | None = None,
+    shapes: dict[str, list[int]] | None = None,
 ) -> list[SweepTask]:
-    """One task per model x dims x strategy, in that order (a model's combinations run together)."""
+    """One task per model x dims x strategy, in that order (a model's combinations run together);
+    `shapes` (whole input shapes) hold at every point."""
     names = names or {}
+    frozen = tuple(sorted((k, tuple(v)) for k, v in (shapes or {}).items()))
     return [
         SweepTask(
             model,
@@ -133,6 +157,7 @@ def tasks_of(
             memory or MemoryOptions(),
             time_limit,
             names.get(model, ""),
+            frozen,
         )
         for model, path in models.items()
         for dims in (grid or [{}])
@@ -147,11 +172,18 @@ def groups_of(tasks: list[SweepTask], workers: int = 1) -> list[SweepGroup]:
     every group holds one strategy: a cut group loads its model twice, an idle worker plans nothing."""
     grouped: dict[tuple[Any, ...], list[SweepTask]] = {}
     for task in tasks:
-        key = (task.model, task.path, task.dims, task.memory, task.time_limit, task.name)
+        key = (task.model, task.path, task.dims, task.memory, task.time_limit, task.name, task.shapes)
         grouped.setdefault(key, []).append(task)
     groups = [
         SweepGroup(
-            t[0].model, t[0].path, tuple(x.strategy for x in t), t[0].dims, t[0].memory, t[0].time_limit, t[0].name
+            t[0].model,
+            t[0].path,
+            tuple(x.strategy for x in t),
+            t[0].dims,
+            t[0].memory,
+            t[0].time_limit,
+            t[0].name,
+            t[0].shapes,
         )
         for t in grouped.values()
     ]
@@ -171,7 +203,7 @@ def plan_group(group: SweepGroup) -> list[dict[str, Any]]:
     order, with `error` instead of figures for a strategy that failed (every one, if the model did)."""
     rows = [_row(task) for task in group.tasks()]
     try:
-        problem = _problem(group.path, group.dims, group.memory)
+        problem = _problem(group.path, group.dims, group.memory, group.shapes)
     except (runtime.ModelError, planner.PlanningError, OSError) as e:
         return [_failed(row, e) for row in rows]
     options = {"time_limit": group.time_limit} if group.time_limit is not None else {}
@@ -200,17 +232,22 @@ def plan_group(group: SweepGroup) -> list[dict[str, Any]]:
 
 def plan_task(task: SweepTask) -> dict[str, Any]:
     """Plan one combination and check the plan; a row, with `error` instead of figures when it fails."""
-    group = SweepGroup(task.model, task.path, (task.strategy,), task.dims, task.memory, task.time_limit, task.name)
+    group = SweepGroup(
+        task.model, task.path, (task.strategy,), task.dims, task.memory, task.time_limit, task.name, task.shapes
+    )
     return plan_group(group)[0]
 
 
 def _row(task: SweepTask) -> dict[str, Any]:
-    return {
+    row = {
         "model": task.model,
         "model_name": task.name or task.model,
         "strategy": task.strategy,
         "dims": dict(task.dims),
     }
+    if task.shapes:
+        row["shapes"] = {k: list(v) for k, v in task.shapes}
+    return row
 
 
 def _failed(row: dict[str, Any], error: Exception) -> dict[str, Any]:
@@ -218,18 +255,25 @@ def _failed(row: dict[str, Any], error: Exception) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=PROBLEM_CACHE)
-def _problem(path: str, dims: tuple[tuple[str, int], ...], memory: MemoryOptions) -> planner.Problem:
-    graph = runtime.load_model(Path(path), dims=dict(dims), fuse=memory.fuse)
+def _problem(
+    path: str, dims: tuple[tuple[str, int], ...], memory: MemoryOptions, shapes: Shapes = ()
+) -> planner.Problem:
+    graph = runtime.load_model(Path(path), dims=dict(dims), shapes={k: list(v) for k, v in shapes}, fuse=memory.fuse)
     return runtime.memory_problem(graph, memory)
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
+    """The rows as CSV, ROW_FIELDS in order; a `shapes` column last when the sweep bound whole shapes."""
+    shaped = any(row.get("shapes") for row in rows)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(ROW_FIELDS)
+    writer.writerow(ROW_FIELDS + (("shapes",) if shaped else ()))
     for row in rows:
         dims = " ".join(f"{k}={v}" for k, v in sorted(row["dims"].items()))
-        writer.writerow([dims if key == "dims" else ("" if row.get(key) is None else row[key]) for key in ROW_FIELDS])
+        cells = [dims if key == "dims" else ("" if row.get(key) is None else row[key]) for key in ROW_FIELDS]
+        if shaped:
+            cells.append(" ".join(f"{k}={'x'.join(map(str, v))}" for k, v in sorted(row.get("shapes", {}).items())))
+        writer.writerow(cells)
     return out.getvalue()
 
 
@@ -271,6 +315,7 @@ def start(
     grid: list[dict[str, int]],
     memory: MemoryOptions,
     max_tasks: int,
+    shapes: dict[str, list[int]] | None = None,
 ) -> Job:
     """Check the sweep (unknown models, strategies, dims that do not bind: 422; over `max_tasks`: 429)
     and submit it as one job whose task fans the plan tasks out over every worker."""
@@ -283,7 +328,16 @@ def start(
             )
         records[model_id] = record
     try:
-        check_combinations({i: ("", r.summary.get("symbolic_dims", [])) for i, r in records.items()}, strategies, grid)
+        check_combinations(
+            {i: ("", r.summary.get("symbolic_dims", [])) for i, r in records.items()},
+            strategies,
+            grid,
+            shapes=shapes,
+            inputs={
+                i: {v["name"]: (list(v["dims"]) or None) for v in r.summary.get("inputs", [])}
+                for i, r in records.items()
+            },
+        )
     except InputError as e:
         raise AppError(422, str(e), title="Invalid sweep") from None
     total = len(model_ids) * max(len(grid), 1) * len(strategies)
@@ -294,7 +348,13 @@ def start(
             "(MEMPLAN_MAX_SWEEP_TASKS); split it into smaller sweeps",
             title="Sweep too large",
         )
-    payload = {"models": model_ids, "strategies": strategies, "grid": grid, "memory": memory.to_json()}
+    payload = {
+        "models": model_ids,
+        "strategies": strategies,
+        "grid": grid,
+        "memory": memory.to_json(),
+        "shapes": shapes or {},
+    }
     names = ", ".join(records[i].name for i in model_ids)
     title = f"sweep {names} over {len(strategies)} strategies and {max(len(grid), 1)} dims"
     return jobs.submit("sweep", title, sweep_job, payload, links={"page": "/sweeps/{id}", "api": "/api/v1/sweeps/{id}"})
@@ -314,7 +374,9 @@ def sweep_job(ctx: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         models[model_id] = str(model_path(ctx.storage, record))
         names[model_id] = record.name
     memory = MemoryOptions.from_json(payload["memory"])
-    tasks = tasks_of(models, payload["strategies"], payload["grid"], memory=memory, names=names)
+    tasks = tasks_of(
+        models, payload["strategies"], payload["grid"], memory=memory, names=names, shapes=payload.get("shapes")
+    )
     total = len(tasks)
     rows: list[dict[str, Any]] = []
     ctx.report(0.0, f"{total} plan tasks")

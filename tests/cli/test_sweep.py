@@ -101,3 +101,41 @@ def test_an_unreachable_scheduler_is_one_line_and_exit_2(models):
     result = runner.invoke(app, ["sweep", str(models), "--dims", "batch=1", "--scheduler", "tcp://127.0.0.1:9"])
     assert result.exit_code == 2 and "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in result.output
     assert "Traceback" not in result.output
+
+
+def test_whole_input_shapes_hold_at_every_point_of_a_sweep(tmp_path):
+    """A Paddle-style model (x [-1, 3, '?', '?'], bias [0, 2, '', 1]) binds only through --shape."""
+    from tests.runtime.paddle_models import detector, save
+
+    folder = tmp_path / "paddle"
+    folder.mkdir()
+    path = save(detector(), folder, "detector")
+    shapes = {"x": [2, 3, 16, 24], "bias": [2, 2, 8, 1]}
+    out = tmp_path / "sweep.csv"
+    args = ["sweep", str(path), "-s", "greedy_by_size,naive", "--workers", "1", "--json", "--output", str(out)]
+    result = runner.invoke(app, [*args, "--shape", "x=2x3x16x24", "--shape", "bias=2x2x8x1"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    assert sorted(r["strategy"] for r in rows) == ["greedy_by_size", "naive"]
+    expected = load(runtime.memory_problem(runtime.load_model(path, shapes=shapes)))
+    for row in rows:
+        assert row["shapes"] == shapes and row["valid"] and row["lower_bound"] == expected
+    with out.open() as f:
+        assert {r["shapes"] for r in csv.DictReader(f)} == {"bias=2x2x8x1 x=2x3x16x24"}
+
+
+@pytest.mark.parametrize(
+    ("shape", "message"),
+    [
+        ("y=1x3", "has no input 'y'"),
+        ("x=1x3x16", "rank 4"),
+        ("x=1x4x16x16", "axis 1 of input 'x' is fixed at 3"),
+    ],
+)
+def test_bad_shapes_in_a_sweep_are_refused_before_any_task(tmp_path, shape, message):
+    from tests.runtime.paddle_models import detector, save
+
+    path = save(detector(), tmp_path, "detector")
+    result = runner.invoke(app, ["sweep", str(path), "--workers", "1", "--shape", shape])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "detector" in result.output

@@ -17,7 +17,8 @@ router = APIRouter(tags=["sweeps"])
 
 @router.post("/sweeps", status_code=202)
 async def create_sweep(body: SweepRequest, storage: StorageDep, jobs: JobsDep, settings: SettingsDep) -> dict[str, Any]:
-    """Start a sweep (a job): `models` (stored model ids), `strategies`, `dims` (a list of dims mappings).
+    """Start a sweep (a job): `models` (stored model ids), `strategies`, `dims` (a list of dims mappings),
+    optionally `shapes` (whole input shapes, held at every point).
 
     Unknown models or strategies and dims that do not bind are refused (422) before any task is
     submitted; more than `max_sweep_tasks` tasks, or a full job queue, is 429.
@@ -29,6 +30,7 @@ async def create_sweep(body: SweepRequest, storage: StorageDep, jobs: JobsDep, s
             model_ids=list(dict.fromkeys(body.models)),
             strategies=body.names(),
             grid=body.dims,
+            shapes=body.shapes,
             memory=body.memory(),
             max_tasks=settings.max_sweep_tasks,
         )

@@ -90,3 +90,23 @@ def test_a_sweep_over_the_task_limit_is_429(make_app):
             json={"models": [model], "strategies": ["naive", "bump"], "dims": [{"batch": 1}, {"batch": 2}]},
         )
         assert r.status_code == 429 and "4 plan tasks" in r.json()["detail"]
+
+
+def test_a_sweep_binds_whole_input_shapes_and_refuses_ones_the_model_cannot_take(client, app):
+    from tests.runtime.paddle_models import detector
+
+    r = client.post("/api/v1/models", files={"file": ("detector.onnx", detector().SerializeToString())})
+    assert r.status_code == 201, r.text
+    model = r.json()["id"]
+    shapes = {"x": [1, 3, 20, 12], "bias": [1, 2, 10, 1]}
+    bad = client.post("/api/v1/sweeps", json={"models": [model], "strategies": ["naive"], "shapes": {"x": "1x3x20"}})
+    assert bad.status_code == 422 and "rank 4" in bad.json()["detail"] and model in bad.json()["detail"], bad.text
+    assert client.app.state.storage.count_jobs(("queued", "running", "done", "failed")) == 0
+    r = client.post("/api/v1/sweeps", json={"models": [model], "strategies": ["greedy_by_size"], "shapes": shapes})
+    assert r.status_code == 202, r.text
+    sweep = _finished(client, r.json()["id"])
+    assert sweep["state"] == "done", sweep["error"]
+    (row,) = sweep["results"]
+    path = app.state.storage.model_file(app.state.storage.get_model(model))
+    assert row["shapes"] == shapes and row["valid"]
+    assert row["lower_bound"] == load(runtime.memory_problem(runtime.load_model(path, shapes=shapes)))
