@@ -16,6 +16,39 @@
     return byStep;
   }
 
+  // Each step's measured time as bars on a second y axis of the live-bytes chart (one step axis).
+  function timeBars(live, times) {
+    const xs = [...times.keys()], ys = xs.map((s) => times.get(s) * 1000);
+    const index = live.data.findIndex((t) => t.name === "ms per step");
+    if (index >= 0) return Plotly.restyle(live, { x: [xs], y: [ys] }, [index]);
+    return Plotly.addTraces(live, { type: "bar", x: xs, y: ys, yaxis: "y2", name: "ms per step", marker: { color: "#f28e2b" }, opacity: 0.7,
+      hovertemplate: "step %{x}: %{y:.3f} ms<extra></extra>" })
+      .then(() => Plotly.relayout(live, { yaxis2: { title: { text: "ms per step" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } }));
+  }
+
+  // The run page (a finished run's permalink): the plan it ran in, and its measured step times on
+  // the live-bytes chart below, both on the plan's step axis and zoomed together.
+  M.runPlan = function (view, steps) {
+    const offsetsEl = document.getElementById("run-chart-offsets"), live = document.getElementById("run-chart-live");
+    if (!view || !offsetsEl || !live) return null;
+    const chart = M.offsetChart(offsetsEl, view, view.selected);
+    M.liveChart(live, view);
+    const times = new Map((steps || []).map((s) => [s.step, s.seconds]));
+    const state = { chart, live, times };
+    M.runView = state;
+    state.ready = chart.ready
+      .then(() => timeBars(live, times))
+      .then(() => {
+        offsetsEl.on("plotly_relayout", (ev) => {
+          const range = ev["xaxis.range"] || (ev["xaxis.range[0]"] !== undefined ? [ev["xaxis.range[0]"], ev["xaxis.range[1]"]] : null);
+          if (range) Plotly.relayout(live, { "xaxis.range": range });
+          else if (ev["xaxis.autorange"]) Plotly.relayout(live, { "xaxis.autorange": true });
+        });
+        return state;
+      });
+    return state;
+  };
+
   M.liveRun = function (view, state) {
     const form = document.getElementById("run-form"), panel = document.getElementById("live-run");
     if (!form || !panel) return null;
@@ -46,17 +79,7 @@
         { type: "line", xref: "x", yref: "paper", x0: run.step, x1: run.step, y0: 0, y1: 1, line: { width: 2, color: "#4e79a7" }, name: "cursor" }]) });
       drawTimes();
     }
-    function drawTimes() {
-      const xs = [...run.times.keys()], ys = xs.map((s) => run.times.get(s) * 1000);
-      const index = live.data.findIndex((t) => t.name === "ms per step");
-      if (index < 0) {
-        Plotly.addTraces(live, { type: "bar", x: xs, y: ys, yaxis: "y2", name: "ms per step", marker: { color: "#f28e2b" }, opacity: 0.7,
-          hovertemplate: "step %{x}: %{y:.3f} ms<extra></extra>" });
-        Plotly.relayout(live, { yaxis2: { title: { text: "ms per step" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } });
-      } else {
-        Plotly.restyle(live, { x: [xs], y: [ys] }, [index]);
-      }
-    }
+    function drawTimes() { return timeBars(live, run.times); }
     function schedule() { if (!run.frame) run.frame = requestAnimationFrame(draw); }
     function say(text, cls) {
       const status = document.getElementById("live-status");

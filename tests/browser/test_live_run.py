@@ -59,6 +59,18 @@ def test_a_run_followed_on_the_plan_page_to_its_verdict(served, page):
     assert page.url.endswith(made["plans"][0]["id"])  # still on the plan page
     assert "/runs/" in page.get_attribute("#live-link", "href")
     shot(page, "live-run-verdict")
+    # The run's permalink shows the plan it ran in, with the measured time of every step.
+    page.click("#live-link")
+    page.wait_for_function("window.Memplan && Memplan.runView && Memplan.runView.ready")
+    page.evaluate("Memplan.runView.ready.then(() => true)")
+    bars = page.evaluate(
+        "document.getElementById('run-chart-live').data.find((t) => t.name === 'ms per step').x.length"
+    )
+    assert bars == steps
+    assert page.evaluate("document.getElementById('run-chart-offsets').layout.images.length") == 1
+    page.evaluate("Plotly.relayout('run-chart-offsets', {'xaxis.range': [1, 3]})")
+    page.wait_for_function("document.getElementById('run-chart-live').layout.xaxis.range[0] === 1")
+    shot(page, "run-page-plan-chart")
 
 
 def test_a_canary_hit_is_drawn_in_red_at_its_step_and_tensor(served, page):

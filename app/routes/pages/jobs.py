@@ -8,6 +8,7 @@ from fastapi.responses import RedirectResponse, Response
 from app.errors import not_found
 from app.routes.deps import JobsDep, StorageDep
 from app.routes.rendering import render
+from app.services.run_views import run_plan_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -34,4 +35,5 @@ def run_page(request: Request, run_id: str, jobs: JobsDep, storage: StorageDep) 
         if stored is None:
             raise not_found("run", run_id)
         data = {"job": None, "result": stored}
+    data["view"] = run_plan_view(storage, data["result"])  # the plan it ran in, with the measured times
     return render(request, "run.html", {"page_title": "run", "run_id": run_id, **data})

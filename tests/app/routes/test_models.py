@@ -301,6 +301,13 @@ def test_run_in_the_plan_matches_onnx_reference(client):
     assert out["shape"] == [4, 4] and out["max"] == pytest.approx(float(expected.max()), rel=1e-5)
     page = client.get(f"/runs/{job['id']}?format=json").json()
     assert page["result"]["verdict"]["passed"] is True
+    # The run page draws the plan it ran in: that plan's buffers and offsets, as the plan's own JSON says.
+    buffers = client.get(f"/api/v1/plans/{plan_id}").json()["buffers"]
+    view = page["view"]
+    assert view["selected"] == plan_id and view["steps"] == 2
+    assert dict(zip(view["buffers"]["id"], view["offsets"][plan_id], strict=True)) == {
+        b["id"]: b["offset"] for b in buffers
+    }
 
 
 def _onnxruntime_loads(model: onnx.ModelProto) -> bool:

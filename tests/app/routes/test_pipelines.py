@@ -87,6 +87,12 @@ def test_pipeline_run_matches_the_models_chained_through_onnxruntime(client, two
         assert result["copies"] == 2 and result["copied_bytes"] == 4 * 32 * 4 + 4 * 10 * 4
     page = client.get(f"/runs/{job['id']}", params={"format": "json"}).json()
     assert page["result"]["pipeline_id"] == out["id"]
+    # Its page draws the joint plan it ran in, on the step axis of the run's measured steps.
+    joint = _plan(client, out)
+    assert (
+        page["view"]["selected"] == out["plan_id"] and page["view"]["plans"][0]["arena_bytes"] == joint["arena_bytes"]
+    )
+    assert {s["step"] for s in result["steps"]} <= set(range(page["view"]["steps"]))
 
 
 def test_pipeline_with_run_flag_starts_a_job(client, two_mlps):
