@@ -58,6 +58,7 @@ class Packing:
     proven: int = 0  # of which proven optimal
     nodes: int = 0  # search nodes spent
     stacked_count: int = 0  # blocks stacked on top
+    runs: int = 0  # greedy orders run
 
     @property
     def arena(self) -> int:
@@ -100,8 +101,9 @@ def greedy_orders(b: Blocks) -> dict[str, tuple[np.ndarray, str]]:
 def pack(problem: Problem, blocks: Blocks, deadline: float, *, search: bool, max_nodes: int | None = None) -> Packing:
     """Pack the blocks of a single-pool problem in pieces (see the module's steps).
 
-    Runs at least the first greedy order whatever the deadline; the others and the search
-    only while time is left and some piece is above its LOAD.
+    Runs at least the first greedy order whatever the deadline; another one only when the
+    time left covers a pass as long as the average so far and some piece is above its
+    LOAD; the search until the deadline.
     """
     parts = split(blocks)
     members = np.flatnonzero(parts.piece >= 0)
@@ -112,9 +114,12 @@ def pack(problem: Problem, blocks: Blocks, deadline: float, *, search: bool, max
     won = np.full(parts.count, -1, dtype=np.int64)
     names = list(greedy_orders(sub))
     bounds = _piece_loads(sub, label, parts.count)
+    runs, begun = 0, time.perf_counter()
     for k, (order, rule) in enumerate(greedy_orders(sub).values()):
-        if k and (time.perf_counter() >= deadline or bool(np.all(heights <= bounds))):
-            break  # out of time, or every piece down to its LOAD
+        now = time.perf_counter()
+        if runs and (deadline - now < (now - begun) / runs or bool(np.all(heights <= bounds))):
+            break  # no time for one more pass, or every piece down to its LOAD
+        runs += 1
         placer = Placer(problem, sub)
         placer.place_all(order, rule=rule)
         reach = np.zeros(parts.count, dtype=np.int64)
@@ -124,7 +129,7 @@ def pack(problem: Problem, blocks: Blocks, deadline: float, *, search: bool, max
         take = better[label]
         offsets[members[take]] = placer.offset[take]
     orders = {name: int((won == k).sum()) for k, name in enumerate(names) if (won == k).any()}
-    found = Packing(offsets, heights, 0, 0, orders)
+    found = Packing(offsets, heights, 0, 0, orders, runs=runs)
     if search:
         budget = Budget(deadline=deadline, max_nodes=max_nodes)
         _tighten(blocks, parts, members, found, bounds, budget)

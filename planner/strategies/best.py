@@ -9,11 +9,12 @@ ChooseBestHeapAlgorithm (run several heaps, keep the smallest).
 2. Pack the problem in pieces (`planner.exact.pieces`: blocks live throughout stacked on
    top, the rest cut where no block crosses, each piece by its best greedy order), kept
    as "pieces". Past `LARGE_BLOCKS` blocks (traces of 10^4 to 10^6 buffers) this comes
-   first, as it is the likeliest to reach LOAD, and a strategy of step 1 starts only
-   while the time limit is not spent.
+   first, as it is the likeliest to reach LOAD, and a strategy of step 1 starts only when
+   the time left covers its passes of the engine, each as long as the longest pass so far.
 3. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
-   `optimal` on the rest of the budget, also bounded by a node count so that the result
-   does not depend on the machine's speed (unless the time runs out first).
+   `optimal` on the rest of the budget. Without an explicit time limit it is also bounded
+   by a node count, so that the result does not depend on the machine's speed (unless
+   the time runs out first); a time limit given lifts the count, as for `optimal`.
 4. Keep the smallest plan that the independent checker accepts (ties: the first tried);
    `stats["winner"]` names the strategy that made it, `stats["gap_to_load"]` its arena
    over LOAD minus 1.
@@ -42,6 +43,9 @@ from planner.registry import register, registered
 DEFAULT_TIME_LIMIT = 5.0
 SMALL_BLOCKS = 500
 LARGE_BLOCKS = 3000  # past this many blocks, the packing in pieces first and the rest while time is left
+# Passes of the engine over the whole problem a strategy makes (1 unless listed), to judge
+# past `LARGE_BLOCKS` whether it can end within the time left.
+PASSES = {"best_fit": 2}
 OPTIMAL_NODES = 4000
 SEARCH_SHARE = 0.3  # of the time limit, for the local search
 CLIMB_ITERATIONS = 500  # and at most this many moves, so that the answer is reproducible
@@ -68,25 +72,31 @@ def best(problem: Problem, *, time_limit: float | None = None, seed: int = 0, **
     def reached() -> bool:
         return bool(plans) and min(p.arena_bytes for p in plans) <= floor
 
+    per_run = 0.0  # seconds of one pass of the engine over the problem, the longest seen
     if large and single:
-        _pieces(problem, blocks, deadline, tried, plans, failures)
+        per_run = _pieces(problem, blocks, deadline, tried, plans, failures)
     for name, strategy in registered().items():
         if strategy.slow or name == "best" or reached():
             continue
         left = deadline - time.perf_counter()
-        if large and plans and left <= 0:
+        if large and plans and left < per_run * PASSES.get(name, 1):
             tried[name] = "not run: time limit"
             continue
+        begun = time.perf_counter()
         extra = {"time_limit": max(1e-3, min(seconds * SEARCH_SHARE, left)), "max_iterations": CLIMB_ITERATIONS}
         if name != "hill_climb":
             extra = {}
         _attempt(problem, name, {**options, "seed": seed, **extra}, tried, plans, failures)
+        per_run = max(per_run, (time.perf_counter() - begun) / PASSES.get(name, 1))
     if single and not large and not reached() and time.perf_counter() < deadline:
         _pieces(problem, blocks, deadline, tried, plans, failures)
     small = len(blocks) <= SMALL_BLOCKS
     left = deadline - time.perf_counter()
     if small and left > 0 and not reached():
-        budget = {"time_limit": left, "max_nodes": OPTIMAL_NODES, "seed": seed}
+        # Without a time limit, a node count bounds the search so that the answer is the same
+        # on every machine (as `optimal` does); an explicit time limit lifts it.
+        nodes = OPTIMAL_NODES if time_limit is None else None
+        budget = {"time_limit": left, "max_nodes": nodes, "seed": seed}
         _attempt(problem, "optimal", budget, tried, plans, failures)
     if not plans:
         raise min(failures, key=lambda e: (not getattr(e, "proven", False), e.needed))
@@ -142,10 +152,12 @@ def _pieces(
     tried: dict[str, int | str],
     plans: list[Plan],
     failures: list[InfeasibleError],
-) -> None:
-    """The packing in pieces (`planner.exact.pieces`, greedy orders only), kept as "pieces"."""
+) -> float:
+    """The packing in pieces (`planner.exact.pieces`, greedy orders only), kept as "pieces".
+    Returns the seconds of one of its passes of the engine."""
     started = time.perf_counter()
     found = pack(problem, blocks, deadline, search=False)
+    per_run = (time.perf_counter() - started) / max(1, found.runs)
     placer = Placer(problem, blocks)
     placer.place_every(found.offsets)
     try:
@@ -153,5 +165,6 @@ def _pieces(
     except InfeasibleError as e:
         failures.append(e)
         tried["pieces"] = "infeasible"
-        return
+        return per_run
     _keep_checked(problem, result, tried, plans)
+    return per_run

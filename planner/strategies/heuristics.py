@@ -19,14 +19,17 @@ def best_heuristic(
 ) -> tuple[Plan | None, dict[str, int | str]]:
     """The smallest plan of the heuristics (None when none fits the capacities), and what
     each made. With a deadline (a `time.perf_counter` value) one starts only before it,
-    the first one always; none starts once a plan is down to `floor` bytes."""
+    the first one always, the others when the time left covers the longest run so far;
+    none starts once a plan is down to `floor` bytes."""
     plans: list[Plan] = []
     tried: dict[str, int | str] = {}
+    longest = 0.0
     for name in HEURISTICS:
-        if tried and deadline is not None and time.perf_counter() >= deadline:
+        if tried and deadline is not None and deadline - time.perf_counter() < longest:
             break
         if plans and min(p.arena_bytes for p in plans) <= floor:
             break
+        begun = time.perf_counter()
         try:
             result = registered()[name](problem)
         except InfeasibleError:
@@ -34,4 +37,5 @@ def best_heuristic(
             continue
         tried[name] = result.arena_bytes
         plans.append(result)
+        longest = max(longest, time.perf_counter() - begun)
     return (min(plans, key=lambda p: p.arena_bytes) if plans else None), tried
