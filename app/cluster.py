@@ -68,7 +68,8 @@ def local_cluster(workers: int = 2) -> Iterator[str]:
     own, for the time of the context; its scheduler's address."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     child = subprocess.Popen(
-        [sys.executable, "-m", "app.cluster", str(workers)],
+        # Imported by name, not run as __main__: the workers unpickle `app.cluster.BatchPriority`.
+        [sys.executable, "-c", f"from app.cluster import serve_cluster; serve_cluster({int(workers)})"],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -93,7 +94,7 @@ def local_cluster(workers: int = 2) -> Iterator[str]:
             child.wait()
 
 
-def _serve_cluster(workers: int) -> None:
+def serve_cluster(workers: int) -> None:
     """The child's side: start the cluster, print its address on the real standard output, keep
     it up until standard input closes."""
     from distributed import LocalCluster
@@ -116,10 +117,3 @@ def _serve_cluster(workers: int) -> None:
         sys.stdin.read()  # until the parent closes it, or dies
     finally:
         cluster.close()
-
-
-if __name__ == "__main__":
-    # Through the module's own name: the workers unpickle `app.cluster.BatchPriority`, not `__main__`'s.
-    from app import cluster
-
-    cluster._serve_cluster(int(sys.argv[1]))
