@@ -112,7 +112,7 @@ def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
     seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     width = w.shape[1]  # gates * hidden
     hidden = inputs[2].shape[2]
-    blocks = [((seq, batch, width), x.dtype)] + [((batch, width), x.dtype)] * 2
+    blocks = [((seq, batch, width), x.dtype)] + [((batch, width), x.dtype)] * 2 + [((width,), x.dtype)]
     blocks += [((batch, hidden), x.dtype)] * 4  # state, cell, and two scratch rows
     return scratch_bytes(*blocks)
 
@@ -134,6 +134,7 @@ class _Buffers:
         self.r_t: np.ndarray = np.empty((0, width), dtype)  # set per direction
         self.gates = scratch.take((batch, width), dtype)
         self.hr = scratch.take((batch, width), dtype)  # H R^T of a GRU, all three blocks at once
+        self.bias = scratch.take((width,), dtype)  # the biases added to every step's projection
         self.h = scratch.take((batch, hidden), dtype)
         self.c = scratch.take((batch, hidden), dtype)
         self.tmp = scratch.take((batch, hidden), dtype)
@@ -160,7 +161,7 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
     reverse = attrs["direction"] == "reverse"
     for d in range(directions):
         bias = None if b is None else b[d]
-        _project(op, x, w[d], bias, hidden, attrs, buffers.projected)
+        _project(op, x, w[d], bias, hidden, attrs, buffers)
         buffers.r_t = r[d].T
         buffers.h[...] = 0 if initial_h is None else initial_h[d]
         buffers.c[...] = 0 if initial_c is None else initial_c[d]
@@ -186,19 +187,22 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
             (y_c[d] if layout == 0 else y_c[:, d])[...] = buffers.c
 
 
-def _project(op: str, x, w, bias, hidden: int, attrs: dict, projected: np.ndarray) -> None:
+def _project(op: str, x, w, bias, hidden: int, attrs: dict, buf: _Buffers) -> None:
     """All steps' input projections X_t W^T plus the biases that do not depend on the state.
-    `projected` is a time-major view of a buffer laid out like `x` (either layout)."""
+    `buf.projected` is a time-major view of a buffer laid out like `x` (either layout)."""
+    projected = buf.projected
     width = projected.shape[2]
     flat = projected if attrs["layout"] == 0 else projected.transpose(1, 0, 2)
     np.matmul(x.reshape(-1, x.shape[2]), w.T, out=flat.reshape(-1, width))
     if bias is None:
         return
-    projected += bias[:width]
+    # Wb + Rb summed once, then one add over all steps (adding part of it over a strided
+    # slice of the projections made numpy buffer all three operands beside the arena).
+    total = buf.bias
+    np.add(bias[:width], bias[width:], out=total)
     if op == "GRU" and attrs["linear_before_reset"]:
-        projected[..., : 2 * hidden] += bias[width : width + 2 * hidden]  # Rb_h goes inside r * (...)
-    else:
-        projected += bias[width:]
+        np.copyto(total[2 * hidden :], bias[2 * hidden : width])  # Rb_h goes inside r * (...)
+    projected += total
 
 
 def _clip(gates: np.ndarray, clip: float | None) -> None:
