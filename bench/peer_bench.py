@@ -84,7 +84,8 @@ def memplan_figures(path: Path, run: bool) -> dict:
 
 
 def reordered_arena(graph: object) -> int | str:
-    """Like-for-like arena of "best" after `runtime.reorder_graph` (1 s search), or why it failed.
+    """Like-for-like arena of "best" after `runtime.reorder_graph` (`planner.reorder`'s exact order
+    search, within 1 s), or why it failed.
 
     Not a headline figure: the peers keep their own node order, this shows what order adds."""
     import planner
@@ -312,7 +313,8 @@ def notes(rows: list[dict]) -> list[str]:
         f"{floor:.3f}, the floor of the ratio column for memplan's graphs as loaded (fused, in the model's order). "
         f"The best peer already sits at memplan's LOAD on: {', '.join(at_load) or 'none'}"
         + ("; there the peak is one step whose live tensors no placement can overlap." if at_load else "."),
-        f"- Not in the table: with memplan's memory-aware node order (`runtime.reorder_graph`, 1 s search) the "
+        "- Not in the table: with memplan's memory-aware node order (`runtime.reorder_graph`: the exact "
+        "order search, within 1 s) the "
         f"like-for-like arena is lower on: {', '.join(lower) or 'none'}"
         + (f"; the reorder failed on: {', '.join(failed)}." if failed else ".")
         + f" Taking per model the smaller of the two orders, the geometric mean is {with_order:.3f}x the best peer.",
