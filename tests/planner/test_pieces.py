@@ -129,3 +129,19 @@ def test_optimal_on_a_small_problem_is_never_worse_than_a_heuristic_even_with_no
     assert check_plan(problem, result).ok
     assert result.arena_bytes <= min(plan(problem, name).arena_bytes for name in HEURISTICS)
     assert result.stats["gap"] == pytest.approx(result.arena_bytes / result.stats["proven_lower_bound"] - 1, abs=1e-6)
+
+
+@pytest.mark.parametrize("strategy", ["optimal", "best"])
+def test_alias_groups_at_scale_stay_one_block(strategy):
+    base = network_like(4000, seed=5)
+    bufs = list(base.buffers)
+    aliases = [
+        Buffer(f"al{k}", max(1, bufs[k].size // 2), bufs[k].first, bufs[k].last, alias_of=bufs[k].id, alias_offset=64)
+        for k in range(0, 3000, 7)
+    ]
+    problem = Problem(buffers=tuple(bufs + aliases), steps=base.steps)
+    result = plan(problem, strategy, time_limit=60.0)
+    assert check_plan(problem, result).ok
+    for alias in aliases:
+        assert result.offset(alias.id) == result.offset(alias.alias_of) + 64
+    assert result.arena_bytes <= plan(problem, "greedy_by_size").arena_bytes
