@@ -1,7 +1,7 @@
 """The local Dask cluster of `memplan serve` (and of tests and benchmarks), and the batch priority
 of every worker that runs memplan's jobs.
 
-`local_cluster()` starts the cluster in a child process of its own (`python -m app.cluster N`):
+`local_cluster()` starts the cluster in a child process of its own (`serve_cluster` there):
 its scheduler and worker processes never share the starting process's interpreter lock, so a web
 server that starts one keeps its cores for pages. The child prints the scheduler's address and
 lives until its standard input closes: when the context ends, or when its parent dies however it
