@@ -1,8 +1,11 @@
 """Page latency under load while slow jobs run: 20 clients read model and plan pages while 4
-`optimal` planning jobs run, against a real `memplan serve` on loopback.
+`optimal` planning jobs run, against a real `memplan serve` on loopback (with its own local cluster).
 
 The server is started from this checkout and, with `--before`, first from an older one, so both
-are measured side by side in one run (`git worktree add ../old <commit>`, then `--before ../old`): before jobs ran on Dask they ran on threads in the web server's process.
+are measured side by side in one run (`git worktree add ../old <commit>`, then `--before ../old`);
+each row names the commit it ran. Besides the latencies, each row gives the server process's CPU
+time per request (its own process only, not the cluster's), a figure that other load on the machine
+moves much less than latency, and how many of the jobs were running when the loaded phase ended.
 
     python bench/page_load_bench.py --clients 20 --seconds 30 --jobs 4 --docs docs/RELIABILITY.md
     python bench/page_load_bench.py --before ../old --docs docs/RELIABILITY.md
@@ -25,6 +28,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -96,8 +100,9 @@ def _csv(problem) -> str:
     return "\n".join(rows) + "\n"
 
 
-def load(base: str, paths: list[str], clients: int, seconds: float) -> dict[str, float]:
+def load(base: str, paths: list[str], clients: int, seconds: float, server: int) -> dict[str, float]:
     latencies: list[float] = []
+    cpu = psutil.Process(server).cpu_times()
     errors: list[str] = []
     until = time.monotonic() + seconds
 
@@ -122,6 +127,8 @@ def load(base: str, paths: list[str], clients: int, seconds: float) -> dict[str,
     for t in threads:
         t.join(seconds + 120)
     elapsed = time.perf_counter() - started
+    after = psutil.Process(server).cpu_times()
+    cpu_s = (after.user + after.system) - (cpu.user + cpu.system)
     ordered = sorted(latencies)
     pick = lambda q: 1000 * ordered[int(q * (len(ordered) - 1))] if ordered else 0.0  # noqa: E731
     return {
@@ -132,6 +139,7 @@ def load(base: str, paths: list[str], clients: int, seconds: float) -> dict[str,
         "p95_ms": pick(0.95),
         "p99_ms": pick(0.99),
         "max_ms": 1000 * ordered[-1] if ordered else 0.0,
+        "cpu_ms": 1000 * cpu_s / len(ordered) if ordered else 0.0,
     }
 
 
@@ -142,10 +150,11 @@ def measure(tree: Path, clients: int, seconds: float, jobs: int) -> dict[str, di
         startup = time.perf_counter() - started
         try:
             paths = pages(base)
-            quiet = load(base, paths, clients, seconds)
-            start_jobs(base, jobs, seconds + 30)
+            quiet = load(base, paths, clients, seconds, proc.pid)
+            started_jobs = start_jobs(base, jobs, seconds + 30)
             time.sleep(2)  # the jobs are running, not queued
-            busy = load(base, paths, clients, seconds)
+            busy = load(base, paths, clients, seconds, proc.pid)
+            busy["running"] = running(base, started_jobs)
         finally:
             proc.terminate()
             try:
@@ -155,21 +164,41 @@ def measure(tree: Path, clients: int, seconds: float, jobs: int) -> dict[str, di
     return {"startup": {"seconds": startup}, "quiet": quiet, "busy": busy}
 
 
+def running(base: str, job_ids: list[str]) -> int:
+    """How many of the jobs are running (not queued, not finished) now."""
+    with httpx.Client(base_url=base, timeout=60) as http:
+        return sum(http.get(f"/api/v1/jobs/{j}").raise_for_status().json()["state"] == "running" for j in job_ids)
+
+
+def commit_of(tree: Path) -> str:
+    """The tree's commit (short hash), '+ changes' when its files differ from it."""
+    head = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"], capture_output=True
+    )
+    name = head.stdout.strip() or "unknown commit"
+    return f"{name} + changes" if dirty.stdout.strip() else name
+
+
 def markdown(rows: list[tuple[str, dict[str, dict[str, float]]]], clients: int, seconds: float, jobs: int) -> str:
     lines = [
         f"Page latency (`python bench/page_load_bench.py --clients {clients} --seconds {seconds:g} --jobs {jobs}`): "
         f"{clients} clients reading two model pages and two plan pages (HTML) for {seconds:g} s, without jobs and "
         f"while {jobs} `optimal` jobs run; `memplan serve` on loopback ({platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores), both trees measured in one run.",
+        f"{os.cpu_count()} cores), the trees measured one after the other in one run. Server CPU: the web "
+        "server process's CPU time per request (not its cluster's); jobs running: of the jobs started, how many "
+        "were running when the loaded phase ended.",
         "",
-        "| server | start-up s | requests quiet | p50 / p99 ms quiet | requests with jobs | p50 / p95 / p99 ms with jobs | errors |",
-        "|---|---|---|---|---|---|---|",
+        "| server | start-up s | requests quiet | p50 / p99 ms quiet | requests with jobs | p50 / p95 / p99 ms with jobs "
+        "| server CPU ms per request quiet / with jobs | jobs running | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for label, f in rows:
         q, b = f["quiet"], f["busy"]
         lines.append(
             f"| {label} | {f['startup']['seconds']:.1f} | {q['requests']:,} | {q['p50_ms']:.0f} / {q['p99_ms']:.0f} | "
-            f"{b['requests']:,} | {b['p50_ms']:.0f} / {b['p95_ms']:.0f} / {b['p99_ms']:.0f} | {q['errors'] + b['errors']} |"
+            f"{b['requests']:,} | {b['p50_ms']:.0f} / {b['p95_ms']:.0f} / {b['p99_ms']:.0f} | "
+            f"{q['cpu_ms']:.1f} / {b['cpu_ms']:.1f} | {b['running']} of {jobs} | {q['errors'] + b['errors']} |"
         )
     return "\n".join(lines)
 
@@ -184,13 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = []
     if args.before is not None:
-        rows.append(
-            (
-                "before: jobs on threads in the server",
-                measure(args.before.resolve(), args.clients, args.seconds, args.jobs),
-            )
-        )
-    rows.append(("now: jobs on a local Dask cluster", measure(ROOT, args.clients, args.seconds, args.jobs)))
+        before = args.before.resolve()
+        rows.append((f"before ({commit_of(before)})", measure(before, args.clients, args.seconds, args.jobs)))
+    rows.append((f"now ({commit_of(ROOT)})", measure(ROOT, args.clients, args.seconds, args.jobs)))
     text = markdown(rows, args.clients, args.seconds, args.jobs)
     print(text)
     if args.docs is not None:
