@@ -19,7 +19,7 @@ LIGHT_DIR = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "dat
 
 
 def small_cnn() -> onnx.ModelProto:
-    """Conv -> Relu -> MaxPool -> Reshape -> Gemm -> Softmax, with an Add side branch."""
+    """Conv -> Relu (as LeakyRelu) -> MaxPool -> Reshape -> Gemm -> Softmax, with an Add side branch."""
     rng = np.random.default_rng(0)
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])
@@ -32,7 +32,8 @@ def small_cnn() -> onnx.ModelProto:
     ]
     nodes = [
         helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        # LeakyRelu, not Relu: the loader would fuse a Relu into the Conv, and these tests want both steps.
+        helper.make_node("LeakyRelu", ["c"], ["r"], name="relu", alpha=0.0),
         helper.make_node("Mul", ["r", "half"], ["h"], name="halve"),
         helper.make_node("Add", ["r", "h"], ["s"], name="add"),
         helper.make_node("MaxPool", ["s"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
