@@ -74,8 +74,8 @@ def test_view_ops_alias_their_input_and_workspace_is_planned():
     reshape = next(n for n in graph.nodes if n.op_type == "Reshape")
     assert get_kernel("Reshape").view
     assert problem.buffer(reshape.outputs[0]).alias_of == reshape.inputs[0]
-    conv = next(n for n in graph.nodes if n.op_type == "Conv")
-    if get_kernel("Conv").workspace is not None:
+    conv = next(n for n in graph.nodes if n.op_type in ("Conv", "ConvAct"))  # ConvAct: fused with its Relu
+    if get_kernel(conv.op_type, conv.domain).workspace is not None:
         ws = problem.buffer(workspace_id(conv))
         assert ws.kind == "workspace" and ws.first == ws.last and ws.name == conv.name
     without = memory_problem(graph, MemoryOptions(workspace=False))
