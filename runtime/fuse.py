@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
@@ -269,3 +270,96 @@ def fuse_erf_gelu(
             types.pop(n.output[0], None)
     out = [replaced.get(n.name, n) for n in nodes if n.name not in dropped]
     return out, len(replaced)
+
+
+def fuse_conv_activation(
+    nodes: Sequence[onnx.NodeProto], constants: dict[str, Constant], types: dict[str, TensorType], keep: set[str]
+) -> tuple[list[onnx.NodeProto], int]:
+    """The nodes with every Conv followed by an activation it alone feeds (Relu, Clip with
+    constant bounds, HardSigmoid, HardSwish, Sigmoid, or x * Sigmoid(x)) made one memplan
+    ConvAct in the Conv's place; and how many. The Conv's output leaves `types`."""
+    wiring = _Wiring.of(nodes)
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in nodes:
+        for name in dict.fromkeys(n for n in node.input if n):
+            readers.setdefault(name, []).append(node)
+    fused: dict[str, onnx.NodeProto] = {}  # conv name -> ConvAct
+    dropped: set[str] = set()
+    for conv in nodes:
+        if not _is_op(conv, "Conv") or len(conv.output) != 1 or conv.output[0] in keep:
+            continue
+        y = conv.output[0]
+        t = types.get(y)
+        if t is None or t.elem_type not in _FLOAT_TYPES:
+            continue
+        found = _activation_after(y, readers.get(y, []), wiring, constants, keep)
+        if found is None or any(n.name in dropped for n in found[2]):
+            continue
+        attrs, out, chain = found
+        fused[conv.name] = _conv_act(conv, attrs, out, chain)
+        dropped.update(n.name for n in chain)
+        for node in (conv, *chain[:-1]):  # the Conv's output, and the Sigmoid's of x * Sigmoid(x)
+            types.pop(node.output[0], None)
+    out_nodes = [fused.get(n.name, n) for n in nodes if n.name not in dropped]
+    return out_nodes, len(fused)
+
+
+def _activation_after(
+    y: str, after: list[onnx.NodeProto], wiring: _Wiring, constants: dict[str, Constant], keep: set[str]
+) -> tuple[dict[str, Any], str, list[onnx.NodeProto]] | None:
+    """(ConvAct attributes, output, nodes replaced) of the activation reading Conv output `y`, or None."""
+    if wiring.readers[y] == 1 and len(after) == 1:
+        act = after[0]
+        if len(act.output) != 1 or act.input[0] != y:
+            return None
+        if _is_op(act, "Relu", "HardSwish", "Sigmoid"):
+            return {"activation": act.op_type}, act.output[0], [act]
+        if _is_op(act, "HardSigmoid"):
+            a = attributes_of(act)
+            return {"activation": "HardSigmoid", "alpha": a.get("alpha", 0.2), "beta": a.get("beta", 0.5)}, act.output[0], [act]  # fmt: skip
+        if _is_op(act, "Clip"):
+            bounds = _clip_bounds(act, constants)
+            return None if bounds is None else ({"activation": "Clip", **bounds}, act.output[0], [act])
+        return None
+    # x * Sigmoid(x): the Conv output read by a Sigmoid and by the Mul of the two.
+    if wiring.readers[y] != 2 or len(after) != 2:
+        return None
+    sigmoid = next((n for n in after if _is_op(n, "Sigmoid")), None)
+    mul = next((n for n in after if _is_op(n, "Mul")), None)
+    if sigmoid is None or mul is None or len(sigmoid.output) != 1 or len(mul.input) != 2:
+        return None
+    gate = sigmoid.output[0]
+    if sorted(mul.input) != sorted([y, gate]) or wiring.readers[gate] != 1 or gate in keep:
+        return None
+    return {"activation": "Silu"}, mul.output[0], [sigmoid, mul]
+
+
+def _clip_bounds(clip: onnx.NodeProto, constants: dict[str, Constant]) -> dict[str, float] | None:
+    """Clip's bounds when constant (inputs from opset 11, attributes before), else None."""
+    bounds: dict[str, float] = {}
+    a = attributes_of(clip)
+    for key, index, attr in (("lo", 1, "min"), ("hi", 2, "max")):
+        name = clip.input[index] if len(clip.input) > index else ""
+        if name:
+            c = constants.get(name)
+            if c is None or int(np.prod(c.shape, dtype=np.int64)) != 1:
+                return None
+            bounds[key] = float(c.value().reshape(()))
+        elif attr in a:
+            bounds[key] = float(a[attr])
+    return bounds
+
+
+def _conv_act(conv: onnx.NodeProto, attrs: dict[str, Any], output: str, chain: list[onnx.NodeProto]) -> onnx.NodeProto:
+    names = "+".join(n.name for n in chain)
+    node = onnx.helper.make_node(
+        "ConvAct",
+        list(conv.input),
+        [output],
+        name=f"{conv.name}+{names}",
+        domain=MEMPLAN_DOMAIN,
+        doc_string=f"{conv.name} (Conv) and {names} ({attrs['activation']}) fused",
+        **attrs,
+    )
+    node.attribute.extend(conv.attribute)
+    return node

@@ -7,14 +7,25 @@ convolution's output is never stored whole: it is computed a band of output chan
 time into scratch and added straight into the result, and the result may be R's own
 memory (R dies at the Add in those networks). Separately, a Conv output as large as R is
 live beside R at that step; fused, only a band of it is.
+
+ConvAct(X, W, B) = act(Conv(X, W, B)) for act one of `_epilogue.ACTIVATIONS` (attribute
+`activation`; Clip's bounds in `lo`/`hi`, HardSigmoid's in `alpha`/`beta`): the activation
+runs over each block of the output the Conv has just written, while it is in cache, and the
+Conv's output tensor is the activation's, one tensor and one pass over memory fewer.
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, kernel
-from runtime.kernels._scratch import units_within
+from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, activation, apply
+from runtime.kernels._scratch import block_bytes, small_ufunc_buffers, units_within
+from runtime.kernels.conv import conv_workspace, convolve
+from runtime.kernels.planes import Planes
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -58,3 +69,47 @@ def pointwise_conv_add(
                 band += b[c : c + k, None]
             # Element by element, so `target` may be `residual`'s own memory.
             np.add(residual[c : c + k], band, out=target[c : c + k])
+
+
+@functools.lru_cache(maxsize=1024)
+def _finisher(name: str, dtype: np.dtype, lo: float, hi: float, alpha: float, beta: float, out_shape: tuple[int, ...]):
+    """(activation function, temp elements, temp bytes) of one ConvAct: worked out once per
+    shape (at prepare, by the workspace function), as Conv's route is."""
+    fn = activation(name, np.dtype(dtype), lo=float(lo), hi=float(hi), alpha=float(alpha), beta=float(beta))
+    # A chunk where the formula needs a temp, else none.
+    size = min(TEMP, math.prod(out_shape)) if name in NEEDS_TEMP else 0
+    return fn, size, block_bytes((size,), dtype) if size else 0
+
+
+def _conv_act_workspace(
+    inputs, outputs, *, activation="Relu", lo=-np.inf, hi=np.inf, alpha=0.2, beta=0.5, **conv_attrs
+) -> int:
+    out = outputs[0]
+    _, _, temp_bytes = _finisher(activation, out.dtype, lo, hi, alpha, beta, tuple(out.shape))
+    return conv_workspace(inputs, outputs, **conv_attrs) + temp_bytes
+
+
+# Plane-wise like Conv: a depthwise ConvAct may be planned over its input.
+@kernel(
+    "ConvAct",
+    domain=MEMPLAN_DOMAIN,
+    workspace=_conv_act_workspace,
+    planes=Planes(channel_inputs=(1, 2), depthwise=True),
+)
+@small_ufunc_buffers()
+def conv_act(
+    x, w, b=None, *, out, ws, activation="Relu", lo=-np.inf, hi=np.inf, alpha=0.2, beta=0.5, auto_pad="NOTSET",
+    dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
+):  # fmt: skip
+    # The temp is sized from the whole output at prepare: a plane-wise chunk of it needs no more.
+    fn, size, temp_bytes = _finisher(activation, out.dtype, lo, hi, alpha, beta, out.shape)
+    if ws is None:
+        conv_ws, temp = None, np.empty(size, out.dtype)
+    else:
+        conv_ws = ws[: ws.size - temp_bytes]
+        temp = ws[ws.size - temp_bytes :][: size * out.dtype.itemsize].view(out.dtype)
+
+    def finish(block: np.ndarray) -> None:
+        apply(fn, block, temp)
+
+    convolve(x, w, b, out, conv_ws, finish, auto_pad, dilations, group, kernel_shape, pads, strides)

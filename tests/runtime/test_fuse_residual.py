@@ -88,7 +88,8 @@ def test_fused_block_matches_onnxruntime(op, bias, spatial):
     graph = _run_against_oracle(residual_model(op=op, bias=bias, spatial=spatial))
     assert graph.fusions["pointwise_conv_add"] == 1
     fused = [n for n in graph.nodes if n.domain == MEMPLAN_DOMAIN]
-    assert [n.op_type for n in fused] == ["PointwiseConvAdd"] and "p" not in graph.tensors
+    # The 3x3 Conv's Relu is fused too (runtime.fuse.fuse_conv_activation).
+    assert [n.op_type for n in fused] == ["ConvAct", "PointwiseConvAdd"] and "p" not in graph.tensors
 
 
 @pytest.mark.parametrize(
@@ -99,7 +100,8 @@ def test_fused_block_matches_onnxruntime(op, bias, spatial):
 def test_pairs_that_are_not_a_plain_product_and_add_are_left_alone(variant):
     graph = _run_against_oracle(residual_model(**variant))
     assert graph.fusions["pointwise_conv_add"] == 0
-    assert all(n.domain in ("", "ai.onnx") for n in graph.nodes)
+    # Only the 3x3 Conv and its Relu are fused (runtime.fuse.fuse_conv_activation).
+    assert [n.op_type for n in graph.nodes if n.domain not in ("", "ai.onnx")] == ["ConvAct"]
 
 
 def test_fusion_removes_the_conv_output_from_the_residual_step():
