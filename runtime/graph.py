@@ -20,7 +20,7 @@ import onnx
 from runtime.constants import Constant, from_initializer, np_dtype
 from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
-from runtime.fuse import fold_batchnorm, fuse_erf_gelu, fuse_pointwise_conv_add
+from runtime.fuse import fold_batchnorm, fuse_conv_activation, fuse_erf_gelu, fuse_pointwise_conv_add
 from runtime.kernels import attributes_of
 from runtime.shapes import TensorType, bind_inputs, fill_unknown, infer, skeleton, type_of
 
@@ -28,7 +28,7 @@ DEFAULT_MAX_TENSOR_BYTES = 4 << 30
 MAX_FOLD_ROUNDS = 16  # each round may expose more constants (Shape -> Gather -> Reshape chains)
 
 
-FUSIONS = ("batchnorm_into_conv", "pointwise_conv_add", "gelu")  # the keys of `Graph.fusions`
+FUSIONS = ("batchnorm_into_conv", "pointwise_conv_add", "gelu", "conv_activation")  # the keys of `Graph.fusions`
 
 
 @dataclass(frozen=True)
@@ -113,8 +113,8 @@ def load_model(
     data is looked up in the model's folder (`base_dir` for bytes or a ModelProto). Any
     tensor larger than `max_tensor_bytes` is refused before it is allocated. With `fuse`,
     inference BatchNormalization is folded into the Conv before it, a 1x1 Conv is fused
-    with the residual Add after it, and the exact GELU's five ops become one Gelu
-    (`runtime.fuse`).
+    with the residual Add after it, the exact GELU's five ops become one Gelu, and a Conv
+    with the activation after it becomes one ConvAct (`runtime.fuse`).
     """
     model, model_dir = _parse(source, base_dir)
     graph = model.graph
@@ -151,14 +151,20 @@ def load_model(
         if fused:
             types = infer(skeleton(model, nodes, inputs, constants, named))
     fill_unknown(nodes, types, opset)
-    residual = gelus = 0
+    residual = gelus = activations = 0
     if fuse:
         # After typing: the fused node's output keeps the Add's type, the Conv's output goes.
         nodes, residual = fuse_pointwise_conv_add(nodes, constants, types, keep)
         nodes, gelus = fuse_erf_gelu(nodes, constants, types, keep)
+        nodes, activations = fuse_conv_activation(nodes, constants, types, keep)
     types.update(inputs)
     loaded = _build(model, nodes, inputs, outputs, constants, types, opset, named, max_tensor_bytes, model_dir, folded)
-    loaded.fusions = {"batchnorm_into_conv": fused, "pointwise_conv_add": residual, "gelu": gelus}
+    loaded.fusions = {
+        "batchnorm_into_conv": fused,
+        "pointwise_conv_add": residual,
+        "gelu": gelus,
+        "conv_activation": activations,
+    }
     return loaded
 
 
