@@ -367,13 +367,32 @@ def global_lp_pool(x, *, out, p=2):
     _root(out, p)
 
 
-@kernel("GlobalAveragePool", planes=True)
+def _averaging_row(x) -> int:
+    """Elements of the row of 1 / plane size the average is a matrix-vector product with
+    (floats only), or 0 for the reduction."""
+    return math.prod(x.shape[2:]) if x.dtype in (np.float32, np.float64) else 0
+
+
+def global_average_workspace(inputs, outputs, **_) -> int:
+    x = inputs[0]
+    return scratch_bytes(((_averaging_row(x),), x.dtype)) if _averaging_row(x) else 0
+
+
+@kernel("GlobalAveragePool", planes=True, workspace=global_average_workspace)
 @small_ufunc_buffers()
-def global_average_pool(x, *, out):
-    # Sum over one flattened spatial axis, then scale: np.mean over several axes buffers ~17 KB.
+def global_average_pool(x, *, out, ws=None):
     rows = out.reshape(x.shape[:2])
+    plane = max(math.prod(x.shape[2:]), 1)
+    if _averaging_row(x) and x.flags.c_contiguous:
+        # BLAS's matrix-vector product against a row of 1 / plane: three to five times faster
+        # than a sum reduction then a division (SE blocks average maps of up to 112 x 112).
+        row = Scratch(ws, "GlobalAveragePool").take((plane,), x.dtype)
+        row.fill(1 / plane)
+        np.matmul(x.reshape(*x.shape[:2], plane), row, out=rows)
+        return
+    # Sum over one flattened spatial axis, then scale: np.mean over several axes buffers ~17 KB.
     np.add.reduce(x.reshape(*x.shape[:2], -1), axis=2, out=rows)
-    rows /= rows.dtype.type(max(math.prod(x.shape[2:]), 1))
+    rows /= rows.dtype.type(plane)
 
 
 @kernel("GlobalMaxPool", planes=True)
