@@ -28,6 +28,8 @@ import heapq
 import time
 from dataclasses import dataclass
 
+import numpy as np
+
 from planner.reorder_steps import StepGraph
 
 
@@ -71,6 +73,48 @@ def segments(g: StepGraph) -> list[range]:
     if start < g.n:
         bounds.append(range(start, g.n))
     return bounds
+
+
+def must_live_floor(g: StepGraph, steps: range) -> int:
+    """A lower bound on every order's peak, from one segment: while step t runs, a buffer is
+    surely live when it is written before the segment or by t or one of t's ancestors, and is
+    a graph output, read after the segment, or read by t or one of t's descendants."""
+    lo, hi = steps.start, steps.stop
+    seg = _Segment(g, steps)
+    size = len(steps)
+    ancestors = [0] * size  # each step and its ancestors in the segment, as bits
+    for i in range(size):
+        mask = 1 << i
+        for p in range(size):
+            if seg.preds[i] >> p & 1:
+                mask |= ancestors[p]
+        ancestors[i] = mask
+    descendants = [0] * size
+    for i in reversed(range(size)):
+        mask = 1 << i
+        for s in seg.succs[i]:
+            mask |= descendants[s]
+        descendants[i] = mask
+    before = (g.writer < lo) & (g.size > 0)
+    always = int(g.size[before & (g.is_output | (g.last_read >= hi))].sum()) if lo else 0
+    buffers = []  # (writer bit or 0 when written before, local readers, size)
+    for b in np.flatnonzero((g.size > 0) & (g.writer < hi) & ((g.writer >= lo) | (g.last_read >= lo))).tolist():
+        if lo and g.writer[b] < lo and (g.is_output[b] or g.last_read[b] >= hi):
+            continue  # counted in `always`
+        readers = sum(1 << (r - lo) for r in g.readers[b] if lo <= r < hi)
+        forever = bool(g.is_output[b] or g.last_read[b] >= hi)
+        writer = 1 << (int(g.writer[b]) - lo) if g.writer[b] >= lo else 0
+        buffers.append((writer, readers, forever, int(g.size[b])))
+    floor = 0
+    for i in range(size):
+        live = always + seg.scratch[i]
+        for writer, readers, forever, bytes_ in buffers:
+            if writer and not ancestors[i] & writer:
+                continue
+            if forever or readers & descendants[i] or (writer == 1 << i and not readers):
+                live += bytes_
+        floor = max(floor, live)
+    return floor
 
 
 def solve_segment(

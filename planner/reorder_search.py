@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.reorder_exact import SegmentResult, beam_segment, segments, solve_segment
+from planner.reorder_exact import SegmentResult, beam_segment, must_live_floor, segments, solve_segment
 from planner.reorder_steps import StepGraph, positions
 
 HOPEFUL_STEPS = 64  # segments past this many steps get no second exact search (4): time goes to 3
@@ -55,8 +55,8 @@ class Budget:
 def search(g: StepGraph, start: list[int], budget: Budget) -> Outcome:
     """The best order found from `start` (a valid order), and what is known of it."""
     pieces = segments(g)
-    floor = g.step_floor()
     exact = [s for s in pieces if len(s) <= budget.limit] if g.n > budget.limit else pieces
+    floor = max([g.step_floor()] + [must_live_floor(g, s) for s in exact])
     orders, peaks = _split(g, pieces, start)
     results: dict[int, SegmentResult] = {}
 

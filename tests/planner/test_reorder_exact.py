@@ -72,7 +72,7 @@ def reordered(schedule: Schedule, order: list[int]) -> Schedule:
 @given(schedule=dags(max_steps=7))
 def test_exact_order_matches_brute_force(schedule):
     result = reorder(schedule, time_limit=30.0, max_iterations=0)
-    assert result.method == "exact" and result.proven
+    assert result.method == "exact" and result.proven and result.bound == result.load_after
     assert_valid_order(schedule, result.schedule)
     assert result.load_after == load(problem_from_schedule(result.schedule)) == brute_force_load(schedule)
     assert result.load_after <= result.load_before == load(problem_from_schedule(schedule))
