@@ -166,8 +166,12 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
         buffers.h[...] = 0 if initial_h is None else initial_h[d]
         buffers.c[...] = 0 if initial_c is None else initial_c[d]
         order = range(seq - 1, -1, -1) if reverse or d == 1 else range(seq)
-        if op == "GRU" and lens is None and attrs["clip"] is None:
+        plain = lens is None and attrs["clip"] is None
+        if op == "GRU" and plain:
             _gru_loop(buffers, order, bias, funcs[d], attrs["linear_before_reset"], None if ys is None else ys[:, d])
+            order = range(0)
+        elif op == "LSTM" and plain and p is None and not attrs["input_forget"]:
+            _lstm_loop(buffers, order, funcs[d], None if ys is None else ys[:, d])
             order = range(0)
         for t in order:
             active = None if lens is None else t < lens
@@ -261,6 +265,29 @@ def _lstm_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
     new_h *= o
     if active is not None:
         _commit(buf.h, new_h, active)
+
+
+def _lstm_loop(buf: _Buffers, order, funcs, ys) -> None:
+    """The LSTM steps of one direction without sequence lengths, clip, peepholes or coupled
+    gates: `_lstm_step`'s arithmetic with every view made once, the states updated in place."""
+    f, g, act_h = funcs
+    hidden = buf.h.shape[1]
+    h, cell, gates, r_t, projected = buf.h, buf.c, buf.gates, buf.r_t, buf.projected
+    iof = gates[:, : 3 * hidden]
+    i, o, fg, c = (gates[:, k * hidden : (k + 1) * hidden] for k in range(4))
+    for t in order:
+        np.matmul(h, r_t, out=gates)
+        np.add(gates, projected[t], out=gates)
+        f(iof)
+        g(c)
+        np.multiply(cell, fg, out=cell)
+        np.multiply(c, i, out=c)
+        np.add(cell, c, out=cell)
+        np.copyto(h, cell)
+        act_h(h)
+        np.multiply(h, o, out=h)
+        if ys is not None:
+            np.copyto(ys[t], h)
 
 
 def _lstm_gates_in_turn(i, o, fg, c, cell, p, f, attrs) -> None:
