@@ -24,12 +24,19 @@ from typing import Any
 from distributed.diagnostics.plugin import WorkerPlugin
 
 ROOT = Path(__file__).resolve().parents[1]  # the folder holding app/, runtime/ and planner/
+PRIORITY_ENV = "MEMPLAN_WORKER_PRIORITY"  # "normal": job workers keep the priority they start with
 CLOSE_TIMEOUT_S = 60.0  # and is killed if it has not closed it this long after being asked
 
 
 def lowest_priority() -> str:
     """Put every thread of this process (and so the threads they start) at the lowest CPU priority:
-    SCHED_IDLE where the OS has it (Linux), else nice 19; the one used, "idle" or "nice"."""
+    SCHED_IDLE where the OS has it (Linux), else nice 19; the one used, "idle" or "nice".
+
+    With PRIORITY_ENV set to "normal" nothing changes ("normal"): for workers on machines of their
+    own, or on a machine whose other work would otherwise keep them from ever running.
+    """
+    if os.environ.get(PRIORITY_ENV, "").strip().lower() == "normal":
+        return "normal"
     threads = [int(t) for t in os.listdir("/proc/self/task")] if os.path.isdir("/proc/self/task") else [0]
     if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
         try:

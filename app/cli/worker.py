@@ -33,8 +33,8 @@ def worker(
     """Run jobs for the memplan services connected to SCHEDULER until interrupted (Ctrl-C).
 
     The worker process (kept up by a Dask nanny) runs one job at a time, at the lowest CPU priority
-    (SCHED_IDLE, else nice 19); start as many as there are cores to spare, on any machine that sees
-    the data folder and the database.
+    (SCHED_IDLE, else nice 19; MEMPLAN_WORKER_PRIORITY=normal keeps its own); start as many as there
+    are cores to spare, on any machine that sees the data folder and the database.
     """
     from app.jobs import WORKER_DATA_ENV, WORKER_DATABASE_ENV
 

@@ -12,12 +12,14 @@ import psutil
 import pytest
 from distributed import Client
 
-from app.cluster import ROOT, local_cluster
+from app.cluster import PRIORITY_ENV, ROOT, local_cluster
 
 IDLE = getattr(os, "SCHED_IDLE", None)
 pytestmark = pytest.mark.skipif(IDLE is None, reason="SCHED_IDLE is Linux's")
+lowered = pytest.mark.skipif(os.environ.get(PRIORITY_ENV) == "normal", reason=f"{PRIORITY_ENV}=normal in this run")
 
 
+@lowered
 def test_the_services_workers_run_at_the_lowest_priority_and_the_server_does_not(app, dask_scheduler):
     assert app.state.jobs is not None  # the app registered its plugin when it connected
     with Client(dask_scheduler, timeout=30) as client:
@@ -47,13 +49,23 @@ stop.set()
 
 
 def test_lowest_priority_reaches_every_thread_of_the_process_and_those_it_starts_later():
+    env = {k: v for k, v in os.environ.items() if k != PRIORITY_ENV}
     out = subprocess.run(
-        [sys.executable, "-c", THREADS], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True
+        [sys.executable, "-c", THREADS], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, capture_output=True
     )
     assert out.returncode == 0, out.stderr.decode()
     said, later, earlier = out.stdout.decode().split("\n", 2)
     assert said == "idle" and int(later) == IDLE
     assert [int(p) for p in earlier.split()] == [IDLE, IDLE]  # a thread started before, and the caller
+
+
+def test_workers_told_to_keep_their_priority_keep_it():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), PRIORITY_ENV: "normal"}
+    out = subprocess.run([sys.executable, "-c", THREADS], cwd=ROOT, env=env, capture_output=True)
+    assert out.returncode == 0, out.stderr.decode()
+    said, later, earlier = out.stdout.decode().split("\n", 2)
+    assert said == "normal" and int(later) == os.SCHED_OTHER
+    assert [int(p) for p in earlier.split()] == [os.SCHED_OTHER, os.SCHED_OTHER]
 
 
 def test_a_local_clusters_scheduler_and_workers_run_outside_the_process_that_starts_it():
