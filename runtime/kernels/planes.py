@@ -16,6 +16,7 @@ output planes is added after the kernel's own, only where the spec applies).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,7 +56,7 @@ class Planes:
 
 def _chunk_bytes(out_shape: tuple[int, ...], itemsize: int) -> int:
     """Scratch bytes for one chunk of output planes."""
-    plane = int(np.prod(out_shape[2:], dtype=np.int64)) * itemsize
+    plane = math.prod(out_shape[2:]) * itemsize
     return units_within(CHUNK_BYTES, plane, out_shape[1]) * plane
 
 
