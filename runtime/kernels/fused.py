@@ -50,7 +50,7 @@ def pointwise_conv_add(
     x: np.ndarray, w: np.ndarray, b: np.ndarray | None, r: np.ndarray, *, out: np.ndarray, ws: np.ndarray | None = None
 ) -> None:
     n, channels = out.shape[0], out.shape[1]
-    plane = int(np.prod(out.shape[2:], dtype=np.int64))
+    plane = math.prod(out.shape[2:])
     rows = _band(channels, plane, out.dtype.itemsize)
     if ws is not None:
         scratch = ws[: rows * plane * out.dtype.itemsize].view(out.dtype).reshape(rows, plane)
