@@ -64,19 +64,24 @@
     return li;
   }
 
-  // The chart's annotations for the notes on tensors: an arrow to the tensor at its step.
+  // The chart's annotations for the notes on tensors: an arrow to the tensor at its step. The
+  // tensor is found among the page's tensors (a big plan's page holds only its largest), else by
+  // the note's `at` ([offset, size] in this plan, from the server or from the click that picked it).
   function marks(view, chart, notes) {
-    // A big plan's page holds no per-tensor offsets (only windows of rectangles): its notes are listed.
-    if (!chart || chart.planId !== view.selected || !view.buffers || !chart.offsets) return [];
-    const b = view.buffers, index = new Map(b.id.map((id, i) => [id, i]));
+    if (!chart || chart.planId !== view.selected) return [];
+    const b = view.buffers || { id: [], size: [] }, offsets = chart.offsets || [];
+    const index = new Map(b.id.map((id, i) => [id, i]));
     const out = [];
     for (const note of notes) {
-      const i = note.tensor === null || note.tensor === undefined ? undefined : index.get(note.tensor);
-      if (i === undefined || chart.offsets[i] === null || chart.offsets[i] === undefined) continue;
+      if (note.tensor === null || note.tensor === undefined) continue;
+      const i = index.get(note.tensor);
+      const known = i !== undefined && offsets[i] !== null && offsets[i] !== undefined;
+      const at = known ? [offsets[i], b.size[i]] : note.at;
+      if (!at) continue;
       const label = note.text.length > LABEL_CHARS ? note.text.slice(0, LABEL_CHARS) + "…" : note.text;
       const hover = [(note.author || "anonymous") + " on " + note.tensor + " at step " + note.step + ":"].concat(wrap(note.text, WRAP_CHARS));
       out.push({
-        name: MARK, xref: "x", yref: "y", x: note.step + 0.5, y: chart.offsets[i] + b.size[i] / 2,
+        name: MARK, xref: "x", yref: "y", x: note.step + 0.5, y: at[0] + at[1] / 2,
         text: "✎ " + plotlyText(label.replace(/\s+/g, " ")), hovertext: hover.map(plotlyText).join("<br>"),
         showarrow: true, arrowhead: 2, arrowcolor: "#b45309", ax: 24, ay: -28,
         bgcolor: "#fffbeb", bordercolor: "#b45309", font: { size: 11, color: "#78350f" },
@@ -135,7 +140,9 @@
           .then((r) => (r.ok ? r.json() : null))
           .then((list) => {
             notes.polls += 1;
-            return list && key(list) !== key(notes.list) ? update(list) : null;
+            if (!list || key(list) === key(notes.list)) return null;
+            const known = new Map(notes.list.map((n) => [n.id, n]));  // keep what the page knew of each: its `at`
+            return update(list.map((n) => (known.has(n.id) ? { ...known.get(n.id), ...n, at: known.get(n.id).at } : n)));
           })
           .catch(() => null);  // offline for a moment: keep what is shown
       };
@@ -175,6 +182,8 @@
       fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
         .then(M.readJson)
         .then((note) => {
+          const picked = form._picked;
+          if (picked && picked.tensor === note.tensor) note.at = picked.at;
           f.text.value = "";
           return update(notes.list.filter((n) => n.id !== note.id).concat([note]));
         })
@@ -196,14 +205,17 @@
         const box = el.getBoundingClientRect();
         const x = full.xaxis.p2c(ev.clientX - box.left - full.xaxis._offset);
         const y = full.yaxis.p2c(ev.clientY - box.top - full.yaxis._offset);
-        let b = view.buffers, i = -1;
+        let b = view.buffers, i = -1, at = null;
         if (chart.big && M.bigRectAt) {  // a big plan: the rectangles of the window in view
           const hit = M.bigRectAt(chart, x, y);
-          if (hit) { b = hit.rects; i = hit.i; }
+          if (hit) { b = hit.rects; i = hit.i; at = [b.offset[i], b.size[i]]; }
         } else if (b && chart.offsets) {
           i = M.tensorAt(view, chart.offsets, x, y, chart.hidden);
+          if (i >= 0) at = [chart.offsets[i], b.size[i]];
         }
         if (i < 0) return;
+        // Where the tensor is in the chart's plan: drawn there once the note is added (when that plan is this one).
+        form._picked = chart.planId === view.selected ? { tensor: b.id[i], at } : null;
         form.elements.tensor.value = b.id[i];
         form.elements.step.value = String(Math.min(b.last[i], Math.max(b.first[i], Math.floor(x))));
         form.elements.text.focus({ preventScroll: true });

@@ -57,8 +57,24 @@ def listing(storage: Storage, record: PlanRecord) -> list[dict[str, Any]]:
 
 
 def page_notes(storage: Storage, record: PlanRecord) -> list[dict[str, Any]]:
-    """The notes as the plan page and the report list them: each with `when`, its time in UTC."""
-    return [{**note, "when": when(note["created"])} for note in listing(storage, record)]
+    """The notes as the plan page and the report list them: each with `when`, its time in UTC, and
+    a note on a tensor this plan places with `at`, [offset, size] (a big plan's page holds only its
+    largest tensors: the chart finds the others by this)."""
+    listed = listing(storage, record)
+    wanted = {note["tensor"] for note in listed if note["tensor"] is not None}
+    at = _positions(storage, record, wanted) if wanted and record.plan else {}
+    return [
+        {**note, "when": when(note["created"]), **({"at": at[note["tensor"]]} if note["tensor"] in at else {})}
+        for note in listed
+    ]
+
+
+def _positions(storage: Storage, record: PlanRecord, wanted: set[str]) -> dict[str, list[int]]:
+    """[offset, size] in the plan of each tensor in `wanted` that it places."""
+    problem, _ = problem_of(storage, record)
+    sizes = {b.id: b.size for b in problem.buffers if b.id in wanted}
+    offsets = {p["id"]: p["offset"] for p in record.plan.get("placements", []) if p["id"] in wanted}
+    return {t: [offsets[t], sizes[t]] for t in sorted(wanted) if t in offsets and t in sizes}
 
 
 def when(created: float) -> str:

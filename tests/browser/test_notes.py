@@ -5,11 +5,15 @@ lists and draws them from a file."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from planner.csvio import write_csv
+from planner.generate import network_like
 from tests.app.routes.test_diffs import mlp_model
 from tests.browser.harness import BROWSER, CHROMIUM, FLAGS, shot, upload
 
@@ -157,3 +161,40 @@ def test_the_offline_report_lists_and_draws_the_notes(server, reviewer, tmp_path
     assert page.locator("#chart-offsets-a .annotation-text").first.text_content().startswith("✎ <script>")
     assert all(r.startswith(("file:", "data:")) for r in requests), requests
     shot(page, "notes-report")
+
+
+def test_a_big_plans_page_draws_a_note_on_a_tensor_it_does_not_hold(server, reviewer):
+    # Past 50,000 tensors the page carries only the largest (app/services/chart_windows.py): a note on
+    # a small tensor is drawn from the position the page's notes carry.
+    body = write_csv(network_like(55_000, seed=3)).encode()
+    made = urllib.request.urlopen(
+        urllib.request.Request(
+            server + "/api/v1/problems/plan?strategies=first_fit", data=body, headers={"Content-Type": "text/csv"}
+        )
+    )
+    plan_id = json.loads(made.read())["plans"][0]["id"]
+    with urllib.request.urlopen(f"{server}/api/v1/plans/{plan_id}") as r:
+        doc = json.loads(r.read())
+    small = sorted(
+        (b for b in doc["buffers"] if b["size"] > 0 and b["offset"] is not None), key=lambda b: (b["size"], b["id"])
+    )
+    page = reviewer()
+    page.set_default_timeout(60_000)
+    url = f"{server}/api/v1/plans/{plan_id}/notes"
+    assert (
+        page.request.post(url, data={"text": "tiny <one>", "tensor": small[0]["id"], "step": small[0]["last"]}).status
+        == 201
+    )
+    _open(page, f"{server}/plans/{plan_id}")
+    assert page.evaluate("VIEW.aggregate.tensors") == 55_000
+    assert small[0]["id"] not in page.evaluate("VIEW.buffers.id")
+    marks = page.evaluate("(Memplan.plan.a.el.layout.annotations || []).filter((a) => a.name === 'note')")
+    assert [(m["x"], m["y"]) for m in marks] == [(small[0]["last"] + 0.5, small[0]["offset"] + small[0]["size"] / 2)]
+    # Another reviewer's note arrives by the poll; the first stays drawn.
+    assert (
+        page.request.post(url, data={"text": "second", "tensor": small[1]["id"], "step": small[1]["first"]}).status
+        == 201
+    )
+    page.wait_for_function("document.querySelectorAll('#notes-list li').length === 2")
+    assert page.evaluate(f"({MARKS})(Memplan.plan.a.el)") >= 1
+    shot(page, "notes-big-plan")

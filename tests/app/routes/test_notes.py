@@ -5,6 +5,8 @@ migration that adds the table, up and down."""
 
 from __future__ import annotations
 
+import time
+
 from alembic import command
 from sqlalchemy import inspect, text
 
@@ -67,6 +69,13 @@ def test_notes_are_added_listed_in_the_plan_json_and_deleted(client):
     doc = client.get(f"/api/v1/plans/{plan['id']}").json()
     assert doc["notes"] == listed
     assert {k: v for k, v in doc.items() if k != "notes"} == {k: v for k, v in plan.items() if k != "notes"}
+
+    # The page's notes carry where this plan puts a note's tensor (a big plan's page holds only its largest).
+    twin = client.get(f"/plans/{plan['id']}?format=json").json()
+    assert [n.get("at") for n in twin["notes"]] == [None, [h["offset"], h["size"]]]
+    assert [n["when"] for n in twin["notes"]] == [
+        time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(n["created"])) for n in listed
+    ]
 
     r = client.delete(f"{url}/{first['id']}")
     assert r.status_code == 204 and r.content == b""
