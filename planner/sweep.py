@@ -57,7 +57,7 @@ class LiveBytes:
         if last > k:  # touches the next chunk's first range: merge those chunks
             chunks[k : last + 1] = [[x for chunk in chunks[k : last + 1] for x in chunk]]
             del heads[k + 1 : last + 1]
-            self.widest = np.delete(self.widest, range(k + 1, last + 1))
+            self._drop(k + 1, last + 1)
         chunk = chunks[k]
         add(chunk, start, end)
         heads[k] = chunk[0]
@@ -66,7 +66,7 @@ class LiveBytes:
             chunks[k + 1 : k + 1] = [chunk[half:]]
             heads.insert(k + 1, chunk[half])
             del chunk[half:]
-            self.widest = np.insert(self.widest, k + 1, 0)
+            self.widest = np.insert(self.widest, k + 1, 0)  # one longer: room for the new chunk
             self._measure(k + 1)
         self._measure(k)
         if k + 1 < len(chunks):
@@ -86,12 +86,19 @@ class LiveBytes:
         chunk[i : i + 2] = pieces
         if not chunk:
             del self.chunks[k], self.heads[k]
-            self.widest = np.delete(self.widest, k)
+            self._drop(k, k + 1)
         else:
             self.heads[k] = chunk[0]
             self._measure(k)
         if k + (1 if chunk else 0) < len(self.chunks):
             self._measure(k + (1 if chunk else 0))
+
+    def _drop(self, lo: int, hi: int) -> None:
+        """Forget the widest gaps of chunks lo..hi-1, removed. `widest` keeps its length (it
+        is a buffer of at least as many entries as chunks), so that a union emptied and
+        refilled many times never runs short of it."""
+        widest = self.widest
+        widest[lo : len(widest) - (hi - lo)] = widest[hi:].copy()
 
     def _measure(self, k: int) -> None:
         if len(self.chunks) <= FEW:

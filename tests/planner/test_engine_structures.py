@@ -154,3 +154,12 @@ def test_empty_blocks_sit_at_zero_and_take_no_bytes():
         placer = Placer(problem)
         placer.place_all([0, 1, 2], rule=rule)
         assert placer.offset.tolist() == [0, 0, 8] and placer.top == [16]
+
+
+@pytest.mark.parametrize("rule", ["first", "best"])
+def test_first_use_sweep_survives_its_union_emptied_many_times(rule):
+    # 40 buffers one after the other: the live union empties before each one, more often
+    # than the chunk bookkeeping's initial room (this crashed once).
+    spans = [(i, i, 8 + i % 3, 1) for i in range(40)]
+    offsets, top = sweep(spans, rule == "best", 1 << 60)
+    assert offsets == [0] * 40 and top == 10
