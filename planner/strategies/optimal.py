@@ -122,7 +122,7 @@ def optimal(
         # The search ran out of budget above a greedy plan: that plan is the better answer.
         placer = Placer(problem, blocks)
         placer.place_every(_block_offsets(blocks, heuristic))
-        stats.update(status="feasible", start=heuristic.strategy)
+        stats.update(status="optimal" if heuristic.arena_bytes <= bound else "feasible", start=heuristic.strategy)
     stats["gap"] = _gap(placer.arena_bytes, bound)
     return placer.plan("optimal", started, **stats)
 
