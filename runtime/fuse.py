@@ -162,6 +162,8 @@ def fuse_pointwise_conv_add(
                 continue
             if wiring.readers[y] != 1 or y in keep or not _pointwise(conv, constants):
                 continue
+            if r in conv.input:
+                continue  # Conv(x) + x: the result may go over R, which every band still reads
             if not _same_static_float(types, (y, r, add.output[0])):
                 continue
             fused[add.name] = _fused(conv, add, r)
@@ -277,7 +279,8 @@ def fuse_conv_activation(
 ) -> tuple[list[onnx.NodeProto], int]:
     """The nodes with every Conv followed by an activation it alone feeds (Relu, Clip with
     constant bounds, HardSigmoid, HardSwish, Sigmoid, or x * Sigmoid(x)) made one memplan
-    ConvAct in the Conv's place; and how many. The Conv's output leaves `types`."""
+    ConvAct in the Conv's place, and every PointwiseConvAdd so followed given the activation
+    as attributes (a ResNet block's last Relu); and how many. The Conv's output leaves `types`."""
     wiring = _Wiring.of(nodes)
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in nodes:
@@ -286,7 +289,8 @@ def fuse_conv_activation(
     fused: dict[str, onnx.NodeProto] = {}  # conv name -> ConvAct
     dropped: set[str] = set()
     for conv in nodes:
-        if not _is_op(conv, "Conv") or len(conv.output) != 1 or conv.output[0] in keep:
+        residual = conv.op_type == "PointwiseConvAdd" and conv.domain == MEMPLAN_DOMAIN
+        if not (_is_op(conv, "Conv") or residual) or len(conv.output) != 1 or conv.output[0] in keep:
             continue
         y = conv.output[0]
         t = types.get(y)
@@ -296,7 +300,7 @@ def fuse_conv_activation(
         if found is None or any(n.name in dropped for n in found[2]):
             continue
         attrs, out, chain = found
-        fused[conv.name] = _conv_act(conv, attrs, out, chain)
+        fused[conv.name] = _with_activation(conv, attrs, out, chain) if residual else _conv_act(conv, attrs, out, chain)
         dropped.update(n.name for n in chain)
         for node in (conv, *chain[:-1]):  # the Conv's output, and the Sigmoid's of x * Sigmoid(x)
             types.pop(node.output[0], None)
@@ -348,6 +352,18 @@ def _clip_bounds(clip: onnx.NodeProto, constants: dict[str, Constant]) -> dict[s
         elif attr in a:
             bounds[key] = float(a[attr])
     return bounds
+
+
+def _with_activation(
+    node: onnx.NodeProto, attrs: dict[str, Any], output: str, chain: list[onnx.NodeProto]
+) -> onnx.NodeProto:
+    """A copy of fused `node` that also applies the activation and writes `output`."""
+    fused = onnx.NodeProto()
+    fused.CopyFrom(node)
+    fused.output[0] = output
+    fused.name = f"{node.name}+{'+'.join(n.name for n in chain)}"
+    fused.attribute.extend(onnx.helper.make_attribute(key, value) for key, value in attrs.items())
+    return fused
 
 
 def _conv_act(conv: onnx.NodeProto, attrs: dict[str, Any], output: str, chain: list[onnx.NodeProto]) -> onnx.NodeProto:

@@ -2,7 +2,8 @@
 from a model file.
 
 PointwiseConvAdd(X, W, B, R) = Conv(X, W, B) + R for a 1x1 convolution (stride 1, no padding,
-one group): the residual connection of ResNet bottlenecks and MobileNetV2 blocks. The
+one group), then an optional activation (attribute `activation`, as ConvAct's, fused by the
+loader from the Relu after a ResNet block): the residual connection of ResNet bottlenecks and MobileNetV2 blocks. The
 convolution's output is never stored whole: it is computed a band of output channels at a
 time into scratch and added straight into the result, and the result may be R's own
 memory (R dies at the Add in those networks). Separately, a Conv output as large as R is
@@ -38,16 +39,33 @@ def _band(channels: int, plane: int, itemsize: int) -> int:
     return units_within(BAND_BYTES, plane * itemsize, channels)
 
 
-def _pointwise_add_workspace(inputs: list[TensorMeta | None], outputs: list[TensorMeta | None], **_: object) -> int:
+def _pointwise_add_workspace(
+    inputs: list[TensorMeta | None], outputs: list[TensorMeta | None], *, activation: str = "", **act: float
+) -> int:
     out = outputs[0]
     assert out is not None
+    if activation:
+        _activation_of(activation, out.dtype, act)  # made at prepare, not during a run
     plane = int(np.prod(out.shape[2:], dtype=np.int64))
     return _band(out.shape[1], plane, out.dtype.itemsize) * plane * out.dtype.itemsize
 
 
+def _activation_of(name: str, dtype: np.dtype, act: dict[str, float]):
+    bounds = {k: float(v) for k, v in act.items() if k in ("lo", "hi", "alpha", "beta")}
+    return activation(name, np.dtype(dtype), **bounds)
+
+
 @kernel("PointwiseConvAdd", domain=MEMPLAN_DOMAIN, workspace=_pointwise_add_workspace, inplace=(3,))
 def pointwise_conv_add(
-    x: np.ndarray, w: np.ndarray, b: np.ndarray | None, r: np.ndarray, *, out: np.ndarray, ws: np.ndarray | None = None
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None,
+    r: np.ndarray,
+    *,
+    out: np.ndarray,
+    ws: np.ndarray | None = None,
+    activation: str = "",
+    **act: float,
 ) -> None:
     n, channels = out.shape[0], out.shape[1]
     plane = math.prod(out.shape[2:])
@@ -56,6 +74,7 @@ def pointwise_conv_add(
         scratch = ws[: rows * plane * out.dtype.itemsize].view(out.dtype).reshape(rows, plane)
     else:
         scratch = np.empty((rows, plane), dtype=out.dtype)
+    finish = _activation_of(activation, out.dtype, act) if activation else None
     weights = w.reshape(channels, -1)
     for i in range(n):
         source = x[i].reshape(weights.shape[1], plane)
@@ -69,6 +88,9 @@ def pointwise_conv_add(
                 band += b[c : c + k, None]
             # Element by element, so `target` may be `residual`'s own memory.
             np.add(residual[c : c + k], band, out=target[c : c + k])
+            if finish is not None:
+                # The band's scratch is free again: the activation's temp.
+                finish(target[c : c + k].reshape(-1), band.reshape(-1))
 
 
 @functools.lru_cache(maxsize=1024)

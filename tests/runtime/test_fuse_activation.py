@@ -110,3 +110,40 @@ def test_fusion_can_be_switched_off_and_saves_a_tensor():
     plain = runtime.memory_problem(runtime.load_model(model, fuse=False), runtime.MemoryOptions(inplace=False))
     ids = {b.id for b in fused.buffers}
     assert {"c", "g"} <= {b.id for b in plain.buffers} and not {"c", "g"} & ids
+
+
+def _residual_model(act: str) -> onnx.ModelProto:
+    """Add(1x1 Conv(Relu(x)), x) -> act: a PointwiseConvAdd that takes the activation."""
+    c = 8
+    inits = [
+        numpy_helper.from_array(RNG.standard_normal((c, c, 1, 1)).astype(np.float32) * 0.4, "w"),
+        numpy_helper.from_array(RNG.standard_normal(c).astype(np.float32), "b"),
+    ]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["t"], name="relu"),
+        helper.make_node("Conv", ["x" if act == "Self" else "t", "w", "b"], ["p"], name="conv"),
+        helper.make_node("Add", ["p", "x"], ["c"], name="add"),
+    ]
+    if act == "Self":  # Conv(x) + x, no activation
+        nodes[-1].output[0] = "y"
+    elif act == "Silu":
+        nodes += [helper.make_node("Sigmoid", ["c"], ["g"], name="gate"), helper.make_node("Mul", ["g", "c"], ["y"])]
+    else:
+        nodes.append(helper.make_node(act, ["c"], ["y"], name="act"))
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c, 9, 7])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c, 9, 7])
+    graph = helper.make_graph(nodes, "residual_act", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("act", ["Relu", "HardSwish", "Silu"])
+def test_pointwise_conv_add_takes_the_activation_after_it(act):
+    graph = _run_against_onnxruntime(_residual_model(act))
+    assert [n.op_type for n in graph.nodes] == ["Relu", "PointwiseConvAdd"]
+    assert graph.nodes[1].attributes["activation"] == act and "c" not in graph.tensors
+
+
+def test_a_conv_of_its_own_residual_is_not_fused():
+    # Add(Conv(x), x): the fused kernel could be planned over x, which every band still reads.
+    graph = _run_against_onnxruntime(_residual_model("Self"))
+    assert [n.op_type for n in graph.nodes] == ["Relu", "Conv", "Add"]
