@@ -97,9 +97,22 @@
       const others = (chart.el.layout.annotations || []).filter((a) => a.name !== MARK);
       const had = (chart.el.layout.annotations || []).length - others.length;
       chart.noteMarks = mine.length;
+      keepMarks(view, state, chart);
       return had || mine.length ? Plotly.relayout(chart.el, { annotations: others.concat(mine) }) : null;
     });
     return Promise.all(jobs).catch(() => null);  // a chart redrawn meanwhile: the hook draws again
+  }
+
+  // Whoever sets the chart's annotations (a run's canary hit) replaces ours: draw them again beside theirs.
+  function keepMarks(view, state, chart) {
+    if (chart.watchingNotes) return;
+    chart.watchingNotes = true;  // one listener per chart: a new chart (a new plot) gets its own
+    chart.el.on("plotly_relayout", (ev) => {
+      if (!Object.keys(ev).some((k) => k.startsWith("annotations"))) return;
+      const shown = (chart.el.layout.annotations || []).filter((a) => a.name === MARK).length;
+      if (shown >= chart.noteMarks) chart.noteRetries = 0;
+      else if (state.notes && (chart.noteRetries = (chart.noteRetries || 0) + 1) <= 3) draw(view, state, state.notes.list);
+    });
   }
 
   // Called by charts.js each time the offset charts are drawn; wires the section the first time.

@@ -100,6 +100,10 @@ def test_a_note_added_in_one_browser_is_seen_in_another_and_markup_stays_text(se
     hover = page.locator("#chart-offsets-a .hoverlayer")
     page.wait_for_function("document.querySelector('#chart-offsets-a .hoverlayer').textContent.includes('<b>bold</b>')")
     assert f"<i>Eve</i> on h at step {step}:" in hover.text_content()
+    # Annotations set by someone else (as a run's canary hit does) are kept, and ours come back beside them.
+    page.evaluate("Plotly.relayout(Memplan.plan.a.el, {annotations: [{text: 'canary', x: 1, y: 1, name: 'canary'}]})")
+    page.wait_for_function(f"({MARKS})(Memplan.plan.a.el) === 1")
+    assert page.evaluate("Memplan.plan.a.el.layout.annotations.map((a) => a.name)") == ["canary", "note"]
     # A plan-wide note is listed, not drawn.
     page.click("#note-plan-wide")
     assert page.input_value("#note-form input[name=tensor]") == ""
