@@ -123,6 +123,20 @@ def render(wired: list[dict], models: list[dict], time_limit: float) -> str:
         "",
         *table(wired),
     ]
+    worse = [f"{r['graph']} ({r['old'] / r['new']:.2f}x)" for r in wired if r["new"] > r["old"]]
+    lines += [
+        "",
+        f"- New above the old heuristic on: {', '.join(worse) or 'none'}"
+        + (
+            ": past some 60 steps the exact search cannot finish, the local search gets part of the budget "
+            "instead of all of it and, on these, had not caught up when it ran out."
+            if worse
+            else "."
+        ),
+        "- Where a budget ran out (proven: no), LOADs vary between runs with the machine's load: the searches "
+        "stop at a deadline. The bound is the largest lower bound known (what must be live at some step, or "
+        "the exact search's level when it stopped).",
+    ]
     if models:
         model_ratio = geomean([r["file"] / r["new"] for r in models])
         proven = sum(1 for r in models if r["proven"])

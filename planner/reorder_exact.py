@@ -13,13 +13,16 @@ Wired Neural Networks for Edge Devices", MLSys 2020):
    states first among equals): the first complete state taken is an order of least peak.
    States whose peak reaches the best complete order known (the heuristic's) are dropped, so
    when none is left, that order is proven optimal.
-4. Peaks below `floor` (a lower bound on the whole graph's peak) count as `floor`: no order
-   can do better than it anywhere, so the search goes straight down once a segment reaches it.
+4. Peaks below `floor` (a lower bound on the whole graph's peak, e.g. `must_live_floor`)
+   count as `floor`: no order can do better than it anywhere, so the search goes straight
+   down once a segment reaches it.
 5. A step that frees at least what it keeps and stays under the current peak is run at once,
    alone: moving it first cannot raise any later step's live bytes.
 
-Exact within its budget of seconds and states; past it the best complete order known stands
-and the segment is reported not proven.
+Exact within its budget of seconds and states; past it the deepest state reached, completed
+in the incumbent's order, replaces the incumbent when better, and the segment is reported not
+proven. `beam_segment` is the same program keeping only the best states at each depth: fast,
+not exact, a seed for the exact search.
 """
 
 from __future__ import annotations
