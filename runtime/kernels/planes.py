@@ -109,7 +109,7 @@ def _in_place(
         raise ValueError(f"plane-wise in place needs matching, contiguous planes; got {x.shape} -> {y.shape}")
     if y.__array_interface__["data"][0] != x.__array_interface__["data"][0]:
         raise ValueError("plane-wise in place needs the output to start at the input's first byte")
-    plane = int(np.prod(y.shape[2:], dtype=np.int64))
+    plane = math.prod(y.shape[2:])
     per_chunk = max(1, scratch.size // max(1, plane))
     for item in range(n):
         for start in range(0, c, per_chunk):
