@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,13 +154,13 @@ def solve_segment(
             return _stopped(g, seg, seen, deepest[1], key, incumbent, floor, fallback)
         if -depth > deepest[0]:
             deepest = (-depth, state)
-        for child, peak, mem, ready, step in seg.children(state, entry, floor):
-            if peak >= incumbent:
-                continue
+
+        def worth(child: int, peak: int) -> bool:
             known = seen.get(child)
-            if known is not None and known[0] <= peak:
-                continue
-            seen[child] = [peak, mem, ready, state, step]
+            return peak < incumbent and (known is None or known[0] > peak)
+
+        for child, peak, change, ready, step in seg.children(state, entry, floor, worth):
+            seen[child] = [peak, entry[1] + change, ready, state, step]
             heapq.heappush(heap, (peak, depth - 1, child))
     # Nothing below the incumbent: it is optimal.
     return SegmentResult(None, incumbent, True, incumbent, len(seen))
@@ -199,7 +200,8 @@ def beam_segment(
             return None
         nxt: dict[int, list[int]] = {}
         for state, entry in layer.items():
-            for child, peak, mem, ready, step in seg.children(state, entry, floor):
+            for child, peak, change, ready, step in seg.children(state, entry, floor):
+                mem = entry[1] + change
                 known = nxt.get(child)
                 if known is None or (peak, mem) < (known[0], known[1]):
                     nxt[child] = [peak, mem, ready, state, step]
@@ -245,31 +247,45 @@ class _Segment:
         self.first_free = g.unread_input_bytes if lo == 0 else 0
         self.start_ready = sum(1 << i for i in range(self.size) if self.preds[i] == 0)
 
-    def children(self, state: int, entry: list[int], floor: int) -> list[tuple[int, int, int, int, int]]:
-        """(child state, its peak, live bytes after it, its ready steps, the step run) for each
-        ready step; only one when a step can run at once (step 5 of the module doc)."""
+    def children(
+        self, state: int, entry: list[int], floor: int, worth: Callable[[int, int], bool] | None = None
+    ) -> list[tuple[int, int, int, int, int]]:
+        """(child state, its peak, the change of live bytes, its ready steps, the step run) for
+        each ready step; only one when a step can run at once (step 5 of the module doc). With
+        `worth(child, peak)`, only the children it accepts are worked out in full."""
         level, mem, ready = entry[0], entry[1], entry[2]
-        out = []
+        candidates = []
         r = ready
         while r:
             low = r & -r
             r ^= low
             i = low.bit_length() - 1
-            child = state | low
             live = mem + self.new[i]
-            freed = sum(size for readers, size in self.frees[i] if readers | child == child)
-            after = live - self.scratch[i] - freed
-            if state == 0:
-                after -= self.first_free
-            next_ready = ready ^ low
-            for s in self.succs[i]:
-                if self.preds[s] | child == child:
-                    next_ready |= 1 << s
-            item = (child, max(level, live, floor), after, next_ready, i)
-            if live <= level and self.keep[i] <= freed:
-                return [item]
-            out.append(item)
+            if live <= level and self.keep[i] <= self._freed(i, state | low):
+                peak = max(level, live, floor)
+                return [self._child(state, ready, low, i, peak)] if worth is None or worth(state | low, peak) else []
+            candidates.append((low, i, max(level, live, floor)))
+        out = []
+        for low, i, peak in candidates:
+            if worth is None or worth(state | low, peak):
+                out.append(self._child(state, ready, low, i, peak))
         return out
+
+    def _freed(self, i: int, child: int) -> int:
+        freed = 0
+        for readers, size in self.frees[i]:
+            if readers | child == child:
+                freed += size
+        return freed
+
+    def _child(self, state: int, ready: int, low: int, i: int, peak: int) -> tuple[int, int, int, int, int]:
+        child = state | low
+        after = self.new[i] - self.scratch[i] - self._freed(i, child) - (self.first_free if state == 0 else 0)
+        next_ready = ready ^ low
+        for s in self.succs[i]:
+            if self.preds[s] | child == child:
+                next_ready |= 1 << s
+        return child, peak, after, next_ready, i
 
     def unwind(self, seen: dict[int, list[int]], state: int) -> list[int]:
         order = []
