@@ -102,3 +102,17 @@ class small_ufunc_buffers:  # noqa: N801 - used like the function (decorator or 
                 np.setbufsize(previous)
 
         return wrapper
+
+
+def ufunc_into(ufunc: Any, *operands: Any, out: np.ndarray, **kwargs: Any) -> None:
+    """``ufunc(*operands, out=out, **kwargs)``; when an operand is broadcast to `out`, numpy
+    allocates its iteration buffers (32 KiB of float32 for a bias over rows) beside the
+    arena, so such calls run with `UFUNC_BUFFER`-element buffers."""
+    if all(getattr(x, "shape", None) == out.shape for x in operands):
+        ufunc(*operands, out=out, **kwargs)
+        return
+    previous = np.setbufsize(UFUNC_BUFFER)
+    try:
+        ufunc(*operands, out=out, **kwargs)
+    finally:
+        np.setbufsize(previous)

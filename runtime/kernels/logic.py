@@ -6,13 +6,14 @@ import numpy as np
 
 from runtime.kernels import kernel
 from runtime.kernels._blocks import apply_blocks
+from runtime.kernels._scratch import ufunc_into
 
 
 def _binary(op_type, ufunc):
     """Register the ONNX op `op_type` as one numpy ufunc written into `out`."""
 
     def run(a, b, *, out):
-        ufunc(a, b, out=out)
+        ufunc_into(ufunc, a, b, out=out)
 
     run.__name__ = op_type.lower()
     run.__doc__ = f"ONNX {op_type}: numpy's {ufunc.__name__}."

@@ -11,6 +11,8 @@ declare an input-sized workspace for that intermediate.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from runtime.kernels import kernel
@@ -80,7 +82,13 @@ def reduce_mean(data, axes=None, *, out, keepdims=1, noop_with_empty_axes=0):
 
     def run(axis, keep):
         with np.errstate(invalid="ignore", divide="ignore"):
-            if np.issubdtype(out.dtype, np.inexact):
+            if out.dtype in (np.float32, np.float64) and data.dtype == out.dtype and axis != ():
+                # Sum, then divide in place: np.mean's own division into `out` is buffered
+                # beside the arena (128 KiB over a 4 MiB tensor).
+                np.add.reduce(data, axis, keepdims=keep, out=out)
+                count = data.size if axis is None else math.prod(data.shape[a] for a in axis)
+                np.divide(out, out.dtype.type(count), out=out)
+            elif np.issubdtype(out.dtype, np.inexact):
                 np.mean(data, axis, keepdims=keep, out=out)
             else:
                 np.copyto(out, np.mean(data, axis, keepdims=keep), casting="unsafe")

@@ -202,6 +202,10 @@ def pad(data, pads=None, constant_value=None, axes=None, *, out, mode="constant"
         head = (slice(None),) * axis
         middle = out[(*head, slice(lead, lead + n))]
         reads = _source_index(np.arange(-lead, out.shape[axis] - lead), n, mode)
-        # Fancy indexing, not np.take, which would first copy the whole strided `middle`.
-        out[(*head, slice(0, lead))] = middle[(*head, reads[:lead])]
-        out[(*head, slice(lead + n, None))] = middle[(*head, reads[lead + n :])]
+        # One padded position at a time, each a plain slice copied into place: fancy indexing
+        # would gather the whole border beside the arena first (np.take the whole `middle`).
+        for position in (*range(lead), *range(lead + n, out.shape[axis])):
+            source_index = int(reads[position])
+            np.copyto(
+                out[(*head, slice(position, position + 1))], middle[(*head, slice(source_index, source_index + 1))]
+            )

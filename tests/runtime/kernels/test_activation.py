@@ -98,3 +98,18 @@ def test_softmax_matches_onnxruntime_on_axes_opsets_and_in_place(op, opset, shap
     got, _ = run_with_workspace(model, [x], expected, "exact")
     close(got, expected, rtol=1e-5, atol=1e-6)
     close([_run_in_place(model, x)], expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 3, 50000), (7,), (3, 0)])
+def test_erf_matches_onnxruntime_with_workspace_and_in_place(shape, dtype) -> None:
+    # Both branches (|x| below and above 0.5), tiny arguments (relative accuracy), saturation.
+    rng = np.random.default_rng(len(shape))
+    x = (rng.standard_normal(shape) * 2).astype(dtype)
+    if x.size >= 6:
+        x.reshape(-1)[:6] = [0.0, 1e-20, -3e-4, 0.49999, 0.5, -30.0]
+    model = one_node("Erf", {"x": x}, opset=13)
+    expected = run_ort(model, {"x": x}) if dtype == np.float32 else ReferenceEvaluator(model).run(None, {"x": x})
+    got, _ = run_with_workspace(model, [x], expected, "exact")
+    close(got, expected, rtol=1e-6, atol=0)
+    close([_run_in_place(model, x)], expected, rtol=1e-6, atol=0)
