@@ -13,9 +13,12 @@ the input form (a positional argument) reach the same parameter.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from runtime.kernels import kernel
+from runtime.kernels._scratch import Scratch, scratch_bytes
 
 
 def _same_bytes(x, out):
@@ -176,8 +179,17 @@ def _full_pads(pads, axes, rank):
     return begin, end
 
 
-@kernel("Pad")
-def pad(data, pads=None, constant_value=None, axes=None, *, out, mode="constant", value=0.0):
+def pad_workspace(inputs, outputs, *, mode="constant", **_) -> int:
+    """One padded position of the widest slice (reflect, edge and wrap copy through it)."""
+    out = outputs[0]
+    if mode == "constant" or not out.shape or 0 in out.shape:
+        return 0
+    size = math.prod(out.shape)
+    return scratch_bytes(((max(size // n for n in out.shape),), out.dtype))
+
+
+@kernel("Pad", workspace=pad_workspace)
+def pad(data, pads=None, constant_value=None, axes=None, *, out, ws=None, mode="constant", value=0.0):
     """Modes constant, edge, reflect and wrap; negative pads crop. Before opset 11 `pads`
     and `value` are attributes; since, `pads`, `constant_value` and `axes` are inputs."""
     if mode not in ("constant", "edge", "reflect", "wrap"):
@@ -192,6 +204,7 @@ def pad(data, pads=None, constant_value=None, axes=None, *, out, mode="constant"
         out[inner] = source
         return
     out[inner] = source
+    scratch = Scratch(ws, "Pad")
     # One axis at a time, reading the already padded earlier axes: corners come out right.
     for axis, (b, n) in enumerate(zip(begin, source.shape, strict=True)):
         lead = max(b, 0)
@@ -202,10 +215,13 @@ def pad(data, pads=None, constant_value=None, axes=None, *, out, mode="constant"
         head = (slice(None),) * axis
         middle = out[(*head, slice(lead, lead + n))]
         reads = _source_index(np.arange(-lead, out.shape[axis] - lead), n, mode)
-        # One padded position at a time, each a plain slice copied into place: fancy indexing
-        # would gather the whole border beside the arena first (np.take the whole `middle`).
+        # One padded position at a time, through the workspace: fancy indexing would gather the
+        # whole border beside the arena, and numpy copies one slice of `out` into another
+        # through a temporary of its own (their bounds interleave).
         for position in (*range(lead), *range(lead + n, out.shape[axis])):
-            source_index = int(reads[position])
-            np.copyto(
-                out[(*head, slice(position, position + 1))], middle[(*head, slice(source_index, source_index + 1))]
-            )
+            i = int(reads[position])
+            source = middle[(*head, slice(i, i + 1))]
+            room = scratch.take(source.shape, out.dtype) if scratch.ws is not None else source.copy()
+            np.copyto(room, source)
+            np.copyto(out[(*head, slice(position, position + 1))], room)
+            scratch.used = 0
