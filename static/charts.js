@@ -404,10 +404,11 @@
     const map = { w, h, x: (x) => (x - x0) * sx, y: (y) => (y1 - y) * sy };
     const hidden = chart.hidden || [];
     const { overview, detail } = chart.big;
-    if (overview) drawWindow(g, overview, view, hidden, map);
+    const d = detail && detail.window, covered = d && d.x0 <= x0 && d.x1 >= x1 && d.y0 <= y0 && d.y1 >= y1;
+    if (overview && !covered) drawWindow(g, overview, view, hidden, map);  // what the window fetched leaves out
     if (detail) {
       // The window fetched replaces the overview inside it.
-      const d = detail.window, left = map.x(d.x0), top = map.y(d.y1);
+      const left = map.x(d.x0), top = map.y(d.y1);
       g.save();
       g.beginPath();
       g.rect(left, top, map.x(d.x1) - left, map.y(d.y0) - top);

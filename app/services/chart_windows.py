@@ -26,11 +26,11 @@ from app.services.cache import LRU
 from app.services.plans import needs_plan, problem_of
 from app.storage import Storage
 from planner import Problem, live_bytes
-from planner.bounds import peak_step
+from planner.bounds import live_sum, peak_step
 
 AGGREGATE_ABOVE = 50_000  # tensors: above this the page shows an aggregate and fetches windows
 PAGE_RECTS = 5_000  # rectangles of each plan in the page itself, largest first
-WINDOW_RECTS = 20_000  # a window's rectangles when the request names no `max`
+WINDOW_RECTS = 10_000  # a window's rectangles when the request names no `max`
 MAX_WINDOW_RECTS = 100_000  # the most rectangles one window answer may carry
 PAGE_TENSORS = 5_000  # tensors listed in the page (table, histogram, search), largest first
 LIVE_POINTS = 4_000  # the live curve's points in the page: each the maximum over its steps
@@ -70,7 +70,7 @@ class PlanColumns:
 
 
 _problems: LRU[str, ProblemColumns] = LRU(4)
-_plans: LRU[str, PlanColumns] = LRU(8)
+_plans: LRU[str, PlanColumns] = LRU(4)  # about 50 MB each at 10^6 tensors
 
 
 def is_big(problem: Problem) -> bool:
@@ -85,18 +85,25 @@ def problem_columns(problem_id: str, problem: Problem) -> ProblemColumns:
     kinds = sorted({b.kind for b in buffers})
     code = {k: i for i, k in enumerate(kinds)}
     sizes = np.fromiter((b.size for b in buffers), np.int64, len(buffers))
+    first = np.fromiter((b.first for b in buffers), np.int64, len(buffers))
+    last = np.fromiter((b.last for b in buffers), np.int64, len(buffers))
+    if any(b.alias_of is not None for b in buffers):  # alias groups count once: the planner's own pass
+        live, peak = live_bytes(problem), peak_step(problem)
+    else:  # the same curve from the columns at hand (bounds.live_bytes without aliases)
+        live = live_sum(problem.steps, first, last + 1, sizes)
+        peak = int(live.argmax()) if live.size else 0  # the first step at the peak, as bounds.peak_step
     return _problems.put(
         problem_id,
         ProblemColumns(
             ids=[b.id for b in buffers],
-            first=np.fromiter((b.first for b in buffers), np.int64, len(buffers)),
-            last=np.fromiter((b.last for b in buffers), np.int64, len(buffers)),
+            first=first,
+            last=last,
             size=sizes,
             kind=np.fromiter((code[b.kind] for b in buffers), np.int16, len(buffers)),
             kinds=kinds,
             steps=problem.steps,
-            live=live_bytes(problem),
-            peak_step=peak_step(problem),
+            live=live,
+            peak_step=peak,
             by_size=np.argsort(-sizes, kind="stable"),  # stable: ties stay in problem order
         ),
     )
@@ -144,10 +151,11 @@ def _offsets(ids: list[str], problem: Problem, plan_json: dict[str, Any]) -> np.
         return out
     values = np.fromiter((base.get(p["pool"], 0) + p["offset"] for p in placements), np.int64, len(placements))
     # Plans list their placements in problem order: check that and skip the name lookup.
-    if len(placements) == len(ids) and all(p["id"] == i for p, i in zip(placements, ids, strict=True)):
+    named = [p["id"] for p in placements]
+    if named == ids:
         return values
     where = {i: k for k, i in enumerate(ids)}
-    out[[where[p["id"]] for p in placements]] = values
+    out[[where[i] for i in named]] = values
     return out
 
 
