@@ -94,6 +94,10 @@ class PlanRequest(MemoryRequest, InputShapes):
     time_limit: float | None = Field(default=None, gt=0, le=600, description="seconds a search strategy may take")
     seed: int = 0
     background: bool = Field(default=False, description="run every strategy as a job, even the fast ones")
+    reorder: bool = Field(
+        default=False,
+        description="plan the nodes in a memory-aware order (exact up to about 200 nodes) instead of the model's",
+    )
 
     @field_validator("strategies")
     @classmethod
@@ -162,6 +166,10 @@ class PlansOut(BaseModel):
     plans: list[PlanSummary]
     job: JobOut | None = None
     links: dict[str, str] = {}
+    reorder: dict[str, Any] | None = Field(
+        default=None,
+        description="with reorder on: the order's search (method exact/divided/heuristic, proven, LOAD before and after)",
+    )
 
 
 class ModelOut(BaseModel):

@@ -50,6 +50,16 @@ def load_graph(
     return _graphs.put(key, graph)
 
 
+def in_order(graph: Any, order: list[int] | None) -> Any:
+    """`graph` with its nodes in `order` (indices into its own nodes), the order a plan was made for
+    (`PlanRequest.reorder`); `graph` itself when `order` is None."""
+    if order is None:
+        return graph
+    if sorted(order) != list(range(len(graph.nodes))):
+        raise AppError(409, f"the stored node order does not fit this model's {len(graph.nodes)} nodes; plan it again")
+    return dataclasses.replace(graph, nodes=tuple(graph.nodes[i] for i in order))
+
+
 def forget(path: Path) -> None:
     """Drop cached graphs of a deleted model."""
     _graphs.forget(lambda key: key[0] != str(path))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import runtime
 from app.errors import AppError, not_found
 from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import PlanRequest
@@ -168,6 +169,9 @@ def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: Pl
     library.check_shapes(record, body.shapes)
     memory = body.memory()
     graph = graphs.load_graph(library.model_path(storage, record), body.dims, shapes=body.shapes, fuse=memory.fuse)
+    found = None
+    if body.reorder:  # the order found is stored with the plans: runs execute the nodes in it
+        graph, found = runtime.reorder_graph(graph, memory)
     pools = [p.model_dump() for p in body.pools] if body.pools else None
     problem = graphs.model_problem(graph, memory, pools=pools, name=record.name)
     strategy_options: dict[str, Any] = {"seed": body.seed}
@@ -175,7 +179,9 @@ def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: Pl
         strategy_options["time_limit"] = body.time_limit
     names = body.names()
     request_options = {**body.model_dump(exclude={"strategies", "background"}), "strategies": names}
-    return plan_and_store(
+    if found is not None:
+        request_options["order"] = list(found.order)
+    out = plan_and_store(
         storage,
         jobs,
         problem,
@@ -186,6 +192,9 @@ def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: Pl
         model_id=record.id,
         tensors=graphs.tensor_facts(graph, problem),
     )
+    if found is not None:
+        out["reorder"] = found.summary()  # the method (exact, divided, heuristic) and whether proven optimal
+    return out
 
 
 def parse_problem(body: bytes, content_type: str, alignment: int | None) -> Problem:

@@ -100,6 +100,7 @@ def _problem(storage: Storage, record: ModelRecord, options: dict[str, Any]) -> 
     memory = graphs.memory_of(options)
     path = library.model_path(storage, record)
     graph = graphs.load_graph(path, options.get("dims", {}), shapes=options.get("shapes"), fuse=memory.fuse)
+    graph = graphs.in_order(graph, options.get("order"))  # the order the plan was made for
     return graphs.model_problem(graph, memory, pools=None, name=record.name)
 
 
@@ -126,6 +127,7 @@ def execute(
     memory = graphs.memory_of(options)
     job.report(0.0, "loading the model")
     graph = graphs.load_graph(path, options.get("dims", {}), shapes=options.get("shapes"), fuse=memory.fuse)
+    graph = graphs.in_order(graph, options.get("order"))  # the order the plan was made for
     try:
         feeds = inputs if inputs is not None else oracle.random_inputs(graph, body.seed)
     except runtime.ModelError as e:
