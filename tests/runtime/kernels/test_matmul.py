@@ -1,4 +1,4 @@
-"""Gemm and the integer products (MatMulInteger, ConvInteger) on seeded random attributes and shapes,
+"""Gemm, the integer products (MatMulInteger, ConvInteger) and Einsum on seeded random attributes and shapes,
 against onnx.reference or onnxruntime."""
 
 from __future__ import annotations
@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.runtime.kernels.harness import close, one_node, run_against_reference, run_kernel, run_ort
+from tests.runtime.kernels.harness import (
+    close,
+    one_node,
+    run_against_reference,
+    run_kernel,
+    run_ort,
+    run_with_workspace,
+)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -44,3 +51,25 @@ def test_integer_products_random_against_onnxruntime(seed):
     expected = run_ort(model, feeds)
     got = run_kernel(model, list(feeds.values()), like=expected)
     np.testing.assert_array_equal(got[0], expected[0])
+
+
+@pytest.mark.parametrize(
+    ("equation", "shapes"),
+    [
+        ("bij,bjk->bik", [(4, 5, 6), (4, 6, 7)]),
+        ("bhqd,bhkd->bhqk", [(2, 3, 5, 8), (2, 3, 7, 8)]),
+        ("bhqk,bhkd->bqhd", [(2, 3, 5, 7), (2, 3, 7, 8)]),
+        ("i,i->", [(5,), (5,)]),
+        ("abc,cd->dba", [(2, 3, 4), (4, 5)]),
+        ("ij,kj->ikj", [(3, 4), (5, 4)]),
+        ("bij,bjk->bik", [(1, 5, 6), (4, 6, 7)]),  # a broadcast batch: numpy's einsum path
+        ("ij,jk", [(3, 4), (4, 5)]),  # implicit output: numpy's einsum path
+    ],
+)
+def test_einsum_against_onnxruntime_with_garbage_workspace(equation, shapes):
+    rng = np.random.default_rng(len(equation))
+    feeds = {f"x{i}": rng.standard_normal(s).astype(np.float32) for i, s in enumerate(shapes)}
+    model = one_node("Einsum", feeds, opset=12, equation=equation)
+    expected = run_ort(model, feeds)
+    got, _ = run_with_workspace(model, list(feeds.values()), expected, "exact")
+    close(got, expected, rtol=1e-5, atol=1e-5)
