@@ -104,7 +104,7 @@ def local_cluster(workers: int = 2) -> Iterator[str]:
 def serve_cluster(workers: int) -> None:
     """The child's side: start the cluster, print its address on the real standard output, keep
     it up until standard input closes."""
-    from distributed import LocalCluster
+    from distributed import Client, LocalCluster
 
     # The worker processes inherit file descriptor 1: point it at stderr, so that nothing they
     # print lands in a pipe no one reads any more; the address goes out on a copy of the pipe.
@@ -116,9 +116,12 @@ def serve_cluster(workers: int) -> None:
         processes=True,
         host="127.0.0.1",
         dashboard_address=None,
-        plugins=[BatchPriority()],
     )
     try:
+        # Registered with the scheduler, not given to the workers: a worker (one a nanny restarts too)
+        # then lowers its priority once it has joined, not while it starts and registers.
+        with Client(cluster, set_as_default=False) as client:
+            client.register_plugin(BatchPriority(), name=BatchPriority.NAME)
         out.write(f"{cluster.scheduler_address}\n")
         out.close()
         sys.stdin.read()  # until the parent closes it, or dies

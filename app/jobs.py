@@ -185,8 +185,8 @@ class JobService:
         self.env = env
         self.max_queued = max_queued
         self.stale_s = stale_s
-        # Workers that `memplan worker` or a local cluster started run at that priority already; others
-        # (a cluster started by hand) from here on. A scheduler that refuses plugins still runs jobs.
+        # The scheduler gives it to every worker that joins, after it joined (a local cluster's got it
+        # already). A scheduler that refuses plugins still runs jobs, at normal priority.
         with suppress(Exception):
             client.register_plugin(BatchPriority(), name=BatchPriority.NAME)
 

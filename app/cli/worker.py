@@ -33,8 +33,9 @@ def worker(
     """Run jobs for the memplan services connected to SCHEDULER until interrupted (Ctrl-C).
 
     The worker process (kept up by a Dask nanny) runs one job at a time, at the lowest CPU priority
-    (SCHED_IDLE, else nice 19; MEMPLAN_WORKER_PRIORITY=normal keeps its own); start as many as there
-    are cores to spare, on any machine that sees the data folder and the database.
+    once a memplan service has used the scheduler (SCHED_IDLE, else nice 19;
+    MEMPLAN_WORKER_PRIORITY=normal keeps its own); start as many as there are cores to spare, on any
+    machine that sees the data folder and the database.
     """
     from app.jobs import WORKER_DATA_ENV, WORKER_DATABASE_ENV
 
@@ -53,16 +54,12 @@ async def _work(scheduler: str, host: str | None, env: dict[str, str]) -> None:
     from distributed import Nanny
     from distributed.comm import connect
 
-    from app.cluster import BatchPriority
-
     try:  # one look first, so that a wrong address is one line and exit 2, not a retry loop
         comm = await connect(scheduler, timeout=5)
     except (OSError, TimeoutError, ValueError) as e:
         what = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise fail(f"cannot reach the Dask scheduler at {scheduler}: {what}") from None
     await comm.close()
-    # Jobs are batch work: the worker process runs them at the lowest CPU priority from its start.
-    plugins = [BatchPriority()]
-    async with Nanny(scheduler, nthreads=1, host=host, dashboard_address=None, env=env, plugins=plugins) as nanny:
+    async with Nanny(scheduler, nthreads=1, host=host, dashboard_address=None, env=env) as nanny:
         typer.echo(f"memplan worker {nanny.worker_address} runs jobs for {scheduler}", err=True)
         await nanny.finished()
