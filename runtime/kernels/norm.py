@@ -224,6 +224,7 @@ def _sum_squares(a: np.ndarray, axes: tuple[int, ...], dtype) -> np.ndarray:
 
 
 @kernel("MeanVarianceNormalization")
+@small_ufunc_buffers()
 def mean_variance_normalization(x, *, out, axes=(0, 2, 3)):
     # (X - E[X]) / sqrt(E[(X - E[X])^2] + 1e-9) over `axes`, the spec's own tiny epsilon.
     axes = tuple(sorted(a + x.ndim if a < 0 else a for a in axes))
@@ -236,13 +237,17 @@ def mean_variance_normalization(x, *, out, axes=(0, 2, 3)):
 
 
 @kernel("LpNormalization")
+@small_ufunc_buffers()
 def lp_normalization(x, *, out, axis=-1, p=2):
     axis = axis + x.ndim if axis < 0 else axis
     if p == 1:
-        norm = np.abs(x).sum(axis=axis, keepdims=True)  # a temporary, but a rare op
+        np.abs(x, out=out)  # |x| in the output, summed before x / norm overwrites it
+        norm = np.add.reduce(out, axis=axis, keepdims=True, dtype=_stat_dtype(x.dtype))
     elif p == 2:
-        norm = np.sqrt(_sum_squares(x, (axis,), _stat_dtype(x.dtype)))
+        norm = _sum_squares(x, (axis,), _stat_dtype(x.dtype))
+        np.sqrt(norm, out=norm)
     else:
         raise ValueError(f"LpNormalization: p={p} is not 1 or 2")
     # A zero vector stays zero rather than becoming 0/0.
-    np.divide(x, np.where(norm == 0, 1, norm).astype(out.dtype), out=out)
+    np.copyto(norm, 1, where=norm == 0)
+    np.divide(x, norm, out=out, casting="same_kind")
