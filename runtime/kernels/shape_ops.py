@@ -179,13 +179,35 @@ def _full_pads(pads, axes, rank):
     return begin, end
 
 
+# Elements of the workspace through which reflect, edge and wrap copy their border.
+PAD_ROOM = 1 << 14
+
+
 def pad_workspace(inputs, outputs, *, mode="constant", **_) -> int:
-    """One padded position of the widest slice (reflect, edge and wrap copy through it)."""
+    """A piece of one padded slice (reflect, edge and wrap copy their border through it)."""
     out = outputs[0]
-    if mode == "constant" or not out.shape or 0 in out.shape:
+    return 0 if mode == "constant" else scratch_bytes(((_room_elements(out.shape),), out.dtype))
+
+
+def _room_elements(shape: tuple[int, ...]) -> int:
+    if not shape or 0 in shape:
         return 0
-    size = math.prod(out.shape)
-    return scratch_bytes(((max(size // n for n in out.shape),), out.dtype))
+    return min(max(math.prod(shape) // n for n in shape), PAD_ROOM)
+
+
+def _copy_through(dst: np.ndarray, src: np.ndarray, room: np.ndarray) -> None:
+    """dst[...] = src through `room` (1-D, of their dtype), in pieces along the first axes that
+    are longer than 1 when src does not fit in it at once."""
+    if src.size <= room.size:
+        piece = room[: src.size].reshape(src.shape)
+        np.copyto(piece, src)
+        np.copyto(dst, piece)
+        return
+    j = next(i for i, n in enumerate(src.shape) if n > 1)
+    step = max(1, room.size // (src.size // src.shape[j]))
+    for start in range(0, src.shape[j], step):
+        index = (slice(None),) * j + (slice(start, start + step),)
+        _copy_through(dst[index], src[index], room)
 
 
 @kernel("Pad", workspace=pad_workspace)
@@ -204,7 +226,7 @@ def pad(data, pads=None, constant_value=None, axes=None, *, out, ws=None, mode="
         out[inner] = source
         return
     out[inner] = source
-    scratch = Scratch(ws, "Pad")
+    room = Scratch(ws, "Pad").take((_room_elements(out.shape),), out.dtype)
     # One axis at a time, reading the already padded earlier axes: corners come out right.
     for axis, (b, n) in enumerate(zip(begin, source.shape, strict=True)):
         lead = max(b, 0)
@@ -220,8 +242,4 @@ def pad(data, pads=None, constant_value=None, axes=None, *, out, ws=None, mode="
         # through a temporary of its own (their bounds interleave).
         for position in (*range(lead), *range(lead + n, out.shape[axis])):
             i = int(reads[position])
-            source = middle[(*head, slice(i, i + 1))]
-            room = scratch.take(source.shape, out.dtype) if scratch.ws is not None else source.copy()
-            np.copyto(room, source)
-            np.copyto(out[(*head, slice(position, position + 1))], room)
-            scratch.used = 0
+            _copy_through(out[(*head, slice(position, position + 1))], middle[(*head, slice(i, i + 1))], room)
