@@ -152,6 +152,7 @@ def demo_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         "first_loss": result.losses[0],
         "last_loss": result.losses[-1],
         "accuracy": result.accuracy,
+        "steps": result.step_times,  # the last training step, node by node, on the unified plan's steps
         **breakdown(result.plans),
         **stored,
     }

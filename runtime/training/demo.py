@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +24,8 @@ class DemoResult:
     losses: list[float] = field(default_factory=list)  # one per step
     accuracy: float = 0.0  # on the training images, after the last step
     plans: CategoryPlans | None = None
+    # Each node of the last training step: {step, name, op_type, seconds}, on the unified plan's step axis.
+    step_times: list[dict[str, Any]] = field(default_factory=list)
 
 
 def train_demo(
@@ -52,9 +55,15 @@ def train_demo(
     session = TrainingSession(step, plans.unified).prepare()
     result = DemoResult(model, source, plans=plans)
     feed = data.batches(images, labels, batch, seed)
+    nodes = step.graph.nodes
+
+    def timed(index: int, total: int, name: str, seconds: float) -> None:
+        op_type = nodes[index].op_type if index < len(nodes) else ""
+        result.step_times.append({"step": index, "name": name, "op_type": op_type, "seconds": seconds})
+
     for i in range(steps):
         x, y = next(feed)
-        result.losses.append(session.run({"x": x, step.label: y}))
+        result.losses.append(session.run({"x": x, step.label: y}, on_step=timed if i == steps - 1 else None))
         if on_step is not None:
             on_step(i, result.losses[-1])
     result.accuracy = _accuracy(proto, session.parameters(), images, labels, batch)

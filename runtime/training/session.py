@@ -25,7 +25,7 @@ import planner
 from planner import Plan, Problem
 from runtime.errors import ExecutionError, FeedError
 from runtime.options import MemoryOptions
-from runtime.session import Session
+from runtime.session import OnStep, Session
 from runtime.training.build import TrainingStep
 from runtime.training.plans import training_problem
 
@@ -82,10 +82,11 @@ class TrainingSession:
                 self.step.loss_node,
             )
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> float:
-        """One training step on `feeds` (the model's inputs and the label); returns the loss."""
+    def run(self, feeds: Mapping[str, np.ndarray], on_step: OnStep | None = None) -> float:
+        """One training step on `feeds` (the model's inputs and the label); returns the loss.
+        `on_step` is called after each node of the step, as `Session.run` does."""
         self.prepare()
-        self.session.run(self._check(feeds))
+        self.session.run(self._check(feeds), on_step=on_step)
         self.steps_run += 1
         return float(self._outputs[self.step.loss][0])
 

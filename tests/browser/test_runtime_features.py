@@ -41,6 +41,13 @@ def test_training_demo_page_shows_a_falling_loss_chart(server, page):
     assert len(losses) == 40 and sum(losses[-5:]) < 0.5 * sum(losses[:5])
     bars = page.evaluate("document.getElementById('chart-categories').data.map((t) => t.name)")
     assert "non-const" in bars and "optimizer variables" in bars
+    # The unified plan of the training step, with the last step's time per node on its step axis.
+    page.wait_for_function("window.Memplan && Memplan.runView && Memplan.runView.ready")
+    page.evaluate("Memplan.runView.ready.then(() => true)")
+    times = page.evaluate(
+        "document.getElementById('run-chart-live').data.find((t) => t.name === 'ms per step').x.length"
+    )
+    assert times == page.evaluate("TRAINING.view.steps") > 0
     shot(page, "training-demo")
 
 

@@ -6,9 +6,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app.errors import AppError
-from app.routes.deps import JobDep
+from app.routes.deps import JobDep, StorageDep
 from app.routes.rendering import render
 from app.services import reports
+from app.services.run_views import run_plan_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -17,13 +18,17 @@ router = APIRouter(include_in_schema=False)
 def training_page(request: Request) -> Response:
     """The training demo's form: an MLP or a small CNN learns 8x8 digits inside one arena."""
     fast = [s for s in reports.strategy_list() if not s["slow"]]
-    return render(request, "training.html", {"page_title": "training demo", "job": None, "strategies": fast})
+    return render(
+        request, "training.html", {"page_title": "training demo", "job": None, "strategies": fast, "view": None}
+    )
 
 
 @router.get("/training/demo/{job_id}")
-def training_demo_page(request: Request, job: JobDep) -> Response:
+def training_demo_page(request: Request, job: JobDep, storage: StorageDep) -> Response:
     """One demo run: the loss per step (live while it trains) and both plans by category."""
     if job.kind != "training":
         raise AppError(404, f"job {job.id!r} is a {job.kind} job, not a training demo; see /jobs/{job.id}")
     fast = [s for s in reports.strategy_list() if not s["slow"]]
-    return render(request, "training.html", {"page_title": "training demo", "job": job.to_json(), "strategies": fast})
+    view = run_plan_view(storage, job.result)  # the unified plan, with the last step's node times
+    context = {"page_title": "training demo", "job": job.to_json(), "strategies": fast, "view": view}
+    return render(request, "training.html", context)

@@ -86,6 +86,11 @@ def test_training_demo_streams_a_falling_loss(client, model):
     assert result["unified_bytes"] <= result["per_category_total"]
     page = client.get(f"/training/demo/{job['id']}", params={"format": "json"}).json()
     assert page["page"] == "training" and page["job"]["result"]["losses"] == losses
+    # The page draws the unified plan with the last step's time per node, one node per plan step.
+    view = page["view"]
+    assert view["selected"] == result["plan_id"] and view["plans"][0]["arena_bytes"] == result["unified_bytes"]
+    assert [s["name"] for s in result["steps"]] == view["step_names"] and len(result["steps"]) == view["steps"]
+    assert all(s["seconds"] > 0 for s in result["steps"])
     assert client.get(f"/jobs/{job['id']}", follow_redirects=False).headers["location"] == f"/training/demo/{job['id']}"
     assert client.get(result["links"]["plan"]).status_code == 200
 
