@@ -8,6 +8,10 @@ buffer: planes are taken in order, a chunk of channels at a time, computed into 
 and copied into place. Output plane j ends at byte (j + 1) * P_out <= (j + 1) * P_in, so
 it only overwrites input planes already read.
 
+A kernel that itself reads each block of input planes before it writes the same block's
+output planes (`Planes.direct`: a depthwise Conv on its banded or im2col route) is instead
+called on the memory as it is, one batch item at a time: no chunk scratch and no copy.
+
 `Planes` says how a kernel is plane-wise; `plane_wise(fn, workspace, spec)` returns the
 kernel function and the workspace function to register (the scratch for one chunk of
 output planes is added after the kernel's own, only where the spec applies).
@@ -42,6 +46,9 @@ class Planes:
 
     channel_inputs: tuple[int, ...] = ()
     depthwise: bool = False
+    # (attrs, inputs, out) -> whether the kernel, given its output over input 0 for one batch
+    # item, reads every block of input planes before writing that block's output planes.
+    direct: Callable[[dict[str, Any], Sequence[Any], Any], bool] | None = None
 
     def applies(self, attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
         """Whether the op, with these attributes and input/output shapes, is plane-wise."""
@@ -52,6 +59,12 @@ class Planes:
             return False
         group = attrs.get("group", 1)
         return group == x.shape[1] == out.shape[1] == w.shape[0] and w.shape[1] == 1
+
+    def chunked(self, attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
+        """Whether the op is plane-wise through a chunk of scratch (plane-wise, not `direct`)."""
+        if not self.applies(attrs, inputs, out):
+            return False
+        return self.direct is None or not self.direct(attrs, inputs, out)
 
 
 def _chunk_bytes(out_shape: tuple[int, ...], itemsize: int) -> int:
@@ -66,7 +79,7 @@ def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None, sp
     def with_chunk(inputs: list[Any], outputs: list[Any], **attrs: Any) -> int:
         own = int(workspace(inputs, outputs, **attrs)) if workspace is not None else 0
         out = outputs[0]
-        if out is None or not spec.applies(attrs, inputs, out):
+        if out is None or not spec.chunked(attrs, inputs, out):
             return own
         return own + _chunk_bytes(tuple(out.shape), out.dtype.itemsize)
 
@@ -76,21 +89,41 @@ def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None, sp
     def wrapper(*inputs: Any, out: Any, ws: np.ndarray | None = None, **attrs: Any) -> None:
         y = out[0] if isinstance(out, tuple) else out
         x = inputs[0]
-        chunk = _chunk_bytes(y.shape, y.dtype.itemsize) if y is not None and spec.applies(attrs, inputs, y) else 0
+        plane_wise = y is not None and spec.applies(attrs, inputs, y)
+        direct = plane_wise and spec.direct is not None and spec.direct(attrs, inputs, y)
+        chunk = _chunk_bytes(y.shape, y.dtype.itemsize) if plane_wise and not direct else 0
         own = ws if ws is None or not chunk else ws[: ws.size - chunk]
         if y is None or x is None or not np.may_share_memory(x, y):
             fn(*inputs, out=out, **({"ws": own} if takes_ws else {}), **attrs)
             return
-        if not chunk:
+        if not plane_wise:
             raise ValueError(f"output over input 0 needs a plane-wise op; got {x.shape} -> {y.shape} with {attrs}")
         if isinstance(out, tuple) and any(o is not None for o in out[1:]):
             raise ValueError("plane-wise in place needs output 0 alone (the other outputs are not planes)")
+        _check_over(x, y)
+        if direct:
+            # Item i's output ends at byte (i + 1) * C * P_out <= (i + 1) * C * P_in: it only
+            # overwrites items already read, and within the item the kernel keeps block order.
+            for item in range(y.shape[0]):
+                args = (x[item : item + 1], *inputs[1:])
+                fn(*args, out=y[item : item + 1], **({"ws": own} if takes_ws else {}), **attrs)
+            return
         scratch = (
             ws[ws.size - chunk :].view(y.dtype) if ws is not None else np.empty(chunk // y.dtype.itemsize, y.dtype)
         )
         _in_place(fn, spec, inputs, out, y, scratch, {"ws": own} if takes_ws else {}, attrs)
 
     return wrapper, with_chunk
+
+
+def _check_over(x: np.ndarray, y: np.ndarray) -> None:
+    larger = math.prod(y.shape[2:]) * y.itemsize > math.prod(x.shape[2:]) * x.itemsize
+    if x.shape[:2] != y.shape[:2] or larger or not (x.flags.c_contiguous and y.flags.c_contiguous):
+        raise ValueError(
+            f"plane-wise in place needs matching, contiguous planes no larger than the input's; got {x.shape} -> {y.shape}"
+        )
+    if y.__array_interface__["data"][0] != x.__array_interface__["data"][0]:
+        raise ValueError("plane-wise in place needs the output to start at the input's first byte")
 
 
 def _in_place(
@@ -105,10 +138,6 @@ def _in_place(
 ) -> None:
     x = inputs[0]
     n, c = y.shape[0], y.shape[1]
-    if x.shape[:2] != (n, c) or not (x.flags.c_contiguous and y.flags.c_contiguous):
-        raise ValueError(f"plane-wise in place needs matching, contiguous planes; got {x.shape} -> {y.shape}")
-    if y.__array_interface__["data"][0] != x.__array_interface__["data"][0]:
-        raise ValueError("plane-wise in place needs the output to start at the input's first byte")
     plane = math.prod(y.shape[2:])
     per_chunk = max(1, scratch.size // max(1, plane))
     for item in range(n):
