@@ -221,8 +221,22 @@ def _tuple(value):
     return None if value is None else tuple(value)
 
 
+def reads_before_writing(attrs, inputs, out) -> bool:
+    """Whether a depthwise Conv's route reads each channel block of an image (into its padded or
+    copied rows) before writing that block's output: it may then run over its own input."""
+    x, w = inputs[0], inputs[1]
+    _, path = conv_route(
+        x.shape, w.shape, out.shape, attrs.get("group", 1), attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
+        attrs.get("strides"), attrs.get("dilations"), attrs.get("kernel_shape"),
+    )  # fmt: skip
+    return path in ("rows", "depthwise")
+
+
 # A depthwise Conv is plane-wise: planned over its input (MobileNet's stride-2 steps).
-@kernel("Conv", workspace=conv_workspace, planes=Planes(channel_inputs=(1, 2), depthwise=True))
+DEPTHWISE_PLANES = Planes(channel_inputs=(1, 2), depthwise=True, direct=reads_before_writing)
+
+
+@kernel("Conv", workspace=conv_workspace, planes=DEPTHWISE_PLANES)
 @small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None

@@ -25,8 +25,7 @@ import numpy as np
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, activation, apply
 from runtime.kernels._scratch import block_bytes, small_ufunc_buffers, units_within
-from runtime.kernels.conv import conv_workspace, convolve
-from runtime.kernels.planes import Planes
+from runtime.kernels.conv import DEPTHWISE_PLANES, conv_workspace, convolve
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -116,7 +115,7 @@ def _conv_act_workspace(
     "ConvAct",
     domain=MEMPLAN_DOMAIN,
     workspace=_conv_act_workspace,
-    planes=Planes(channel_inputs=(1, 2), depthwise=True),
+    planes=DEPTHWISE_PLANES,
 )
 @small_ufunc_buffers()
 def conv_act(
