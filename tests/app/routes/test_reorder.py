@@ -8,7 +8,19 @@ from onnx import TensorProto, helper, numpy_helper
 
 import runtime
 from planner import load
-from tests.app.routes.test_models import _run, _upload
+
+
+def upload(client, model: onnx.ModelProto) -> str:
+    r = client.post("/api/v1/models", files={"file": ("branches.onnx", model.SerializeToString())})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def run(client, model_id: str, body: dict) -> dict:
+    r = client.post(f"/api/v1/models/{model_id}/runs", json=body)
+    assert r.status_code == 202, r.text
+    assert client.app.state.jobs.wait(r.json()["id"], 120)
+    return client.get(f"/api/v1/jobs/{r.json()['id']}").json()
 
 
 def two_branches() -> onnx.ModelProto:
@@ -41,7 +53,7 @@ def two_branches() -> onnx.ModelProto:
 
 def test_a_plan_in_a_memory_aware_order_is_lower_and_runs_in_that_order(client):
     model = two_branches()
-    model_id = _upload(client, model.SerializeToString(), "branches.onnx").json()["id"]
+    model_id = upload(client, model)
     r = client.post(f"/api/v1/models/{model_id}/plans", json={"strategies": ["greedy_by_size"], "reorder": True})
     assert r.status_code == 200, r.text
     made = r.json()
@@ -55,7 +67,7 @@ def test_a_plan_in_a_memory_aware_order_is_lower_and_runs_in_that_order(client):
     names = page["view"]["step_names"]
     assert names.index("narrow1") < names.index("wide2") or names.index("narrow2") < names.index("wide1")
     # The run executes the nodes in the stored order (the plan's lifetimes hold only there).
-    job = _run(client, model_id, json={"plan_id": plan["id"], "seed": 1})
+    job = run(client, model_id, {"plan_id": plan["id"], "seed": 1})
     assert job["state"] == "done", job["error"]
     assert job["result"]["verdict"]["passed"] is True
     steps = [s["name"] for s in job["result"]["steps"]]
@@ -63,7 +75,7 @@ def test_a_plan_in_a_memory_aware_order_is_lower_and_runs_in_that_order(client):
 
 
 def test_reorder_is_off_unless_asked(client):
-    model_id = _upload(client, two_branches().SerializeToString(), "branches.onnx").json()["id"]
+    model_id = upload(client, two_branches())
     made = client.post(f"/api/v1/models/{model_id}/plans", json={"strategies": ["greedy_by_size"]}).json()
     assert made["reorder"] is None
     page = client.get(f"/plans/{made['plans'][0]['id']}?format=json").json()
