@@ -6,7 +6,10 @@ listed in one error before anything runs), builds the memory problem of `options
 `planner.check_plan` rejects, allocates one aligned uint8 arena and makes every non-constant
 tensor a view ``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`).
 ``run(inputs)`` is then a flat loop over the steps; a Concat planned in place copies only the
-inputs not already in their slice (`runtime.concat_in_place`).
+inputs not already in their slice (`runtime.concat_in_place`). Each step's kernel call is bound
+at prepare (output views, workspace, attributes, opset), so that a run only reads input slots;
+without a canary, `after_node` hooks or an `on_step` callback the loop is those calls and one
+clock read per step, and `RunStats.trace` is made from the step times only when read.
 
 Zero-copy I/O (`runtime.caller_memory`): `input_buffer`/`output_buffer` hand out the session's
 own buffers (arena views under ``io="arena"``) so a caller writes inputs and reads outputs in
@@ -39,6 +42,7 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -53,17 +57,18 @@ from runtime.canary import Canary
 from runtime.concat_in_place import concat_in_place
 from runtime.errors import ExecutionError, FeedError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
 from runtime.graph import Graph, Node
-from runtime.kernels import Kernel, call, kernel_of
+from runtime.kernels import Kernel, kernel_of
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.problem import check_aliases, memory_problem, workspace_id
-from runtime.stats import RunStats, StepRecord
+from runtime.stats import RunStats
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
 AfterNode = Callable[[], None]  # runs right after its node, before the next step; may raise to stop the run
 Measure = Literal["time", "memory"]  # what a run measures: honest times (no tracing), or bytes beside the arena
 MEASURES = ("time", "memory")
 DEFAULT_MAX_ARENA_BYTES = 16 << 30
+StepCall = Callable[[list[Any]], None]  # one step's kernel call, bound at prepare: reads the slots it is given
 
 
 @dataclass
@@ -148,6 +153,8 @@ class Session:
         self._bind_views(problem, plan)
         self._io = CallerMemory(self.graph, self._views, self._values, self._slot, self.io_alignment)
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
+        self._calls = [_bind_call(s, self._none_slot) for s in self._steps]
+        self._labels = tuple((s.node.name, s.node.op_type) for s in self._steps)
         self._after = self._after_hooks()
         self._canary = None
         if self.canary:
@@ -205,6 +212,8 @@ class Session:
         for name in self.graph.tensors:
             self._slot[name] = len(self._values)
             self._values.append(None)
+        self._none_slot = len(self._values)  # what an omitted input reads: always None
+        self._values.append(None)
         for name, view in self._views.items():
             self._values[self._slot[name]] = read_only(view)
         self.constant_bytes = 0
@@ -370,40 +379,83 @@ class Session:
             # Stop the tracing this run started, even when a step fails (a canary hit, say).
             if measure == "memory" and not tracing:
                 tracemalloc.stop()
-        stats.trace = [
-            StepRecord(i, s.node.name, s.node.op_type, float(t))
-            for i, (s, t) in enumerate(zip(self._steps, step_seconds, strict=True))
-        ]
+        stats.step_labels, stats.step_times = self._labels, step_seconds
         self.stats = stats
         return io.collect(external_outputs, stats)
 
     def _loop(self, step_seconds: np.ndarray, on_step: OnStep | None) -> float:
-        """The flat loop over the steps; each step's seconds go into `step_seconds`; returns the total."""
-        values, after, total = self._values, self._after, len(self._steps)
-        started = time.perf_counter()
-        for index, step in enumerate(self._steps):
+        """The flat loop over the steps; each step's seconds go into `step_seconds`; returns the total.
+        Without a canary, hooks or a callback, the loop is only the bound calls and one clock read
+        per step; otherwise each step's kernel alone is timed, then the canary, hook and callback run."""
+        values, calls = self._values, self._calls
+        started = last = time.perf_counter()
+        if self._canary is None and not self._after and on_step is None:
+            for index, bound in enumerate(calls):
+                try:
+                    bound(values)
+                except Exception as e:
+                    raise self._failure(index, e) from e
+                now = time.perf_counter()
+                step_seconds[index] = now - last
+                last = now
+            return last - started
+        after, total, canary = self._after, len(calls), self._canary
+        for index, bound in enumerate(calls):
             t0 = time.perf_counter()
-            if not step.skip:
-                self._execute(step, values)
+            try:
+                bound(values)
+            except Exception as e:
+                raise self._failure(index, e) from e
             step_seconds[index] = time.perf_counter() - t0
-            if self._canary is not None:
-                self._canary.after(index, step.node.name)
+            name = self._steps[index].node.name
+            if canary is not None:
+                canary.after(index, name)
             if index in after:
                 after[index]()
             if on_step is not None:
-                on_step(index, total, step.node.name, float(step_seconds[index]))
+                on_step(index, total, name, float(step_seconds[index]))
         return time.perf_counter() - started
 
-    def _execute(self, step: _Step, values: list[np.ndarray | None]) -> None:
-        node = step.node
-        ins = [values[k] if k >= 0 else None for k in step.inputs]
-        outs = [values[o] if isinstance(o, int) else o for o in step.outputs]
-        try:
-            call(step.kernel, ins, outs, step.ws, step.attributes, node.opset)
-        except Exception as e:
-            raise ExecutionError(
-                f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}", node.name
-            ) from e
+    def _failure(self, index: int, error: Exception) -> ExecutionError:
+        node = self._steps[index].node
+        return ExecutionError(f"node {node.name!r} ({node.op_type}) failed: {type(error).__name__}: {error}", node.name)
+
+
+def _bind_call(step: _Step, none_slot: int) -> StepCall:
+    """`step`'s kernel call with its output views, workspace, attributes and opset bound once (the
+    contract of `runtime.kernels.call`): a run then only reads the input slots. Outputs computed
+    outside the arena are read from their slot, which each run fills."""
+    if step.skip:
+        return _nothing
+    k = step.kernel
+    fn = k.fn
+    kwargs = dict(step.attributes)
+    if k.takes_opset:
+        kwargs["opset"] = step.node.opset
+    if k.workspace is not None:
+        kwargs["ws"] = step.ws
+    slots = [i if i >= 0 else none_slot for i in step.inputs]
+    outputs = step.outputs
+    if any(isinstance(o, int) for o in outputs):
+        multi = k.multi_output
+
+        def external(values: list[Any]) -> None:
+            resolved = [values[o] if isinstance(o, int) else o for o in outputs]
+            fn(*[values[i] for i in slots], out=tuple(resolved) if multi else resolved[0], **kwargs)
+
+        return external
+    out = tuple(outputs) if k.multi_output else outputs[0]
+    if len(slots) == 1:
+        only = slots[0]
+        return lambda values: fn(values[only], out=out, **kwargs)
+    if not slots:
+        return lambda values: fn(out=out, **kwargs)
+    read = itemgetter(*slots)
+    return lambda values: fn(*read(values), out=out, **kwargs)
+
+
+def _nothing(values: list[Any]) -> None:
+    """A view whose output already is its input's bytes."""
 
 
 def _checked_measure(measure: str) -> Measure:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,17 +26,31 @@ class RunStats:
     arena_bytes: int
     outside_arena_bytes: int | None  # tracemalloc peak during the loop; None unless measure="memory"
     seconds: float  # the loop's wall time; inflated by tracing when `traced`
-    trace: list[StepRecord] = field(default_factory=list)
     copies: int = 0  # arrays copied into or out of the arena (inputs, outputs, non-aliased views)
     copied_bytes: int = 0
     constant_bytes: int = 0  # parameters, kept outside the arena
     fallbacks: dict[str, str] = field(default_factory=dict)  # bound tensor -> why it was copied
     measure: str = "time"  # what the run measured: "time" (no tracing) or "memory" (tracemalloc on)
     traced: bool = False  # tracemalloc was on during the loop (a memory run, or the caller's own tracing)
+    # (node, op type) per step and each step's seconds: `trace` is made from them when read.
+    step_labels: Sequence[tuple[str, str]] = field(default=(), repr=False)
+    step_times: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _trace: list[StepRecord] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def trace(self) -> list[StepRecord]:
+        """One record per step, in step order (made on first read: a run only keeps the times)."""
+        if self._trace is None:
+            times = [] if self.step_times is None else self.step_times.tolist()
+            self._trace = [
+                StepRecord(i, node, op, t)
+                for i, ((node, op), t) in enumerate(zip(self.step_labels, times, strict=True))
+            ]
+        return self._trace
 
     @property
     def step_seconds(self) -> list[float]:
-        return [r.seconds for r in self.trace]
+        return [] if self.step_times is None else self.step_times.tolist()
 
     @property
     def outside_ratio(self) -> float | None:

@@ -1,0 +1,101 @@
+"""The Session's loop of bound calls: every step's kernel call is bound at prepare (views,
+workspace, attributes, opset), so a run reads only its input slots. The plain loop (no canary,
+hook or callback) and the full loop must compute the same outputs as onnxruntime, with omitted
+optional inputs, several outputs, views skipped, outputs outside the arena; a failing kernel is
+named in either loop; and each run's trace has one record per step, in order."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from runtime import ExecutionError, MemoryOptions, Session, load_model
+from runtime.oracle import oracle_outputs
+
+RNG = np.random.default_rng(23)
+
+
+def mixed_model() -> onnx.ModelProto:
+    """Clip with its min omitted, Split into two outputs, a Reshape view, an opset-dependent
+    Softmax and a Conv with workspace; two graph outputs."""
+    inits = [
+        numpy_helper.from_array(np.array(0.5, np.float32), "hi"),
+        numpy_helper.from_array(np.array([4, 4], np.int64), "halves"),
+        numpy_helper.from_array(np.array([2, -1], np.int64), "flat"),
+        numpy_helper.from_array(RNG.standard_normal((4, 4, 3, 3)).astype(np.float32), "w"),
+    ]
+    nodes = [
+        helper.make_node("Clip", ["x", "", "hi"], ["c"], name="clip"),
+        helper.make_node("Split", ["c", "halves"], ["a", "b"], name="split", axis=1),
+        helper.make_node("Conv", ["a", "w"], ["k"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Mul", ["k", "b"], ["m"], name="mul"),
+        helper.make_node("Reshape", ["m", "flat"], ["f"], name="flatten"),
+        helper.make_node("Softmax", ["f"], ["y"], name="softmax", axis=-1),
+        helper.make_node("Neg", ["b"], ["z"], name="neg"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 5, 5])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 100]),
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4, 5, 5]),
+        ],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("loop", ["plain", "with_events"])
+@pytest.mark.parametrize("io", ["arena", "external"])
+def test_both_loops_match_onnxruntime(io, loop):
+    model = mixed_model()
+    x = RNG.standard_normal((2, 8, 5, 5)).astype(np.float32)
+    _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x}, prefer="onnxruntime")
+    assert want is not None, notes
+    session = Session(load_model(model), "greedy_by_size", MemoryOptions(io=io)).prepare()
+    events: list[tuple[int, int, str]] = []
+    on_step = (lambda i, n, name, seconds: events.append((i, n, name))) if loop == "with_events" else None
+    for _ in range(2):  # a second run reads the slots the first one left
+        got = session.run({"x": x}, on_step=on_step)
+        for name in ("y", "z"):
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6)
+    names = ["clip", "split", "conv", "mul", "flatten", "softmax", "neg"]
+    assert [r.node for r in session.stats.trace] == names
+    assert [r.index for r in session.stats.trace] == list(range(len(names)))
+    assert session.stats.trace[2].op_type == "Conv"
+    seconds = session.stats.step_seconds
+    assert len(seconds) == len(names) and min(seconds) >= 0 and sum(seconds) <= session.stats.seconds
+    if loop == "with_events":
+        assert events == [(i, len(names), n) for i, n in enumerate(names)] * 2
+
+
+def gather_model() -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Gather", ["r", "i"], ["y"], name="pick", axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "gather",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+            helper.make_tensor_value_info("i", TensorProto.INT64, [2]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("loop", ["plain", "with_events"])
+def test_a_failing_kernel_is_named_in_either_loop(loop):
+    session = Session(load_model(gather_model())).prepare()
+    x = np.ones((4, 3), np.float32)
+    on_step = (lambda *args: None) if loop == "with_events" else None
+    got = session.run({"x": x, "i": np.array([3, 0], np.int64)}, on_step=on_step)
+    np.testing.assert_array_equal(got["y"], np.ones((2, 3), np.float32))
+    with pytest.raises(ExecutionError, match=r"node 'pick' \(Gather\) failed") as caught:
+        session.run({"x": x, "i": np.array([7, 0], np.int64)}, on_step=on_step)
+    assert caught.value.node == "pick"
