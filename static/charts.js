@@ -426,6 +426,8 @@
     const [x0, x1] = full.xaxis.range.map(Number), [y0, y1] = full.yaxis.range.map(Number);
     const d = big.detail;
     if (d && !d.truncated && d.window.x0 <= x0 && d.window.x1 >= x1 && d.window.y0 <= y0 && d.window.y1 >= y1) {
+      clearTimeout(big.timer);  // a fetch still waiting was for an earlier view
+      big.asked += 1;
       big.inView = countInView(d.rects, x0, x1, y0, y1);
       M.bigNote();
       return Promise.resolve(d);
