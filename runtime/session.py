@@ -153,7 +153,7 @@ class Session:
         self._bind_views(problem, plan)
         self._io = CallerMemory(self.graph, self._views, self._values, self._slot, self.io_alignment)
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
-        self._calls = [_bind_call(s, self._none_slot) for s in self._steps]
+        self._calls = [_bind_call(s, self._none_slot, self.graph) for s in self._steps]
         self._labels = tuple((s.node.name, s.node.op_type) for s in self._steps)
         self._after = self._after_hooks()
         self._canary = None
@@ -421,14 +421,19 @@ class Session:
         return ExecutionError(f"node {node.name!r} ({node.op_type}) failed: {type(error).__name__}: {error}", node.name)
 
 
-def _bind_call(step: _Step, none_slot: int) -> StepCall:
+def _bind_call(step: _Step, none_slot: int, graph: Graph) -> StepCall:
     """`step`'s kernel call with its output views, workspace, attributes and opset bound once (the
     contract of `runtime.kernels.call`): a run then only reads the input slots. Outputs computed
-    outside the arena are read from their slot, which each run fills."""
+    outside the arena are read from their slot, which each run fills. A kernel function with a
+    `bind` (`runtime.kernels.planes.PlaneWise`) is bound to the step's static shapes first."""
     if step.skip:
         return _nothing
     k = step.kernel
     fn = k.fn
+    bind = getattr(fn, "bind", None)
+    if bind is not None:
+        metas = [[graph.tensors[n] if n else None for n in names] for names in (step.node.inputs, step.node.outputs)]
+        fn = bind(*metas, step.attributes)
     kwargs = dict(step.attributes)
     if k.takes_opset:
         kwargs["opset"] = step.node.opset

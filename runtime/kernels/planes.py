@@ -83,18 +83,54 @@ def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None, sp
             return own
         return own + _chunk_bytes(tuple(out.shape), out.dtype.itemsize)
 
-    takes_ws = workspace is not None
+    return PlaneWise(fn, spec, workspace is not None), with_chunk
 
-    @functools.wraps(fn)
-    def wrapper(*inputs: Any, out: Any, ws: np.ndarray | None = None, **attrs: Any) -> None:
+
+class PlaneWise:
+    """A plane-wise kernel function, callable as the kernel itself. Each call works out whether
+    the op is plane-wise here and through which path; `bind` works it out once for fixed shapes
+    and attributes (at a session's prepare) and returns the call that skips it."""
+
+    def __init__(self, fn: Callable[..., None], spec: Planes, takes_ws: bool) -> None:
+        functools.update_wrapper(self, fn)
+        self.fn, self.spec, self.takes_ws = fn, spec, takes_ws
+
+    def __call__(self, *inputs: Any, out: Any, ws: np.ndarray | None = None, **attrs: Any) -> None:
+        y = out[0] if isinstance(out, tuple) else out
+        self._run(inputs, out, ws, attrs, self._decide(attrs, inputs, y))
+
+    def bind(self, inputs: Sequence[Any], outputs: Sequence[Any], attrs: dict[str, Any]) -> Callable[..., None]:
+        """The call for inputs and outputs of these shapes (anything with `shape` and `dtype`)
+        and these attributes."""
+        decision = self._decide(attrs, inputs, outputs[0] if outputs else None)
+
+        def bound(*inputs: Any, out: Any, ws: np.ndarray | None = None, **attrs: Any) -> None:
+            self._run(inputs, out, ws, attrs, decision)
+
+        return bound
+
+    def _decide(self, attrs: dict[str, Any], inputs: Sequence[Any], y: Any) -> tuple[bool, bool, int]:
+        """(plane-wise, direct, bytes of the chunk at the end of the workspace)."""
+        plane_wise = y is not None and self.spec.applies(attrs, inputs, y)
+        direct = plane_wise and self.spec.direct is not None and self.spec.direct(attrs, inputs, y)
+        chunk = _chunk_bytes(tuple(y.shape), y.dtype.itemsize) if plane_wise and not direct else 0
+        return plane_wise, direct, chunk
+
+    def _run(
+        self,
+        inputs: Sequence[Any],
+        out: Any,
+        ws: np.ndarray | None,
+        attrs: dict[str, Any],
+        decision: tuple[bool, bool, int],
+    ) -> None:
+        fn, (plane_wise, direct, chunk) = self.fn, decision
         y = out[0] if isinstance(out, tuple) else out
         x = inputs[0]
-        plane_wise = y is not None and spec.applies(attrs, inputs, y)
-        direct = plane_wise and spec.direct is not None and spec.direct(attrs, inputs, y)
-        chunk = _chunk_bytes(y.shape, y.dtype.itemsize) if plane_wise and not direct else 0
         own = ws if ws is None or not chunk else ws[: ws.size - chunk]
+        extra = {"ws": own} if self.takes_ws else {}
         if y is None or x is None or not np.may_share_memory(x, y):
-            fn(*inputs, out=out, **({"ws": own} if takes_ws else {}), **attrs)
+            fn(*inputs, out=out, **extra, **attrs)
             return
         if not plane_wise:
             raise ValueError(f"output over input 0 needs a plane-wise op; got {x.shape} -> {y.shape} with {attrs}")
@@ -105,15 +141,12 @@ def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None, sp
             # Item i's output ends at byte (i + 1) * C * P_out <= (i + 1) * C * P_in: it only
             # overwrites items already read, and within the item the kernel keeps block order.
             for item in range(y.shape[0]):
-                args = (x[item : item + 1], *inputs[1:])
-                fn(*args, out=y[item : item + 1], **({"ws": own} if takes_ws else {}), **attrs)
+                fn(x[item : item + 1], *inputs[1:], out=y[item : item + 1], **extra, **attrs)
             return
         scratch = (
             ws[ws.size - chunk :].view(y.dtype) if ws is not None else np.empty(chunk // y.dtype.itemsize, y.dtype)
         )
-        _in_place(fn, spec, inputs, out, y, scratch, {"ws": own} if takes_ws else {}, attrs)
-
-    return wrapper, with_chunk
+        _in_place(fn, self.spec, inputs, out, y, scratch, extra, attrs)
 
 
 def _check_over(x: np.ndarray, y: np.ndarray) -> None:
@@ -129,7 +162,7 @@ def _check_over(x: np.ndarray, y: np.ndarray) -> None:
 def _in_place(
     fn: Callable[..., None],
     spec: Planes,
-    inputs: tuple[Any, ...],
+    inputs: Sequence[Any],
     out: Any,
     y: np.ndarray,
     scratch: np.ndarray,

@@ -121,3 +121,28 @@ def test_a_one_by_one_depthwise_conv_still_goes_through_the_chunk(monkeypatch):
     kernel.fn(memory, w, b, out=memory, ws=None, group=c)
     assert calls
     np.testing.assert_allclose(memory, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 1 << 20])
+@pytest.mark.parametrize("k", [1, 3])  # the 1x1 conv goes through the chunk, the 3x3 runs directly
+def test_a_call_bound_to_its_shapes_matches_the_reference_over_its_input(k, chunk_bytes, monkeypatch):
+    monkeypatch.setattr(planes, "CHUNK_BYTES", chunk_bytes)
+    c = 6
+    x = RNG.standard_normal((2, c, 14, 14)).astype(np.float32)
+    w = RNG.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = RNG.standard_normal(c).astype(np.float32)
+    attrs = {"strides": [2, 2], "pads": [k // 2] * 4, "group": c}
+    want = _reference(x, w, b, {"strides": [2, 2], "pads": [k // 2] * 4})
+    kernel = get_kernel("Conv")
+    assert kernel is not None and kernel.workspace is not None
+    metas_in = [TensorMeta(a.shape, a.dtype) for a in (x, w, b)]
+    metas_out = [TensorMeta(want.shape, want.dtype)]
+    bound = kernel.fn.bind(metas_in, metas_out, attrs)  # type: ignore[attr-defined]
+    memory = x.copy()
+    y = memory.reshape(-1)[: want.size].reshape(want.shape)
+    ws = np.empty(kernel.workspace(metas_in, metas_out, **attrs), np.uint8)
+    bound(memory, w, b, out=y, ws=ws, **attrs)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    apart = np.empty_like(want)
+    bound(x, w, b, out=apart, ws=ws, **attrs)
+    np.testing.assert_allclose(apart, want, rtol=1e-5, atol=1e-5)
