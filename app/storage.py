@@ -38,7 +38,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, defer, sessionmaker
 
 from app import migrations
 from app.db import IMMEDIATE, JobEventRow, JobRow, ModelRow, PlanRow, ProblemRow, RunRow, open_engine, public_url
@@ -426,10 +426,11 @@ class Storage:
                 for position, p in enumerate(plans)
             )
 
-    def get_plan(self, plan_id: str) -> PlanRecord | None:
+    def get_plan(self, plan_id: str, *, placements: bool = True) -> PlanRecord | None:
+        """A plan; with `placements` False its Plan JSON is not read (tens of MB at 10^6 buffers): `plan` is {}."""
         with self._reader() as session:
-            row = session.get(PlanRow, plan_id)
-            return _plan(row) if row else None
+            row = session.get(PlanRow, plan_id, options=[] if placements else [defer(PlanRow.plan)])
+            return _plan(row, placements) if row else None
 
     def plans_of(self, problem_id: str) -> list[PlanRecord]:
         """A problem's plans in the order they were added."""
@@ -466,7 +467,7 @@ def _model(row: ModelRow) -> ModelRecord:
     )
 
 
-def _plan(row: PlanRow) -> PlanRecord:
+def _plan(row: PlanRow, placements: bool = True) -> PlanRecord:
     return PlanRecord(
         id=row.id,
         problem_id=row.problem_id,
@@ -477,7 +478,7 @@ def _plan(row: PlanRow) -> PlanRecord:
         seconds=row.seconds,
         valid=bool(row.valid),
         violations=row.violations,
-        plan=row.plan,
+        plan=row.plan if placements else {},
     )
 
 

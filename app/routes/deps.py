@@ -44,6 +44,14 @@ def _plan(plan_id: str, storage: StorageDep) -> PlanRecord:
     return record
 
 
+def _plan_head(plan_id: str, storage: StorageDep) -> PlanRecord:
+    """A plan without its Plan JSON (`plan` is {}), for a page that reads the problem's plans anyway."""
+    record = storage.get_plan(plan_id, placements=False)
+    if record is None:
+        raise not_found("plan", plan_id)
+    return record
+
+
 def _job(job_id: str, jobs: JobsDep) -> Job:
     job = jobs.get(job_id)  # from the database: any app process's job
     if job is None:
@@ -53,6 +61,7 @@ def _job(job_id: str, jobs: JobsDep) -> Job:
 
 ModelDep = Annotated[ModelRecord, Depends(_model)]
 PlanDep = Annotated[PlanRecord, Depends(_plan)]
+PlanHeadDep = Annotated[PlanRecord, Depends(_plan_head)]
 JobDep = Annotated[Job, Depends(_job)]
 
 

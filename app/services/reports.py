@@ -44,6 +44,7 @@ def plan_page_context(
 ) -> dict[str, Any]:
     problem, stored = problem_of(storage, record)
     siblings = storage.plans_of(record.problem_id)
+    record = next((p for p in siblings if p.id == record.id), record)  # with its Plan JSON, read once
     other = resolve_compare(siblings, record, compare)
     tensors = stored["tensors"]
     summaries = [planning.summary(p, problem) for p in siblings]

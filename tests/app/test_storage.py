@@ -96,6 +96,10 @@ def test_problems_plans_and_runs_round_trip_and_go_with_their_model(storage):
     assert [p.id for p in stored] == ["p-z", "p-a", "p-m"]  # the order given, not the ids'
     assert stored[2] == PlanRecord(**{**given[2].__dict__, "problem_id": problem_id})
     assert storage.get_plan("p-a").arena_bytes == 1 << 40 and storage.get_plan("p-m").valid is False
+    # Without its placements: every other field as stored, and the Plan JSON left unread.
+    head = storage.get_plan("p-z", placements=False)
+    assert head == PlanRecord(**{**given[0].__dict__, "problem_id": problem_id, "plan": {}})
+    assert storage.get_plan("p-z").plan == given[0].plan != {}
     storage.add_run("r1", record.id, "p-z", {"peak": 1})
     storage.add_run("r1", record.id, "p-z", {"peak": 2})  # a run is replaced, not duplicated
     assert storage.get_run("r1") == {"peak": 2}

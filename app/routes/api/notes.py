@@ -6,27 +6,28 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from app.routes.deps import PlanDep, StorageDep
+from app.routes.deps import PlanHeadDep, StorageDep
 from app.schemas import NoteOut, NoteRequest
 from app.services import notes
 
 router = APIRouter(tags=["notes"])
+# Notes need a plan to exist, not its Plan JSON: a page polls them every few seconds.
 
 
 @router.post("/plans/{plan_id}/notes", status_code=201, response_model=NoteOut)
-def add_note(record: PlanDep, body: NoteRequest, storage: StorageDep) -> dict[str, Any]:
+def add_note(record: PlanHeadDep, body: NoteRequest, storage: StorageDep) -> dict[str, Any]:
     """Add a note to the plan (`tensor` and `step` both given: on that tensor at that step). The text is
     kept as written and always shown as text."""
     return notes.add(storage, record, body)
 
 
 @router.get("/plans/{plan_id}/notes", response_model=list[NoteOut])
-def list_notes(record: PlanDep, storage: StorageDep) -> list[dict[str, Any]]:
+def list_notes(record: PlanHeadDep, storage: StorageDep) -> list[dict[str, Any]]:
     """The plan's notes, oldest first."""
     return notes.listing(storage, record)
 
 
 @router.delete("/plans/{plan_id}/notes/{note_id}", status_code=204)
-def delete_note(record: PlanDep, note_id: str, storage: StorageDep) -> Response:
+def delete_note(record: PlanHeadDep, note_id: str, storage: StorageDep) -> Response:
     notes.remove(storage, record, note_id)
     return Response(status_code=204)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from app.routes.deps import PlanDep, StorageDep
+from app.routes.deps import PlanHeadDep, StorageDep
 from app.routes.rendering import head_first, render, wants_json
 from app.services import diffs, reports
 
@@ -19,7 +19,7 @@ router = APIRouter(include_in_schema=False)
 @router.get("/plans/{plan_id}")
 async def plan_page(
     request: Request,
-    record: PlanDep,
+    record: PlanHeadDep,  # its Plan JSON is read once, with its siblings'
     storage: StorageDep,
     compare: str | None = None,
     x0: Annotated[float | None, Query()] = None,
