@@ -99,3 +99,24 @@ def test_a_failing_kernel_is_named_in_either_loop(loop):
     with pytest.raises(ExecutionError, match=r"node 'pick' \(Gather\) failed") as caught:
         session.run({"x": x, "i": np.array([7, 0], np.int64)}, on_step=on_step)
     assert caught.value.node == "pick"
+
+
+def test_an_omitted_input_in_the_middle_reads_none():
+    # Clip(-x, min omitted, max): the kernel must see None for min, not some other tensor (with x
+    # as min it would compute |x|).
+    hi = numpy_helper.from_array(np.array(0.5, np.float32), "hi")
+    nodes = [
+        helper.make_node("Neg", ["x"], ["n"], name="neg"),
+        helper.make_node("Clip", ["n", "", "hi"], ["y"], name="clip"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "clip",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 5])],
+        [hi],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = RNG.standard_normal((4, 5)).astype(np.float32)
+    got = Session(load_model(model)).prepare().run({"x": x})
+    np.testing.assert_array_equal(got["y"], np.minimum(-x, np.float32(0.5)))
