@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import random
 import socket
 import statistics
 import subprocess
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.services.docsections import replace_section  # noqa: E402
-from planner.generate import network_like  # noqa: E402
+from planner.problem import Buffer, Problem  # noqa: E402
 
 SECTION = "page-load-with-jobs"
 EXAMPLES = ("squeezenet", "resnet50")
@@ -78,9 +79,10 @@ def pages(base: str) -> list[str]:
 
 
 def start_jobs(base: str, jobs: int, seconds: float) -> list[str]:
-    """`jobs` exact planning jobs. Meant to keep searching for the whole time limit, but optimal now
-    proves this problem optimal in about 0.1 s: the `jobs running` column shows whether they still ran."""
-    problem = network_like(3000, seed=7)
+    """`jobs` exact planning jobs on a problem optimal keeps searching for the whole time limit: 3,000
+    buffers of random sizes and lifetimes (seeded), far from LOAD (a network_like trace it proves
+    optimal in about 0.1 s)."""
+    problem = random_problem(3000, steps=2000, span=200, seed=7)
     body = _csv(problem)
     started = []
     with httpx.Client(base_url=base, timeout=60) as http:
@@ -94,6 +96,16 @@ def start_jobs(base: str, jobs: int, seconds: float) -> list[str]:
             r.raise_for_status()
             started.append(r.json()["job"]["id"])
     return started
+
+
+def random_problem(n: int, steps: int, span: int, seed: int) -> Problem:
+    rng = random.Random(seed)
+    buffers = []
+    for k in range(n):
+        first = rng.randrange(steps)
+        last = min(steps - 1, first + rng.randrange(span))
+        buffers.append(Buffer(id=f"b{k}", size=64 * rng.randrange(1, 5000), first=first, last=last))
+    return Problem(buffers=tuple(buffers), steps=steps)
 
 
 def _csv(problem) -> str:
