@@ -350,7 +350,7 @@ def big_plans_section(pan: dict, opened: dict, tensors: int, buffers: int, frame
             "",
             f"The server's share: the page's HTML alone takes {opened['server_page']:.2f} s with the plan's columns "
             f"cached, most of it reading the stored plan back from the database ({opened['read_plan']:.2f} s a read; "
-            "the page route reads it, then every plan of the problem again for the comparison: JSON text of "
+            "the page reads every plan of the problem once, for the comparison: JSON text of "
             "about 50 MB per plan at this size).",
             "",
             f"Goal (< 3000 ms) this run: {'met' if again['first'] < 3000 else 'not met'} on a second open, "
