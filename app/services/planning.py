@@ -14,7 +14,7 @@ import runtime
 from app.errors import AppError, not_found
 from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import PlanRequest
-from app.services import graphs, library
+from app.services import chart_windows, graphs, library
 from app.services.plans import remember
 from app.settings import active_limits
 from app.storage import ModelRecord, PlanRecord, Storage, new_id
@@ -106,6 +106,10 @@ def plan_and_store(
     inline = [] if background else [n for n in names if not get(n).slow]
     later = [n for n in names if n not in inline]
     records = _store(storage, problem_id, run_strategies(problem, inline, **strategy_options)) if inline else []
+    if chart_windows.is_big(problem):  # its page opens on these columns: built now, not on the first open
+        for record in records:
+            if record.plan:
+                chart_windows.plan_columns(record.id, problem_id, problem, record.plan)
     job = None
     if later:
         assert jobs is not None, f"{later} run as a job: plan_and_store needs the job service"

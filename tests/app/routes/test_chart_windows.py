@@ -176,3 +176,14 @@ def test_chart_plan_page_of_a_big_plan_carries_an_aggregate(client, monkeypatch)
     monkeypatch.setattr(chart_windows, "AGGREGATE_ABOVE", 50_000)
     small = client.get(f"/plans/{plan_id}", headers={"accept": "application/json"}).json()["view"]
     assert "aggregate" not in small and len(small["buffers"]["id"]) == 300
+
+
+def test_a_big_plan_has_its_chart_columns_ready_when_it_is_planned(client, monkeypatch):
+    """Planned in this process, its page does not build them on the first open; a small plan's page never needs them."""
+    monkeypatch.setattr(chart_windows, "AGGREGATE_ABOVE", 100)
+    big, doc = _planned(client, 300)
+    columns = chart_windows.cached(big)
+    assert columns is not None
+    assert sorted(columns.offsets.tolist()) == sorted(b["offset"] for b in doc["buffers"])
+    small, _ = _planned(client, 60)
+    assert chart_windows.cached(small) is None
