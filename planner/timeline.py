@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -178,12 +178,7 @@ class Occupancy:
         lo, hi = t.lo[block], t.hi[block]
         found: list[int] = []
         if hi - lo < t.short:
-            found += listed[lo] or ()
-            starting = self.starting
-            for point in range(lo + 1, hi + 1):
-                got = starting[point]
-                if got:
-                    found += got
+            _gather_points(listed, self.starting, lo, hi, found)
         elif lo == 0 and hi == t.leaves - 1 and t.sub_limit > 1:
             # Live throughout: it meets every placed block, all in the root's sub union.
             return self.sub[1] or []
@@ -193,27 +188,7 @@ class Occupancy:
                 if got:
                     found += got
             self._inside(block, found)
-        leaves = t.leaves
-        got = own[lo + leaves]
-        if got:
-            found += got
-        got = own[hi + leaves]
-        if got and hi != lo:
-            found += got
-        up = t.own_up
-        x, y = up[lo + leaves], up[hi + leaves]
-        while x != y:
-            if x > y:
-                got, x = own[x], up[x]
-            else:
-                got, y = own[y], up[y]
-            if got:
-                found += got
-        while x:
-            got = own[x]
-            if got:
-                found += got
-            x = up[x]
+        _gather_path(own, t.own_up, lo + t.leaves, hi + t.leaves, found)
         return found
 
     def place_run(
@@ -242,33 +217,9 @@ class Occupancy:
                 self.open -= 1
                 self.insert(i, at, at + size)
             else:
-                got = listed[lo]
-                found: list[int] = list(got) if got else []
-                for point in range(lo + 1, hi + 1):
-                    got = starting[point]
-                    if got:
-                        found += got
-                x, y = lo + leaves, hi + leaves
-                got = own[x]
-                if got:
-                    found += got
-                if y != x:
-                    got = own[y]
-                    if got:
-                        found += got
-                x, y = up[x], up[y]
-                while x != y:
-                    if x > y:
-                        got, x = own[x], up[x]
-                    else:
-                        got, y = own[y], up[y]
-                    if got:
-                        found += got
-                while x:
-                    got = own[x]
-                    if got:
-                        found += got
-                    x = up[x]
+                found: list[int] = []
+                _gather_points(listed, starting, lo, hi, found)
+                _gather_path(own, up, lo + leaves, hi + leaves, found)
                 at = pick(found, size, align, best)
                 end = at + size
                 if self.open:
@@ -422,3 +373,41 @@ def _nearest_marked_ancestor(marked: np.ndarray, leaves: int) -> np.ndarray:
         up[2 * width + 1 : 4 * width : 2] = nearest
         width *= 2
     return up
+
+
+def _gather_points(
+    listed: Sequence[list[int] | None], starting: Sequence[list[int] | None], lo: int, hi: int, found: list[int]
+) -> None:
+    """Append the ranges of the short blocks live somewhere in [lo, hi]: those listed at `lo`
+    and those starting after it, each once."""
+    got = listed[lo]
+    if got:
+        found += got
+    for point in range(lo + 1, hi + 1):
+        got = starting[point]
+        if got:
+            found += got
+
+
+def _gather_path(own: Sequence[list[int] | None], up: Sequence[int], x: int, y: int, found: list[int]) -> None:
+    """Append the own unions of leaves `x` and `y` and of every ancestor of either, each node once."""
+    got = own[x]
+    if got:
+        found += got
+    if y != x:
+        got = own[y]
+        if got:
+            found += got
+    x, y = up[x], up[y]
+    while x != y:
+        if x > y:
+            got, x = own[x], up[x]
+        else:
+            got, y = own[y], up[y]
+        if got:
+            found += got
+    while x:
+        got = own[x]
+        if got:
+            found += got
+        x = up[x]
