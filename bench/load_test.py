@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from serving import free_port, wait_until_up  # noqa: E402 (bench/ is not a package)
 
 from app.jobs import local_cluster  # noqa: E402
 from reliability.malformed import base_model  # noqa: E402
@@ -91,22 +92,13 @@ def run(base: str, clients: int, seconds: float) -> dict[str, float]:
 
 def serve(data: Path, scheduler: str) -> tuple[subprocess.Popen, str]:
     """One uvicorn process serving the app (jobs on the Dask cluster at `scheduler`); (process, URL)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "MEMPLAN_DATA": str(data), "MEMPLAN_SCHEDULER": scheduler, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "uvicorn", "app.main:create_app", "--factory", "--port", str(port)]
     proc = subprocess.Popen([*cmd, "--log-level", "warning"], env=env, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/api/v1/models", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the server did not start in 30 s")
+    wait_until_up(proc, f"{base}/api/v1/models", 30)
+    return proc, base
 
 
 def markdown(figures: dict[str, float]) -> str:

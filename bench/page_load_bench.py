@@ -19,7 +19,6 @@ import argparse
 import os
 import platform
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,8 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from serving import free_port, wait_until_up  # noqa: E402 (bench/ is not a package)
+
 from app.services.docsections import replace_section  # noqa: E402
 from planner.problem import Buffer, Problem  # noqa: E402
 
@@ -43,25 +44,14 @@ EXAMPLES = ("squeezenet", "resnet50")
 
 def serve(tree: Path, data: Path) -> tuple[subprocess.Popen, str]:
     """`memplan serve` from `tree` on a free loopback port (with its own local cluster when it has one)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(tree), "MEMPLAN_DATA": str(data)}
     env.pop("MEMPLAN_SCHEDULER", None)
     cmd = [sys.executable, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(port), "--data", str(data)]
     proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server stopped: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
-        try:
-            if httpx.get(f"{base}/api/v1/examples", timeout=2).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the server did not start in 120 s")
+    wait_until_up(proc, f"{base}/api/v1/examples", 120)
+    return proc, base
 
 
 def pages(base: str) -> list[str]:

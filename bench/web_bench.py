@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import statistics
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from serving import free_port  # noqa: E402 (bench/ is not a package)
 
 from app.jobs import local_cluster  # noqa: E402
 from app.main import Settings, create_app  # noqa: E402
@@ -44,9 +45,7 @@ from tests.browser.harness import CHROMIUM, FLAGS  # noqa: E402 - the one place 
 def serve(data_dir: Path, scheduler: str) -> tuple[str, object, threading.Thread]:
     import uvicorn
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(Settings(data_dir=data_dir, scheduler=scheduler)),
