@@ -3,21 +3,14 @@ plan at the step and tensor where it corrupts data, with the bytes it clobbered.
 
 from __future__ import annotations
 
-import time
-
 from app.storage import PlanRecord, new_id
 from planner import Placement, Plan
 from tests.runtime.test_session import small_cnn
 
 
 def _finished(client, job_id: str, timeout: float = 60) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job = client.get(f"/api/v1/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed", "cancelled"):
-            return job
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} did not finish")
+    assert client.app.state.jobs.wait(job_id, timeout), f"job {job_id} did not finish"
+    return client.get(f"/api/v1/jobs/{job_id}").json()
 
 
 def _planned(client) -> tuple[str, dict]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -22,13 +21,8 @@ def _upload(client, hidden: int, name: str) -> str:
 
 
 def _finished(client, sweep_id: str, timeout: float = 120) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        sweep = client.get(f"/api/v1/sweeps/{sweep_id}").json()
-        if sweep["state"] in ("done", "failed", "cancelled"):
-            return sweep
-        time.sleep(0.2)
-    raise AssertionError(f"sweep {sweep_id} did not finish in {timeout} s")
+    assert client.app.state.jobs.wait(sweep_id, timeout), f"sweep {sweep_id} did not finish in {timeout} s"
+    return client.get(f"/api/v1/sweeps/{sweep_id}").json()
 
 
 def test_a_sweep_plans_every_combination_on_the_workers(client, app):
