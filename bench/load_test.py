@@ -22,8 +22,9 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, when loaded by file path
 
-from serving import free_port, wait_until_up  # noqa: E402 (bench/ is not a package)
+from serving import free_port, wait_until_up  # noqa: E402
 
 from app.jobs import local_cluster  # noqa: E402
 from reliability.malformed import base_model  # noqa: E402

@@ -32,8 +32,9 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, when loaded by file path
 
-from serving import free_port, wait_until_up  # noqa: E402 (bench/ is not a package)
+from serving import free_port, wait_until_up  # noqa: E402
 
 from app.services.docsections import replace_section  # noqa: E402
 from planner.problem import Buffer, Problem  # noqa: E402

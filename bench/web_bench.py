@@ -29,8 +29,9 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, when loaded by file path
 
-from serving import free_port  # noqa: E402 (bench/ is not a package)
+from serving import free_port  # noqa: E402
 
 from app.jobs import local_cluster  # noqa: E402
 from app.main import Settings, create_app  # noqa: E402
