@@ -5,7 +5,8 @@
 - a route module (app/routes/api/*, app/routes/pages/*) is imported only by the router assembly;
 - services, the CLI and the lower packages never import FastAPI or Starlette;
 - nobody imports another module's private (underscore) names;
-- every module stays under a line budget, with a short list of exceptions and the reason for each.
+- every module stays under a line budget, with a short list of exceptions and the reason for each;
+  the browser's scripts (static/*.js, plain scripts without a build step) too.
 
 The checks are plain functions over a source tree, so the tests below also plant an upward
 import and a cycle in a scratch tree and see each check fail.
@@ -29,6 +30,7 @@ WEB_FRAMEWORKS = ("fastapi", "starlette")
 WEB_FREE = ("planner", "runtime", "app.services", "app.cli", "app.storage", "app.jobs", "app.settings", "app.errors")
 BENCH_ONLY = ("torch", "torchvision")  # the bench extra; never in the core, the service or the tests
 LINE_BUDGET = 500
+SCRIPTS = "static"  # the browser's modules: plain scripts the templates load, one concern each
 OVER_BUDGET = {
     # module: why it may be longer than the budget
 }
@@ -215,6 +217,15 @@ def over_budget(root: Path, packages: Iterable[str], budget: int = LINE_BUDGET) 
     }
 
 
+def scripts_over_budget(root: Path, budget: int = LINE_BUDGET) -> dict[str, int]:
+    """The browser's scripts (static/*.js, not the vendored plotly.js) longer than `budget` lines."""
+    return {
+        path.name: lines
+        for path in sorted((root / SCRIPTS).glob("*.js"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > budget
+    }
+
+
 # ---- the real tree ---------------------------------------------------------------------------------
 
 
@@ -252,6 +263,10 @@ def test_modules_stay_under_the_line_budget():
     assert {name: lines for name, lines in over.items() if name not in OVER_BUDGET} == {}
     stale = sorted(set(OVER_BUDGET) - set(over))
     assert stale == [], f"back under {LINE_BUDGET} lines: drop them from OVER_BUDGET"
+
+
+def test_scripts_stay_under_the_line_budget():
+    assert scripts_over_budget(ROOT) == {}
 
 
 # ---- the checks fail when they should --------------------------------------------------------------
@@ -324,3 +339,10 @@ def test_torch_imported_by_the_runtime_is_reported(tmp_path):
 def test_a_module_over_the_budget_is_reported(tmp_path):
     root = _plant(tmp_path, {**CLEAN, "runtime/big.py": "x = 1\n" * 12})
     assert over_budget(root, PACKAGES, budget=10) == {"runtime.big": 12}
+
+
+def test_a_script_over_the_budget_is_reported(tmp_path):
+    root = _plant(
+        tmp_path, {"static/big.js": "x;\n" * 12, "static/small.js": "x;\n" * 3, "static/vendor/v.js": "x;\n" * 99}
+    )
+    assert scripts_over_budget(root, budget=10) == {"big.js": 12}

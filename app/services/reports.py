@@ -16,7 +16,8 @@ from app.storage import ModelRecord, PlanRecord, Storage
 from planner import get, names
 from runtime import MemoryOptions
 
-SCRIPTS = ("charts.js", "review.js", "notes.js")  # what the plan page runs, inlined into the offline report
+# What the plan page runs, inlined into the offline report.
+SCRIPTS = ("charts.js", "big_charts.js", "chart_pages.js", "review.js", "notes.js")
 
 
 def strategy_list() -> list[dict[str, Any]]:
