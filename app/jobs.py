@@ -29,14 +29,17 @@ import secrets
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import URL, make_url
+
 from app.cluster import BatchPriority
 from app.cluster import local_cluster as local_cluster  # where its users have always found it
+from app.db import public_url
 from app.errors import AppError
 from app.settings import Limits, activate
 from app.storage import Storage
@@ -58,6 +61,7 @@ LIVE_TASK_STATES = ("released", "waiting", "queued", "no-worker", "processing", 
 # (set by `memplan worker --data/--database-url`).
 WORKER_DATA_ENV = "MEMPLAN_WORKER_DATA"
 WORKER_DATABASE_ENV = "MEMPLAN_WORKER_DATABASE_URL"
+DATABASE_ENV = "MEMPLAN_DATABASE_URL"  # the service's own setting, inherited by local workers
 
 Task = Callable[["JobContext", dict[str, Any]], dict[str, Any]]
 
@@ -136,6 +140,9 @@ class JobEnv:
     """What a worker needs to run any job: the shared data folder, the database, the service's limits."""
 
     data_dir: str
+    # With its password hidden (`app.db.public_url`): task arguments are visible to everyone
+    # connected to the scheduler. A worker takes the password from its own environment
+    # (`worker_database_url`).
     database_url: str | None
     limits: Limits
 
@@ -374,7 +381,7 @@ def _open_storage(env: JobEnv) -> Storage:
     """This worker process's Storage for `env` (opened once): the data folder must be there already,
     since opening would otherwise make an empty one on a machine that lacks the shared volume."""
     data_dir = os.environ.get(WORKER_DATA_ENV) or env.data_dir
-    url = os.environ.get(WORKER_DATABASE_ENV) or env.database_url
+    url = worker_database_url(env.database_url, os.environ)
     with _storages_lock:
         if (data_dir, url) not in _storages:
             folder = Path(data_dir)
@@ -384,6 +391,26 @@ def _open_storage(env: JobEnv) -> Storage:
             # owns_jobs=False: other workers run jobs on this database too; opening must leave them be.
             _storages[(data_dir, url)] = Storage(folder, database_url=url, owns_jobs=False)
         return _storages[(data_dir, url)]
+
+
+def worker_database_url(given: str | None, environ: Mapping[str, str]) -> str | None:
+    """The database URL this worker connects with, for a job that names `given` (None: the data
+    folder's SQLite; a password hidden as ``***`` by the service).
+
+    `MEMPLAN_WORKER_DATABASE_URL` wins (the database as this machine reaches it). A hidden password
+    comes from the worker's own `MEMPLAN_DATABASE_URL` when that names the same database (local
+    workers inherit the service's), else from where PostgreSQL's client looks without one:
+    PGPASSWORD or the password file (~/.pgpass, PGPASSFILE)."""
+    if environ.get(WORKER_DATABASE_ENV):
+        return environ[WORKER_DATABASE_ENV]
+    if given is None or "***" not in given:
+        return given
+    own = environ.get(DATABASE_ENV)
+    if own and public_url(own) == given:
+        return own
+    url = make_url(given)
+    bare = URL.create(url.drivername, url.username, None, url.host, url.port, url.database, url.query)
+    return bare.render_as_string(hide_password=False)
 
 
 def _beat(storage: Storage, job_id: str, stop: threading.Event) -> None:

@@ -20,6 +20,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from app import routes
+from app.db import public_url
 from app.jobs import JobEnv, JobService, connect
 from app.routes import errors
 from app.routes.rendering import make_templates
@@ -43,7 +44,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     storage = Storage(settings.data_dir, settings.database_url, owns_jobs=False)
     env = JobEnv(
         data_dir=str(Path(settings.data_dir).resolve()),
-        database_url=None if storage.db_path is not None else storage.url,  # None: the data folder's SQLite
+        # None: the data folder's SQLite; else the URL without its password (workers bring their own)
+        database_url=None if storage.db_path is not None else public_url(storage.url),
         limits=settings.limits(),
     )
     try:

@@ -27,7 +27,15 @@ UPLOAD_LIMIT = 1 << 22  # bytes: every model the tests build fits
 
 
 @pytest.fixture(scope="session")
-def dask_scheduler() -> Iterator[str]:
+def pgpass_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the test PostgreSQL writes its password (the password file PostgreSQL's clients read):
+    jobs reach the workers with the password hidden, and the workers look here, as a worker
+    machine would in its own ~/.pgpass."""
+    return tmp_path_factory.mktemp("pgpass") / "pgpass"
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler(pgpass_file: Path) -> Iterator[str]:
     """One real Dask cluster for the session: two worker processes on 127.0.0.1; its scheduler's address.
 
     Apps connect their own Client to it and close only that; the cluster closes when the session ends.
@@ -37,7 +45,7 @@ def dask_scheduler() -> Iterator[str]:
     child = subprocess.Popen(
         [sys.executable, "-c", CLUSTER],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PGPASSFILE": str(pgpass_file)},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -162,7 +170,9 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
 
 
 @pytest.fixture(scope="session")
-def postgresql() -> Iterator[PostgreSQL]:
+def postgresql(pgpass_file: Path) -> Iterator[PostgreSQL]:
     """A real PostgreSQL server (Debian's package) for the session, on 127.0.0.1 and a free port only."""
     with running_postgresql() as server:
+        pgpass_file.write_text(f"127.0.0.1:{server.port}:*:{server.USER}:{server.password}\n")
+        pgpass_file.chmod(0o600)  # libpq ignores a password file others may read
         yield server
