@@ -31,6 +31,9 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("MEMPLAN_DATABASE_URL", "database_url")
     )
     max_upload_bytes: int = Field(default=2 * GIB, gt=0)
+    # A Problem JSON or CSV body (POST /api/v1/problems/plan): 256 MiB holds a Problem JSON of
+    # 10^6 buffers (about 90 MB) with room to spare; env MEMPLAN_MAX_PROBLEM_BYTES.
+    max_problem_bytes: int = Field(default=256 * 1024 * 1024, gt=0)
     host: str = "127.0.0.1"
     port: int = 8000
     # The Dask scheduler that runs jobs (tcp://host:port); env MEMPLAN_SCHEDULER. `memplan serve`

@@ -17,8 +17,6 @@ from app.services import planning
 
 router = APIRouter(tags=["problems"])
 
-MAX_PROBLEM_BYTES = 64 * 1024 * 1024
-
 
 def _problem_schema() -> dict[str, Any]:
     """The Problem JSON Schema shipped with the planner, inlined so the OpenAPI document stands alone."""
@@ -50,11 +48,20 @@ async def plan_problem(
     background: bool = False,
 ) -> dict[str, Any]:
     """Plan a Problem JSON or MiniMalloc CSV body; for runtimes that only have buffers."""
+    limit = request.app.state.settings.max_problem_bytes
+    too_large = AppError(
+        413,
+        f"the problem is larger than {limit:,} bytes, this service's limit (MEMPLAN_MAX_PROBLEM_BYTES); "
+        "a MiniMalloc CSV of the same buffers is about a third of its Problem JSON",
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large  # before reading any of it
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > MAX_PROBLEM_BYTES:
-            raise AppError(413, f"the problem is larger than {MAX_PROBLEM_BYTES:,} bytes")
+        if len(body) > limit:
+            raise too_large
     problem = planning.parse_problem(bytes(body), request.headers.get("content-type", ""), alignment)
     return await run_in_threadpool(
         lambda: planning.plan_problem(

@@ -206,3 +206,17 @@ def test_home_page_and_openapi(client):
     assert client.get("/docs").status_code == 200
     js = client.get("/static/vendor/plotly.min.js")
     assert js.status_code == 200 and b"plotly.js v" in js.content[:200]
+
+
+def test_a_problem_over_the_byte_limit_is_413_naming_the_limit(make_app):
+    with TestClient(make_app(max_problem_bytes=200)) as small:
+        rows = "".join(f"b{i},{i},{i + 1},64\n" for i in range(40))
+        r = small.post(
+            "/api/v1/problems/plan", content="id,lower,upper,size\n" + rows, headers={"content-type": "text/csv"}
+        )
+        assert r.status_code == 413 and "200 bytes" in r.json()["detail"]
+        assert "MEMPLAN_MAX_PROBLEM_BYTES" in r.json()["detail"]
+        fits = small.post(
+            "/api/v1/problems/plan?strategies=first_fit", content=CSV, headers={"content-type": "text/csv"}
+        )
+        assert fits.status_code == 200, fits.text
