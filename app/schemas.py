@@ -253,6 +253,9 @@ class PipelineRunRequest(BaseModel):
     seed: int = 0
     zero_copy: bool = Field(default=False, description="bind caller memory to the pipeline's inputs and outputs")
     verify: Literal["auto", "onnxruntime", "reference", "none"] = "auto"
+    canary: bool = Field(
+        default=False, description="poison free bytes and check every live tensor after each step of the pipeline"
+    )
 
 
 class TrainingPlanRequest(InputShapes):
