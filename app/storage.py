@@ -204,18 +204,6 @@ class Storage:
 
     # ---- jobs ----------------------------------------------------------------------------
 
-    def save_job(self, job: dict[str, Any]) -> None:
-        """Record a job's state (the `Job.to_json()` fields); called on every change of state."""
-        fields = {k: job[k] for k in ("kind", "title", "state", "progress", "message", "result", "error")}
-        fields.update(created=job["created"], finished=job["finished"])
-        with self._write() as session:
-            row = session.get(JobRow, job["id"])
-            if row is None:
-                session.add(JobRow(id=job["id"], **fields))
-            else:
-                for key, value in fields.items():
-                    setattr(row, key, value)
-
     def create_job(self, *, job_id: str, kind: str, title: str, links: dict[str, str], created: float) -> None:
         """A new job, queued: progress 0, "waiting for a worker"."""
         with self._write() as session:

@@ -219,14 +219,6 @@ def test_update_job_changes_the_fields_given_and_refuses_others(storage):
         storage.update_job("nope", state="running")
 
 
-def test_save_job_still_records_the_in_process_jobs(storage):
-    job = {"id": "old", "kind": "run", "title": "Run", "state": "running", "progress": 0.1, "message": "running"}
-    storage.save_job({**job, "result": None, "error": None, "created": 5.0, "finished": None})
-    storage.save_job({**job, "state": "done", "result": {"ok": 1}, "error": None, "created": 5.0, "finished": 6.0})
-    saved = storage.get_job("old")
-    assert (saved["state"], saved["result"], saved["finished"], saved["links"]) == ("done", {"ok": 1}, 6.0, {})
-
-
 def test_event_seqs_count_from_zero_per_job_with_many_writers_at_once(open_storage):
     storages = [open_storage(), open_storage()]
     new_job(storages[0], "j1")
