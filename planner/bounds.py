@@ -8,9 +8,13 @@
 - `ratio`: arena over LOAD, 1.0 being the best any plan can do.
 
 A buffer that aliases another (``alias_of``) shares its bytes, so every yardstick counts
-alias groups (see `planner.aliases`), not buffers: a group's bytes once, live from its
-earliest first step to its latest last step. Anything that shows these numbers (the plan's
-``lower_bound`` and ``naive_bytes``, the charts, the reports) must call these functions.
+alias groups (see `planner.aliases`), not buffers, and counts them step by step: at each
+step a group holds its profile's height there (the largest member end among its members
+live then), so LOAD with aliases is a per-step bound, the true lower bound of placing each
+group at one offset. `naive` counts each group once, at its tallest. To measure groups as
+rigid rectangles, as they were planned before profiles, pass `planner.aliases.rigid(problem)`.
+Anything that shows these numbers (the plan's ``lower_bound`` and ``naive_bytes``, the
+charts, the reports) must call these functions.
 
 `live_sum` is the one way bytes live together are added up; the exact search, the
 breadth-first strategy and the reordering use it on their own index spaces.
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.aliases import blocks_of
+from planner.aliases import blocks_of, pieces_of
 from planner.errors import ProblemError
 from planner.problem import Problem
 
@@ -65,7 +69,7 @@ def live_segments(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
 
 def segments_of(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """`live_segments` of blocks given as arrays (alias groups already merged)."""
+    """`live_segments` of blocks given as arrays (alias groups as their profiles' pieces)."""
     points = np.sort(np.concatenate(([0], first, last + 1)))
     points = points[np.concatenate(([True], points[1:] != points[:-1]))]
     points = points[points < max(steps, 1)]
@@ -79,7 +83,7 @@ def load(problem: Problem) -> int:
 
 
 def load_of(first: np.ndarray, last: np.ndarray, size: np.ndarray, steps: int) -> int:
-    """`load` of blocks given as arrays (alias groups already merged)."""
+    """`load` of blocks given as arrays (alias groups as their profiles' pieces)."""
     _, values = segments_of(first, last, size, steps)
     return int(values.max()) if values.size and steps else 0
 
@@ -94,7 +98,7 @@ def naive(problem: Problem) -> int:
     """The arena with no reuse: the sum of the sizes of the alias groups, each counted once
     (a buffer aliasing another adds nothing beyond the end of its group). Alignment padding
     is not counted: it depends on the order buffers are stacked in."""
-    return naive_of(_blocks(problem)[2])
+    return naive_of(_blocks(problem, whole=True)[2])
 
 
 def naive_of(size: np.ndarray) -> int:
@@ -110,11 +114,12 @@ def ratio(arena_bytes: int | None, lower_bound: int) -> float | None:
     return arena_bytes / lower_bound if lower_bound else 1.0
 
 
-def _blocks(problem: Problem) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """First step, last step and size of every alias group, as int64 arrays."""
+def _blocks(problem: Problem, *, whole: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """First step, last step and size of every piece of every alias group's profile (with
+    `whole`, of every group as one rectangle, its span and tallest height), as int64 arrays."""
     bufs = problem.buffers
     if any(b.alias_of is not None for b in bufs):
-        table = np.array(blocks_of(problem), dtype=np.int64).reshape(-1, 3)
+        table = np.array(blocks_of(problem) if whole else pieces_of(problem), dtype=np.int64).reshape(-1, 3)
         return table[:, 0], table[:, 1], table[:, 2]
     n = len(bufs)
     return (

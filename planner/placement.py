@@ -11,6 +11,14 @@ The engine also owns what every strategy must get right the same way: buffers th
 another (``alias_of``) are placed as one block with their root; offsets honour alignment;
 a buffer goes to the first of its candidate pools where it fits under the capacity.
 
+An alias group's block has a size that changes over time, its profile
+(`planner.aliases.profile`): pieces (first, last, height) over its span. The engine indexes
+pieces, not blocks (a block of one piece is its own piece), so that later blocks see each
+piece's own bytes. A block of several pieces may take offset ``o`` when no placed bytes
+``[a, b)`` live during piece j's steps meet ``[o, o + height_j)``, that is when ``o`` is in
+none of the ranges ``(a - height_j, b)``: those ranges, gathered over its pieces, go to
+the same gap picking as a one-piece block's (a block one byte tall among them).
+
 No pairwise scan: the gaps come from `planner.timeline` (unions of byte ranges over a
 segment tree of the schedule), or, for blocks placed in first-use order, from the sweep of
 `planner.sweep`. A single pool (the usual case) is placed in one loop over per-block facts
@@ -24,12 +32,11 @@ import time
 from array import array
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from planner.aliases import alias_roots
+from planner.blocks import Blocks
 from planner.bounds import load_of, naive_of
 from planner.errors import InfeasibleError
 from planner.plan import Placement, Plan
@@ -39,81 +46,6 @@ from planner.timeline import Occupancy, Timeline, pick
 
 RULES = ("first", "best", "top")
 _NO_CAPACITY = np.iinfo(np.int64).max // 4
-
-
-@dataclass(frozen=True)
-class Blocks:
-    """The problem's buffers with alias groups merged into single blocks.
-
-    Block ``i`` covers the union of its members' live ranges and is as large as its
-    largest member end (``alias_offset + size``). Arrays are indexed by block.
-    """
-
-    ids: list[str]  # the root buffer's id
-    # (buffer index, byte offset within the block) of each block's members; None when
-    # nothing aliases, so that block i is buffer i alone.
-    members: list[list[tuple[int, int]]] | None
-    first: np.ndarray
-    last: np.ndarray
-    size: np.ndarray
-    align: np.ndarray
-    candidates: list[tuple[int, ...]]  # pool indices in order of preference
-
-    @classmethod
-    def of(cls, problem: Problem) -> Blocks:
-        bufs = problem.buffers
-        pool_index = {p.name: k for k, p in enumerate(problem.pools)}
-        if all(b.alias_of is None for b in bufs):
-            # The common case, kept vectorised: every buffer is its own block.
-            n = len(bufs)
-            if any(b.pool_candidates for b in bufs):
-                candidates = [tuple(pool_index[n] for n in problem.candidates(b)) for b in bufs]
-            else:
-                candidates = [tuple(range(len(problem.pools)))] * len(bufs)
-            return cls(
-                ids=[b.id for b in bufs],
-                members=None,
-                first=np.fromiter((b.first for b in bufs), dtype=np.int64, count=n),
-                last=np.fromiter((b.last for b in bufs), dtype=np.int64, count=n),
-                size=np.fromiter((b.size for b in bufs), dtype=np.int64, count=n),
-                align=np.fromiter((max(b.alignment or 1, problem.alignment) for b in bufs), dtype=np.int64, count=n),
-                candidates=candidates,
-            )
-        index: dict[int, int] = {}
-        ids: list[str] = []
-        members: list[list[tuple[int, int]]] = []
-        for i, (root, delta) in enumerate(alias_roots(problem)):
-            if root not in index:
-                index[root] = len(ids)
-                ids.append(bufs[root].id)
-                members.append([])
-            members[index[root]].append((i, delta))
-        return cls(
-            ids=ids,
-            members=members,
-            first=np.array([min(bufs[i].first for i, _ in m) for m in members], dtype=np.int64),
-            last=np.array([max(bufs[i].last for i, _ in m) for m in members], dtype=np.int64),
-            size=np.array([max(d + bufs[i].size for i, d in m) for m in members], dtype=np.int64),
-            align=np.array([max(problem.align_of(bufs[i]) for i, _ in m) for m in members], dtype=np.int64),
-            candidates=[tuple(pool_index[n] for n in problem.candidates(bufs[m[0][0]])) for m in members],
-        )
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def members_of(self, block: int) -> list[tuple[int, int]]:
-        """(buffer index, byte offset within the block) of the block's members."""
-        return [(block, 0)] if self.members is None else self.members[block]
-
-    def conflict_counts(self) -> np.ndarray:
-        """For each block, how many other blocks are live at a common step."""
-        order = np.argsort(self.first, kind="stable")
-        sorted_first = self.first[order]
-        last_sorted = np.sort(self.last)
-        # Blocks starting at or before my last step, minus those ending before my first.
-        starts_before_end = np.searchsorted(sorted_first, self.last, side="right")
-        ends_before_start = np.searchsorted(last_sorted, self.first, side="left")
-        return (starts_before_end - ends_before_start - 1).astype(np.int64)
 
 
 class Placer:
@@ -133,7 +65,17 @@ class Placer:
         self.pool = np.full(n, -1, dtype=np.int64)  # -1: not placed yet
         self.offset = np.zeros(n, dtype=np.int64)
         self.top = [0] * len(problem.pools)  # highest end in each pool
-        self._timeline = Timeline(b.first, b.last, b.size > 0)
+        # The occupancy indexes pieces ("units"): block i's are units[i] to units[i + 1] - 1,
+        # or unit i alone when no block has a profile of several pieces (units None).
+        self._units: list[int] | None = None
+        self._heights: list[int] = []
+        if b.profiles:
+            owner, first, last, height = b.pieces()
+            self._units = np.searchsorted(owner, np.arange(n + 1)).tolist()
+            self._heights = height.tolist()
+            self._timeline = Timeline(first, last, height > 0)
+        else:
+            self._timeline = Timeline(b.first, b.last, b.size > 0)
         # Python-level copies: indexing numpy arrays one element at a time is slow.
         self._size = array("q", b.size.astype(np.int64).tobytes())
         self._align = array("q", b.align.astype(np.int64).tobytes())
@@ -156,16 +98,28 @@ class Placer:
         wants = array("i", t.wants.tobytes())  # shared: the queries are the same in every pool
         self._occupancy = [Occupancy(t, wants) for _ in self.top]
         placed = np.flatnonzero((self.pool >= 0) & (self.blocks.size > 0)).tolist()
-        answered = [i for i in placed if t.hi[i] - t.lo[i] >= t.short]
-        for i in answered:
-            self._occupancy[0].answered(i, self._occupancy)
+        units = placed if self._units is None else [u for i in placed for u, _ in self._pieces(i)]
+        answered = [u for u in units if t.hi[u] - t.lo[u] >= t.short]
+        for u in answered:
+            self._occupancy[0].answered(u, self._occupancy)
         for occupancy in self._occupancy:
             occupancy.open = t.long_queries - len(answered)
         for i in placed:
             start = int(self.offset[i])
-            self._occupancy[int(self.pool[i])].insert(i, start, start + self._size[i])
+            occupancy = self._occupancy[int(self.pool[i])]
+            if self._units is None:
+                occupancy.insert(i, start, start + self._size[i])
+            else:
+                for u, height in self._pieces(i):
+                    occupancy.insert(u, start, start + height)
         self._stale = False
         return self._occupancy
+
+    def _pieces(self, i: int) -> list[tuple[int, int]]:
+        """(unit, height) of each piece of block `i` (with units)."""
+        assert self._units is not None
+        heights = self._heights
+        return [(u, heights[u]) for u in range(self._units[i], self._units[i + 1]) if heights[u]]
 
     def choose(self, i: int, pool: int, rule: str) -> int:
         """The offset `rule` picks for block `i` in `pool`, ignoring capacity."""
@@ -174,7 +128,19 @@ class Placer:
             return 0
         if rule == "top":
             return _align_up(self.top[pool], align)
-        return pick(self._fresh()[pool].taken(i), size, align, rule == "best")
+        occupancy = self._fresh()[pool]
+        if self._units is None:
+            return pick(occupancy.taken(i), size, align, rule == "best")
+        if i not in self.blocks.profiles:
+            return pick(occupancy.taken(self._units[i]), size, align, rule == "best")
+        # Offset o clashes with bytes [a, b) taken during a piece of height h when
+        # a - h < o < b: ranges [a - h + 1, b) that a block one byte tall must avoid.
+        ranges: list[int] = []
+        for u, height in self._pieces(i):
+            taken = occupancy.taken(u)
+            for k in range(0, len(taken), 2):
+                ranges += (taken[k] - height + 1, taken[k + 1])
+        return pick(ranges, 1, align, rule == "best")
 
     # ---- placing ----------------------------------------------------------------------
 
@@ -217,11 +183,12 @@ class Placer:
         if self._stale:
             return  # nothing asked for gaps yet: the occupancy is built when first needed
         t = self._timeline
-        if t.hi[i] - t.lo[i] >= t.short:
-            self._occupancy[pool].answered(i, self._occupancy)
-            for occupancy in self._occupancy:
-                occupancy.open -= 1
-        self._occupancy[pool].insert(i, offset, end)
+        for u, height in [(i, size)] if self._units is None else self._pieces(i):
+            if t.hi[u] - t.lo[u] >= t.short:
+                self._occupancy[pool].answered(u, self._occupancy)
+                for occupancy in self._occupancy:
+                    occupancy.open -= 1
+            self._occupancy[pool].insert(u, offset, offset + height)
 
     def unplace(self, blocks: np.ndarray) -> None:
         """Take blocks out again (for local search), lowering the pool tops to match."""
@@ -257,6 +224,8 @@ class Placer:
         if rule == "top":
             offsets, top = _stack(sizes, aligns, self.top[0], limit)
             self._stale = True  # stacking kept no occupancy
+        elif self._units is not None:
+            return self._run_pieces(order, rule == "best", limit)
         elif not (self.pool >= 0).any() and bool(np.all(np.diff(b.first[order]) >= 0)):
             spans = zip(b.first[order].tolist(), b.last[order].tolist(), sizes, aligns, strict=True)
             offsets, top = sweep(list(spans), rule == "best", limit)
@@ -267,6 +236,45 @@ class Placer:
             his = np.frombuffer(t.hi, dtype=np.int64)[order].tolist()
             facts = zip(order.tolist(), sizes, aligns, los, his, strict=True)
             offsets, top = self._fresh()[0].place_run(facts, rule == "best", self.top[0], limit, self._occupancy)
+        return self._keep(order, offsets, top, limit)
+
+    def _run_pieces(self, order: np.ndarray, best: bool, limit: int) -> bool:
+        """`_run` when blocks have pieces: runs of one-piece blocks through the occupancy's
+        `place_run` (by unit), blocks of several pieces one by one."""
+        occupancy = self._fresh()[0]
+        t, units, profiles, b = self._timeline, self._units, self.blocks.profiles, self.blocks
+        assert units is not None
+        rule = "best" if best else "first"
+        blocks = order.tolist()
+        offsets: list[int] = []
+        top, k = self.top[0], 0
+        while k < len(blocks) and top <= limit:
+            j = k
+            while j < len(blocks) and blocks[j] not in profiles:
+                j += 1
+            if j > k:
+                run = order[k:j]
+                unit = [units[i] for i in blocks[k:j]]
+                facts = zip(
+                    unit,
+                    b.size[run].tolist(),
+                    b.align[run].tolist(),
+                    [t.lo[u] for u in unit],
+                    [t.hi[u] for u in unit],
+                    strict=True,
+                )
+                placed, top = occupancy.place_run(facts, best, top, limit, self._occupancy)
+                offsets += placed
+                if top > limit:
+                    break
+            if j < len(blocks):
+                i = blocks[j]
+                at = self.choose(i, 0, rule)
+                self.top[0] = top
+                self._commit(i, 0, at)
+                top = self.top[0]
+                offsets.append(at)
+            k = j + 1
         return self._keep(order, offsets, top, limit)
 
     def _keep(self, order: np.ndarray, offsets: list[int], top: int, limit: int) -> bool:
@@ -309,7 +317,7 @@ class Placer:
             strategy=strategy,
             offsets=offsets,
             pool_sizes={p.name: self.top[k] for k, p in enumerate(pools)},
-            lower_bound=load_of(self.blocks.first, self.blocks.last, self.blocks.size, self.problem.steps),
+            lower_bound=load_of(*self.blocks.pieces()[1:], self.problem.steps),
             naive=naive_of(self.blocks.size),
             elapsed_s=time.perf_counter() - started,
             stats=stats,
