@@ -6,7 +6,7 @@ headers are read. memplan's inclusive ``last`` is ``upper - 1``.
 
 Rows are read one at a time, so a file with more than `max_buffers` rows is refused at the
 first row past the limit. MiniMalloc knows no aliases: a buffer aliasing another is
-written as part of its alias group, one row per group (see `write_csv`).
+written as part of its alias group, a row per stretch of its profile (see `write_csv`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import io
 from collections.abc import Iterable
 from pathlib import Path
 
-from planner.aliases import alias_roots
+from planner.aliases import group_profiles, groups
 from planner.errors import ProblemError
 from planner.plan import Plan
 from planner.problem import MAX_BUFFERS, Buffer, Problem, check_buffer_count
@@ -96,33 +96,37 @@ def write_csv(problem: Problem, plan: Plan | None = None) -> str:
 
     MiniMalloc has no aliases, and its validator wants no two rows to overlap in time and
     bytes. So buffers that alias one another are written as their group, the block the
-    planner placed: one row named after the group's root, live from the group's first step
-    to its last, as large as its extent, at the root's offset. The plan's `alias_groups`
+    planner placed at the root's offset: one row per stretch of its profile (its height
+    above the root while its live members stay the same), the first named after the root. The plan's `alias_groups`
     (or the problem's ``alias_of``) say which buffers a row stands for.
     """
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "lower", "upper", "size"] + (["offset"] if plan else []))
-    for buffer, first, last, size in _rows(problem):
-        row: list[object] = [buffer.id, first, last + 1, size]
+    for row_id, buffer, first, last, size in _rows(problem):
+        row: list[object] = [row_id, first, last + 1, size]
         if plan:
             row.append(plan.offsets[buffer.id].offset)
         writer.writerow(row)
     return out.getvalue()
 
 
-def _rows(problem: Problem) -> list[tuple[Buffer, int, int, int]]:
-    """(root buffer, first step, last step, extent) of each alias group, in the problem's
-    order of the roots; every buffer alone when nothing aliases."""
+def _rows(problem: Problem) -> list[tuple[str, Buffer, int, int, int]]:
+    """(row id, root buffer, first step, last step, height) of each piece of each alias
+    group's profile (`planner.aliases.profile`), in the problem's order of the roots: a
+    group's bytes change over time, so it is one row per stretch of equal height, the first
+    named after the root, the next ``root#1``, ``root#2``...; every buffer alone when
+    nothing aliases."""
     bufs = problem.buffers
     if all(b.alias_of is None for b in bufs):
-        return [(b, b.first, b.last, b.size) for b in bufs]
-    groups: dict[int, list[int]] = {}
-    for i, (root, delta) in enumerate(alias_roots(problem)):
-        b = bufs[i]
-        found = groups.setdefault(root, [b.first, b.last, 0])
-        found[0], found[1], found[2] = min(found[0], b.first), max(found[1], b.last), max(found[2], delta + b.size)
-    return [(bufs[root], first, last, size) for root, (first, last, size) in sorted(groups.items())]
+        return [(b.id, b, b.first, b.last, b.size) for b in bufs]
+    roots = groups(problem)[0]
+    rows = []
+    for root, pieces in zip(roots, group_profiles(problem), strict=True):
+        pieces = [p for p in pieces if p[2]] or [(pieces[0][0], pieces[-1][1], 0)]
+        for k, (first, last, height) in enumerate(pieces):
+            rows.append((bufs[root].id if k == 0 else f"{bufs[root].id}#{k}", bufs[root], first, last, height))
+    return rows
 
 
 def _integer(cell: str, column: str, source: str, line: int) -> int:
