@@ -116,6 +116,9 @@ def serve_cluster(workers: int) -> None:
         processes=True,
         host="127.0.0.1",
         dashboard_address=None,
+        # The scheduler's small HTTP server (health routes) on a free loopback port: its default,
+        # 8787, is often taken (another cluster), which only earned a warning on every start.
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
     )
     try:
         # Registered with the scheduler, not given to the workers: a worker (one a nanny restarts too)
