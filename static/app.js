@@ -200,12 +200,23 @@
       .catch((error) => { state.textContent = "failed"; M.showError(error || {}); });
   };
 
+  // A run's page: the permalink of a finished run (its plan chart with the measured times, live.js),
+  // or a run under way, followed live on the plan it runs in, then shown finished.
   M.runPage = function (run) {
     if (run.result) {
       if (M.timeChart) M.timeChart(document.getElementById("chart-times"), run.result.steps);
+      if (run.view && M.runPlan) M.runPlan(run.view, run.result.steps);
       return;
     }
     if (!run.job || run.job.state === "failed") return;
+    if (run.view && M.runPlan) {
+      const state = M.runPlan(run.view, []);
+      M.runFollower(run.view, state, state.live).follow(run.job.id).then((r) => {
+        document.getElementById("run-state").textContent = r.done ? "done" : "failed";
+        if (r.done) window.location.reload();
+      });
+      return;
+    }
     const bar = document.getElementById("run-progress"), message = document.getElementById("run-message");
     const state = document.getElementById("run-state");
     M.follow(run.job.id, (p) => {

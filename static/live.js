@@ -1,7 +1,8 @@
 // memplan: run the model in the plan on its own page. A cursor on the offset chart and on the
 // live-bytes chart follows the executing step (server-sent events); the tensors a step writes
 // light up; each step's measured time is drawn on the same step axis; a canary hit is drawn in
-// red at its tensor and step with the bytes it clobbered; the verdict lands on the page.
+// red at its tensor and step with the bytes it clobbered; the verdict lands on the page. The same
+// follower serves a pipeline's page (its joint plan) and a run's page while the run is under way.
 (function () {
   "use strict";
   const M = (window.Memplan = window.Memplan || {});
@@ -34,7 +35,7 @@
     const chart = M.offsetChart(offsetsEl, view, view.selected);
     M.liveChart(live, view);
     const times = new Map((steps || []).map((s) => [s.step, s.seconds]));
-    const state = { chart, live, times };
+    const state = { a: chart, chart, live, times };  // `a`: the chart a run follower draws on
     M.runView = state;
     state.ready = chart.ready
       .then(() => timeBars(live, times))
@@ -49,13 +50,14 @@
     return state;
   };
 
-  M.liveRun = function (view, state) {
-    const form = document.getElementById("run-form"), panel = document.getElementById("live-run");
-    if (!form || !panel) return null;
+  // Follow a run job on a plan chart: `state.a` is the offset chart (charts.js), `live` the live-bytes
+  // chart on the same step axis. The page holds the panel #live-run (progress, status, verdict, link).
+  // `run.start(submit)` posts the run (submit() resolves with its job) and follows it; `run.follow(id)`
+  // follows a job already started.
+  M.runFollower = function (view, state, live) {
     const writes = writtenBy(view);
     const run = { step: null, drawn: null, times: new Map(), frame: 0, events: 0 };
     state.run = run;
-    const live = document.getElementById("chart-live");
 
     function cursorShapes(chart, step) {
       const b = view.buffers;
@@ -113,26 +115,22 @@
       drawTimes();
     }
 
-    form.addEventListener("submit", async (ev) => {
-      ev.preventDefault();
+    run.start = async function (submit) {
       M.clearError();
-      panel.hidden = false;
+      document.getElementById("live-run").hidden = false;
+      say("starting the run…");
+      let job;
+      try { job = await submit(); } catch (problem) { M.showError(problem); say("not started", "warn"); return null; }
+      return run.follow(job.id);
+    };
+    run.follow = async function (jobId) {
+      document.getElementById("live-run").hidden = false;
       run.times.clear();
       run.hit = null;
       run.over = false;
-      const canary = form.elements.canary.checked;  // a disabled box (an invalid plan) is checked
-      const options = { plan_id: form.dataset.plan, seed: Number(form.elements.seed.value || 0), canary: canary };
-      const data = new FormData();
-      data.append("options", JSON.stringify(options));
-      if (form.elements.inputs.files[0]) data.append("inputs", form.elements.inputs.files[0]);
-      say("starting the run…");
-      let job;
+      run.jobId = jobId;
       try {
-        job = await M.readJson(await fetch("/api/v1/models/" + form.dataset.model + "/runs", { method: "POST", body: data }));
-      } catch (problem) { M.showError(problem); say("not started", "warn"); return; }
-      run.jobId = job.id;
-      try {
-        const done = await M.follow(job.id, (p) => {
+        const done = await M.follow(jobId, (p) => {
           run.events++;
           if (p.step !== undefined) {
             run.step = p.step;
@@ -144,7 +142,7 @@
         });
         document.getElementById("live-progress").value = 1;
         say("done: " + M.fmt(done.result.arena_bytes) + " bytes of arena, " + (done.result.seconds * 1000).toFixed(2) + " ms");
-        verdict(done.result, job.id);
+        verdict(done.result, jobId);
         run.done = done;
       } catch (error) {
         run.over = true;  // no cursor frame may paint over what went wrong
@@ -154,6 +152,24 @@
         if (problem.canary) await showHit(problem.canary);
         run.failed = problem;
       }
+      return run;
+    };
+    return run;
+  };
+
+  // The plan page: its form runs the model in the plan, followed on the page's left offset chart.
+  M.liveRun = function (view, state) {
+    const form = document.getElementById("run-form");
+    if (!form || !document.getElementById("live-run")) return null;
+    const run = M.runFollower(view, state, document.getElementById("chart-live"));
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      const canary = form.elements.canary.checked;  // a disabled box (an invalid plan) is checked
+      const options = { plan_id: form.dataset.plan, seed: Number(form.elements.seed.value || 0), canary: canary };
+      const data = new FormData();
+      data.append("options", JSON.stringify(options));
+      if (form.elements.inputs.files[0]) data.append("inputs", form.elements.inputs.files[0]);
+      run.start(async () => M.readJson(await fetch("/api/v1/models/" + form.dataset.model + "/runs", { method: "POST", body: data })));
     });
     return run;
   };

@@ -52,7 +52,9 @@
     });
   };
 
-  M.pipelinePage = function (pipeline) {
+  // A pipeline's page: joint against separate arenas, and the joint plan's chart (`view`, live.js), on
+  // which a run started here is followed live to its verdict, the user staying on the page.
+  M.pipelinePage = function (pipeline, view) {
     const names = Object.keys(pipeline.separate_arena_bytes);
     const traces = names.map((name) => ({
       type: "bar", name: name + " alone", x: ["separate arenas"], y: [pipeline.separate_arena_bytes[name]],
@@ -65,17 +67,22 @@
     Plotly.newPlot(document.getElementById("chart-pipeline"), traces, {
       barmode: "stack", margin: { t: 10, r: 10, b: 40, l: 80 }, yaxis: { title: "bytes" },
     }, CONFIG);
+    const state = view ? M.runPlan(view, []) : null;
+    M.pipeline = state;
     const form = document.getElementById("pipeline-run-form");
-    if (!form) return;
+    if (!form) return state;
+    const run = state ? M.runFollower(view, state, state.live) : null;
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       M.clearError();
-      try {
-        const job = await post(form.dataset.runs, {
-          zero_copy: form.elements.zero_copy.checked, seed: Number(form.elements.seed.value || 0),
-        });
+      const body = { zero_copy: form.elements.zero_copy.checked, seed: Number(form.elements.seed.value || 0),
+        canary: form.elements.canary.checked };
+      if (run) { run.start(() => post(form.dataset.runs, body)); return; }
+      try {  // no chart to follow it on: the run's own page does
+        const job = await post(form.dataset.runs, body);
         window.location.href = "/runs/" + job.id;
       } catch (problem) { M.showError(problem); }
     });
+    return state;
   };
 })();

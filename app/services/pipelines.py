@@ -160,7 +160,10 @@ def run_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         plan_id=plan_record.id,
         pipeline_id=pipeline_id,
         options={**spec, "zero_copy": body.zero_copy, "seed": body.seed},
-        rerun={"url": f"/api/v1/pipelines/{pipeline_id}/runs", "body": {"seed": body.seed, "verify": body.verify}},
+        rerun={
+            "url": f"/api/v1/pipelines/{pipeline_id}/runs",
+            "body": {"seed": body.seed, "verify": body.verify, "canary": body.canary},
+        },
     )
     storage.add_run(job.id, None, plan_record.id, result)  # type: ignore[arg-type]  # no single model
     return result
@@ -172,7 +175,8 @@ def execute(
     job.report(0.0, "loading the models")
     graphs = _graphs(storage, records, spec["dims"], fuse=memory_of(spec).fuse)
     try:
-        pipe = _pipeline(graphs, spec, plan, max_arena_bytes=active_limits().max_arena_bytes)
+        limit = active_limits().max_arena_bytes
+        pipe = _pipeline(graphs, spec, plan, max_arena_bytes=limit, canary=body.canary)
         feeds = oracle.random_inputs(pipe.graph, body.seed)
         job.report(0.0, "preparing: kernels, views into the joint arena")
         pipe.prepare()
@@ -196,6 +200,7 @@ def execute(
         **copy_figures(pipe.session),
         "seed": body.seed,
         "inputs": f"random, seed {body.seed}",
+        "canary": body.canary,  # every step checked, no hit: a hit fails the run at its step
     }
 
 

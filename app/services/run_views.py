@@ -1,5 +1,6 @@
-"""The run page's plan chart: the offset chart of the plan a run executed, with the run's
-measured time per step drawn on the same step axis (static/live.js, ``Memplan.runPlan``)."""
+"""The plan chart of a run: the offset chart of the plan a run executes, with its measured time per
+step drawn on the same step axis (static/live.js, ``Memplan.runPlan``), on a finished run's page,
+on a run's page while it runs, and on a pipeline's page, whose runs are followed live there."""
 
 from __future__ import annotations
 
@@ -10,10 +11,9 @@ from app.services.plans import problem_of
 from app.storage import Storage
 
 
-def run_plan_view(storage: Storage, result: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The chart data of the plan a finished run executed, or None when there is nothing to draw
-    (no result yet, the plan is gone, or it is too big to draw whole: its plan page aggregates)."""
-    plan_id = (result or {}).get("plan_id")
+def plan_chart_view(storage: Storage, plan_id: str | None) -> dict[str, Any] | None:
+    """The chart data of one stored plan, or None when there is nothing to draw (no plan id, the plan
+    is gone or has no placements, or it is too big to draw whole: its plan page aggregates)."""
     record = storage.get_plan(plan_id) if plan_id else None
     if record is None or not record.plan:
         return None
@@ -26,3 +26,16 @@ def run_plan_view(storage: Storage, result: dict[str, Any] | None) -> dict[str, 
     view["x_range"] = None
     view["query"] = ""
     return view
+
+
+def run_plan_view(storage: Storage, result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The chart data of the plan a finished run executed (None as `plan_chart_view` says)."""
+    return plan_chart_view(storage, (result or {}).get("plan_id"))
+
+
+def running_plan_view(storage: Storage, job: dict[str, Any]) -> dict[str, Any] | None:
+    """The plan a run job under way executes (its ``plan`` link, /plans/{id}), to follow it live."""
+    if job.get("state") not in ("queued", "running"):
+        return None
+    link = (job.get("links") or {}).get("plan", "")
+    return plan_chart_view(storage, link.rsplit("/", 1)[-1] if link.startswith("/plans/") else None)

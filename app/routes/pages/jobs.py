@@ -8,7 +8,7 @@ from fastapi.responses import RedirectResponse, Response
 from app.errors import not_found
 from app.routes.deps import JobsDep, StorageDep
 from app.routes.rendering import render
-from app.services.run_views import run_plan_view
+from app.services.run_views import run_plan_view, running_plan_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -36,4 +36,6 @@ def run_page(request: Request, run_id: str, jobs: JobsDep, storage: StorageDep) 
             raise not_found("run", run_id)
         data = {"job": None, "result": stored}
     data["view"] = run_plan_view(storage, data["result"])  # the plan it ran in, with the measured times
+    if data["view"] is None and data["job"] is not None:  # under way: followed live on its plan
+        data["view"] = running_plan_view(storage, data["job"])
     return render(request, "run.html", {"page_title": "run", "run_id": run_id, **data})

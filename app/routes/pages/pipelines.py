@@ -10,6 +10,7 @@ from app.routes.deps import StorageDep
 from app.routes.rendering import render
 from app.services import pipelines, reports
 from app.services.library import model_out
+from app.services.run_views import plan_chart_view
 
 router = APIRouter(include_in_schema=False)
 
@@ -24,6 +25,9 @@ def pipeline_form(request: Request, storage: StorageDep) -> Response:
 
 @router.get("/pipelines/{pipeline_id}")
 async def pipeline_page(request: Request, pipeline_id: str, storage: StorageDep) -> Response:
-    """The joint arena against the models' separate arenas, and a run button."""
+    """The joint arena against the models' separate arenas, the joint plan's chart, and a run button
+    whose runs are followed live on that chart."""
     info = await run_in_threadpool(pipelines.describe, storage, pipeline_id)
-    return render(request, "pipeline.html", {"page_title": f"pipeline {info['name']}", "pipeline": info})
+    view = await run_in_threadpool(plan_chart_view, storage, info["plan_id"])
+    context = {"page_title": f"pipeline {info['name']}", "pipeline": info, "view": view}
+    return render(request, "pipeline.html", context)
