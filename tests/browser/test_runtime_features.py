@@ -67,7 +67,8 @@ def test_pipeline_of_two_uploaded_models_is_planned_and_run(server, page):
     assert 0 < joint <= separate
     page.check("#pipeline-run-form [name=zero_copy]")
     page.click("#pipeline-run-button")
-    page.wait_for_url("**/runs/*")
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)  # followed on the pipeline's page
+    page.click("#live-link")
     _finished_run(page)
     assert page.inner_text("#copies") == "0" and "outputs match" in page.inner_text("#verdict")
     shot(page, "pipeline-run")
