@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from runtime.kernels._scratch import same_start
+
 # Elements per block: 16 Ki keeps a float64 temporary at 128 KiB, inside a core's L2.
 BLOCK = 1 << 14
 
@@ -52,11 +54,7 @@ def readable(x: np.ndarray, out: np.ndarray) -> np.ndarray:
 def same_memory(x: np.ndarray, out: np.ndarray) -> bool:
     """True when `x` is exactly `out`'s elements (an in-place operand): one ufunc call may
     then read and write it, element by element, with no copy."""
-    return (
-        x.shape == out.shape
-        and x.strides == out.strides
-        and x.__array_interface__["data"][0] == out.__array_interface__["data"][0]
-    )
+    return x.shape == out.shape and x.strides == out.strides and same_start(x, out)
 
 
 def apply_blocks(fn: Callable[..., None], out: np.ndarray, *inputs: np.ndarray) -> None:

@@ -22,6 +22,14 @@ def _round_up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def same_start(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether the first elements of `a` and `b` are at the same address. Read through
+    `ctypes.data`, not `__array_interface__`: that dict's keys are interned anew on every call,
+    which now and then rebuilds CPython's table of interned strings (about 1 MB in a process
+    that has loaded several models), and a traced run would count that beside the arena."""
+    return bool(a.ctypes.data == b.ctypes.data)
+
+
 def units_within(budget: int, unit_bytes: int, total: int) -> int:
     """How many units of `unit_bytes` (rows, channels, planes) a band of at most `budget`
     bytes holds: at least one, at most `total`."""

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.kernels._scratch import units_within
+from runtime.kernels._scratch import same_start, units_within
 
 # Bytes of output planes computed per chunk (at least one plane): the scratch the planner
 # adds for the chunk, small beside the tensors pooled.
@@ -155,7 +155,7 @@ def _check_over(x: np.ndarray, y: np.ndarray) -> None:
         raise ValueError(
             f"plane-wise in place needs matching, contiguous planes no larger than the input's; got {x.shape} -> {y.shape}"
         )
-    if y.__array_interface__["data"][0] != x.__array_interface__["data"][0]:
+    if not same_start(x, y):
         raise ValueError("plane-wise in place needs the output to start at the input's first byte")
 
 
