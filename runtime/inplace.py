@@ -1,7 +1,7 @@
 """In-place and concat-in-place aliasing, and the check that no alias makes a kernel read overwritten data.
 
-Three forms of alias let tensors share bytes (the planner then places each alias group as
-one block, see `planner.aliases`):
+Three forms of alias let tensors share bytes (the planner then places each alias group at
+one offset, with a height that follows its live members step by step, see `planner.aliases`):
 
 1. views (Reshape, Flatten, ...): output 0 is its input's bytes (`runtime.problem.view_source`);
 2. in place: an op whose kernel declares ``inplace=(k, ...)`` writes output 0 over input k
@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from planner import Problem
-from planner.aliases import alias_roots
+from planner.aliases import alias_roots, profile
 from runtime.graph import Graph, Node
 from runtime.kernels import Kernel, kernel_of
 
@@ -52,12 +52,11 @@ class AliasGroups:
             delta += offset
         return name, delta
 
-    def block(self, root: str, ranges: Mapping[str, tuple[int, int]]) -> tuple[int, int, int]:
-        """(first, last, size) of the bytes the group of `root` occupies, as the planner sees it."""
+    def pieces(self, root: str, ranges: Mapping[str, tuple[int, int]]) -> list[tuple[int, int, int]]:
+        """(first, last, height) of the bytes the group of `root` occupies, step by step, as
+        the planner sees it (its profile, `planner.aliases.profile`)."""
         members = [(m, d) for m, d in self.members.get(root, {root: 0}).items() if m in ranges]
-        first = min(ranges[m][0] for m, _ in members)
-        last = max(ranges[m][1] for m, _ in members)
-        return first, last, max(d + self.sizes[m] for m, d in members)
+        return profile([(ranges[m][0], ranges[m][1], d + self.sizes[m]) for m, d in members])
 
     def join(self, name: str, target: str, offset: int) -> None:
         """Make `name` (a root) sit `offset` bytes into `target`; its members move with it."""
@@ -87,32 +86,33 @@ def concat_slices(graph: Graph, node: Node) -> list[int] | None:
 
 
 class LiveBytes:
-    """Bytes live at each step when every alias group is one block: the planner's LOAD profile."""
+    """Bytes live at each step, every alias group by its profile: the planner's live curve."""
 
     def __init__(self, groups: AliasGroups, ranges: Mapping[str, tuple[int, int]], steps: int) -> None:
         self.groups, self.ranges = groups, ranges
         self.live = np.zeros(max(steps, 1), dtype=np.int64)
         for root in groups.members:
             if root in ranges:
-                first, last, size = groups.block(root, ranges)
-                self.live[first : last + 1] += size
+                for first, last, height in groups.pieces(root, ranges):
+                    self.live[first : last + 1] += height
 
     def try_join(self, name: str, target: str, offset: int, safe: Callable[[str], bool]) -> bool:
         """Alias `name` into `target` unless that raises the peak of live bytes or `safe(root)`
         says the merged group has a hazard; say whether it did."""
         groups = self.groups
         live = self.live.copy()
-        spans = [groups.block(groups.root(n)[0], self.ranges) for n in (name, target)]
-        for first, last, size in spans:
-            live[first : last + 1] -= size
+        spans = [piece for n in (name, target) for piece in groups.pieces(groups.root(n)[0], self.ranges)]
+        for first, last, height in spans:
+            live[first : last + 1] -= height
         root = groups.root(target)[0]
         saved = {r: dict(groups.members[r]) for r in (root, name) if r in groups.members}
         groups.join(name, target, offset)
-        first, last, size = groups.block(root, self.ranges)
-        live[first : last + 1] += size
+        merged = groups.pieces(root, self.ranges)
+        for first, last, height in merged:
+            live[first : last + 1] += height
         # Judged over the merged block's own steps: bytes it adds there must stay under the
         # peak it already had, so an alias far from the model's peak is not waved through.
-        lo, hi = min(first, *(f for f, _, _ in spans)), max(last, *(end for _, end, _ in spans))
+        lo, hi = min(f for f, _, _ in spans + merged), max(end for _, end, _ in spans + merged)
         if live[lo : hi + 1].max() > self.live[lo : hi + 1].max() or not safe(root):
             del groups.links[name]
             groups.members.update(saved)
@@ -169,7 +169,8 @@ def plan_in_place(
     graph: Graph, groups: AliasGroups, ranges: Mapping[str, tuple[int, int]], outside: set[str]
 ) -> dict[str, tuple[str, int]]:
     """Alias output 0 of in-place-safe ops onto an input that dies at that step (or, for a
-    plane-wise kernel, a smaller output onto input 0's first bytes); returns the links added."""
+    plane-wise kernel such as a pooling, a smaller output onto input 0's first bytes: the
+    group's height drops to the output's once the input is dead); returns the links added."""
     added: dict[str, tuple[str, int]] = {}
     pinned = set(graph.outputs) | set(graph.constants)
     for step, node in enumerate(graph.nodes):
@@ -195,8 +196,8 @@ def plan_in_place(
             if _same_type(graph, source, out):
                 groups.join(out, source, 0)
             elif not LiveBytes(groups, ranges, len(graph.nodes)).try_join(out, source, 0, lambda _: True):
-                # A smaller output over its input keeps the input's bytes for the output's
-                # whole life (the group is one block): taken only where that raises no peak.
+                # A smaller output over its input: the group holds the input's height while
+                # the input lives, the output's after; taken only where that raises no peak.
                 continue
             added[out] = (source, 0)
             break

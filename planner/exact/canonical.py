@@ -82,17 +82,27 @@ class _Solver:
         self.lo, self.hi = m.lo.tolist(), m.hi.tolist()
         self.width = (m.last - m.first + 1).tolist()
         n, sections = len(m), m.sections
+        self.area = m.area().tolist()
+        # Height of a block in each section of its span; None: `size` throughout.
+        self.heights: list[list[int] | None] = [None] * n
+        for i, by_section in m.heights.items():
+            self.heights[i] = by_section.tolist()
         self.members: list[list[int]] = [[] for _ in range(sections)]
         for i in range(n):
-            for s in range(self.lo[i], self.hi[i]):
-                self.members[s].append(i)
-        self.overlaps = _overlaps(m)
+            for s, h in zip(range(self.lo[i], self.hi[i]), self._height_list(i), strict=True):
+                if h:
+                    self.members[s].append(i)
+        self.overlaps, self.rise = _overlaps(m)
         self.floor = [0] * sections
         self.total = m.load().tolist()
         cross = m.crossings().tolist()
         self.cross = cross
         self.lowest = [0] * n  # lowest offset each unplaced block can take now
         self.offset = [-1] * n  # -1: unplaced
+
+    def _height_list(self, i: int) -> list[int]:
+        found = self.heights[i]
+        return found if found is not None else [self.size[i]] * (self.hi[i] - self.lo[i])
 
     def solve(self) -> list[int] | None:
         """Solve each independent part in turn; None when one cannot be packed."""
@@ -106,10 +116,10 @@ class _Solver:
 
     def _part(self, part: list[int], a: int, b: int, result: list[int]) -> bool:
         """Search sections ``[a, b)`` for the unplaced blocks `part` (all inside it)."""
-        size, width, total, lo, hi = self.size, self.width, self.total, self.lo, self.hi
+        width, total, lo, hi = self.width, self.total, self.lo, self.hi
 
         def key(i: int) -> tuple[int, ...]:
-            values = {"width": width[i], "area": size[i] * width[i], "total": max(total[lo[i] : hi[i]])}
+            values = {"width": width[i], "area": self.area[i], "total": max(total[lo[i] : hi[i]])}
             return (*(-values[k] for k in self.keys), i)
 
         ranked = sorted(part, key=key)
@@ -154,23 +164,33 @@ class _Solver:
         # The caller has checked that every section's bytes to place fit above `at` (offsets
         # never decrease along a branch); that covers the sections under the block too.
         height, floor, total = self.height, self.floor, self.total
-        size = self.size[i]
-        top = at + size
         lo, hi = self.lo[i], self.hi[i]
-        floors = [(s, floor[s]) for s in range(lo, hi)]
-        for s in range(lo, hi):
-            floor[s] = top
-            total[s] -= size
+        heights = self.heights[i]
+        if heights is None:
+            size = self.size[i]
+            top = at + size
+            floors = [(s, floor[s]) for s in range(lo, hi)]
+            for s in range(lo, hi):
+                floor[s] = top
+                total[s] -= size
+        else:
+            # Sections where it is 0 tall keep their floor: its bytes are not there.
+            floors = [(s, floor[s]) for s, h in zip(range(lo, hi), heights, strict=True) if h]
+            for s, h in zip(range(lo, hi), heights, strict=True):
+                if h:
+                    floor[s] = at + h
+                    total[s] -= h
         self.offset[i] = at
         raised: list[tuple[int, int]] = []
         offset, lowest, align = self.offset, self.lowest, self.align
         lo_of, hi_of = self.lo, self.hi
         hatless = True
         touched: set[int] = set()
-        for j in self.overlaps[i]:
+        for j, rise in zip(self.overlaps[i], self.rise[i], strict=True):
             if offset[j] >= 0:
                 continue
             hatless = False
+            top = at + rise  # its highest byte in the sections both live in
             if lowest[j] >= top:
                 continue
             raised.append((j, lowest[j]))
@@ -200,9 +220,8 @@ class _Solver:
         floor, total, lowest = self.floor, self.total, self.lowest
         for s, f in reversed(floors):
             floor[s] = f
-        size = self.size[i]
-        for s in range(self.lo[i], self.hi[i]):
-            total[s] += size
+        for s, h in zip(range(self.lo[i], self.hi[i]), self._height_list(i), strict=True):
+            total[s] += h
         for j, v in reversed(raised):
             lowest[j] = v
         self.offset[i] = -1
@@ -231,12 +250,27 @@ class _Solver:
                 cross[s] += 1
 
 
-def _overlaps(m: Model) -> list[list[int]]:
-    """For each block, the other blocks live at some common section."""
+def _overlaps(m: Model) -> tuple[list[list[int]], list[list[int]]]:
+    """For each block, the other blocks live at some common section (with bytes in it),
+    and how high the block reaches above its offset in the sections they share."""
     n = len(m)
     lo, hi = m.lo, m.hi
-    out = []
+    meets_of, rise_of = [], []
     for i in range(n):
-        meets = np.flatnonzero((lo < hi[i]) & (lo[i] < hi))
-        out.append([j for j in meets.tolist() if j != i])
-    return out
+        meets = [j for j in np.flatnonzero((lo < hi[i]) & (lo[i] < hi)).tolist() if j != i]
+        if not m.heights or (i not in m.heights and not any(j in m.heights for j in meets)):
+            meets_of.append(meets)
+            rise_of.append([int(m.size[i])] * len(meets))
+            continue
+        mine = m.height_in(i)
+        kept, rises = [], []
+        for j in meets:
+            a, b = max(lo[i], lo[j]), min(hi[i], hi[j])
+            theirs = m.height_in(j)[a - lo[j] : b - lo[j]]
+            shared = mine[a - lo[i] : b - lo[i]][theirs > 0]
+            if shared.size and shared.max() > 0:
+                kept.append(j)
+                rises.append(int(shared.max()))
+        meets_of.append(kept)
+        rise_of.append(rises)
+    return meets_of, rise_of

@@ -6,6 +6,10 @@ lucky where another thrashes, and a search that ends within its limit is a proof
 way. The portfolio is the skyline search (`planner.exact.search`), which packs some
 perfect packings in a few hundred nodes, and the canonical search
 (`planner.exact.canonical`) under MiniMalloc's three static ranks.
+
+Both understand blocks whose height changes over time (alias groups' profiles, tied to one
+offset); a model where a block has no bytes in some section of its span goes to the
+canonical search alone.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ def _round(model: Model, height: int, limit: int, budget: Budget) -> tuple[str, 
     """
     tries = 0
     for kind, order, divisor in PORTFOLIO:
+        if kind is SkylineSearch and model.gaps:
+            continue  # the skyline search cannot skip a block's sections without bytes
         nodes = budget.limit(max(1, limit // divisor))
         if nodes <= 0 or budget.spent():
             break

@@ -2,7 +2,7 @@
 exact search's reach.
 
 1. Blocks live at every step where any block lives (weights, a graph's input and output)
-   meet every other block. Stacked one above the other on top of the rest, they cost
+   meet every other block (alias groups whose height changes excepted: they go to pieces). Stacked one above the other on top of the rest, they cost
    their sum, which every plan pays too: LOAD counts them at every step. Nothing is lost.
 2. The rest splits at cut lines, boundaries between steps that no block crosses
    (MiniMalloc's decomposition): the pieces share no step, so each is packed from offset 0
@@ -80,6 +80,8 @@ def split(blocks: Blocks) -> Split:
         return Split(np.zeros(0, dtype=np.int64), piece, 0)
     start, stop = int(blocks.first[sized].min()), int(blocks.last[sized].max())
     everywhere = sized & (blocks.first <= start) & (blocks.last >= stop)
+    # A group whose height changes is not its full size throughout: it stays in a piece.
+    everywhere[list(blocks.profiles)] = False
     rest = np.flatnonzero(sized & ~everywhere)
     if rest.size:
         order = rest[by(blocks.first[rest])]
@@ -99,7 +101,7 @@ def greedy_orders(b: Blocks) -> dict[str, tuple[np.ndarray, str]]:
         "greedy_by_size": (by(-b.size, b.first), "best"),
         "wic": (by(-b.size, b.first), "first"),
         "area": (by(-b.size * length, -b.size), "first"),
-        "greedy_by_breadth": (by(visit_rank(b.first, b.last, b.size), -b.size), "best"),
+        "greedy_by_breadth": (by(visit_rank(b), -b.size), "best"),
     }
 
 
@@ -112,7 +114,7 @@ def pack(problem: Problem, blocks: Blocks, deadline: float, *, search: bool, max
     """
     parts = split(blocks)
     members = np.flatnonzero(parts.piece >= 0)
-    sub = _subset(blocks, members)
+    sub = blocks.subset(members, [(0,)] * len(members))
     label = parts.piece[members]
     offsets = np.zeros(len(blocks), dtype=np.int64)
     heights = np.zeros(parts.count, dtype=np.int64)
@@ -142,7 +144,7 @@ def pack(problem: Problem, blocks: Blocks, deadline: float, *, search: bool, max
         found.nodes = budget.nodes
     _stack(blocks, parts.everywhere, found)
     stacked_bytes = int(blocks.size[parts.everywhere].sum())
-    whole = load_of(blocks.first, blocks.last, blocks.size, problem.steps)
+    whole = load_of(*blocks.pieces()[1:], problem.steps)
     aligns = np.unique(sub.align)
     closes_up = bool(np.all(blocks.size[parts.everywhere][:, None] % aligns[None, :] == 0))
     found.bound = max(whole, stacked_bytes + int(bounds.max(initial=0))) if closes_up else whole
@@ -156,7 +158,7 @@ def _piece_loads(sub: Blocks, label: np.ndarray, count: int) -> np.ndarray:
     if not len(sub):
         return out
     steps = int(sub.last.max()) + 1
-    points, values = segments_of(sub.first, sub.last, sub.size, steps)
+    points, values = segments_of(*sub.pieces()[1:], steps)
     starts = np.full(count, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(starts, label, sub.first)
     owner = np.searchsorted(starts, points, side="right") - 1
@@ -178,7 +180,7 @@ def _tighten(
         chosen = members[label == k]
         if len(chosen) > MAX_SEARCH_BLOCKS:
             return
-        model = Model.of(blocks.size[chosen], blocks.first[chosen], blocks.last[chosen], blocks.align[chosen])
+        model = model_of(blocks, chosen)
         result = minimise(model, found.offsets[chosen], budget)
         found.searched += 1
         found.proven += result.status == "optimal"
@@ -203,14 +205,7 @@ def _stack(blocks: Blocks, everywhere: np.ndarray, found: Packing) -> None:
     found.stacked_count = len(everywhere)
 
 
-def _subset(blocks: Blocks, members: np.ndarray) -> Blocks:
-    """The blocks at `members`, in one pool."""
-    return Blocks(
-        ids=[blocks.ids[i] for i in members.tolist()],
-        members=None if blocks.members is None else [blocks.members[i] for i in members.tolist()],
-        first=blocks.first[members],
-        last=blocks.last[members],
-        size=blocks.size[members],
-        align=blocks.align[members],
-        candidates=[(0,)] * len(members),
-    )
+def model_of(blocks: Blocks, chosen: np.ndarray) -> Model:
+    """The exact search's model of the blocks at `chosen` (sized ones), profiles included."""
+    profiles = {k: blocks.profiles[i] for k, i in enumerate(chosen.tolist()) if i in blocks.profiles}
+    return Model.of(blocks.size[chosen], blocks.first[chosen], blocks.last[chosen], blocks.align[chosen], profiles)

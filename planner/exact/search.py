@@ -22,6 +22,11 @@ decided (occupied or wasted). A floor is *supported* when a placed block ends ex
 These are MiniMalloc's ideas (canonical packings, section inference, decomposition; Moffitt,
 ASPLOS 2023) recast as branching on the lowest niche, as exact rectangle packers do.
 Complete: an exhausted search proves that no packing fits under the height.
+
+Blocks whose height changes over time (alias groups' profiles) keep one flat bottom, so
+every step above holds for them with their height section by section; a block 0 tall in
+some section of its span (a group with a gap) would need floors to skip it there, which
+this search does not do: the driver leaves such models to the canonical search.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class SkylineSearch(BoundedSearch):
         self._offset = np.zeros(n, dtype=np.int64)
         if n == 0:
             return self._offset
+        if m.gaps:
+            raise ValueError("the skyline search needs blocks with bytes in every section of their span")
         self._rank = m.rank(self.order)
         self._covering = m.covering(self._rank)
         self._cover = m.cover_matrix()
@@ -129,12 +136,13 @@ class SkylineSearch(BoundedSearch):
         floor, supported, rest, cross, placed = state
         align = int(self.model.align[c])
         at = -(-f // align) * align
-        size, lo, hi = self._size_l[c], self._lo_l[c], self._hi_l[c]
-        end = at + size
-        if end + int((rest[lo:hi] - size).max()) > self.height:
+        lo, hi = self._lo_l[c], self._hi_l[c]
+        # Its height in each section: floor and bytes to place there move by the same amount.
+        size = self.model.heights.get(c, self._size_l[c])
+        if at + int(rest[lo:hi].max()) > self.height:
             return False
         floor, supported, rest, cross, placed = (x.copy() for x in state)
-        floor[lo:hi] = end
+        floor[lo:hi] = at + size
         supported[lo:hi] = True
         rest[lo:hi] -= size
         cross[lo : hi - 1] -= 1

@@ -3,7 +3,8 @@
 1. The breadth of a step is the total size of the buffers live at it (the live curve,
    `planner.bounds.live_sum`, over the stretches where it is constant).
 2. Visit steps from the broadest to the narrowest (ties: earlier step first).
-3. At each step, place the still-unplaced buffers live there, largest first, each in the
+3. At each step, place the still-unplaced buffers live there, largest first (an alias
+   group by its tallest height; its breadth counted step by step), each in the
    smallest gap that fits among placed buffers live at a common step (else on top).
 
 TensorFlow Lite assigns shared objects this way; memplan uses the same visiting order with
@@ -17,20 +18,25 @@ import time
 import numpy as np
 
 from planner.bounds import live_sum
-from planner.placement import Placer
+from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
 from planner.strategies._order import by
 
 
-def visit_rank(first: np.ndarray, last: np.ndarray, size: np.ndarray) -> np.ndarray:
-    """For each buffer, the rank of the broadest step in its lifetime (0 is visited first)."""
+def visit_rank(blocks: Blocks) -> np.ndarray:
+    """For each block, the rank of the broadest step in its lifetime (0 is visited first).
+    Breadth counts alias groups by their profiles, step by step."""
+    first, last = blocks.first, blocks.last
+    _, piece_first, piece_last, height = blocks.pieces()
     # Breadth is constant between consecutive event points, so work on those segments.
-    points = np.unique(np.concatenate((first, last + 1)))
+    points = np.unique(np.concatenate((first, last + 1, piece_first, piece_last + 1)))
     seg_first = np.searchsorted(points, first)
     seg_last = np.searchsorted(points, last + 1) - 1
-    breadth = live_sum(len(points), seg_first, seg_last + 1, size)
+    breadth = live_sum(
+        len(points), np.searchsorted(points, piece_first), np.searchsorted(points, piece_last + 1), height
+    )
     rank = np.empty(len(points), dtype=np.int64)
     rank[np.lexsort((np.arange(len(points)), -breadth))] = np.arange(len(points))
     return _range_min(rank, seg_first, seg_last)
@@ -64,6 +70,6 @@ def greedy_by_breadth(problem: Problem, **_: object) -> Plan:
     b = placer.blocks
     if len(b) == 0:
         return placer.plan("greedy_by_breadth", started)
-    order = by(visit_rank(b.first, b.last, b.size), -b.size)
+    order = by(visit_rank(b), -b.size)
     placer.place_all(order, rule="best")
     return placer.plan("greedy_by_breadth", started)

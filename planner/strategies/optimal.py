@@ -1,7 +1,7 @@
 """optimal: an exact planner under a time budget (branch and bound, `planner.exact`).
 
-1. Merge alias groups into blocks; LOAD (the most bytes live at one step) is the first
-   lower bound. A capacity below LOAD is refused at once, with that bound.
+1. Merge alias groups into blocks, each with its profile (its height step by step); LOAD
+   (the most bytes live at one step, groups by their profiles) is the first lower bound. A capacity below LOAD is refused at once, with that bound.
 2. Place the blocks greedily (largest first, best fit; and largest first, first fit) and
    keep the smaller arena as the incumbent. Empty blocks sit at offset 0, out of the search.
 3. With a capacity: if the incumbent fits, done; otherwise search for a packing within
@@ -36,9 +36,9 @@ import numpy as np
 
 from planner.bounds import load
 from planner.errors import ProblemError
-from planner.exact import Budget, Model, SearchResult, decide, minimise
+from planner.exact import Budget, SearchResult, decide, minimise
 from planner.exact.limits import ExactInfeasibleError, check_time_limit
-from planner.exact.pieces import pack
+from planner.exact.pieces import model_of, pack
 from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
@@ -207,15 +207,7 @@ def _greedy_pools(problem: Problem, blocks: Blocks) -> np.ndarray:
 
 def _incumbent(problem: Problem, blocks: Blocks, members: np.ndarray, k: int) -> np.ndarray:
     """Offsets of `members` in the smaller of two greedy packings of them alone in pool `k`."""
-    sub = Blocks(
-        ids=[blocks.ids[i] for i in members.tolist()],
-        members=[blocks.members_of(i) for i in members.tolist()],
-        first=blocks.first[members],
-        last=blocks.last[members],
-        size=blocks.size[members],
-        align=blocks.align[members],
-        candidates=[(k,)] * len(members),
-    )
+    sub = blocks.subset(members, [(k,)] * len(members))
     best: tuple[int, np.ndarray] | None = None
     for order, rule in ((by(-sub.size, sub.first), "best"), (by(-sub.size, -sub.conflict_counts()), "first")):
         placer = Placer(problem, sub)
@@ -231,7 +223,7 @@ def _solve_pool(problem: Problem, blocks: Blocks, members: np.ndarray, k: int, b
     incumbent = _incumbent(problem, blocks, members, k)
     sized = np.flatnonzero(blocks.size[members] > 0)  # empty blocks sit at 0, apart
     chosen = members[sized]
-    model = Model.of(blocks.size[chosen], blocks.first[chosen], blocks.last[chosen], blocks.align[chosen])
+    model = model_of(blocks, chosen)
     start = incumbent[sized]
     offsets = np.zeros(len(members), dtype=np.int64)
     capacity = pool.capacity
