@@ -4,7 +4,10 @@ A plan page of more than `AGGREGATE_ABOVE` tensors does not carry every rectangl
 for each plan, the largest `PAGE_RECTS` rectangles and an occupancy raster of the others, and
 the page asks `GET /api/v1/plans/{id}/chart` for the rectangles of the window in view as the
 user zooms in. Both come from `window()`, over numpy columns of the plan built once and kept
-(`plan_columns`): a request never parses a stored plan again while its columns are cached.
+(`plan_columns`): a request never parses a stored plan again while its columns are cached. The
+columns are built when the plan is made and written under the data folder (`column_store`), so
+another app process reads them on its first open instead of building them again; a request for a
+plan asks the database first, so that columns at hand never answer for a deleted plan.
 
 The raster cuts the window into `RASTER_STEPS` x `RASTER_BYTES` cells; a cell's value is the
 share of its area that tensors cover (0-255, any use at least 1), each tensor's area spread
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import AppError, not_found
+from app.services import column_store
 from app.services.cache import LRU
 from app.services.plans import needs_plan, problem_of
 from app.storage import Storage
@@ -41,7 +45,7 @@ RASTER_STEPS, RASTER_BYTES = 480, 240  # the raster's cells across and up
 class ProblemColumns:
     """A problem's buffers as arrays in problem order, and its live curve."""
 
-    ids: list[str]
+    ids: np.ndarray  # of str
     first: np.ndarray
     last: np.ndarray
     size: np.ndarray
@@ -77,10 +81,43 @@ def is_big(problem: Problem) -> bool:
     return len(problem.buffers) > AGGREGATE_ABOVE
 
 
-def problem_columns(problem_id: str, problem: Problem) -> ProblemColumns:
+def problem_columns(problem_id: str, problem: Problem, storage: Storage | None = None) -> ProblemColumns:
+    """A problem's columns: kept in this process, else read from the data folder, else built (and
+    written there for the other processes) ; without `storage` only kept or built."""
     found = _problems.get(problem_id)
     if found is not None:
         return found
+    stored = column_store.load(storage, problem_id, column_store.PROBLEM) if storage is not None else None
+    if stored is not None:
+        return _problems.put(problem_id, _problem_from(stored))
+    made = _problems.put(problem_id, _build_problem(problem))
+    if storage is not None:
+        column_store.save(storage, problem_id, column_store.PROBLEM, _problem_arrays(made))
+    return made
+
+
+def _problem_arrays(cols: ProblemColumns) -> dict[str, np.ndarray]:
+    scalars = {"steps": np.int64(cols.steps), "peak_step": np.int64(cols.peak_step)}
+    arrays = {k: getattr(cols, k) for k in ("ids", "first", "last", "size", "kind", "live", "by_size")}
+    return {**arrays, "kinds": np.array(cols.kinds, dtype=str), **{k: np.asarray(v) for k, v in scalars.items()}}
+
+
+def _problem_from(arrays: dict[str, np.ndarray]) -> ProblemColumns:
+    return ProblemColumns(
+        ids=arrays["ids"],
+        first=arrays["first"],
+        last=arrays["last"],
+        size=arrays["size"],
+        kind=arrays["kind"],
+        kinds=[str(k) for k in arrays["kinds"].tolist()],
+        steps=int(arrays["steps"]),
+        live=arrays["live"],
+        peak_step=int(arrays["peak_step"]),
+        by_size=arrays["by_size"],
+    )
+
+
+def _build_problem(problem: Problem) -> ProblemColumns:
     buffers = problem.buffers
     kinds = sorted({b.kind for b in buffers})
     code = {k: i for i, k in enumerate(kinds)}
@@ -92,20 +129,17 @@ def problem_columns(problem_id: str, problem: Problem) -> ProblemColumns:
     else:  # the same curve from the columns at hand (bounds.live_bytes without aliases)
         live = live_sum(problem.steps, first, last + 1, sizes)
         peak = int(live.argmax()) if live.size else 0  # the first step at the peak, as bounds.peak_step
-    return _problems.put(
-        problem_id,
-        ProblemColumns(
-            ids=[b.id for b in buffers],
-            first=first,
-            last=last,
-            size=sizes,
-            kind=np.fromiter((code[b.kind] for b in buffers), np.int16, len(buffers)),
-            kinds=kinds,
-            steps=problem.steps,
-            live=live,
-            peak_step=peak,
-            by_size=np.argsort(-sizes, kind="stable"),  # stable: ties stay in problem order
-        ),
+    return ProblemColumns(
+        ids=np.array([b.id for b in buffers], dtype=str),
+        first=first,
+        last=last,
+        size=sizes,
+        kind=np.fromiter((code[b.kind] for b in buffers), np.int16, len(buffers)),
+        kinds=kinds,
+        steps=problem.steps,
+        live=live,
+        peak_step=peak,
+        by_size=np.argsort(-sizes, kind="stable"),  # stable: ties stay in problem order
     )
 
 
@@ -114,29 +148,73 @@ def cached(plan_id: str) -> PlanColumns | None:
     return _plans.get(plan_id)
 
 
-def plan_columns(plan_id: str, problem_id: str, problem: Problem, plan_json: dict[str, Any]) -> PlanColumns:
-    """A plan's columns, built once: pools stacked in problem order, as `charts.offsets_of` does."""
+def plan_columns(
+    plan_id: str, problem_id: str, problem: Problem, plan_json: dict[str, Any], storage: Storage | None = None
+) -> PlanColumns:
+    """A plan's columns, built once: pools stacked in problem order, as `charts.offsets_of` does.
+    Kept in this process, else read from the data folder, else built (and written there)."""
     found = _plans.get(plan_id)
     if found is not None:
         return found
-    cols = problem_columns(problem_id, problem)
-    offsets = _offsets(cols.ids, problem, plan_json)
+    cols = problem_columns(problem_id, problem, storage)
+    stored = column_store.load(storage, problem_id, plan_id) if storage is not None else None
+    if stored is not None and stored["offsets"].shape == cols.size.shape:
+        return _plans.put(plan_id, _plan_from(cols, stored["offsets"]))
+    made = _plans.put(plan_id, _plan_from(cols, _offsets(cols.ids.tolist(), problem, plan_json)))
+    if storage is not None:
+        column_store.save(storage, problem_id, plan_id, {"offsets": made.offsets})
+    return made
+
+
+def store_columns(storage: Storage, problem_id: str, problem: Problem, records: list[Any]) -> None:
+    """Build and write the columns of a big problem's plans just made (`PlanRecord`s), so that its
+    page opens on them in this process and in any other."""
+    if not is_big(problem):
+        return
+    for record in records:
+        if record.plan:
+            plan_columns(record.id, problem_id, problem, record.plan, storage)
+
+
+def _plan_from(cols: ProblemColumns, offsets: np.ndarray) -> PlanColumns:
     order = cols.by_size[(offsets[cols.by_size] >= 0) & (cols.size[cols.by_size] > 0)]
     bottom = offsets[order]
     top = bottom + cols.size[order]
-    return _plans.put(
-        plan_id,
-        PlanColumns(
-            problem=cols,
-            index=order,
-            first=cols.first[order],
-            stop=cols.last[order] + 1,
-            bottom=bottom,
-            top=top,
-            offsets=offsets,
-            extent=int(top.max()) if top.size else 0,
-        ),
+    return PlanColumns(
+        problem=cols,
+        index=order,
+        first=cols.first[order],
+        stop=cols.last[order] + 1,
+        bottom=bottom,
+        top=top,
+        offsets=offsets,
+        extent=int(top.max()) if top.size else 0,
     )
+
+
+def forget_deleted(storage: Storage) -> None:
+    """Drop the columns kept in this process of plans the database no longer has (a model deleted),
+    and the column files of their problems (`column_store.prune`)."""
+    _plans.forget(lambda plan_id: storage.get_plan(plan_id, placements=False) is not None)
+    column_store.prune(storage)
+
+
+def stored_columns(storage: Storage, problem_id: str, plan_id: str) -> PlanColumns | None:
+    """A plan's columns kept in this process or written under the data folder, without reading the
+    problem or the plan from the database (at 10^6 buffers each read is most of a second); else None."""
+    found = _plans.get(plan_id)
+    if found is not None:
+        return found
+    cols = _problems.get(problem_id)
+    if cols is None:
+        arrays = column_store.load(storage, problem_id, column_store.PROBLEM)
+        if arrays is None:
+            return None
+        cols = _problems.put(problem_id, _problem_from(arrays))
+    stored = column_store.load(storage, problem_id, plan_id)
+    if stored is None or stored["offsets"].shape != cols.size.shape:
+        return None
+    return _plans.put(plan_id, _plan_from(cols, stored["offsets"]))
 
 
 def _offsets(ids: list[str], problem: Problem, plan_json: dict[str, Any]) -> np.ndarray:
@@ -195,7 +273,7 @@ def window(columns: PlanColumns, x0: float, x1: float, y0: float, y1: float, lim
         "kinds": cols.kinds,
         "rects": {
             "index": index.tolist(),
-            "id": [cols.ids[i] for i in index.tolist()],
+            "id": cols.ids[index].tolist(),
             "first": columns.first[chosen].tolist(),
             "last": (columns.stop[chosen] - 1).tolist(),
             "size": cols.size[index].tolist(),
@@ -242,6 +320,7 @@ def page_view(
     problem: Problem,
     records: dict[str, dict[str, Any]],
     shown: list[str],
+    storage: Storage | None = None,
 ) -> dict[str, Any]:
     """The plan page's chart data for a big problem, in the shape `charts.plan_view` gives small ones.
 
@@ -249,8 +328,8 @@ def page_view(
     whose charts are drawn first (an aggregate window each). ``buffers`` and ``offsets`` hold
     only the `PAGE_TENSORS` largest tensors, for the table and the search.
     """
-    cols = problem_columns(problem_id, problem)
-    plan_cols = {pid: plan_columns(pid, problem_id, problem, plan) for pid, plan in records.items()}
+    cols = problem_columns(problem_id, problem, storage)
+    plan_cols = {pid: plan_columns(pid, problem_id, problem, plan, storage) for pid, plan in records.items()}
     keep = np.sort(cols.by_size[:PAGE_TENSORS])  # in problem order, as small pages list them
     windows = {pid: overview(plan_cols[pid]) for pid in shown if pid in plan_cols}
     starts, peaks = _envelope(cols.live)
@@ -261,7 +340,7 @@ def page_view(
         "peak_live": int(cols.live[cols.peak_step]) if cols.live.size else 0,
         "kinds": cols.kinds,
         "buffers": {
-            "id": [cols.ids[i] for i in keep.tolist()],
+            "id": cols.ids[keep].tolist(),
             "size": cols.size[keep].tolist(),
             "first": cols.first[keep].tolist(),
             "last": cols.last[keep].tolist(),
@@ -287,15 +366,17 @@ def _envelope(live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts, np.maximum.reduceat(live, starts)
 
 
-def peak_table(problem_id: str, problem: Problem, step: int, rows: int) -> list[dict[str, Any]]:
+def peak_table(
+    problem_id: str, problem: Problem, step: int, rows: int, storage: Storage | None = None
+) -> list[dict[str, Any]]:
     """`charts.peak_table` for a big problem, found with numpy (a trace has no tensor facts)."""
-    cols = problem_columns(problem_id, problem)
+    cols = problem_columns(problem_id, problem, storage)
     live = np.flatnonzero((cols.first <= step) & (cols.last >= step)).tolist()
-    live.sort(key=lambda i: (-int(cols.size[i]), cols.ids[i]))
+    live.sort(key=lambda i: (-int(cols.size[i]), str(cols.ids[i])))
     names = problem.step_names
     return [
         {
-            "id": cols.ids[i],
+            "id": str(cols.ids[i]),
             "size": int(cols.size[i]),
             "kind": cols.kinds[cols.kind[i]],
             "shape": None,
@@ -319,15 +400,19 @@ def plan_window(
     y1: float | None,
     limit: int,
 ) -> dict[str, Any]:
-    """`GET /api/v1/plans/{id}/chart`: a window of a plan (bounds left out: the whole plan's)."""
-    columns = cached(plan_id)
+    """`GET /api/v1/plans/{id}/chart`: a window of a plan (bounds left out: the whole plan's).
+    The database is asked first, whatever is at hand: a deleted plan is a 404 in every process."""
+    head = storage.get_plan(plan_id, placements=False)
+    if head is None:
+        raise not_found("plan", plan_id)
+    columns = stored_columns(storage, head.problem_id, plan_id)
     if columns is None:
         record = storage.get_plan(plan_id)
         if record is None:
             raise not_found("plan", plan_id)
         needs_plan(record)
         problem, _ = problem_of(storage, record)
-        columns = plan_columns(plan_id, record.problem_id, problem, record.plan)
+        columns = plan_columns(plan_id, record.problem_id, problem, record.plan, storage)
     whole = default_window(columns)
     bounds = [whole[k] if given is None else given for k, given in enumerate((x0, x1, y0, y1))]
     return {"plan_id": plan_id, **window(columns, *bounds, limit)}

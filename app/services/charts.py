@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.services import chart_windows
+from app.storage import Storage
 from planner import Problem, live_bytes, load, naive
 from planner.bounds import peak_step
 
@@ -71,12 +72,14 @@ def big_plan_view(
     *,
     selected: str,
     compare: str | None,
+    storage: Storage | None = None,
 ) -> dict[str, Any]:
     """`plan_view` for a problem of more than `chart_windows.AGGREGATE_ABOVE` tensors: the offset
     charts start from an aggregate and fetch windows (see app/services/chart_windows.py).
 
     `records` maps each plan id with a plan to its Plan JSON. LOAD and the naive sum are the
-    ones the plans carry (the planner's, computed when they were made).
+    ones the plans carry (the planner's, computed when they were made). With `storage`, the plans'
+    chart columns are read from the data folder when this process has none at hand.
     """
     first = next((p for p in plans if p["id"] == selected), plans[0])
     shown = [selected] + ([compare] if compare else [])
@@ -87,7 +90,7 @@ def big_plan_view(
         "alignment": problem.alignment,
         "load": first["lower_bound"],
         "naive": first["naive_bytes"],
-        **chart_windows.page_view(problem_id, problem, records, shown),
+        **chart_windows.page_view(problem_id, problem, records, shown, storage),
         "plans": plans,
         "selected": selected,
         "compare": compare,

@@ -16,7 +16,7 @@ import onnx
 
 import runtime
 from app.errors import AppError
-from app.services import graphs
+from app.services import chart_windows, graphs
 from app.services.modelinfo import read_model, summarize
 from app.services.uploads import Incoming, sniff_format, unpack_zip
 from app.storage import ModelRecord, Storage
@@ -66,6 +66,7 @@ def remove(storage: Storage, record: ModelRecord) -> None:
     if record.format == "zip":
         shutil.rmtree(blob.with_suffix(".d"), ignore_errors=True)
     storage.delete_model(record.id)
+    chart_windows.forget_deleted(storage)  # the chart columns of its plans, kept or written, go with them
 
 
 def examples() -> list[dict[str, object]]:

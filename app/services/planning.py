@@ -106,10 +106,8 @@ def plan_and_store(
     inline = [] if background else [n for n in names if not get(n).slow]
     later = [n for n in names if n not in inline]
     records = _store(storage, problem_id, run_strategies(problem, inline, **strategy_options)) if inline else []
-    if chart_windows.is_big(problem):  # its page opens on these columns: built now, not on the first open
-        for record in records:
-            if record.plan:
-                chart_windows.plan_columns(record.id, problem_id, problem, record.plan)
+    # A big problem's page opens on its plans' chart columns: built now, and written where every process finds them.
+    chart_windows.store_columns(storage, problem_id, problem, records)
     job = None
     if later:
         assert jobs is not None, f"{later} run as a job: plan_and_store needs the job service"
@@ -158,6 +156,7 @@ def plan_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
 
     def on_done(outcome: StrategyResult) -> None:
         record = _store(storage, problem_id, [outcome])[0]
+        chart_windows.store_columns(storage, problem_id, problem, [record])  # for the app processes to read
         done.append(summary(record, problem))
         job.report(len(done) / len(names), f"{outcome.strategy} done ({len(done)} of {len(names)})", plan=done[-1])
 

@@ -54,9 +54,9 @@ def plan_page_context(
     if chart_windows.is_big(problem):  # an aggregate, and windows fetched as the user zooms in
         records = {p.id: p.plan for p in siblings if p.plan}
         view = charts.big_plan_view(
-            record.problem_id, problem, summaries, records, selected=record.id, compare=compared
+            record.problem_id, problem, summaries, records, selected=record.id, compare=compared, storage=storage
         )
-        peak = chart_windows.peak_table(record.problem_id, problem, view["peak_step"], charts.PEAK_ROWS)
+        peak = chart_windows.peak_table(record.problem_id, problem, view["peak_step"], charts.PEAK_ROWS, storage)
     else:
         offsets = {p.id: charts.offsets_of(problem, p.plan) for p in siblings if p.plan}
         view = charts.plan_view(problem, summaries, offsets, tensors, selected=record.id, compare=compared)

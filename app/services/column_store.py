@@ -1,0 +1,78 @@
+"""Chart columns of big plans on disk, under the data folder, where every app process finds them.
+
+Layout::
+
+    columns/<problem id>/problem.npz    the problem's columns (ids, lifetimes, sizes, kinds, live curve)
+    columns/<problem id>/<plan id>.npz  a plan's offsets in problem order; the rest follows in milliseconds
+
+Stored problems and plans never change, so a record's id names its content as a hash would, without
+hashing tens of MB. A file is written whole under a temporary name and renamed (a reader never sees
+half of one): at planning time by the process that planned, or by the first process that had to build
+it. Any process reads it on a plan page's first open. `prune` removes the folders of problems whose
+plans are gone (a model's plans go with the model), and a reader refuses the file of a deleted plan
+because it asks the database first (`chart_windows`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from app.storage import Storage, new_id
+
+FOLDER = "columns"
+PROBLEM = "problem"  # the problem's own file in its folder
+
+
+def folder(storage: Storage) -> Path:
+    return storage.root / FOLDER
+
+
+def path(storage: Storage, problem_id: str, name: str) -> Path:
+    """The file of `name` (PROBLEM, or a plan id) among the columns of problem `problem_id`."""
+    for part in (problem_id, name):
+        if not part or "/" in part or "\\" in part or part.startswith("."):
+            raise ValueError(f"{part!r} is not a record id: column files are named by problem and plan ids")
+    return folder(storage) / problem_id / f"{name}.npz"
+
+
+def save(storage: Storage, problem_id: str, name: str, arrays: dict[str, np.ndarray]) -> Path:
+    target = path(storage, problem_id, name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{new_id()}.part")
+    try:
+        with temp.open("wb") as f:
+            np.savez(f, **arrays)  # uncompressed: read back at disk speed
+        os.replace(temp, target)  # atomic: a reader sees the whole file or none
+    finally:
+        temp.unlink(missing_ok=True)
+    return target
+
+
+def load(storage: Storage, problem_id: str, name: str) -> dict[str, np.ndarray] | None:
+    """The arrays stored under `name`, or None when there is no such file (or it cannot be read:
+    the caller builds the columns again and writes it anew)."""
+    source = path(storage, problem_id, name)
+    try:
+        with np.load(source, allow_pickle=False) as archive:
+            return {key: archive[key] for key in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return None
+
+
+def prune(storage: Storage) -> int:
+    """Remove the column folders of problems none of whose stored plans remains; how many went."""
+    removed = 0
+    root = folder(storage)
+    if not root.is_dir():
+        return 0
+    for problem in sorted(root.iterdir()):
+        plans = [p.stem for p in problem.glob("*.npz") if p.stem != PROBLEM]
+        if not any(storage.get_plan(plan_id, placements=False) for plan_id in plans):
+            shutil.rmtree(problem, ignore_errors=True)
+            removed += 1
+    return removed
