@@ -8,6 +8,10 @@
 
 XLA runs either order depending on the backend; trying both costs twice the time and
 never does worse than either. Not optimal.
+
+An alias group's size here is its tallest height and its lifetime its span, from its first
+member's first step to its last member's last; the chunk it takes must hold each piece
+of its profile (its height step by step) while that piece lives.
 """
 
 from __future__ import annotations

@@ -5,6 +5,9 @@
 
 A linear allocator: fast and simple, no reuse, so its arena is the naive sum
 (`planner.bounds.naive`) plus alignment padding. Not optimal.
+
+An alias group is one block, visited at its first member's first step and given
+its tallest height (a linear allocator never reuses the bytes its profile frees).
 """
 
 from __future__ import annotations

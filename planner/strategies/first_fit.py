@@ -7,6 +7,9 @@
 Placing buffers in first-use order at the lowest offset free of every placed buffer that is
 live at a common step is exactly that simulation. Not optimal: an early small buffer can
 split the arena so that a later large one must go on top.
+
+An alias group is one block, claimed at its first member's first step; the gap it takes
+must hold each piece of its profile (its height step by step) while that piece lives.
 """
 
 from __future__ import annotations

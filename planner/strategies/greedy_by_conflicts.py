@@ -6,6 +6,9 @@
    where it fits.
 
 Buffers entangled with many others are the hardest to fit, so they go first. Not optimal.
+
+An alias group's conflicts are the blocks live during its span, its size its tallest
+height; the offset it takes must hold each piece of its profile while that piece lives.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ same idea in TFLite Micro's GreedyMemoryPlanner).
 3. Take the smallest gap that fits (best fit); if none fits, place it above the highest.
 
 Among the best simple heuristics in practice; not optimal.
+
+An alias group's size here is its tallest height (the largest member end); the gap it
+takes must hold each piece of its profile (its height step by step) while that piece lives.
 """
 
 from __future__ import annotations

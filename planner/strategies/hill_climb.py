@@ -11,6 +11,9 @@
 
 A local search: usually better than any single greedy order, never proven optimal unless
 it reaches LOAD. Deterministic for a given seed and iteration count.
+
+An alias group's size here is its tallest height (the largest member end); the offset it
+takes must hold each piece of its profile (its height step by step) while that piece lives.
 """
 
 from __future__ import annotations

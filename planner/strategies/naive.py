@@ -6,6 +6,8 @@
 Where it comes from: the baseline every memory-planning paper reports, and what a runtime
 without a planner does. The arena is `planner.bounds.naive` (each alias group's size
 once) plus alignment padding. Not optimal, on purpose.
+
+An alias group is one block as tall as its tallest member end, stacked once.
 """
 
 from __future__ import annotations

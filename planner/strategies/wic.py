@@ -6,6 +6,9 @@
 3. Give each the lowest gap left by the already-placed buffers it interferes with.
 
 Placing large buffers first leaves small ones to fill the holes. Not optimal.
+
+An alias group's size here is its tallest height (the largest member end) and its
+interference its whole span; the gap it takes must hold each piece of its profile.
 """
 
 from __future__ import annotations
