@@ -24,10 +24,12 @@ of byte ranges instead, which stay short however many blocks they cover.
    query the lists at its points, for a long one the sub unions of its canonical nodes
    (below `SUB_LEVEL`, the lists and own unions of their small subtrees).
 
-A union is a flat sorted list ``[start0, end0, start1, end1, ...]`` of disjoint ranges that
-do not touch; the lists at points are flat too, unsorted, one range per block. Gaps are
-read off sorted starts and sorted ends (`pick`), so repeated or overlapping ranges cost
-nothing extra to merge.
+A union is a flat sorted ``array("q")`` ``[start0, end0, start1, end1, ...]`` of disjoint
+ranges that do not touch; the lists at points are flat too, unsorted, one range per block.
+Gaps are read off sorted starts and sorted ends (`pick`), so repeated or overlapping ranges
+cost nothing extra to merge. A query meeting many range ends (a long-lived block of a
+training trace meets thousands) hands the unions' buffers to numpy as they are
+(`pick_among`): no Python int is made for them.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ _NEVER = 1 << 62  # larger than any gap
 MANY = 1024  # `pick` hands queries meeting more than this many range ends to numpy
 
 
-def add(flat: list[int], start: int, end: int) -> None:
-    """Add bytes ``[start, end)`` (start < end) to a union, merging what it meets or touches."""
+def add(flat: list[int] | array, start: int, end: int) -> None:
+    """Add bytes ``[start, end)`` (start < end) to a union (a list, or an ``array("q")``
+    as the engine keeps them), merging what it meets or touches."""
     i = bisect_left(flat, start)
     j = bisect_right(flat, end)
     if i & 1:
@@ -54,7 +57,14 @@ def add(flat: list[int], start: int, end: int) -> None:
     if j & 1:
         end = flat[j]
         j += 1
-    flat[i:j] = (start, end)
+    if i == j:
+        flat.insert(i, end)
+        flat.insert(i, start)
+        return
+    if j > i + 2:
+        del flat[i + 2 : j]
+    flat[i] = start
+    flat[i + 1] = end
 
 
 def pick(taken: list[int], size: int, align: int, best: bool) -> int:
@@ -104,6 +114,24 @@ def _pick_many(taken: np.ndarray, size: int, align: int, best: bool) -> int:
         return int(at[k])
     top = int(ends[-1])
     return top if align == 1 else -(-top // align) * align
+
+
+def pick_among(unions: list[array], loose: list[int], size: int, align: int, best: bool) -> int:
+    """`pick` among the ranges of `unions` (``array("q")``, each sorted, disjoint, not
+    touching, not empty) and of `loose` (flat, any order)."""
+    total = len(loose)
+    for union in unions:
+        total += len(union)
+    if total <= MANY:
+        flat = list(loose)
+        for union in unions:
+            flat += union
+        return pick(flat, size, align, best)
+    views = [np.frombuffer(union, dtype=np.int64) for union in unions]
+    views.append(np.array(loose, dtype=np.int64))
+    taken = np.concatenate(views)
+    views.clear()  # a union exporting its buffer could not grow
+    return _pick_many(taken, size, align, best)
 
 
 class Timeline:
@@ -164,8 +192,9 @@ class Occupancy:
 
     def __init__(self, timeline: Timeline, wants: array) -> None:
         self.timeline = timeline
-        self.own: list[list[int] | None] = [None] * (2 * timeline.leaves)
-        self.sub: list[list[int] | None] = [None] * (2 * timeline.leaves)
+        # Unions as array("q"): a query reads many at once through numpy without copying.
+        self.own: list[array | None] = [None] * (2 * timeline.leaves)
+        self.sub: list[array | None] = [None] * (2 * timeline.leaves)
         self.listed: list[list[int] | None] = [None] * timeline.leaves
         self.starting: list[list[int] | None] = [None] * timeline.leaves
         self.wants = wants  # shared by the pools: long queries still to come through each node
@@ -173,23 +202,40 @@ class Occupancy:
 
     def taken(self, block: int) -> list[int]:
         """The byte ranges taken at some step of `block`'s live range, flat, in any order."""
+        unions, found = self.parts(block)
+        for union in unions:
+            found += union
+        return found
+
+    def parts(self, block: int) -> tuple[list[array], list[int]]:
+        """The bytes `taken` as the unions that hold them (none empty) and the ranges of
+        short blocks (flat, in any order)."""
         t = self.timeline
-        listed, own = self.listed, self.own
+        listed = self.listed
         lo, hi = t.lo[block], t.hi[block]
+        unions: list[array] = []
         found: list[int] = []
         if hi - lo < t.short:
             _gather_points(listed, self.starting, lo, hi, found)
         elif lo == 0 and hi == t.leaves - 1 and t.sub_limit > 1:
             # Live throughout: it meets every placed block, all in the root's sub union.
-            return self.sub[1] or []
+            every = self.sub[1]
+            return ([every] if every else []), found
         else:
             for point in (lo, hi):
                 got = listed[point]
                 if got:
                     found += got
-            self._inside(block, found)
-        _gather_path(own, t.own_up, lo + t.leaves, hi + t.leaves, found)
-        return found
+            self._inside(block, unions, found)
+        _gather_path(self.own, t.own_up, lo + t.leaves, hi + t.leaves, unions)
+        return unions, found
+
+    def pick(self, block: int, size: int, align: int, best: bool) -> int:
+        """The offset for `block` (`size` bytes, > 0, a multiple of `align`) among the bytes
+        `taken`: the lowest gap that fits, or with `best` the smallest; above everything
+        when none fits."""
+        unions, found = self.parts(block)
+        return pick_among(unions, found, size, align, best)
 
     def place_run(
         self,
@@ -212,15 +258,16 @@ class Occupancy:
                 offsets.append(0)
                 continue
             if hi - lo >= short:
-                at = pick(self.taken(i), size, align, best)
+                at = self.pick(i, size, align, best)
                 self.answered(i, pools)
                 self.open -= 1
                 self.insert(i, at, at + size)
             else:
                 found: list[int] = []
+                unions: list[array] = []
                 _gather_points(listed, starting, lo, hi, found)
-                _gather_path(own, up, lo + leaves, hi + leaves, found)
-                at = pick(found, size, align, best)
+                _gather_path(own, up, lo + leaves, hi + leaves, unions)
+                at = pick_among(unions, found, size, align, best)
                 end = at + size
                 if self.open:
                     self.insert(i, at, end)
@@ -243,7 +290,7 @@ class Occupancy:
                     break
         return offsets, top
 
-    def _inside(self, block: int, found: list[int]) -> None:
+    def _inside(self, block: int, unions: list[array], found: list[int]) -> None:
         """Blocks with a canonical node under one of `block`'s: sub unions, or the lists
         and own unions of a low node's subtree."""
         t = self.timeline
@@ -252,23 +299,23 @@ class Occupancy:
             if node < t.sub_limit:
                 got = sub[node]
                 if got:
-                    found += got
+                    unions.append(got)
                 continue
             width = 1
             while node < leaves:
                 for below in range(node, node + width):
                     got = own[below]
                     if got:
-                        found += got
+                        unions.append(got)
                 node <<= 1
                 width <<= 1
             for point in range(node - leaves, node - leaves + width):
-                got = listed[point]
-                if got:
-                    found += got
+                ranges = listed[point]
+                if ranges:
+                    found += ranges
                 got = own[point + leaves]
                 if got:
-                    found += got
+                    unions.append(got)
 
     def insert(self, block: int, start: int, end: int) -> None:
         """Record bytes ``[start, end)`` (start < end) of a block."""
@@ -295,11 +342,11 @@ class Occupancy:
         nodes = t.canonical(block)
         own = self.own
         for node in nodes:
-            got = own[node]
-            if got is None:
-                own[node] = [start, end]
+            union = own[node]
+            if union is None:
+                own[node] = array("q", (start, end))
             else:
-                add(got, start, end)
+                add(union, start, end)
         if self.open:
             sub, wants, limit = self.sub, self.wants, t.sub_limit
             for node in nodes:
@@ -335,10 +382,10 @@ class Occupancy:
                         occupancy.sub[node] = None
 
 
-def _add_sub(sub: list[list[int] | None], node: int, start: int, end: int) -> None:
+def _add_sub(sub: list[array | None], node: int, start: int, end: int) -> None:
     got = sub[node]
     if got is None:
-        sub[node] = [start, end]
+        sub[node] = array("q", (start, end))
     else:
         add(got, start, end)
 
@@ -389,15 +436,16 @@ def _gather_points(
             found += got
 
 
-def _gather_path(own: Sequence[list[int] | None], up: Sequence[int], x: int, y: int, found: list[int]) -> None:
-    """Append the own unions of leaves `x` and `y` and of every ancestor of either, each node once."""
+def _gather_path(own: Sequence[array | None], up: Sequence[int], x: int, y: int, unions: list[array]) -> None:
+    """Collect the own unions (not empty) of leaves `x` and `y` and of every ancestor of
+    either, each node once."""
     got = own[x]
     if got:
-        found += got
+        unions.append(got)
     if y != x:
         got = own[y]
         if got:
-            found += got
+            unions.append(got)
     x, y = up[x], up[y]
     while x != y:
         if x > y:
@@ -405,9 +453,9 @@ def _gather_path(own: Sequence[list[int] | None], up: Sequence[int], x: int, y: 
         else:
             got, y = own[y], up[y]
         if got:
-            found += got
+            unions.append(got)
     while x:
         got = own[x]
         if got:
-            found += got
+            unions.append(got)
         x = up[x]

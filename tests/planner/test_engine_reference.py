@@ -1,0 +1,154 @@
+"""The placement engine against a pairwise scan on training-like and network-like traces.
+
+The oracle places blocks the slow, obvious way: for each block, every placed block live at
+a common step (all of them compared with it), their byte ranges sorted, the gaps between
+them, the rule's gap. The engine must give the same offsets for the orders the strategies
+use, on traces small enough for the scan (up to 2,000 buffers), with its numpy reading of
+big queries forced on every query and left at its usual threshold.
+"""
+
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import planner
+import planner.sweep
+import planner.timeline
+from planner.generate import network_like, training_like
+from planner.placement import Placer
+from planner.problem import Problem
+from planner.strategies._order import by
+from planner.timeline import add, pick_among
+
+
+def gap_of(ranges: list[tuple[int, int]], size: int, align: int, best: bool) -> int:
+    """Gaps of the union of `ranges`, lowest first; the rule's choice, else above all."""
+    gaps, reach = [], 0
+    for start, end in sorted(ranges):
+        if start > reach:
+            gaps.append((reach, start))
+        reach = max(reach, end)
+    fitting = [(s, e) for s, e in gaps if -(-s // align) * align + size <= e]
+    if fitting:
+        s, _ = min(fitting, key=lambda g: (g[1] - g[0], g[0])) if best else fitting[0]
+        return -(-s // align) * align
+    return -(-reach // align) * align
+
+
+def pairwise_offsets(problem: Problem, order: list[int], rule: str) -> list[int]:
+    """Each buffer in `order` at the rule's gap among the placed buffers live with it."""
+    bufs = problem.buffers
+    first = np.array([b.first for b in bufs])
+    last = np.array([b.last for b in bufs])
+    size = np.array([b.size for b in bufs])
+    placed = np.zeros(len(bufs), dtype=bool)
+    offsets = np.zeros(len(bufs), dtype=np.int64)
+    for i in order:
+        if size[i] == 0:
+            continue
+        live = np.flatnonzero(placed & (first <= last[i]) & (last >= first[i]))
+        ranges = [(int(offsets[j]), int(offsets[j] + size[j])) for j in live]
+        offsets[i] = gap_of(ranges, int(size[i]), problem.align_of(bufs[i]), rule == "best")
+        placed[i] = True
+    return offsets.tolist()
+
+
+def orders(problem: Problem) -> dict[str, np.ndarray]:
+    """The placing orders of the engine's strategies, and a random one."""
+    placer = Placer(problem)
+    b = placer.blocks
+    length = b.last - b.first
+    return {
+        "size": by(-b.size, b.first),  # wic, greedy_by_size
+        "lifetime": by(-length, -b.size),  # best_fit's temporal order
+        "conflicts": by(-b.conflict_counts(), -b.size),  # greedy_by_conflicts
+        "first_use": by(b.first),  # first_fit (the sweep)
+        "random": np.random.default_rng(0).permutation(len(b)),
+    }
+
+
+TRACES = [
+    training_like(2000, seed=0),
+    training_like(1500, seed=3),
+    network_like(2000, seed=1),
+]
+
+
+@pytest.mark.parametrize("problem", TRACES, ids=lambda p: p.name)
+def test_engine_places_traces_like_the_pairwise_scan(problem):
+    for name, order in orders(problem).items():
+        for rule in ("first", "best"):
+            expected = pairwise_offsets(problem, order.tolist(), rule)
+            for many in (0, planner.timeline.MANY):
+                with pytest.MonkeyPatch.context() as patch:
+                    patch.setattr(planner.timeline, "MANY", many)  # 0: every query read by numpy
+                    placer = Placer(problem)
+                    placer.place_all(order, rule=rule)
+                assert placer.offset.tolist() == expected, (name, rule, many)
+
+
+@pytest.mark.parametrize("short", [1, planner.timeline.SHORT])
+def test_one_block_at_a_time_places_like_the_pairwise_scan(short):
+    # Several pools take this path (queries through `Occupancy.taken`); one pool shows it.
+    problem = training_like(600, seed=2)
+    order = orders(problem)["size"]
+    expected = pairwise_offsets(problem, order.tolist(), "best")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner.timeline, "SHORT", short)
+        placer = Placer(problem)
+    for i in order.tolist():
+        placer.place(i, "best")
+    assert placer.offset.tolist() == expected
+
+
+@pytest.mark.parametrize("chunk", [2, planner.sweep.CHUNK])
+def test_first_use_sweep_places_a_training_trace_like_the_pairwise_scan(chunk):
+    problem = training_like(2000, seed=4)
+    order = orders(problem)["first_use"]
+    for rule in ("first", "best"):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(planner.sweep, "CHUNK", chunk)
+            patch.setattr(planner.sweep, "FEW", 0)  # widest gaps read whatever the count
+            placer = Placer(problem)
+            placer.place_all(order, rule=rule)
+        assert placer.offset.tolist() == pairwise_offsets(problem, order.tolist(), rule), rule
+
+
+@pytest.mark.parametrize("strategy", ["first_fit", "wic", "greedy_by_size", "best_fit", "greedy_by_conflicts"])
+def test_strategies_plan_a_training_trace_validly(strategy):
+    problem = training_like(3000, seed=5)
+    plan = planner.plan(problem, strategy)
+    assert planner.check_plan(problem, plan).ok
+    assert plan.pool_sizes["arena"] >= plan.lower_bound
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    unions=st.lists(st.lists(st.tuples(st.integers(0, 300), st.integers(1, 40)), max_size=8), max_size=5),
+    loose=st.lists(st.tuples(st.integers(0, 300), st.integers(1, 40)), max_size=6),
+    size=st.integers(1, 80),
+    align=st.sampled_from([1, 8, 32]),
+    best=st.booleans(),
+    many=st.sampled_from([0, 1024]),
+)
+def test_pick_among_unions_and_loose_ranges_reads_gaps_like_the_reference(unions, loose, size, align, best, many):
+    kept: list[array] = []
+    for ranges in unions:
+        union = array("q")
+        for start, length in ranges:
+            add(union, start, start + length)
+        if union:
+            kept.append(union)
+    flat = [x for start, length in loose for x in (start, start + length)]
+    every = [(s, e) for union in kept for s, e in zip(union[::2], union[1::2], strict=True)]
+    every += [(start, start + length) for start, length in loose]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner.timeline, "MANY", many)
+        assert pick_among(kept, flat, size, align, best) == gap_of(every, size, align, best)
+    for union in kept:  # still growable: no numpy view of it was left behind
+        add(union, 10_000, 10_001)
