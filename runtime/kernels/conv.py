@@ -17,7 +17,15 @@ import numpy as np
 
 from runtime.kernels import TensorMeta, kernel, window
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
-from runtime.kernels.depthwise import add_bias, conv_depthwise_rows, rows_layout, uses_rows
+from runtime.kernels.depthwise import (
+    add_bias,
+    channels_last_layout,
+    conv_depthwise_channels_last,
+    conv_depthwise_rows,
+    rows_layout,
+    uses_channels_last,
+    uses_rows,
+)
 from runtime.kernels.planes import Planes
 from runtime.kernels.window import Geometry, pad_into, window_geometry, windows
 
@@ -49,6 +57,8 @@ def conv_workspace(
         return scratch_bytes(*_taps_layout(x.shape, w.shape, x.dtype, geo))
     if path == "rows":
         return scratch_bytes(*rows_layout(x.shape, geo, x.dtype))
+    if path == "channels_last":
+        return scratch_bytes(*channels_last_layout(x.shape, geo, x.dtype))
     if path == "depthwise":
         blocks = [((min(channels, _depthwise_block(geo, x.dtype)), *geo.kernel, *geo.out), x.dtype)]
     else:
@@ -206,6 +216,8 @@ def _conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilat
         return geo, "taps"
     if not _is_depthwise(x_shape, w_shape, group):
         return geo, "im2col"
+    if uses_channels_last(geo, x_shape[1]):
+        return geo, "channels_last"
     return geo, "rows" if uses_rows(geo) else "depthwise"
 
 
@@ -229,7 +241,7 @@ def reads_before_writing(attrs, inputs, out) -> bool:
         x.shape, w.shape, out.shape, attrs.get("group", 1), attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
         attrs.get("strides"), attrs.get("dilations"), attrs.get("kernel_shape"),
     )  # fmt: skip
-    return path in ("rows", "depthwise")
+    return path in ("rows", "depthwise", "channels_last")
 
 
 # A depthwise Conv is plane-wise: planned over its input (MobileNet's stride-2 steps).
@@ -276,6 +288,8 @@ def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group
         return
     elif path == "taps":
         _conv_taps(x, w, b, out, geo, Scratch(ws, "Conv"))
+    elif path == "channels_last":
+        conv_depthwise_channels_last(x, w, b, out, geo, Scratch(ws, "Conv"))
     elif path == "depthwise":
         _conv_depthwise(x, w, b, out, geo, Scratch(ws, "Conv"))
     else:

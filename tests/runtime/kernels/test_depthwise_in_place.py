@@ -1,6 +1,6 @@
 """A depthwise Conv (and ConvAct) written over its own input without a chunk through scratch:
-on the banded rows and depthwise im2col routes the kernel reads each channel block before
-writing that block's output, so `planes` calls it on the memory as it is, one batch item at
+on the banded rows, channels-last and depthwise im2col routes the kernel reads each channel
+block (channels-last: the whole image) before writing that block's output, so `planes` calls it on the memory as it is, one batch item at
 a time. Checked against onnx.reference over the input's own bytes: batches of 3, one channel
 per block (the orders a wrong overlap would corrupt), padded and unpadded, smaller and equal
 outputs; the workspace then holds no chunk; the other routes still go through the chunk."""
@@ -77,6 +77,28 @@ def test_depthwise_conv_over_its_own_input_matches_the_reference(spatial, k, att
     assert path == route
     got = _over_input("Conv", x, w, b, want.shape, attrs, monkeypatch)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+WIDE = [  # (spatial, kernel, attrs): many channels over small maps run channels-last
+    ((7, 7), 5, {"strides": [1, 1], "pads": [2, 2, 2, 2]}),
+    ((13, 11), 3, {"strides": [2, 2], "pads": [1, 0, 1, 2]}),
+    ((9, 9), 3, {"strides": [1, 1]}),  # unpadded: a smaller output
+]
+
+
+@pytest.mark.parametrize("op", ["Conv", "ConvAct"])
+@pytest.mark.parametrize(("spatial", "k", "attrs"), WIDE, ids=["same", "strided", "smaller"])
+def test_channels_last_over_its_own_input_matches_the_reference(spatial, k, attrs, op, monkeypatch):
+    c = 200
+    x = RNG.standard_normal((3, c, *spatial)).astype(np.float32)
+    w = RNG.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = RNG.standard_normal(c).astype(np.float32)
+    want = _reference(x, w, b, attrs)
+    _, path = conv_route(x.shape, w.shape, want.shape, c, "NOTSET", attrs.get("pads"), attrs["strides"], None, None)
+    assert path == "channels_last"
+    act = {"activation": "Relu"} if op == "ConvAct" else {}
+    got = _over_input(op, x, w, b, want.shape, {**attrs, **act}, monkeypatch)
+    np.testing.assert_allclose(got, np.maximum(want, 0) if act else want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(("spatial", "k", "attrs", "route"), CASES[:4], ids=[c[3] for c in CASES[:4]])
