@@ -14,6 +14,7 @@ import numpy as np
 from runtime.kernels import kernel
 from runtime.kernels._blocks import BLOCK
 from runtime.kernels._chunks import chunks_workspace, run_chunks
+from runtime.kernels._epilogue import EXP2_DTYPES, LOG2E
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 
 # np.maximum against a scalar runs numpy's broadcast loop, three to four times slower than
@@ -106,10 +107,14 @@ def celu(x, *, out, ws=None, alpha=1.0):
 
 @kernel("Sigmoid", inplace=(0,))
 def sigmoid(x, *, out):
-    # 1 / (1 + exp(-x)): exp overflows to inf for x << 0 and the result is then exactly 0.
+    # 1 / (1 + exp2(-x log2 e)): exp2 overflows to inf for x << 0 and the result is then exactly 0.
     with np.errstate(over="ignore"):
-        np.negative(x, out=out)
-        np.exp(out, out=out)
+        if out.dtype in EXP2_DTYPES:
+            np.multiply(x, out.dtype.type(-LOG2E), out=out)
+            np.exp2(out, out=out)
+        else:
+            np.negative(x, out=out)
+            np.exp(out, out=out)
     out += 1
     np.reciprocal(out, out=out)
 
@@ -192,8 +197,8 @@ def _gelu_erf_chunk(x, o, a, b, c) -> None:
     t = a.dtype.type
     np.abs(x, out=a)
     np.multiply(a, a, out=b)
-    b *= t(-0.5)
-    np.exp(b, out=b)
+    b *= t(-0.5 * LOG2E)
+    np.exp2(b, out=b)
     b *= a  # |x| e^(-x^2/2)
     a *= t(_AS_P / math.sqrt(2))
     a += t(1)
@@ -309,7 +314,11 @@ def _softmax(x, out, layout, log, ws, owner):
     np.max(x3, axis=1, keepdims=True, out=peak)
     np.subtract(x3, peak, out=y3)
     if not log:
-        np.exp(y3, out=y3)
+        if y3.dtype in EXP2_DTYPES:
+            y3 *= y3.dtype.type(LOG2E)
+            np.exp2(y3, out=y3)
+        else:
+            np.exp(y3, out=y3)
         _row_sums(y3, total, scratch)
         np.reciprocal(total, out=total)
         y3 *= total

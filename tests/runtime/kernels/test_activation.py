@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
+from runtime.kernels._epilogue import activation
 from runtime.kernels.activation import ZERO_ROW
 from tests.runtime.kernels.harness import close, one_node, run_ort, run_with_workspace
 
@@ -113,3 +114,31 @@ def test_erf_matches_onnxruntime_with_workspace_and_in_place(shape, dtype) -> No
     got, _ = run_with_workspace(model, [x], expected, "exact")
     close(got, expected, rtol=1e-6, atol=0)
     close([_run_in_place(model, x)], expected, rtol=1e-6, atol=0)
+
+
+def test_exponentials_taken_as_exp2_stay_within_float32_rounding_over_its_range():
+    """Sigmoid, a fused Silu and Softmax take exp(x) as exp2(x log2 e): checked against float64
+    exp from where the results underflow to where they saturate, with infinities and NaN. The
+    rounding of x log2 e grows with |x|: 4e-6 relative at |x| = 80 (on results near 1e-35)."""
+    x = np.concatenate([np.linspace(-80, 80, 100_001), [-np.inf, np.inf, np.nan]]).astype(np.float32)
+    wide = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sigmoid = 1 / (1 + np.exp(-wide))
+        silu = wide * sigmoid  # NaN at -inf, as x * Sigmoid(x) is
+    got = np.empty_like(x)
+    kernel = get_kernel("Sigmoid")
+    assert kernel is not None
+    kernel.fn(x, out=got)
+    np.testing.assert_allclose(got, sigmoid, rtol=5e-6, atol=1e-36)
+    y = x.copy()
+    activation("Silu", np.dtype(np.float32))(y, np.empty(1 << 16, np.float32))
+    np.testing.assert_allclose(y, silu, rtol=5e-6, atol=1e-36)
+    rows = np.linspace(-60, 60, 4 * 301, dtype=np.float32).reshape(4, 301)
+    shifted = rows.astype(np.float64) - rows.max(axis=1, keepdims=True)
+    want = np.exp(shifted) / np.exp(shifted).sum(axis=1, keepdims=True)
+    softmax = get_kernel("Softmax")
+    assert softmax is not None and softmax.workspace is not None
+    meta = [TensorMeta(rows.shape, rows.dtype)]
+    out = np.empty_like(rows)
+    softmax.fn(rows, out=out, ws=np.empty(softmax.workspace(meta, meta), np.uint8), opset=17)
+    np.testing.assert_allclose(out, want, rtol=5e-6, atol=1e-36)
