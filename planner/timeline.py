@@ -127,11 +127,10 @@ def pick_among(unions: list[array], loose: list[int], size: int, align: int, bes
         for union in unions:
             flat += union
         return pick(flat, size, align, best)
-    views = [np.frombuffer(union, dtype=np.int64) for union in unions]
-    views.append(np.array(loose, dtype=np.int64))
-    taken = np.concatenate(views)
-    views.clear()  # a union exporting its buffer could not grow
-    return _pick_many(taken, size, align, best)
+    taken = array("q", loose)
+    for union in unions:
+        taken += union  # a copy of its buffer
+    return _pick_many(np.frombuffer(taken, dtype=np.int64), size, align, best)
 
 
 class Timeline:
