@@ -20,8 +20,9 @@ the result is the same as the general engine's (`planner.timeline`) for the same
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from heapq import heappop, heappush
+from itertools import compress, count
 from operator import sub
 
 import numpy as np
@@ -52,13 +53,25 @@ class LiveBytes:
             heads.append(start)
             self._measure(0)
             return
-        k = max(0, bisect_right(heads, start) - 1)
-        last = max(0, bisect_right(heads, end) - 1)
+        k = bisect_right(heads, start) - 1
+        if k < 0:
+            k = 0
+        last = bisect_right(heads, end) - 1
+        if last < 0:
+            last = 0
+        chunk = chunks[k]
+        if last == k and self.measured and len(chunks) > FEW:
+            i = bisect_right(chunk, start)  # even: it goes into the gap before chunk[i]
+            if 0 < i < len(chunk) and chunk[i] - chunk[i - 1] < self.widest[k] and len(chunk) < 4 * CHUNK:
+                # A gap inside the chunk, not its widest: the chunk's first start, last
+                # end and widest gap stay as they are.
+                add(chunk, start, end)
+                return
         if last > k:  # touches the next chunk's first range: merge those chunks
             chunks[k : last + 1] = [[x for chunk in chunks[k : last + 1] for x in chunk]]
             del heads[k + 1 : last + 1]
             self._drop(k + 1, last + 1)
-        chunk = chunks[k]
+            chunk = chunks[k]
         add(chunk, start, end)
         heads[k] = chunk[0]
         if len(chunk) > 4 * CHUNK:
@@ -78,6 +91,9 @@ class LiveBytes:
         chunk = self.chunks[k]
         i = bisect_right(chunk, start) - 1
         low, high = chunk[i], chunk[i + 1]
+        if self.measured and len(self.chunks) > FEW and len(chunk) > 2:
+            self._widen(k, i, start, end)
+            return
         pieces: list[int] = []
         if low < start:
             pieces += (low, start)
@@ -92,6 +108,34 @@ class LiveBytes:
             self._measure(k)
         if k + (1 if chunk else 0) < len(self.chunks):
             self._measure(k + (1 if chunk else 0))
+
+    def _widen(self, k: int, i: int, start: int, end: int) -> None:
+        """`take_out` from range i of chunk k (which keeps a range) while the widest gaps
+        are kept: the gap it leaves only grows, so the widest gap of the chunk that holds
+        it (this one, or the next one when it is the gap before that chunk's first range)
+        is the larger of the two."""
+        chunks = self.chunks
+        chunk = chunks[k]
+        low, high = chunk[i], chunk[i + 1]
+        below = start if low < start else chunk[i - 1] if i else chunks[k - 1][-1] if k else 0
+        owner = k
+        if end < high:
+            above = end
+        elif i + 2 < len(chunk):
+            above = chunk[i + 2]
+        elif k + 1 < len(chunks):
+            above, owner = chunks[k + 1][0], k + 1
+        else:
+            above = -1  # the space above everything: no chunk's gap
+        pieces: list[int] = []
+        if low < start:
+            pieces += (low, start)
+        if end < high:
+            pieces += (end, high)
+        chunk[i : i + 2] = pieces
+        self.heads[k] = chunk[0]
+        if above - below > self.widest[owner]:
+            self.widest[owner] = above - below
 
     def _drop(self, lo: int, hi: int) -> None:
         """Forget the widest gaps of chunks lo..hi-1, removed. `widest` keeps its length (it
@@ -124,10 +168,17 @@ class LiveBytes:
                 self.measured = True
                 for k in range(len(chunks)):
                     self._measure(k)
-            candidates = np.flatnonzero(self.widest[: len(chunks)] >= size).tolist()
+            found = np.flatnonzero(self.widest[: len(chunks)] >= size)
+            # First fit mostly stops in the first chunk found: read the rest only then.
+            candidates = found.tolist() if best else _lazily(found)
         for k in candidates:
             chunk = chunks[k]
             reach = chunks[k - 1][-1] if k else 0
+            if not best:
+                at = _first_in(chunk, reach, size, align)
+                if at >= 0:
+                    return at
+                continue
             for j in range(0, len(chunk), 2):
                 start = chunk[j]
                 if start - reach >= size:
@@ -142,6 +193,25 @@ class LiveBytes:
             return chosen
         top = chunks[-1][-1] if chunks else 0
         return top if align == 1 else -(-top // align) * align
+
+
+def _first_in(chunk: list[int], reach: int, size: int, align: int) -> int:
+    """The lowest offset where `size` bytes fit in a gap of `chunk` (the first one from
+    `reach`, the end before it), -1 if none: the gaps too small are skipped in C."""
+    at = reach if align == 1 else -(-reach // align) * align
+    if at + size <= chunk[0]:
+        return at
+    lows, highs = chunk[1:-1:2], chunk[2::2]
+    for j in compress(count(), map(size.__le__, map(sub, highs, lows))):
+        at = lows[j] if align == 1 else -(-lows[j] // align) * align
+        if at + size <= highs[j]:
+            return at
+    return -1
+
+
+def _lazily(found: np.ndarray) -> Iterator[int]:
+    yield from found[:4].tolist()
+    yield from found[4:].tolist()
 
 
 def sweep(facts: list[tuple[int, int, int, int]], best: bool, limit: int) -> tuple[list[int], int]:
