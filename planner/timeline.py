@@ -225,7 +225,12 @@ class Occupancy:
                 got = listed[point]
                 if got:
                     found += got
-            self._inside(block, unions, found)
+            nodes = t.canonical(block)
+            self._inside(nodes, unions, found)
+            # The own unions on the paths up to its canonical nodes were read with those.
+            up = t.own_up
+            _gather_path(self.own, up, up[nodes[0]], up[nodes[-1]], unions)
+            return unions, found
         _gather_path(self.own, t.own_up, lo + t.leaves, hi + t.leaves, unions)
         return unions, found
 
@@ -289,12 +294,12 @@ class Occupancy:
                     break
         return offsets, top
 
-    def _inside(self, block: int, unions: list[array], found: list[int]) -> None:
-        """Blocks with a canonical node under one of `block`'s: sub unions, or the lists
-        and own unions of a low node's subtree."""
+    def _inside(self, nodes: list[int], unions: list[array], found: list[int]) -> None:
+        """Blocks with a canonical node under one of `nodes` (a block's canonical nodes):
+        sub unions, or the lists and own unions of a low node's subtree."""
         t = self.timeline
         leaves, listed, own, sub = t.leaves, self.listed, self.own, self.sub
-        for node in t.canonical(block):
+        for node in nodes:
             if node < t.sub_limit:
                 got = sub[node]
                 if got:
