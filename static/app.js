@@ -209,16 +209,17 @@
       return;
     }
     if (!run.job || run.job.state === "failed") return;
+    const bar = document.getElementById("run-progress"), message = document.getElementById("run-message");
+    const state = document.getElementById("run-state");
     if (run.view && M.runPlan) {
-      const state = M.runPlan(run.view, []);
-      M.runFollower(run.view, state, state.live).follow(run.job.id).then((r) => {
-        document.getElementById("run-state").textContent = r.done ? "done" : "failed";
+      const chart = M.runPlan(run.view, []), follower = M.runFollower(run.view, chart, chart.live);
+      follower.onProgress = (p) => { bar.value = p.progress || 0; message.textContent = p.message; state.textContent = "running"; };
+      follower.follow(run.job.id).then((r) => {
+        state.textContent = r.done ? "done" : "failed";
         if (r.done) window.location.reload();
       });
       return;
     }
-    const bar = document.getElementById("run-progress"), message = document.getElementById("run-message");
-    const state = document.getElementById("run-state");
     M.follow(run.job.id, (p) => {
       bar.value = p.progress;
       message.textContent = p.message;

@@ -139,6 +139,7 @@
           }
           say(p.message || "running");
           document.getElementById("live-progress").value = p.progress || 0;
+          if (run.onProgress) run.onProgress(p);  // the page's own progress, if it shows one
         });
         document.getElementById("live-progress").value = 1;
         say("done: " + M.fmt(done.result.arena_bytes) + " bytes of arena, " + (done.result.seconds * 1000).toFixed(2) + " ms");
