@@ -315,7 +315,9 @@ def _softmax(x, out, layout, log, ws, owner):
     np.subtract(x3, peak, out=y3)
     if not log:
         if y3.dtype in EXP2_DTYPES:
-            y3 *= y3.dtype.type(LOG2E)
+            # A mask's float32 minimum minus the row maximum overflows to -inf: exp2 makes it 0.
+            with np.errstate(over="ignore"):
+                y3 *= y3.dtype.type(LOG2E)
             np.exp2(y3, out=y3)
         else:
             np.exp(y3, out=y3)

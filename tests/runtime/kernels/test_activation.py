@@ -142,3 +142,23 @@ def test_exponentials_taken_as_exp2_stay_within_float32_rounding_over_its_range(
     out = np.empty_like(rows)
     softmax.fn(rows, out=out, ws=np.empty(softmax.workspace(meta, meta), np.uint8), opset=17)
     np.testing.assert_allclose(out, want, rtol=5e-6, atol=1e-36)
+
+
+def test_softmax_over_a_mask_of_the_float32_minimum_warns_nothing():
+    """A causal mask written as float32's minimum: x - max times log2 e overflows to -inf, which
+    exp2 makes 0, silently (a warning would also allocate beside the arena)."""
+    import warnings
+
+    rows = np.random.default_rng(3).standard_normal((2, 3, 7)).astype(np.float32)
+    rows[:, :, 4:] = np.finfo(np.float32).min
+    shifted = rows.astype(np.float64) - rows.max(axis=-1, keepdims=True)
+    want = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+    softmax = get_kernel("Softmax")
+    assert softmax is not None and softmax.workspace is not None
+    meta = [TensorMeta(rows.shape, rows.dtype)]
+    out = np.empty_like(rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        softmax.fn(rows, out=out, ws=np.empty(softmax.workspace(meta, meta), np.uint8), opset=17)
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=0)
+    assert not out[:, :, 4:].any()
