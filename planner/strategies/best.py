@@ -48,6 +48,7 @@ LARGE_BLOCKS = 3000  # past this many blocks, the packing in pieces first and th
 PASSES = {"best_fit": 2}
 OPTIMAL_NODES = 4000
 SEARCH_SHARE = 0.3  # of the time limit, for the local search
+FINISH_SHARE = 0.1  # of the time limit, left after the packing in pieces to build and check its plan
 CLIMB_ITERATIONS = 500  # and at most this many moves, so that the answer is reproducible
 
 
@@ -74,7 +75,7 @@ def best(problem: Problem, *, time_limit: float | None = None, seed: int = 0, **
 
     per_run = 0.0  # seconds of one pass of the engine over the problem, the longest seen
     if large and single:
-        per_run = _pieces(problem, blocks, deadline, tried, plans, failures)
+        per_run = _pieces(problem, blocks, deadline - FINISH_SHARE * seconds, tried, plans, failures)
     for name, strategy in registered().items():
         if strategy.slow or name == "best" or reached():
             continue
