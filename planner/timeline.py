@@ -206,7 +206,7 @@ class Occupancy:
             found += union
         return found
 
-    def parts(self, block: int) -> tuple[list[array], list[int]]:
+    def parts(self, block: int, nodes: list[int] | None = None) -> tuple[list[array], list[int]]:
         """The bytes `taken` as the unions that hold them (none empty) and the ranges of
         short blocks (flat, in any order)."""
         t = self.timeline
@@ -225,7 +225,8 @@ class Occupancy:
                 got = listed[point]
                 if got:
                     found += got
-            nodes = t.canonical(block)
+            if nodes is None:
+                nodes = t.canonical(block)
             self._inside(nodes, unions, found)
             # The own unions on the paths up to its canonical nodes were read with those.
             up = t.own_up
@@ -234,11 +235,11 @@ class Occupancy:
         _gather_path(self.own, t.own_up, lo + t.leaves, hi + t.leaves, unions)
         return unions, found
 
-    def pick(self, block: int, size: int, align: int, best: bool) -> int:
+    def pick(self, block: int, size: int, align: int, best: bool, nodes: list[int] | None = None) -> int:
         """The offset for `block` (`size` bytes, > 0, a multiple of `align`) among the bytes
         `taken`: the lowest gap that fits, or with `best` the smallest; above everything
         when none fits."""
-        unions, found = self.parts(block)
+        unions, found = self.parts(block, nodes)
         return pick_among(unions, found, size, align, best)
 
     def place_run(
@@ -262,10 +263,11 @@ class Occupancy:
                 offsets.append(0)
                 continue
             if hi - lo >= short:
-                at = self.pick(i, size, align, best)
-                self.answered(i, pools)
+                nodes = t.canonical(i)  # read once for the query and the updates
+                at = self.pick(i, size, align, best, nodes)
+                self.answered(i, pools, nodes)
                 self.open -= 1
-                self.insert(i, at, at + size)
+                self.insert(i, at, at + size, nodes)
             else:
                 found: list[int] = []
                 unions: list[array] = []
@@ -321,8 +323,9 @@ class Occupancy:
                 if got:
                     unions.append(got)
 
-    def insert(self, block: int, start: int, end: int) -> None:
-        """Record bytes ``[start, end)`` (start < end) of a block."""
+    def insert(self, block: int, start: int, end: int, nodes: list[int] | None = None) -> None:
+        """Record bytes ``[start, end)`` (start < end) of a block (`nodes`, here and in
+        `parts`, `pick` and `answered`: its canonical nodes when the caller has them)."""
         t = self.timeline
         lo, hi = t.lo[block], t.hi[block]
         if hi - lo < t.short:
@@ -343,7 +346,8 @@ class Occupancy:
                 # union below them covers a part of its range: taking it there is harmless.
                 self._subs(t.sub_up[lo + t.leaves], t.sub_up[hi + t.leaves], start, end)
             return
-        nodes = t.canonical(block)
+        if nodes is None:
+            nodes = t.canonical(block)
         own = self.own
         for node in nodes:
             union = own[node]
@@ -374,11 +378,11 @@ class Occupancy:
                 _add_sub(sub, x, start, end)
             x = up[x]
 
-    def answered(self, block: int, occupancies: list[Occupancy]) -> None:
+    def answered(self, block: int, occupancies: list[Occupancy], nodes: list[int] | None = None) -> None:
         """Long `block` will query no more: nodes nobody else reads drop their sub union."""
         t = self.timeline
         wants, limit = self.wants, t.sub_limit
-        for node in t.canonical(block):
+        for node in t.canonical(block) if nodes is None else nodes:
             if node < limit:
                 wants[node] -= 1
                 if not wants[node]:
