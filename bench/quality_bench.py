@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -81,6 +82,7 @@ def measure(name: str, strategy: str, seconds: float) -> dict:
     import planner
 
     problem = load_problem(name)
+    machine_load = os.getloadavg()[0]
     started = time.perf_counter()
     plan = planner.plan(problem, strategy, time_limit=seconds)
     elapsed = time.perf_counter() - started
@@ -95,6 +97,7 @@ def measure(name: str, strategy: str, seconds: float) -> dict:
         "gap": stats.get("gap"),
         "status": stats.get("status"),
         "winner": stats.get("winner") or stats.get("start"),
+        "machine_load": machine_load,
     }
 
 
@@ -115,10 +118,11 @@ def markdown(rows: list[dict], seconds: float) -> str:
         "(1.0000 is optimal), seconds; for `optimal` also the gap it proved (`stats.gap` in the plan's "
         "JSON: arena over its proven lower bound, minus 1; 0 means proven optimal) and its status. "
         f"Bold: within {GOAL}x of LOAD. Every plan was checked by `planner.check_plan` (an invalid one "
-        "would show as INVALID).",
+        "would show as INVALID). Machine load: the 1-minute load average as each run began (best, "
+        "optimal); the machine may be shared.",
         "",
-        "| problem | buffers | LOAD (bytes) | best | best's winner | optimal | optimal's proven gap |",
-        "|---|---:|---:|---:|---|---:|---|",
+        "| problem | buffers | LOAD (bytes) | best | best's winner | optimal | optimal's proven gap | machine load |",
+        "|---|---:|---:|---:|---|---:|---|---|",
     ]
     for row in rows:
         best, optimal = row["runs"]["best"], row["runs"]["optimal"]
@@ -129,7 +133,7 @@ def markdown(rows: list[dict], seconds: float) -> str:
         gap = f"{optimal['gap']:.4%} ({optimal['status']})" if optimal["gap"] is not None else "-"
         lines.append(
             f"| {_label(row['problem'])} | {best['buffers']:,} | {best['load']:,} | {cells[0]} | "
-            f"{best['winner']} | {cells[1]} | {gap} |"
+            f"{best['winner']} | {cells[1]} | {gap} | {best['machine_load']:.1f}, {optimal['machine_load']:.1f} |"
         )
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -104,6 +105,7 @@ def measure(generator: str, size: int, names: list[str]) -> dict:
     from planner import generate
 
     started = time.perf_counter()
+    machine_load = os.getloadavg()[0]
     problem = getattr(generate, generator)(size)
     found: dict = {"generate_seconds": time.perf_counter() - started, "load": planner.load(problem), "runs": {}}
     for name in names:
@@ -121,6 +123,7 @@ def measure(generator: str, size: int, names: list[str]) -> dict:
         }
         del plan
     found["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    found["machine_load"] = (machine_load, os.getloadavg()[0])
     return found
 
 
@@ -134,7 +137,9 @@ def markdown(results: dict[str, dict[int, dict]], sizes: list[int], names: list[
         "`planner.check_plan` (an invalid one would show as INVALID); the check row is the slowest "
         "check of that column's plans. Peak memory: the process's resident set at its end "
         "(problem, plans and planner together). A run projected past "
-        f"{budget:.0f} s (its growth from the two smaller sizes carried on) is not run.",
+        f"{budget:.0f} s (its growth from the two smaller sizes carried on) is not run. Machine "
+        "load: the 1-minute load average when the column's process began and ended (the machine "
+        "may be shared: compare seconds within a column).",
     ]
     for generator, by_size in results.items():
         lines += ["", f"### `{generator}(n)`", ""]
@@ -155,6 +160,8 @@ def markdown(results: dict[str, dict[int, dict]], sizes: list[int], names: list[
         lines.append("| check_plan | " + " | ".join(f"{c:.2f} s" for c in checks) + " |")
         lines.append("| generate | " + " | ".join(f"{by_size[s]['generate_seconds']:.1f} s" for s in sizes) + " |")
         lines.append("| peak memory | " + " | ".join(f"{by_size[s]['peak_rss_mb']:,.0f} MB" for s in sizes) + " |")
+        loads = (by_size[s]["machine_load"] for s in sizes)
+        lines.append("| machine load | " + " | ".join(f"{a:.1f} → {b:.1f}" for a, b in loads) + " |")
     return "\n".join(lines)
 
 
