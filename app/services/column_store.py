@@ -71,6 +71,8 @@ def prune(storage: Storage) -> int:
     if not root.is_dir():
         return 0
     for problem in sorted(root.iterdir()):
+        if not problem.is_dir():
+            continue
         plans = [p.stem for p in problem.glob("*.npz") if p.stem != PROBLEM]
         if not any(storage.get_plan(plan_id, placements=False) for plan_id in plans):
             shutil.rmtree(problem, ignore_errors=True)
