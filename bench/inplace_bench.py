@@ -2,9 +2,12 @@
 
 For each model and each of the four settings (both forms off, in place only, concat in place
 only, both on; views always alias) the arena of `--strategy` and LOAD, with workspace and
-graph inputs/outputs in the arena as `memplan run` plans them by default. With `--verify`
-every model also runs once with both forms off and once with both on, and the outputs must
-be bit-identical (the same kernels in the same order; only where they write changes).
+graph inputs/outputs in the arena as `memplan run` plans them by default. Alias groups are
+planned by their profiles (a size that changes step by step, `planner.aliases`); the "rigid"
+columns plan the same aliases as rectangles (`planner.aliases.rigid`), as before profiles.
+With `--verify` every model also runs once with both forms off and once with both on (the
+canary on), and the outputs must be bit-identical (the same kernels in the same order; only
+where they write changes).
 
 Run from the repository root: ``python bench/inplace_bench.py [--strategy S] [--verify]``.
 Writes section "inplace" of docs/BENCHMARKS.md and prints the table.
@@ -32,6 +35,7 @@ def measure(path: Path, strategy: str, verify: bool) -> dict:
 
     import planner
     import runtime
+    from planner.aliases import rigid
     from runtime.oracle import random_inputs
 
     graph = runtime.load_model(path)
@@ -41,10 +45,13 @@ def measure(path: Path, strategy: str, verify: bool) -> dict:
         row["arena"][label] = planner.plan(problem, strategy).arena_bytes
         row["load"][label] = planner.load(problem)
         row["aliases"][label] = sum(b.alias_of is not None for b in problem.buffers)
+        if label == "both":
+            row["arena"]["rigid"] = planner.plan(rigid(problem), strategy).arena_bytes
+            row["load"]["rigid"] = planner.load(rigid(problem))
     if verify:
         feeds = random_inputs(graph, seed=0)
         base = runtime.Session(graph, strategy, runtime.MemoryOptions(**SETTINGS["off"])).run(feeds)
-        got = runtime.Session(graph, strategy, runtime.MemoryOptions(**SETTINGS["both"])).run(feeds)
+        got = runtime.Session(graph, strategy, runtime.MemoryOptions(**SETTINGS["both"]), canary=True).run(feeds)
         row["identical"] = all(np.array_equal(base[k], got[k]) for k in base)
     return row
 
@@ -58,16 +65,21 @@ def markdown(rows: list[dict], strategy: str, verify: bool) -> str:
         "*in place*: elementwise ops and LRN write over an input that dies at that step, and pooling and depthwise "
         "Conv write their smaller output from its first byte; *concat*: Concat's producers "
         "write into their slices (taken only where that does not raise the live bytes of the merged block). "
-        "LOAD is the lower bound of each setting.",
+        "LOAD is the lower bound of each setting. Alias groups are planned by their profiles (a group's height "
+        "follows its live members step by step, so the bytes its early members no longer need are free for "
+        "others); *both, rigid*: the same aliases with every group planned as one rectangle "
+        "(`planner.aliases.rigid`), as before profiles, and its LOAD."
+        + (" *outputs identical*: both on (canary on) against both off." if verify else ""),
         "",
-        "| model | off | in place | concat | both | both / off | LOAD off | LOAD both | aliases (both) |"
-        + (" outputs identical |" if verify else ""),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---|" if verify else ""),
+        "| model | off | in place | concat | both | both / off | LOAD off | LOAD both | aliases (both) "
+        "| both, rigid | both / rigid | LOAD both, rigid |" + (" outputs identical |" if verify else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---|" if verify else ""),
     ]
     for r in rows:
         a = r["arena"]
         cells = [r["model"], *(f"{a[k]:,}" for k in SETTINGS), f"{a['both'] / a['off']:.3f}"]
         cells += [f"{r['load']['off']:,}", f"{r['load']['both']:,}", str(r["aliases"]["both"])]
+        cells += [f"{a['rigid']:,}", f"{a['both'] / a['rigid']:.3f}", f"{r['load']['rigid']:,}"]
         if verify:
             cells.append("yes" if r["identical"] else "NO")
         lines.append("| " + " | ".join(cells) + " |")
