@@ -57,7 +57,7 @@ from runtime.canary import Canary
 from runtime.concat_in_place import concat_in_place
 from runtime.errors import ExecutionError, FeedError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
 from runtime.graph import Graph, Node
-from runtime.kernels import Kernel, kernel_of
+from runtime.kernels import Kernel, kernel_of, loop_ufunc_buffers
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.problem import check_aliases, memory_problem, workspace_id
@@ -387,6 +387,11 @@ class Session:
         """The flat loop over the steps; each step's seconds go into `step_seconds`; returns the total.
         Without a canary, hooks or a callback, the loop is only the bound calls and one clock read
         per step; otherwise each step's kernel alone is timed, then the canary, hook and callback run."""
+        # Small ufunc buffers set once for every step, not on each kernel call (`loop_ufunc_buffers`).
+        with loop_ufunc_buffers():
+            return self._steps_loop(step_seconds, on_step)
+
+    def _steps_loop(self, step_seconds: np.ndarray, on_step: OnStep | None) -> float:
         values, calls = self._values, self._calls
         started = last = time.perf_counter()
         if self._canary is None and not self._after and on_step is None:

@@ -34,6 +34,9 @@ from typing import Any
 
 import numpy as np
 
+# For the session's loop (and its tests): small ufunc buffers set once around every step.
+from runtime.kernels._scratch import UFUNC_BUFFER as UFUNC_BUFFER
+from runtime.kernels._scratch import loop_ufunc_buffers as loop_ufunc_buffers
 from runtime.kernels.planes import Planes, plane_wise
 
 

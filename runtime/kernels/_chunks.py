@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from runtime.kernels._blocks import BLOCK, block_slices
-from runtime.kernels._scratch import UFUNC_BUFFER, Scratch, scratch_bytes
+from runtime.kernels._scratch import UFUNC_BUFFER, Scratch, buffers_set, scratch_bytes
 
 
 def chunk_elements(shape: Sequence[int]) -> int:
@@ -70,7 +70,7 @@ def run_chunks(
     copies = [] if reads_before_writes else [scratch.take((n,), x.dtype) for x in inputs]
     spare = [scratch.take((n,), dt) for dt in temps]
     broadcast = any(x.shape != out.shape for x in inputs)
-    previous = np.setbufsize(UFUNC_BUFFER) if broadcast else None  # see `ufunc_into`
+    previous = np.setbufsize(UFUNC_BUFFER) if broadcast and not buffers_set(UFUNC_BUFFER) else None  # see `ufunc_into`
     try:
         _run(fn, out, inputs, n, copies, spare, reads_before_writes)
     finally:

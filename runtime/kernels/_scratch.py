@@ -7,6 +7,7 @@ up to `ALIGN` bytes so every block starts where BLAS and SIMD loops like it.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 from collections.abc import Callable, Iterable
@@ -82,11 +83,37 @@ UFUNC_BUFFER = 2048
 STRIDED_UFUNC_BUFFER = 1024
 
 
+# The ufunc buffer size a caller has set around many kernel calls (a session's loop, through
+# `loop_ufunc_buffers`), or 0: a kernel wrapper that wants that size then skips np.setbufsize,
+# which costs about 2 us a call in numpy 2.4, twice per kernel call.
+_LOOP_BUFFER: contextvars.ContextVar[int] = contextvars.ContextVar("memplan_loop_ufunc_buffer", default=0)
+
+
+class loop_ufunc_buffers:  # noqa: N801 - a context manager used like a function
+    """``with loop_ufunc_buffers():`` runs the body (a session's loop over its steps) with
+    `UFUNC_BUFFER`-element ufunc buffers, set once, for every kernel wrapped by
+    `small_ufunc_buffers` (or calling `ufunc_into`) inside it."""
+
+    def __enter__(self) -> None:
+        self._previous = np.setbufsize(UFUNC_BUFFER)
+        self._token = _LOOP_BUFFER.set(UFUNC_BUFFER)
+
+    def __exit__(self, *_: object) -> None:
+        _LOOP_BUFFER.reset(self._token)
+        np.setbufsize(self._previous)
+
+
+def buffers_set(size: int) -> bool:
+    """Whether a caller has already set `size`-element ufunc buffers around this call."""
+    return _LOOP_BUFFER.get() == size
+
+
 class small_ufunc_buffers:  # noqa: N801 - used like the function (decorator or `with`) it replaced
     """Run the body (``with small_ufunc_buffers():``) or every call of a decorated kernel with
     `size`-element ufunc buffers. numpy keeps the setting per context (thread), and the
     previous value comes back on exit. The decorator is a plain wrapper, not a generator-based
-    context manager: it runs once per kernel call, where a few microseconds add up."""
+    context manager: it runs once per kernel call, where a few microseconds add up; inside
+    `loop_ufunc_buffers` with the same size it only calls the kernel."""
 
     def __init__(self, size: int = UFUNC_BUFFER) -> None:
         self.size = size
@@ -103,6 +130,8 @@ class small_ufunc_buffers:  # noqa: N801 - used like the function (decorator or 
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> T:
+            if _LOOP_BUFFER.get() == size:
+                return fn(*args, **kwargs)
             previous = np.setbufsize(size)
             try:
                 return fn(*args, **kwargs)
@@ -116,7 +145,7 @@ def ufunc_into(ufunc: Any, *operands: Any, out: np.ndarray, **kwargs: Any) -> No
     """``ufunc(*operands, out=out, **kwargs)``; when an operand is broadcast to `out`, numpy
     allocates its iteration buffers (32 KiB of float32 for a bias over rows) beside the
     arena, so such calls run with `UFUNC_BUFFER`-element buffers."""
-    if all(getattr(x, "shape", None) == out.shape for x in operands):
+    if all(getattr(x, "shape", None) == out.shape for x in operands) or buffers_set(UFUNC_BUFFER):
         ufunc(*operands, out=out, **kwargs)
         return
     previous = np.setbufsize(UFUNC_BUFFER)

@@ -11,8 +11,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
-from runtime.kernels._epilogue import activation
 from runtime.kernels.activation import ZERO_ROW
+from runtime.kernels.fused import activation
 from tests.runtime.kernels.harness import close, one_node, run_ort, run_with_workspace
 
 _ONNX_TYPES = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE, np.float16: TensorProto.FLOAT16,

@@ -14,8 +14,8 @@ from onnx.reference import ReferenceEvaluator
 import runtime
 from runtime.inplace import alias_hazards
 from runtime.kernels import TensorMeta, get_kernel, planes
-from runtime.kernels._blocks import same_memory
-from runtime.kernels._scratch import same_start
+from runtime.kernels.elementwise import same_memory
+from runtime.kernels.planes import same_start
 from runtime.oracle import oracle_outputs
 
 RNG = np.random.default_rng(5)
