@@ -250,12 +250,13 @@ class Session:
         return {index[n]: hook for n, hook in self._after_node.items()}
 
     def _overwritten(self, step: _Step, where: Mapping[str, tuple[int, int]]) -> list[str]:
-        """Inputs the problem declares output 0 is written over (in place): same alias root
-        and offset. Declared, not measured, so the canary still sees a plan that overlaps."""
-        out = step.node.outputs[0] if step.node.outputs else ""
-        if step.skip or out not in where:
+        """Inputs the problem declares an output is written over (in place, e.g. an optimizer's
+        updates): same alias root and offset. Declared, not measured, so the canary still sees a
+        plan that overlaps."""
+        outs = {where[o] for o in step.node.outputs if o in where}
+        if step.skip or not outs:
             return []
-        return [n for n in step.node.inputs if n != out and where.get(n) == where[out]]
+        return [n for n in step.node.inputs if n not in step.node.outputs and where.get(n) in outs]
 
     def _check_unbound(self) -> None:
         accepted = [n for n, c in self.graph.constants.items() if c.source in ("initializer", "external")]
