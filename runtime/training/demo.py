@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +18,20 @@ from runtime.training.session import TrainingSession
 DEMO_MODELS = ("mlp", "cnn")
 
 
+@dataclass(frozen=True)
+class NodeEvent:
+    """One node of one training step, just run: its place on the unified plan's step axis (`index`,
+    of `total`), its measured time and the tensors it wrote."""
+
+    train_step: int
+    index: int
+    total: int
+    name: str
+    op_type: str
+    seconds: float
+    writes: tuple[str, ...]
+
+
 @dataclass
 class DemoResult:
     model: str
@@ -26,6 +41,9 @@ class DemoResult:
     plans: CategoryPlans | None = None
     # Each node of the last training step: {step, name, op_type, seconds}, on the unified plan's step axis.
     step_times: list[dict[str, Any]] = field(default_factory=list)
+    # The first step's loss as onnx.reference computes it from the initial weights and the same batch.
+    reference_loss: float | None = None
+    seconds: float = 0.0  # the training steps' own time, planning and the checks left out
 
 
 def train_demo(
@@ -37,8 +55,16 @@ def train_demo(
     strategy: str = "greedy_by_size",
     seed: int = 0,
     on_step: Callable[[int, float], None] | None = None,
+    *,
+    on_plans: Callable[[CategoryPlans], None] | None = None,
+    on_node: Callable[[NodeEvent], None] | None = None,
+    canary: bool = False,
 ) -> DemoResult:
-    """Train `model` ("mlp" or "cnn") for `steps` steps of `batch` digits; the step runs in its unified arena."""
+    """Train `model` ("mlp" or "cnn") for `steps` steps of `batch` digits; the step runs in its unified arena.
+
+    Hooks: `on_plans` once the plans are made (before any step runs), `on_step(i, loss)` after
+    each training step, `on_node` after each node of every step. `canary` checks every node of
+    every step (`runtime.CanaryError` on a write over a live tensor)."""
     if model not in DEMO_MODELS:
         raise ModelError(f"model={model!r}: the demo trains one of {DEMO_MODELS}")
     if steps < 1 or batch < 1:
@@ -52,38 +78,59 @@ def train_demo(
     hyper = {"lr": lr if lr is not None else (0.01 if optimizer == "adam" else 0.05)}
     step = build_training_step(proto, optimizer=optimizer, hyper=hyper)
     plans = plan_categories(training_problem(step), strategy)
-    session = TrainingSession(step, plans.unified).prepare()
+    if on_plans is not None:
+        on_plans(plans)
+    session = TrainingSession(step, plans.unified, canary=canary).prepare()
     result = DemoResult(model, source, plans=plans)
     feed = data.batches(images, labels, batch, seed)
     nodes = step.graph.nodes
+    current = 0  # the training step under way, for `timed`
 
     def timed(index: int, total: int, name: str, seconds: float) -> None:
         op_type = nodes[index].op_type if index < len(nodes) else ""
-        result.step_times.append({"step": index, "name": name, "op_type": op_type, "seconds": seconds})
+        if current == steps - 1:
+            result.step_times.append({"step": index, "name": name, "op_type": op_type, "seconds": seconds})
+        if on_node is not None:
+            writes = tuple(nodes[index].outputs) if index < len(nodes) else ()
+            on_node(NodeEvent(current, index, total, name, op_type, seconds, writes))
 
     for i in range(steps):
+        current = i
         x, y = next(feed)
-        result.losses.append(session.run({"x": x, step.label: y}, on_step=timed if i == steps - 1 else None))
+        if i == 0:
+            result.reference_loss = _reference_loss(proto, x, y)
+        started = time.perf_counter()
+        follow = on_node is not None or i == steps - 1
+        result.losses.append(session.run({"x": x, step.label: y}, on_step=timed if follow else None))
+        result.seconds += time.perf_counter() - started
         if on_step is not None:
             on_step(i, result.losses[-1])
     result.accuracy = _accuracy(proto, session.parameters(), images, labels, batch)
     return result
 
 
+def _reference_loss(proto, x: np.ndarray, y: np.ndarray) -> float:
+    """The mean cross entropy of the initial network on one batch: logits by onnx.reference, the
+    loss in float64 numpy (no runtime kernel involved)."""
+    from onnx.reference import ReferenceEvaluator
+
+    (logits,) = ReferenceEvaluator(_with_batch_statistics(proto)).run(None, {"x": x})
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(axis=1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return float(-log_p[np.arange(len(y)), y].mean())
+
+
 def _accuracy(proto, params, images, labels, batch) -> float:
     """Share of the images the trained network classifies right, by onnx.reference on the trained weights
     (in batches of `batch`, batch normalisation in training mode since running statistics are not trained)."""
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
     from onnx.reference import ReferenceEvaluator
 
-    trained = proto.__class__()
-    trained.CopyFrom(proto)
+    trained = _with_batch_statistics(proto)
     for init in trained.graph.initializer:
         if init.name in params:
             init.CopyFrom(numpy_helper.from_array(params[init.name], init.name))
-    for node in trained.graph.node:  # normalise with batch statistics, as the training step did
-        if node.op_type == "BatchNormalization":
-            node.attribute.append(helper.make_attribute("training_mode", 1))
     evaluator = ReferenceEvaluator(trained)
     right = total = 0
     for start in range(0, len(labels) - batch + 1, batch):
@@ -91,3 +138,15 @@ def _accuracy(proto, params, images, labels, batch) -> float:
         right += int((np.asarray(logits).argmax(axis=1) == labels[start : start + batch]).sum())
         total += batch
     return right / total if total else 0.0
+
+
+def _with_batch_statistics(proto):
+    """A copy of `proto` whose batch normalisations use the batch's statistics, as the training step does."""
+    from onnx import helper
+
+    copy = proto.__class__()
+    copy.CopyFrom(proto)
+    for node in copy.graph.node:
+        if node.op_type == "BatchNormalization":
+            node.attribute.append(helper.make_attribute("training_mode", 1))
+    return copy

@@ -9,6 +9,10 @@ and optimizer state are written there once, through the session's own input buff
 the loss. Parameters and optimizer state never leave the arena between steps: their updates
 write their own bytes, and every output is read in place (no copy per step).
 
+With ``canary=True`` the session's canary checks every node of every step: a node that writes
+over a live tensor's bytes stops the step with `runtime.CanaryError` naming its step and tensors
+(a plan the checker would refuse is then run, to show where it corrupts data).
+
 A loss that is not finite stops the step right after the loss node (the session's
 ``after_node`` hook), before any backward op or update runs, so parameters and optimizer state
 keep the values they had (NonFiniteLossError).
@@ -38,7 +42,11 @@ class TrainingSession:
     """Run `step` repeatedly inside the arena of `plan` (a Plan for `training_problem(step)` or a strategy name)."""
 
     def __init__(
-        self, step: TrainingStep, plan: Plan | str = planner.DEFAULT_STRATEGY, options: MemoryOptions | None = None
+        self,
+        step: TrainingStep,
+        plan: Plan | str = planner.DEFAULT_STRATEGY,
+        options: MemoryOptions | None = None,
+        canary: bool = False,
     ):
         self.step = step
         self.problem: Problem = training_problem(step, options)
@@ -51,6 +59,8 @@ class TrainingSession:
             after_node={step.loss_node: self._check_loss},
             measure="time",  # a training loop runs many steps: no tracemalloc around each
             max_arena_bytes=sys.maxsize,  # the step's arena is what it is; nothing refuses it
+            canary=canary,  # free bytes poisoned, every live tensor checked after each node (CanaryError)
+            check=not canary,  # with the canary, a plan the checker refuses runs until the step it corrupts
         )
         self._prepared = False
 
