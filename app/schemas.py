@@ -287,6 +287,7 @@ class TrainingDemoRequest(BaseModel):
     lr: float | None = Field(default=None, gt=0, le=10)
     strategy: str = "greedy_by_size"
     seed: int = 0
+    canary: bool = Field(default=False, description="check every node of every step for writes over live tensors")
 
     @field_validator("strategy")
     @classmethod
