@@ -236,18 +236,43 @@ def mean_variance_normalization(x, *, out, axes=(0, 2, 3)):
     out /= np.sqrt(var + 1e-9).astype(out.dtype)
 
 
-@kernel("LpNormalization")
+def _norm_shape(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
+    return tuple(1 if i == axis else n for i, n in enumerate(shape))
+
+
+def lp_normalization_workspace(inputs, outputs, *, axis=-1, p=2) -> int:
+    """The norms, one per vector along `axis`, in the statistics dtype, and which of them are zero."""
+    x = inputs[0]
+    shape = _norm_shape(tuple(x.shape), axis % max(len(x.shape), 1))
+    return scratch_bytes((shape, _stat_dtype(x.dtype)), (shape, np.bool_))
+
+
+@kernel("LpNormalization", workspace=lp_normalization_workspace)
 @small_ufunc_buffers()
-def lp_normalization(x, *, out, axis=-1, p=2):
+def lp_normalization(x, *, out, ws=None, axis=-1, p=2):
     axis = axis + x.ndim if axis < 0 else axis
+    stat = _stat_dtype(x.dtype)
+    scratch = Scratch(ws, "LpNormalization")
+    norm = scratch.take(_norm_shape(x.shape, axis), stat)
+    zero = scratch.take(norm.shape, np.bool_)
     if p == 1:
         np.abs(x, out=out)  # |x| in the output, summed before x / norm overwrites it
-        norm = np.add.reduce(out, axis=axis, keepdims=True, dtype=_stat_dtype(x.dtype))
+        np.add.reduce(out, axis=axis, keepdims=True, dtype=stat, out=norm)
     elif p == 2:
-        norm = _sum_squares(x, (axis,), _stat_dtype(x.dtype))
+        letters = "abcdefghijklmnopqrstuvwxyz"[: x.ndim]
+        kept = letters.replace(letters[axis], "")
+        np.einsum(
+            f"{letters},{letters}->{kept}",
+            x,
+            x,
+            dtype=stat,
+            out=norm.reshape([n for i, n in enumerate(x.shape) if i != axis]),
+        )
         np.sqrt(norm, out=norm)
     else:
         raise ValueError(f"LpNormalization: p={p} is not 1 or 2")
-    # A zero vector stays zero rather than becoming 0/0.
-    np.copyto(norm, 1, where=norm == 0)
+    # A zero vector (or one whose squares underflow) is divided by 1, not 0, as onnxruntime does;
+    # the mask lives in the workspace too.
+    np.equal(norm, 0, out=zero)
+    np.copyto(norm, 1, where=zero)
     np.divide(x, norm, out=out, casting="same_kind")

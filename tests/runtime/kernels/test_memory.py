@@ -168,6 +168,8 @@ STRICT_CASES = [
     _case(
         "Einsum", [X.reshape(64, 128, 128), X.reshape(64, 128, 128)], out_shape=(64, 128, 128), equation="bij,bjk->bik"
     ),
+    _case("LpNormalization", [X], axis=-1, p=1),  # the norms in the workspace, zeros kept without a mask
+    _case("LpNormalization", [X], axis=1, p=2),
 ]
 
 

@@ -66,3 +66,18 @@ def test_layer_normalization_against_onnxruntime(shape, axis, with_bias, stats):
     expected = run_ort(model, feeds)
     got, _ = run_with_workspace(model, list(feeds.values()), expected, "exact")
     close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_lp_normalization_of_zero_and_underflowing_vectors_matches_onnxruntime(p):
+    """A zero vector, and one whose squares underflow to a zero norm, are divided by 1 (as
+    onnxruntime does); the norms and that mask live in the workspace."""
+    x = np.zeros((4, 5), np.float32)
+    x[1] = [1, 2, 3, 4, 5]
+    x[2, 0] = 1e-45  # a subnormal: its square is 0 in float32
+    x[3] = -7
+    model = one_node("LpNormalization", {"x": x}, opset=17, axis=-1, p=p)
+    want = run_ort(model, {"x": x})
+    for mode in ("exact", "none"):
+        got, _ = run_with_workspace(model, [x], want, mode)
+        close(got, want, rtol=1e-6, atol=1e-40)  # onnxruntime flushes the subnormal result to 0
