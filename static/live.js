@@ -2,7 +2,8 @@
 // live-bytes chart follows the executing step (server-sent events); the tensors a step writes
 // light up; each step's measured time is drawn on the same step axis; a canary hit is drawn in
 // red at its tensor and step with the bytes it clobbered; the verdict lands on the page. The same
-// follower serves a pipeline's page (its joint plan) and a run's page while the run is under way.
+// follower serves a pipeline's page (its joint plan), a run's page while the run is under way, and the
+// training demo's page (the unified plan of its training step, followed node by node).
 (function () {
   "use strict";
   const M = (window.Memplan = window.Memplan || {});
@@ -108,9 +109,11 @@
       const el = document.getElementById("live-verdict");
       el.hidden = false;
       el.className = "verdict " + (v.passed ? "pass" : v.passed === false ? "fail" : "none");
-      el.textContent = v.passed ? "outputs match " + v.oracle : v.passed === false ? "outputs differ from " + v.oracle : "not verified: " + (v.detail || "");
-      document.getElementById("live-link").href = "/runs/" + jobId;
-      document.getElementById("live-link").hidden = false;
+      el.textContent = v.summary ? v.summary  // a verdict that says itself (the training demo's checks)
+        : v.passed ? "outputs match " + v.oracle : v.passed === false ? "outputs differ from " + v.oracle : "not verified: " + (v.detail || "");
+      const link = document.getElementById("live-link");
+      link.href = run.permalink ? run.permalink(jobId) : "/runs/" + jobId;
+      link.hidden = false;
       for (const s of result.steps || []) run.times.set(s.step, s.seconds);
       drawTimes();
     }

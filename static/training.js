@@ -42,7 +42,7 @@
       const body = {
         model: form.elements.model.value, steps: Number(form.elements.steps.value),
         batch: Number(form.elements.batch.value), optimizer: form.elements.optimizer.value,
-        strategy: form.elements.strategy.value,
+        strategy: form.elements.strategy.value, canary: form.elements.canary.checked,
       };
       try {
         const job = await M.readJson(await fetch("/api/v1/training/demo", {
@@ -63,14 +63,57 @@
     const ready = M.lossChart(chart, []);
     const bar = document.getElementById("training-progress"), message = document.getElementById("training-message");
     const state = document.getElementById("training-state");
+    const training = (M.training = { live: null, view: data.view });
+    // The unified plan, once stored: a cursor follows the executing node of the step under way on its
+    // offset and live-bytes charts, the node's writes lit, node times drawn, the canary's hit in red.
+    function followOn(view) {
+      if (training.live || !view) return;
+      document.getElementById("run-plan-card").hidden = false;
+      const plan = M.runPlan(view, []);
+      const run = M.runFollower(view, plan, plan.live);
+      run.permalink = (id) => "/training/demo/" + id;
+      Object.assign(training, { view: view, plan: plan, run: run });
+      training.live = plan.ready.then(() => run.follow(job.id));
+    }
+    followOn(data.view);
     M.follow(job.id, (p) => {
       bar.value = p.progress;
       message.textContent = p.message;
       state.textContent = "running";
-      if (p.loss !== undefined) ready.then(() => Plotly.extendTraces(chart, { x: [[p.step + 1]], y: [[p.loss]] }, [0]));
-    }).then(() => window.location.reload())
-      .catch((error) => { state.textContent = "failed"; M.showError(error || {}); });
+      if (p.loss !== undefined) ready.then(() => Plotly.extendTraces(chart, { x: [[p.train_step + 1]], y: [[p.loss]] }, [0]));
+      if (p.plan_id && !training.live && !training.asked) {
+        training.asked = true;
+        fetch("/training/demo/" + job.id + "?format=json").then((r) => r.json()).then((page) => followOn(page.view));
+      }
+    }).then((done) => {
+      if (!training.live) { window.location.reload(); return; }
+      return training.live.then(() => finished(done.result));
+    }).catch((error) => {
+      state.textContent = "failed";
+      if (!training.live) M.showError(error || {});  // else the live panel says it, with the canary's hit
+      else training.live.then(() => { training.failed = error || {}; });
+    });
   };
+
+  // A demo followed live has finished: its figures and the categories' chart, without leaving the page.
+  function finished(result) {
+    document.getElementById("training-state").textContent = "done";
+    const facts = document.getElementById("training-facts");
+    const row = (term, text, id) => {
+      const dt = document.createElement("dt"), dd = document.createElement("dd");
+      dt.textContent = term;
+      dd.textContent = text;
+      if (id) dd.id = id;
+      facts.append(dt, dd);
+    };
+    row("data", result.source);
+    row("loss", result.first_loss.toFixed(4) + " → " + result.last_loss.toFixed(4), "loss-drop");
+    row("training accuracy", result.accuracy.toFixed(3), "accuracy");
+    row("unified arena", M.fmt(result.unified_bytes) + " bytes (" + result.ratio.toFixed(3) + "× the per-category total " +
+      M.fmt(result.per_category_total) + ")");
+    M.categoryChart(document.getElementById("chart-categories"), result);
+    M.training.result = result;
+  }
 
   // Model page: plan the model's training step and show both plans by category.
   M.trainingPlanForm = function () {

@@ -8,7 +8,7 @@ training step is the category.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import runtime
 from app.errors import AppError
@@ -17,6 +17,7 @@ from app.schemas import TrainingDemoRequest, TrainingPlanRequest
 from app.services import graphs, library
 from app.services.library import check_dims
 from app.services.planning import plan_and_store
+from app.services.run_views import plan_chart_view
 from app.storage import ModelRecord, Storage
 from planner import Problem, get
 from runtime.training import (
@@ -28,7 +29,13 @@ from runtime.training import (
     training_problem,
 )
 
+if TYPE_CHECKING:
+    from runtime.training.demo import NodeEvent
+
 MAX_LOSS_EVENTS = 1000  # a longer demo reports every n-th step (the result keeps every loss)
+MAX_NODE_EVENTS = 3000  # node events of a whole demo: every n-th training step is reported node by node
+REFERENCE_RTOL = 1e-4  # the first loss against onnx.reference's, relative (float32 kernels, float64 oracle)
+PLANNED_WITHIN = 10  # the plan's event is among a demo job's first events
 
 
 def _fast(strategy: str) -> None:
@@ -125,26 +132,34 @@ def start_demo(storage: Storage, jobs: JobService, body: TrainingDemoRequest) ->
 
 
 def demo_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
-    """The training demo job, on a worker: train, store the unified plan, return losses and breakdown."""
+    """The training demo job, on a worker: plan and store the unified plan first (the page draws it at
+    once), then train, reporting every node of every n-th step (`DemoFollower`) and every loss;
+    return losses, the verdict and the breakdown."""
     from runtime.training.demo import train_demo
 
     body = TrainingDemoRequest.model_validate(payload["body"])
-    every = max(1, body.steps // MAX_LOSS_EVENTS)
-
-    def on_step(i: int, loss: float) -> None:
-        if i % every == 0 or i == body.steps - 1:
-            job.report((i + 1) / body.steps, f"step {i + 1}/{body.steps}: loss {loss:.4f}", step=i, loss=loss)
-
+    follower = DemoFollower(job, body)
     job.report(0.0, f"building the {body.model}'s training step and planning it")
     try:
         result = train_demo(
-            body.model, body.steps, body.batch, body.optimizer, body.lr, body.strategy, body.seed, on_step
+            body.model,
+            body.steps,
+            body.batch,
+            body.optimizer,
+            body.lr,
+            body.strategy,
+            body.seed,
+            follower.on_step,
+            on_plans=follower.on_plans,
+            on_node=follower.on_node,
+            canary=body.canary,
         )
+    except runtime.CanaryError as e:
+        follower.flush()  # the page's cursor ends on the step that corrupted
+        raise JobFailed(f"training stopped: {e}", 422, canary=canary_hit(e)) from None
     except (NonFiniteLossError, runtime.ModelError) as e:
         raise JobFailed(f"training stopped: {e}", 422) from None
-    assert result.plans is not None
-    name = f"{body.model} demo · training step"
-    stored = _store(job.storage, None, result.plans.problem, body.strategy, name, None)  # fast: inline
+    assert result.plans is not None and follower.stored
     return {
         "demo": body.model_dump(),
         "source": result.source,
@@ -153,6 +168,98 @@ def demo_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         "last_loss": result.losses[-1],
         "accuracy": result.accuracy,
         "steps": result.step_times,  # the last training step, node by node, on the unified plan's steps
+        "arena_bytes": result.plans.unified.arena_bytes,
+        "seconds": result.seconds,  # every training step, planning and checks left out
+        "canary": body.canary,  # every node of every step checked, no hit: a hit fails the job at its step
+        "verdict": verdict(result.losses, result.reference_loss),
         **breakdown(result.plans),
-        **stored,
+        **follower.stored,
     }
+
+
+class DemoFollower:
+    """The demo's hooks as job events: the stored plan's id once planned, then each node of every
+    n-th training step (`step` on the plan's step axis, `seconds`, `writes`; at most about
+    `MAX_NODE_EVENTS` in all, one write per step), and each loss (`train_step`, `loss`)."""
+
+    def __init__(self, job: JobContext, body: TrainingDemoRequest) -> None:
+        self.job, self.body = job, body
+        self.stored: dict[str, Any] = {}
+        self.every_loss = max(1, body.steps // MAX_LOSS_EVENTS)
+        self.every_node = 1
+        self.pending: list[tuple[float | None, str | None, dict[str, Any]]] = []
+
+    def on_plans(self, plans: CategoryPlans) -> None:
+        name = f"{self.body.model} demo · training step"
+        self.stored = _store(self.job.storage, None, plans.problem, self.body.strategy, name, None)  # fast: inline
+        self.every_node = max(1, -(-self.body.steps * plans.problem.steps // MAX_NODE_EVENTS))
+        self.job.report(0.0, "planned: training", plan_id=self.stored["plan_id"], problem_id=self.stored["problem_id"])
+
+    def on_node(self, event: NodeEvent) -> None:
+        last = self.body.steps - 1
+        if event.train_step % self.every_node and event.train_step != last:
+            return
+        progress = (event.train_step + (event.index + 1) / event.total) / self.body.steps
+        data = {
+            "train_step": event.train_step,
+            "step": event.index,
+            "op": event.name,
+            "seconds": event.seconds,
+            "writes": list(event.writes),
+        }
+        message = f"step {event.train_step + 1}/{self.body.steps}: {event.name} ({event.op_type})"
+        self.pending.append((progress, message, data))
+        if event.index == event.total - 1:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.job.report_many(self.pending)
+            self.pending = []
+
+    def on_step(self, i: int, loss: float) -> None:
+        if i % self.every_loss == 0 or i == self.body.steps - 1:
+            message = f"step {i + 1}/{self.body.steps}: loss {loss:.4f}"
+            self.job.report((i + 1) / self.body.steps, message, train_step=i, loss=loss)
+
+
+def canary_hit(e: runtime.CanaryError) -> dict[str, Any]:
+    """Where the canary caught a node writing over a live tensor, as the page draws it."""
+    tensors = [
+        {"name": name, "first_byte": lo, "end": hi, "bytes": count}
+        for name, (lo, hi, count) in sorted(e.clobbered.items())
+    ]
+    return {"step": e.step, "node": e.node, "tensors": tensors}
+
+
+def verdict(losses: list[float], reference: float | None) -> dict[str, Any]:
+    """The demo's checks: the first step's loss in the arena against onnx.reference's loss of the
+    initial weights on the same batch (the oracle), and the loss falling (every loss is finite, or
+    the job stopped at the first that was not)."""
+    first = losses[0]
+    matches = reference is not None and abs(first - reference) <= REFERENCE_RTOL * max(1.0, abs(reference))
+    k = max(1, min(5, len(losses) // 2))
+    fell = None if len(losses) < 2 else sum(losses[-k:]) / k < sum(losses[:k]) / k
+    passed = matches and fell is not False
+    ref = f"{reference:.5f}" if reference is not None else "none"
+    said = f"first loss {first:.5f} against onnx.reference's {ref}"
+    said += "" if fell is None else f"; loss {'fell' if fell else 'did not fall'}: {first:.4f} → {losses[-1]:.4f}"
+    return {
+        "oracle": "onnx.reference",
+        "passed": passed,
+        "reference_loss": reference,
+        "loss_fell": fell,
+        "summary": ("checked: " if passed else "check failed: ") + said,
+    }
+
+
+def planned_view(storage: Storage, job: Job) -> dict[str, Any] | None:
+    """The unified plan a demo job stored before training (its first events say which), to follow the
+    job live on its chart; None before it is planned or when the job is over."""
+    if job.state not in ("queued", "running"):
+        return None
+    for event in storage.job_events(job.id, limit=PLANNED_WITHIN):
+        plan_id = event["data"].get("plan_id")
+        if plan_id:
+            return plan_chart_view(storage, plan_id)
+    return None

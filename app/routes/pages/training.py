@@ -8,7 +8,7 @@ from fastapi.responses import Response
 from app.errors import AppError
 from app.routes.deps import JobDep, StorageDep
 from app.routes.rendering import render
-from app.services import reports
+from app.services import reports, training
 from app.services.run_views import run_plan_view
 
 router = APIRouter(include_in_schema=False)
@@ -25,10 +25,12 @@ def training_page(request: Request) -> Response:
 
 @router.get("/training/demo/{job_id}")
 def training_demo_page(request: Request, job: JobDep, storage: StorageDep) -> Response:
-    """One demo run: the loss per step (live while it trains) and both plans by category."""
+    """One demo run: the loss per step and the unified plan's chart, both followed live while it trains
+    (a cursor on the executing node, its writes lit, node times, the canary's hit), then both plans by category."""
     if job.kind != "training":
         raise AppError(404, f"job {job.id!r} is a {job.kind} job, not a training demo; see /jobs/{job.id}")
     fast = [s for s in reports.strategy_list() if not s["slow"]]
-    view = run_plan_view(storage, job.result)  # the unified plan, with the last step's node times
+    # The unified plan, with the last step's node times; under way, the plan it trains in, once stored.
+    view = run_plan_view(storage, job.result) if job.result else training.planned_view(storage, job)
     context = {"page_title": "training demo", "job": job.to_json(), "strategies": fast, "view": view}
     return render(request, "training.html", context)
