@@ -42,9 +42,8 @@ class Model:
     hi: np.ndarray
     sections: int
     heights: dict[int, np.ndarray] = field(default_factory=dict)  # block -> height by section of its span
-    cuts: np.ndarray = field(
-        default_factory=lambda: np.zeros(0, dtype=np.int64)
-    )  # first step of each section, and the end
+    # The first step of each section, and the step after the last one.
+    cuts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @classmethod
     def of(
