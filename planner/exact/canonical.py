@@ -10,10 +10,13 @@ section of time still has to hold:
    reached by one order only.
 2. A block whose lowest offset is at or above the lowest top any unplaced block could
    have would leave a gap under itself that a smaller packing fills: it is not tried.
-3. A section's *floor* is where its next block can start: the top of its highest placed
-   block, raised to the lowest offset of its unplaced blocks. Prune when a floor (or the
+3. A section's *floor* is where its next block can start: the lowest offset of its
+   unplaced blocks (each at or above the top of every placed block it meets, so this is
+   at least the top of the section's highest placed block). Prune when a floor (or the
    current offset, since offsets never decrease) plus the bytes still to place in the
-   section exceeds the height.
+   section exceeds the height. Floors are not stored: lowest offsets only rise along a
+   branch, so a placement checks the sections of the blocks it raised, and stops at the
+   first unplaced block low enough.
 4. When no unplaced block lives across a section boundary, the two sides are independent
    and solved one after the other (each with its own ranks); if one fails, so does all.
 5. A placed block that meets no unplaced block cannot be what made its branch fail:
@@ -24,13 +27,16 @@ dominance, section inference with monotonic and unallocated floors, dynamic
 decomposition and "hatless" pruning, with its static ranks (width, area, and the most
 bytes live in the block's sections). Complete: an exhausted search is a proof.
 
-State lives in plain lists and the search in closures: at a few hundred blocks, Python's
-own integers and lists beat numpy's per-call cost for this many small updates.
+State lives in plain lists: at a few hundred blocks, Python's own integers and lists beat
+numpy's per-call cost for this many small updates. A node passes its unplaced blocks to
+its children, and sorts only the few candidates between the current offset and the
+ceiling of step 2.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import add
 
 import numpy as np
 
@@ -93,7 +99,6 @@ class _Solver:
                 if h:
                     self.members[s].append(i)
         self.overlaps, self.rise = _overlaps(m)
-        self.floor = [0] * sections
         self.total = m.load().tolist()
         cross = m.crossings().tolist()
         self.cross = cross
@@ -106,7 +111,7 @@ class _Solver:
 
     def solve(self) -> list[int] | None:
         """Solve each independent part in turn; None when one cannot be packed."""
-        cuts = [0, *(s + 1 for s, c in enumerate(self.cross) if c == 0), len(self.floor)]
+        cuts = [0, *(s + 1 for s, c in enumerate(self.cross) if c == 0), len(self.total)]
         result = [0] * len(self.size)
         for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             part = [i for i in range(len(self.size)) if a <= self.lo[i] and self.hi[i] <= b]
@@ -123,23 +128,28 @@ class _Solver:
             return (*(-values[k] for k in self.keys), i)
 
         ranked = sorted(part, key=key)
-        return self._search(ranked, a, b, 0, 0, result)
+        return self._search(ranked, list(range(len(ranked))), a, b, 0, 0, result)
 
-    def _search(self, ranked: list[int], a: int, b: int, at_least: int, after: int, result: list[int]) -> bool:
+    def _search(
+        self, ranked: list[int], todo: list[int], a: int, b: int, at_least: int, after: int, result: list[int]
+    ) -> bool:
+        """Place the blocks `ranked[r]` for r in `todo` (the unplaced ones, by rank), each at or
+        above `at_least` (and after rank `after` there)."""
         self.owner.tick()
-        offset, lowest, size = self.offset, self.lowest, self.size
-        todo = [r for r, i in enumerate(ranked) if offset[i] < 0]
         if not todo:
             return True
-        candidates = sorted((lowest[ranked[r]], r) for r in todo)
+        offset, lowest, size = self.offset, self.lowest, self.size
+        blocks = [ranked[r] for r in todo]
+        lows = [lowest[i] for i in blocks]
         # No block may start at or above the lowest top an unplaced block can reach, nor
         # so high that some section's bytes to place no longer fit above it.
-        ceiling = min(lowest[i] + size[i] for i in map(ranked.__getitem__, todo))
+        ceiling = min(map(add, lows, [size[i] for i in blocks]))
         ceiling = min(ceiling, self.height - max(self.total[a:b]) + 1)
+        # Only the few blocks starting between the current offset and the ceiling are tried:
+        # filtering before sorting keeps the sort small.
+        candidates = sorted([(v, r) for v, r in zip(lows, todo, strict=True) if at_least <= v < ceiling])
         for at, r in candidates:
-            if at >= ceiling:
-                break
-            if at < at_least or (at == at_least and r < after):
+            if at == at_least and r < after:
                 continue
             i = ranked[r]
             placed = self._place(i, at)
@@ -147,39 +157,34 @@ class _Solver:
                 if not any(offset[j] < 0 for j in self.overlaps[i]):
                     return False  # hatless: nothing else at this node can do better
                 continue
-            floors, raised, hatless = placed
+            raised, hatless = placed
             result[i] = at
             try:
-                found = self._descend(ranked, i, at, r, a, b, result)
+                found = self._descend(ranked, todo, i, at, r, a, b, result)
             finally:
-                self._unplace(i, floors, raised)
+                self._unplace(i, raised)
             if found:
                 return True
             if hatless:
                 return False
         return False
 
-    def _place(self, i: int, at: int) -> tuple[list, list, bool] | None:
-        """Put block `i` at `at` and propagate; None (and nothing changed) when it cannot be."""
+    def _place(self, i: int, at: int) -> tuple[list[tuple[int, int]], bool] | None:
+        """Put block `i` at `at` and propagate; None (and nothing changed) when it cannot be.
+
+        Returns the lowest offsets it raised (to put back) and whether it is hatless."""
         # The caller has checked that every section's bytes to place fit above `at` (offsets
         # never decrease along a branch); that covers the sections under the block too.
-        height, floor, total = self.height, self.floor, self.total
+        total = self.total
         lo, hi = self.lo[i], self.hi[i]
         heights = self.heights[i]
         if heights is None:
             size = self.size[i]
-            top = at + size
-            floors = [(s, floor[s]) for s in range(lo, hi)]
             for s in range(lo, hi):
-                floor[s] = top
                 total[s] -= size
         else:
-            # Sections where it is 0 tall keep their floor: its bytes are not there.
-            floors = [(s, floor[s]) for s, h in zip(range(lo, hi), heights, strict=True) if h]
             for s, h in zip(range(lo, hi), heights, strict=True):
-                if h:
-                    floor[s] = at + h
-                    total[s] -= h
+                total[s] -= h
         self.offset[i] = at
         raised: list[tuple[int, int]] = []
         offset, lowest, align = self.offset, self.lowest, self.align
@@ -196,37 +201,41 @@ class _Solver:
             raised.append((j, lowest[j]))
             lowest[j] = -(-top // align[j]) * align[j]
             touched.update(range(lo_of[j], hi_of[j]))
-        # A section's floor is at least the lowest offset of its unplaced blocks.
+        # A section's floor (the unallocated floor): its unplaced blocks all start at or above
+        # the lowest of their lowest offsets, so its bytes still to place must fit above that.
+        # Lowest offsets only rise along a branch, so only sections of raised blocks can fail
+        # here; a section fails when no unplaced block can start at or below its slack.
+        height = self.height
         for s in touched:
-            f = floor[s]
-            least = _BIG
+            rest = total[s]
+            if not rest:
+                continue
+            slack = height - rest
             for j in self.members[s]:
-                if offset[j] < 0:
-                    v = lowest[j]
-                    if v <= f:
-                        break
-                    if v < least:
-                        least = v
+                if offset[j] < 0 and lowest[j] <= slack:
+                    break
             else:
-                if least != _BIG:
-                    floors.append((s, f))
-                    floor[s] = least
-                    if least + total[s] > height:
-                        self._unplace(i, floors, raised)
-                        return None
-        return floors, raised, hatless
+                self._unplace(i, raised)
+                return None
+        return raised, hatless
 
-    def _unplace(self, i: int, floors: list[tuple[int, int]], raised: list[tuple[int, int]]) -> None:
-        floor, total, lowest = self.floor, self.total, self.lowest
-        for s, f in reversed(floors):
-            floor[s] = f
-        for s, h in zip(range(self.lo[i], self.hi[i]), self._height_list(i), strict=True):
-            total[s] += h
+    def _unplace(self, i: int, raised: list[tuple[int, int]]) -> None:
+        total, lowest = self.total, self.lowest
+        heights = self.heights[i]
+        if heights is None:
+            size = self.size[i]
+            for s in range(self.lo[i], self.hi[i]):
+                total[s] += size
+        else:
+            for s, h in zip(range(self.lo[i], self.hi[i]), heights, strict=True):
+                total[s] += h
         for j, v in reversed(raised):
             lowest[j] = v
         self.offset[i] = -1
 
-    def _descend(self, ranked: list[int], i: int, at: int, r: int, a: int, b: int, result: list[int]) -> bool:
+    def _descend(
+        self, ranked: list[int], todo: list[int], i: int, at: int, r: int, a: int, b: int, result: list[int]
+    ) -> bool:
         """Go on after placing `i`: in the same part, or in each part it split off."""
         cross = self.cross
         lo, hi = self.lo[i], self.hi[i]
@@ -237,7 +246,9 @@ class _Solver:
                 cuts.append(s + 1)
         try:
             if len(cuts) == 1:
-                return self._search(ranked, a, b, at, r, result)
+                rest = todo.copy()
+                rest.remove(r)
+                return self._search(ranked, rest, a, b, at, r, result)
             cuts.append(b)
             offset, lo_of, hi_of = self.offset, self.lo, self.hi
             for pa, pb in zip(cuts[:-1], cuts[1:], strict=True):
