@@ -379,18 +379,20 @@ class Storage:
             )
         return problem_id
 
-    def get_problem(self, problem_id: str) -> dict[str, Any] | None:
-        """{id, model_id, options, problem, tensors} or None."""
+    def get_problem(self, problem_id: str, *, content: bool = True) -> dict[str, Any] | None:
+        """{id, model_id, options, problem, tensors} or None; with `content` False the problem and its
+        tensor facts are not read (tens of MB at 10^6 buffers): both are None."""
+        deferred = [] if content else [defer(ProblemRow.problem), defer(ProblemRow.tensors)]
         with self._reader() as session:
-            row = session.get(ProblemRow, problem_id)
+            row = session.get(ProblemRow, problem_id, options=deferred)
             if row is None:
                 return None
             return {
                 "id": row.id,
                 "model_id": row.model_id,
                 "options": row.options,
-                "problem": row.problem,
-                "tensors": row.tensors,
+                "problem": row.problem if content else None,
+                "tensors": row.tensors if content else None,
             }
 
     def add_plans(self, problem_id: str, plans: list[PlanRecord]) -> None:
@@ -420,15 +422,17 @@ class Storage:
             row = session.get(PlanRow, plan_id, options=[] if placements else [defer(PlanRow.plan)])
             return _plan(row, placements) if row else None
 
-    def plans_of(self, problem_id: str) -> list[PlanRecord]:
-        """A problem's plans in the order they were added."""
+    def plans_of(self, problem_id: str, *, placements: bool = True) -> list[PlanRecord]:
+        """A problem's plans in the order they were added (`placements` as `get_plan`)."""
         query = (
             select(PlanRow)
             .where(PlanRow.problem_id == problem_id)
             .order_by(PlanRow.created, PlanRow.position, PlanRow.id)
         )
+        if not placements:
+            query = query.options(defer(PlanRow.plan))
         with self._reader() as session:
-            return [_plan(r) for r in session.scalars(query)]
+            return [_plan(r, placements) for r in session.scalars(query)]
 
     # ---- runs --------------------------------------------------------------------------
 
