@@ -24,8 +24,8 @@ of byte ranges instead, which stay short however many blocks they cover.
    query the lists at its points, for a long one the sub unions of its canonical nodes
    (below `SUB_LEVEL`, the lists and own unions of their small subtrees).
 
-A union is a flat sorted ``array("q")`` ``[start0, end0, start1, end1, ...]`` of disjoint
-ranges that do not touch; the lists at points are flat too, unsorted, one range per block.
+A union is flat and sorted, ``[start0, end0, start1, end1, ...]``, disjoint ranges that do
+not touch (a list, an ``array("q")`` once `LONG`); the lists at points are flat too, unsorted, one range per block.
 Gaps are read off sorted starts and sorted ends (`pick`), so repeated or overlapping ranges
 cost nothing extra to merge. A query meeting many range ends (a long-lived block of a
 training trace meets thousands) hands the unions' buffers to numpy as they are
@@ -44,6 +44,9 @@ SHORT = 32  # blocks covering at most this many points are listed at each of the
 SUB_LEVEL = 2  # nodes this many levels above the leaves (or higher) keep subtree unions
 _NEVER = 1 << 62  # larger than any gap
 MANY = 1024  # `pick` hands queries meeting more than this many range ends to numpy
+LONG = 64  # a union growing past this many range ends becomes an array("q")
+
+Union = list[int] | array  # a union: a list while short, an array("q") once long
 
 
 def add(flat: list[int] | array, start: int, end: int) -> None:
@@ -116,20 +119,17 @@ def _pick_many(taken: np.ndarray, size: int, align: int, best: bool) -> int:
     return top if align == 1 else -(-top // align) * align
 
 
-def pick_among(unions: list[array], loose: list[int], size: int, align: int, best: bool) -> int:
-    """`pick` among the ranges of `unions` (``array("q")``, each sorted, disjoint, not
-    touching, not empty) and of `loose` (flat, any order)."""
-    total = len(loose)
-    for union in unions:
-        total += len(union)
-    if total <= MANY:
-        flat = list(loose)
+def pick_among(unions: list[Union], loose: list[int], size: int, align: int, best: bool) -> int:
+    """`pick` among the ranges of `unions` (each sorted, disjoint, not touching, not empty) and of `loose` (flat, any order; it may be extended)."""
+    if not unions:
+        return pick(loose, size, align, best)
+    if len(loose) + sum(map(len, unions)) <= MANY:
         for union in unions:
-            flat += union
-        return pick(flat, size, align, best)
+            loose += union
+        return pick(loose, size, align, best)
     taken = array("q", loose)
     for union in unions:
-        taken += union  # a copy of its buffer
+        taken.extend(union)  # from an array, a copy of its buffer
     return _pick_many(np.frombuffer(taken, dtype=np.int64), size, align, best)
 
 
@@ -191,9 +191,9 @@ class Occupancy:
 
     def __init__(self, timeline: Timeline, wants: array) -> None:
         self.timeline = timeline
-        # Unions as array("q"): a query reads many at once through numpy without copying.
-        self.own: list[array | None] = [None] * (2 * timeline.leaves)
-        self.sub: list[array | None] = [None] * (2 * timeline.leaves)
+        # Long unions as array("q"): a query meeting many hands their buffers to numpy.
+        self.own: list[Union | None] = [None] * (2 * timeline.leaves)
+        self.sub: list[Union | None] = [None] * (2 * timeline.leaves)
         self.listed: list[list[int] | None] = [None] * timeline.leaves
         self.starting: list[list[int] | None] = [None] * timeline.leaves
         self.wants = wants  # shared by the pools: long queries still to come through each node
@@ -206,13 +206,13 @@ class Occupancy:
             found += union
         return found
 
-    def parts(self, block: int, nodes: list[int] | None = None) -> tuple[list[array], list[int]]:
+    def parts(self, block: int, nodes: list[int] | None = None) -> tuple[list[Union], list[int]]:
         """The bytes `taken` as the unions that hold them (none empty) and the ranges of
         short blocks (flat, in any order)."""
         t = self.timeline
         listed = self.listed
         lo, hi = t.lo[block], t.hi[block]
-        unions: list[array] = []
+        unions: list[Union] = []
         found: list[int] = []
         if hi - lo < t.short:
             _gather_points(listed, self.starting, lo, hi, found)
@@ -230,9 +230,9 @@ class Occupancy:
             self._inside(nodes, unions, found)
             # The own unions on the paths up to its canonical nodes were read with those.
             up = t.own_up
-            _gather_path(self.own, up, up[nodes[0]], up[nodes[-1]], unions)
+            _gather_path(self.own, up, up[nodes[0]], up[nodes[-1]], found, unions)
             return unions, found
-        _gather_path(self.own, t.own_up, lo + t.leaves, hi + t.leaves, unions)
+        _gather_path(self.own, t.own_up, lo + t.leaves, hi + t.leaves, found, unions)
         return unions, found
 
     def pick(self, block: int, size: int, align: int, best: bool, nodes: list[int] | None = None) -> int:
@@ -270,10 +270,10 @@ class Occupancy:
                 self.insert(i, at, at + size, nodes)
             else:
                 found: list[int] = []
-                unions: list[array] = []
+                unions: list[Union] = []
                 _gather_points(listed, starting, lo, hi, found)
-                _gather_path(own, up, lo + leaves, hi + leaves, unions)
-                at = pick_among(unions, found, size, align, best)
+                _gather_path(own, up, lo + leaves, hi + leaves, found, unions)
+                at = pick_among(unions, found, size, align, best) if unions else pick(found, size, align, best)
                 end = at + size
                 if self.open:
                     self.insert(i, at, end)
@@ -296,7 +296,7 @@ class Occupancy:
                     break
         return offsets, top
 
-    def _inside(self, nodes: list[int], unions: list[array], found: list[int]) -> None:
+    def _inside(self, nodes: list[int], unions: list[Union], found: list[int]) -> None:
         """Blocks with a canonical node under one of `nodes` (a block's canonical nodes):
         sub unions, or the lists and own unions of a low node's subtree."""
         t = self.timeline
@@ -305,14 +305,17 @@ class Occupancy:
             if node < t.sub_limit:
                 got = sub[node]
                 if got:
-                    unions.append(got)
+                    if type(got) is list:
+                        found += got
+                    else:
+                        unions.append(got)
                 continue
             width = 1
             while node < leaves:
                 for below in range(node, node + width):
                     got = own[below]
                     if got:
-                        unions.append(got)
+                        found += got  # a small subtree: few ranges
                 node <<= 1
                 width <<= 1
             for point in range(node - leaves, node - leaves + width):
@@ -321,7 +324,7 @@ class Occupancy:
                     found += ranges
                 got = own[point + leaves]
                 if got:
-                    unions.append(got)
+                    found += got
 
     def insert(self, block: int, start: int, end: int, nodes: list[int] | None = None) -> None:
         """Record bytes ``[start, end)`` (start < end) of a block (`nodes`, here and in
@@ -352,9 +355,11 @@ class Occupancy:
         for node in nodes:
             union = own[node]
             if union is None:
-                own[node] = array("q", (start, end))
+                own[node] = [start, end]
             else:
                 add(union, start, end)
+                if len(union) > LONG and type(union) is list:
+                    own[node] = array("q", union)
         if self.open:
             sub, wants, limit = self.sub, self.wants, t.sub_limit
             for node in nodes:
@@ -390,12 +395,14 @@ class Occupancy:
                         occupancy.sub[node] = None
 
 
-def _add_sub(sub: list[array | None], node: int, start: int, end: int) -> None:
+def _add_sub(sub: list[Union | None], node: int, start: int, end: int) -> None:
     got = sub[node]
     if got is None:
-        sub[node] = array("q", (start, end))
+        sub[node] = [start, end]
     else:
         add(got, start, end)
+        if len(got) > LONG and type(got) is list:
+            sub[node] = array("q", got)
 
 
 def _canonical_nodes(lo: np.ndarray, hi: np.ndarray, leaves: int) -> np.ndarray:
@@ -444,26 +451,27 @@ def _gather_points(
             found += got
 
 
-def _gather_path(own: Sequence[array | None], up: Sequence[int], x: int, y: int, unions: list[array]) -> None:
-    """Collect the own unions (not empty) of leaves `x` and `y` and of every ancestor of
-    either, each node once."""
-    got = own[x]
-    if got:
-        unions.append(got)
-    if y != x:
-        got = own[y]
-        if got:
-            unions.append(got)
+def _gather_path(
+    own: Sequence[Union | None], up: Sequence[int], x: int, y: int, found: list[int], unions: list[Union]
+) -> None:
+    """Collect the own unions of nodes `x` and `y` and of every ancestor of either, each
+    node once: short ones (lists) into `found`, long ones (arrays) into `unions`."""
+    nodes = [x] if x == y else [x, y]
     x, y = up[x], up[y]
     while x != y:
         if x > y:
-            got, x = own[x], up[x]
+            nodes.append(x)
+            x = up[x]
         else:
-            got, y = own[y], up[y]
-        if got:
-            unions.append(got)
+            nodes.append(y)
+            y = up[y]
     while x:
-        got = own[x]
-        if got:
-            unions.append(got)
+        nodes.append(x)
         x = up[x]
+    for node in nodes:
+        got = own[node]
+        if got:
+            if type(got) is list:
+                found += got
+            else:
+                unions.append(got)
