@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from planner.exact.model import Model
 
@@ -17,7 +20,9 @@ class BoundedSearch:
     """One search over `model` under `height`, ordering its choices by `order`.
 
     Subclasses implement ``run() -> offsets | None`` (None: no packing under the height
-    exists) and call `tick` once per node; `tick` raises `BudgetSpent` when the budget ends.
+    exists) and call `tick` once per node; `tick` raises `BudgetSpent` when the budget ends,
+    or, with `pause` set (`planner.exact.resume`), calls it when the node limit is reached
+    and goes on under the limit it finds on its return.
     """
 
     model: Model
@@ -26,11 +31,17 @@ class BoundedSearch:
     node_limit: int | None = None
     deadline: float | None = None
     nodes: int = 0
+    pause: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    def run(self) -> np.ndarray | None:
+        raise NotImplementedError
 
     def tick(self) -> None:
         self.nodes += 1
         if self.node_limit is not None and self.nodes > self.node_limit:
-            raise BudgetSpent
+            if self.pause is None:
+                raise BudgetSpent
+            self.pause()
         # The clock is read every 64 nodes: a node costs far less than a clock read is worth.
         if self.deadline is not None and not self.nodes & 63 and time.perf_counter() >= self.deadline:
             raise BudgetSpent

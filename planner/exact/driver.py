@@ -1,9 +1,11 @@
 """Anytime use of the searches: decide a height, or tighten a height, within a budget.
 
-A portfolio of searches restarts in turn under a node limit that doubles every round (as
+A portfolio of searches runs in turn under a node limit that doubles every round (as
 MiniMalloc does with its orders): search times are heavy-tailed, one search is often
 lucky where another thrashes, and a search that ends within its limit is a proof either
-way. The portfolio is the skyline search (`planner.exact.search`), which packs some
+way. Where MiniMalloc restarts each search under the larger limit, walking again every
+node it walked before, each search here goes on where it stopped (`planner.exact.resume`):
+the same search ends in the same round, having spent about half the nodes. The portfolio is the skyline search (`planner.exact.search`), which packs some
 perfect packings in a few hundred nodes, and the canonical search
 (`planner.exact.canonical`) under MiniMalloc's three static ranks.
 
@@ -22,6 +24,7 @@ import numpy as np
 from planner.exact.bounded import BudgetSpent
 from planner.exact.canonical import CanonicalSearch
 from planner.exact.model import Model
+from planner.exact.resume import Resumable
 from planner.exact.search import SkylineSearch
 
 # (search, order, divisor of the round's node limit). A skyline node costs about four
@@ -67,30 +70,46 @@ class SearchResult:
     restarts: int = 0
 
 
-def _round(model: Model, height: int, limit: int, budget: Budget) -> tuple[str, np.ndarray | None, int]:
-    """Run each search of the portfolio once within its share of `limit` nodes.
+class _Portfolio:
+    """The searches of PORTFOLIO for one target height, each going on where it stopped
+    (`planner.exact.resume`) from one round to the next."""
 
-    ("found", offsets), ("infeasible", None) or ("unknown", None), and how many ran.
-    """
-    tries = 0
-    for kind, order, divisor in PORTFOLIO:
-        if kind is SkylineSearch and model.gaps:
-            continue  # the skyline search cannot skip a block's sections without bytes
-        nodes = budget.limit(max(1, limit // divisor))
-        if nodes <= 0 or budget.spent():
-            break
-        search = kind(model, height, order, node_limit=nodes, deadline=budget.deadline)
-        tries += 1
-        try:
-            offsets = search.run()
-        except BudgetSpent:
-            continue
-        finally:
-            budget.nodes += search.nodes
-        if offsets is None:
-            return "infeasible", None, tries
-        return "found", offsets.copy(), tries
-    return "unknown", None, tries
+    def __init__(self, model: Model, height: int, deadline: float | None) -> None:
+        self.runs = [
+            (Resumable(kind(model, height, order, deadline=deadline)), divisor)
+            for kind, order, divisor in PORTFOLIO
+            # the skyline search cannot skip a block's sections without bytes
+            if not (kind is SkylineSearch and model.gaps)
+        ]
+
+    def round(self, limit: int, budget: Budget) -> tuple[str, np.ndarray | None, int]:
+        """Take each search on to its share of `limit` nodes in all (a search that ends within
+        N nodes ends in the same round as when restarted under each round's limit).
+
+        ("found", offsets), ("infeasible", None) or ("unknown", None), and how many ran.
+        """
+        tries = 0
+        for run, divisor in self.runs:
+            before = run.search.nodes
+            nodes = budget.limit(max(1, limit // divisor) - before)
+            if nodes <= 0 or budget.spent():
+                break
+            tries += 1
+            try:
+                ended = run.step(before + nodes)
+            except BudgetSpent:
+                continue
+            finally:
+                budget.nodes += run.search.nodes - before
+            if ended:
+                if run.offsets is None:
+                    return "infeasible", None, tries
+                return "found", run.offsets.copy(), tries
+        return "unknown", None, tries
+
+    def close(self) -> None:
+        for run, _ in self.runs:
+            run.close()
 
 
 def _first_limit(model: Model) -> int:
@@ -103,16 +122,20 @@ def decide(model: Model, target: int, budget: Budget) -> SearchResult:
     if target < lower:
         return SearchResult("infeasible", lower)
     limit, restarts = _first_limit(model), 0
-    while not budget.spent():
-        verdict, offsets, tries = _round(model, target, limit, budget)
-        restarts += tries
-        if verdict == "found":
-            height = model.height(offsets)  # type: ignore[arg-type]
-            status = "optimal" if height <= lower else "feasible"
-            return SearchResult(status, lower, offsets, budget.nodes, restarts)
-        if verdict == "infeasible":
-            return SearchResult("infeasible", target + 1, nodes=budget.nodes, restarts=restarts)
-        limit *= 2
+    portfolio = _Portfolio(model, target, budget.deadline)
+    try:
+        while not budget.spent():
+            verdict, offsets, tries = portfolio.round(limit, budget)
+            restarts += tries
+            if verdict == "found":
+                height = model.height(offsets)  # type: ignore[arg-type]
+                status = "optimal" if height <= lower else "feasible"
+                return SearchResult(status, lower, offsets, budget.nodes, restarts)
+            if verdict == "infeasible":
+                return SearchResult("infeasible", target + 1, nodes=budget.nodes, restarts=restarts)
+            limit *= 2
+    finally:
+        portfolio.close()
     return SearchResult("timeout", lower, nodes=budget.nodes, restarts=restarts)
 
 
@@ -127,19 +150,28 @@ def minimise(model: Model, incumbent: np.ndarray, budget: Budget, *, cap: int | 
     lower = model.lower_bound()
     best, best_height = incumbent, model.height(incumbent)
     limit, restarts = _first_limit(model), 0
-    while best_height > lower and not budget.spent():
-        for target in dict.fromkeys((lower, best_height - 1)):
-            if target < lower or budget.spent():
-                continue
-            verdict, offsets, tries = _round(model, target, limit, budget)
-            restarts += tries
-            if verdict == "found" and offsets is not None:
-                best, best_height = offsets, model.height(offsets)
-            elif verdict == "infeasible":
-                lower = max(lower, target + 1)
-            if best_height <= lower:
-                break
-        limit *= 2
+    portfolios: dict[int, _Portfolio] = {}  # by target height, while it is still asked for
+    try:
+        while best_height > lower and not budget.spent():
+            for target in dict.fromkeys((lower, best_height - 1)):
+                if target < lower or target >= best_height or budget.spent():
+                    continue
+                if target not in portfolios:
+                    portfolios[target] = _Portfolio(model, target, budget.deadline)
+                verdict, offsets, tries = portfolios[target].round(limit, budget)
+                restarts += tries
+                if verdict == "found" and offsets is not None:
+                    best, best_height = offsets, model.height(offsets)
+                elif verdict == "infeasible":
+                    lower = max(lower, target + 1)
+                for old in [t for t in portfolios if t < lower or t >= best_height]:
+                    portfolios.pop(old).close()  # answered, or no longer worth asking
+                if best_height <= lower:
+                    break
+            limit *= 2
+    finally:
+        for portfolio in portfolios.values():
+            portfolio.close()
     within = cap is None or best_height <= cap
     status = "optimal" if best_height <= lower else ("feasible" if within else "timeout")
     return SearchResult(status, lower, best, budget.nodes, restarts)
