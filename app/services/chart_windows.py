@@ -18,6 +18,7 @@ tensor's edges).
 from __future__ import annotations
 
 import base64
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from app.errors import AppError, not_found
-from app.services import column_store
+from app.services import column_store, plan_heads
 from app.services.cache import LRU
 from app.services.plans import needs_plan, problem_of
 from app.storage import Storage
@@ -71,6 +72,7 @@ class PlanColumns:
     offsets: np.ndarray  # every buffer's offset in problem order, -1 where the plan has none
     extent: int  # the highest byte any tensor reaches
     overview: dict[str, Any] = field(default_factory=dict)  # the page's window of the whole plan, once made
+    pool_sizes: dict[str, int] | None = None  # the plan's pool sizes (None: a file written without them)
 
 
 _problems: LRU[str, ProblemColumns] = LRU(4)
@@ -159,11 +161,17 @@ def plan_columns(
     cols = problem_columns(problem_id, problem, storage)
     stored = column_store.load(storage, problem_id, plan_id) if storage is not None else None
     if stored is not None and stored["offsets"].shape == cols.size.shape:
-        return _plans.put(plan_id, _plan_from(cols, stored["offsets"]))
-    made = _plans.put(plan_id, _plan_from(cols, _offsets(cols.ids.tolist(), problem, plan_json)))
+        return _plans.put(plan_id, _plan_from(cols, stored["offsets"], _pool_sizes(stored)))
+    offsets = _offsets(cols.ids.tolist(), problem, plan_json)
+    made = _plans.put(plan_id, _plan_from(cols, offsets, dict(plan_json.get("pool_sizes", {}))))
     if storage is not None:
-        column_store.save(storage, problem_id, plan_id, {"offsets": made.offsets})
+        sizes = np.array(json.dumps(made.pool_sizes, sort_keys=True))
+        column_store.save(storage, problem_id, plan_id, {"offsets": made.offsets, "pool_sizes": sizes})
     return made
+
+
+def _pool_sizes(stored: dict[str, np.ndarray]) -> dict[str, int] | None:
+    return json.loads(str(stored["pool_sizes"])) if "pool_sizes" in stored else None
 
 
 def store_columns(storage: Storage, problem_id: str, problem: Problem, records: list[Any]) -> None:
@@ -174,9 +182,11 @@ def store_columns(storage: Storage, problem_id: str, problem: Problem, records: 
     for record in records:
         if record.plan:
             plan_columns(record.id, problem_id, problem, record.plan, storage)
+    if plan_heads.stored(storage, problem_id) is None:  # what the page reads besides the columns
+        plan_heads.save(storage, problem_id, problem)
 
 
-def _plan_from(cols: ProblemColumns, offsets: np.ndarray) -> PlanColumns:
+def _plan_from(cols: ProblemColumns, offsets: np.ndarray, pool_sizes: dict[str, int] | None) -> PlanColumns:
     order = cols.by_size[(offsets[cols.by_size] >= 0) & (cols.size[cols.by_size] > 0)]
     bottom = offsets[order]
     top = bottom + cols.size[order]
@@ -189,6 +199,7 @@ def _plan_from(cols: ProblemColumns, offsets: np.ndarray) -> PlanColumns:
         top=top,
         offsets=offsets,
         extent=int(top.max()) if top.size else 0,
+        pool_sizes=pool_sizes,
     )
 
 
@@ -214,7 +225,16 @@ def stored_columns(storage: Storage, problem_id: str, plan_id: str) -> PlanColum
     stored = column_store.load(storage, problem_id, plan_id)
     if stored is None or stored["offsets"].shape != cols.size.shape:
         return None
-    return _plans.put(plan_id, _plan_from(cols, stored["offsets"]))
+    return _plans.put(plan_id, _plan_from(cols, stored["offsets"], _pool_sizes(stored)))
+
+
+def positions(columns: PlanColumns, wanted: set[str]) -> dict[str, list[int]]:
+    """[offset, size] in the plan of each tensor in `wanted` that it places (as `notes` gives them)."""
+    ids = columns.problem.ids
+    found = np.flatnonzero(np.isin(ids, sorted(wanted))) if wanted else np.array([], np.int64)
+    return {
+        str(ids[k]): [int(columns.offsets[k]), int(columns.problem.size[k])] for k in found if columns.offsets[k] >= 0
+    }
 
 
 def _offsets(ids: list[str], problem: Problem, plan_json: dict[str, Any]) -> np.ndarray:

@@ -3,7 +3,9 @@
 Layout::
 
     columns/<problem id>/problem.npz    the problem's columns (ids, lifetimes, sizes, kinds, live curve)
-    columns/<problem id>/<plan id>.npz  a plan's offsets in problem order; the rest follows in milliseconds
+    columns/<problem id>/<plan id>.npz  a plan's offsets in problem order (and its pool sizes); the rest follows
+    columns/<problem id>/head.json      what a plan page reads of the problem besides its columns (name, counts,
+                                        step names, pools): the page never parses the stored problem
 
 Stored problems and plans never change, so a record's id names its content as a hash would, without
 hashing tens of MB. A file is written whole under a temporary name and renamed (a reader never sees
@@ -15,10 +17,13 @@ because it asks the database first (`chart_windows`).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -26,31 +31,50 @@ from app.storage import Storage, new_id
 
 FOLDER = "columns"
 PROBLEM = "problem"  # the problem's own file in its folder
+HEAD = "head"  # the problem's head (JSON) in its folder
 
 
 def folder(storage: Storage) -> Path:
     return storage.root / FOLDER
 
 
-def path(storage: Storage, problem_id: str, name: str) -> Path:
-    """The file of `name` (PROBLEM, or a plan id) among the columns of problem `problem_id`."""
+def path(storage: Storage, problem_id: str, name: str, suffix: str = ".npz") -> Path:
+    """The file of `name` (PROBLEM, HEAD or a plan id) among the columns of problem `problem_id`."""
     for part in (problem_id, name):
         if not part or "/" in part or "\\" in part or part.startswith("."):
             raise ValueError(f"{part!r} is not a record id: column files are named by problem and plan ids")
-    return folder(storage) / problem_id / f"{name}.npz"
+    return folder(storage) / problem_id / f"{name}{suffix}"
 
 
-def save(storage: Storage, problem_id: str, name: str, arrays: dict[str, np.ndarray]) -> Path:
-    target = path(storage, problem_id, name)
+def _write(target: Path, write: Callable[[BinaryIO], object]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     temp = target.with_name(f".{new_id()}.part")
     try:
         with temp.open("wb") as f:
-            np.savez(f, **arrays)  # uncompressed: read back at disk speed
+            write(f)
         os.replace(temp, target)  # atomic: a reader sees the whole file or none
     finally:
         temp.unlink(missing_ok=True)
     return target
+
+
+def save(storage: Storage, problem_id: str, name: str, arrays: dict[str, np.ndarray]) -> Path:
+    # uncompressed: read back at disk speed
+    return _write(path(storage, problem_id, name), lambda f: np.savez(f, **arrays))
+
+
+def save_head(storage: Storage, problem_id: str, head: dict[str, Any]) -> Path:
+    text = json.dumps(head, separators=(",", ":")).encode("utf-8")
+    return _write(path(storage, problem_id, HEAD, ".json"), lambda f: f.write(text))
+
+
+def load_head(storage: Storage, problem_id: str) -> dict[str, Any] | None:
+    """The problem's head, or None when there is none (or it cannot be read: the page reads the problem)."""
+    try:
+        head = json.loads(path(storage, problem_id, HEAD, ".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return head if isinstance(head, dict) else None
 
 
 def load(storage: Storage, problem_id: str, name: str) -> dict[str, np.ndarray] | None:

@@ -3,12 +3,13 @@ page's JSON twin), and the offline report rendered from it."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from jinja2 import Environment
 
 from app.errors import AppError
-from app.services import chart_windows, charts, graphs, library, notes, parameters, planning
+from app.services import chart_windows, charts, graphs, library, notes, parameters, plan_heads, planning
 from app.services.library import model_out
 from app.services.paths import STATIC_DIR, plotly_js_path
 from app.services.plans import problem_of
@@ -43,27 +44,33 @@ def resolve_compare(plans: list[PlanRecord], selected: PlanRecord, compare: str 
 def plan_page_context(
     storage: Storage, record: PlanRecord, compare: str | None, x0: float | None, x1: float | None, q: str
 ) -> dict[str, Any]:
-    problem, stored = problem_of(storage, record)
-    siblings = storage.plans_of(record.problem_id)
+    big = _big_page(storage, record)
+    if big is not None:  # the head and columns stored beside the plan: the problem is not read
+        problem, stored, siblings = big
+        count = problem.count
+    else:
+        problem, stored = problem_of(storage, record)
+        siblings = storage.plans_of(record.problem_id)
+        count = len(problem.buffers)
     record = next((p for p in siblings if p.id == record.id), record)  # with its Plan JSON, read once
     other = resolve_compare(siblings, record, compare)
-    tensors = stored["tensors"]
     summaries = [planning.summary(p, problem) for p in siblings]
     model = storage.get_model(stored["model_id"]) if stored["model_id"] else None
     compared = other.id if other else None
-    if chart_windows.is_big(problem):  # an aggregate, and windows fetched as the user zooms in
+    if big is not None or chart_windows.is_big(problem):  # an aggregate, and windows fetched as the user zooms in
         records = {p.id: p.plan for p in siblings if p.plan}
         view = charts.big_plan_view(
             record.problem_id, problem, summaries, records, selected=record.id, compare=compared, storage=storage
         )
         peak = chart_windows.peak_table(record.problem_id, problem, view["peak_step"], charts.PEAK_ROWS, storage)
     else:
+        tensors = stored["tensors"]
         offsets = {p.id: charts.offsets_of(problem, p.plan) for p in siblings if p.plan}
         view = charts.plan_view(problem, summaries, offsets, tensors, selected=record.id, compare=compared)
         peak = charts.peak_table(problem, tensors, view["peak_step"])
     view["x_range"] = [x0, x1] if x0 is not None and x1 is not None else None
     view["query"] = q
-    view["notes"] = notes.page_notes(storage, record)  # drawn on the offset chart by notes.js
+    view["notes"] = _big_notes(storage, record) if big is not None else notes.page_notes(storage, record)
     return {
         "page_title": f"{problem.name or 'problem'} · {record.strategy}",  # as plan_title
         "plan": planning.summary(record, problem),
@@ -71,7 +78,7 @@ def plan_page_context(
         "problem": {
             "id": record.problem_id,
             "name": problem.name,
-            "buffers": len(problem.buffers),
+            "buffers": count,
             "steps": problem.steps,
             "alignment": problem.alignment,
             "pools": [{"name": p.name, "capacity": p.capacity} for p in problem.pools],
@@ -87,10 +94,52 @@ def plan_page_context(
     }
 
 
+def _big_page(
+    storage: Storage, record: PlanRecord
+) -> tuple[plan_heads.ProblemHead, dict[str, Any], list[PlanRecord]] | None:
+    """A big plan's page without its problem: the head and every sibling plan's columns stored under
+    the data folder, the problem's record and the plans read without their content (each plan stands
+    for its Plan JSON with its pool sizes). None when something is not stored: the page reads it all."""
+    head = plan_heads.stored(storage, record.problem_id)
+    if head is None or head.count <= chart_windows.AGGREGATE_ABOVE:
+        return None
+    stored = storage.get_problem(record.problem_id, content=False)
+    if stored is None:  # only if the database was edited by hand
+        raise AppError(404, f"the problem of plan {record.id!r} is gone")
+    siblings = []
+    for plan in storage.plans_of(record.problem_id, placements=False):
+        columns = chart_windows.stored_columns(storage, record.problem_id, plan.id)
+        if columns is None and not plan.arena_bytes:  # its strategy made no plan (stored as 0 bytes)
+            siblings.append(plan)
+        elif columns is None or columns.pool_sizes is None:
+            return None
+        else:
+            siblings.append(dataclasses.replace(plan, plan={"pool_sizes": columns.pool_sizes}))
+    return head, stored, siblings
+
+
+def _big_notes(storage: Storage, record: PlanRecord) -> list[dict[str, Any]]:
+    """`notes.page_notes` with the tensors' places read from the plan's stored columns."""
+    listed = notes.listing(storage, record)
+    wanted = {note["tensor"] for note in listed if note["tensor"] is not None}
+    columns = chart_windows.stored_columns(storage, record.problem_id, record.id) if wanted else None
+    at = chart_windows.positions(columns, wanted) if columns is not None else {}
+    return [
+        {**note, "when": notes.when(note["created"]), **({"at": at[note["tensor"]]} if note["tensor"] in at else {})}
+        for note in listed
+    ]
+
+
 def plan_title(storage: Storage, record: PlanRecord, compare: str | None) -> str:
     """The plan page's title, and a bad ``compare`` refused (422) before the page starts."""
+    head = plan_heads.stored(storage, record.problem_id)
     if compare:
-        resolve_compare(storage.plans_of(record.problem_id), record, compare)
+        plans = storage.plans_of(record.problem_id, placements=head is None)
+        if head is not None:  # a plan without placements counts as made when its strategy made one
+            plans = [dataclasses.replace(p, plan={"made": True}) if p.arena_bytes else p for p in plans]
+        resolve_compare(plans, record, compare)
+    if head is not None:
+        return f"{head.name or 'problem'} · {record.strategy}"
     problem, _ = problem_of(storage, record)  # parsed once and kept: the page's body needs it next
     return f"{problem.name or 'problem'} · {record.strategy}"
 

@@ -61,7 +61,7 @@ def test_another_process_reads_the_columns_written_when_the_plan_was_made(client
     problem_id, plan_id, doc = _big_plan(client)
     storage = client.app.state.storage
     folder = column_store.folder(storage) / problem_id
-    assert sorted(p.name for p in folder.iterdir()) == sorted(["problem.npz", f"{plan_id}.npz"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["problem.npz", f"{plan_id}.npz", "head.json"])
     other = _other_process(storage, problem_id, plan_id)
     assert other["read"] and other["offsets"] == [b["offset"] for b in doc["buffers"]]
     by_size = sorted(range(len(doc["buffers"])), key=lambda k: (-doc["buffers"][k]["size"], k))
