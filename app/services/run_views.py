@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.services import chart_windows, charts, planning
+from app.services import chart_windows, charts, plan_heads, planning
 from app.services.plans import problem_of
 from app.storage import Storage
 
@@ -14,7 +14,11 @@ from app.storage import Storage
 def plan_chart_view(storage: Storage, plan_id: str | None) -> dict[str, Any] | None:
     """The chart data of one stored plan, or None when there is nothing to draw (no plan id, the plan
     is gone or has no placements, or it is too big to draw whole: its plan page aggregates)."""
-    record = storage.get_plan(plan_id) if plan_id else None
+    head = storage.get_plan(plan_id, placements=False) if plan_id else None
+    big = head is not None and plan_heads.stored(storage, head.problem_id)
+    if head is None or (big and big.count > chart_windows.AGGREGATE_ABOVE):  # drawn whole, never: not parsed
+        return None
+    record = storage.get_plan(head.id)
     if record is None or not record.plan:
         return None
     problem, stored = problem_of(storage, record)
