@@ -12,12 +12,42 @@ import numpy as np
 import pytest
 
 from planner import check_plan, load, plan
+from planner.csvio import load_csv
 from planner.exact import ExactInfeasibleError
 from planner.exact.bounded import BudgetSpent
 from planner.exact.driver import PORTFOLIO, Budget, decide, minimise
+from planner.exact.model import Model
 from planner.exact.resume import Resumable
 from planner.generate import network_like
-from tests.planner.test_optimal import CAPACITY, _challenging, _model, _packs, brute_force, random_problem
+from planner.placement import Placer
+from planner.problem import Problem
+from tests.planner.test_optimal import CAPACITY, TRACES, brute_force, random_problem
+
+
+def _challenging(letter: str) -> Problem:
+    path = TRACES / f"minimalloc_{letter}.{CAPACITY}.csv"
+    if not path.exists():
+        pytest.skip(f"{path.name} is not available here")
+    return load_csv(path)
+
+
+def _model(problem: Problem) -> Model:
+    blocks = Placer(problem).blocks
+    sized = blocks.size > 0
+    return Model.of(blocks.size[sized], blocks.first[sized], blocks.last[sized], blocks.align[sized])
+
+
+def _packs(model: Model, offsets: np.ndarray, height: int) -> bool:
+    """Independently of the searches: every block under the height, no two meeting ones overlap."""
+    o = [int(x) for x in offsets]
+    for i in range(len(model)):
+        if o[i] < 0 or o[i] % int(model.align[i]) or o[i] + int(model.size[i]) > height:
+            return False
+        for j in range(i + 1, len(model)):
+            meets = model.first[i] <= model.last[j] and model.first[j] <= model.last[i]
+            if meets and not (o[i] + model.size[i] <= o[j] or o[j] + model.size[j] <= o[i]):
+                return False
+    return True
 
 
 def _search_threads() -> list[threading.Thread]:
