@@ -62,6 +62,8 @@ class Resumable:
         if thread is None or not thread.is_alive():
             return
         self._stop = True
+        # Still running (the caller was interrupted while it waited): pause at the next node.
+        self.search.node_limit = 0
         self._go.release()
         thread.join()
 
