@@ -235,6 +235,29 @@ def _validate(p: Problem) -> None:
             raise ProblemError(f"buffer {b.id!r}: alias_of names unknown buffer {b.alias_of!r}")
         if b.alias_offset < 0 or (b.alias_offset and b.alias_of is None):
             raise ProblemError(f"buffer {b.id!r}: alias_offset must be >= 0 and needs alias_of")
+    _check_alias_alignment(p)
+
+
+def _check_alias_alignment(p: Problem) -> None:
+    """A buffer sits `alias_offset` bytes into the one it aliases, whose group is placed at a
+    multiple of its alignment: the bytes from the group's root to the buffer must keep the
+    buffer's own alignment, or no placement could satisfy it."""
+    by_id = {b.id: b for b in p.buffers}
+    for b in p.buffers:
+        if not b.alias_offset and b.alias_of is None:
+            continue
+        delta, at, seen = 0, b, {b.id}
+        while at.alias_of is not None and at.alias_of not in seen:  # a cycle is reported where groups are made
+            delta += at.alias_offset
+            seen.add(at.alias_of)
+            at = by_id[at.alias_of]
+        align = p.align_of(b)
+        if delta % align:
+            raise ProblemError(
+                f"buffer {b.id!r}: sits {delta} bytes into {at.id!r} (alias_offset along alias_of), not a "
+                f"multiple of its alignment of {align} bytes, so no offset can align it; alias offsets must "
+                "be multiples of the aliasing buffer's alignment"
+            )
 
 
 def _check_alignment(value: int, where: str) -> None:

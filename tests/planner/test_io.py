@@ -96,6 +96,7 @@ def test_any_problem_round_trips(problem):
         (lambda d: d.update(schema="memplan.problem/9"), "unknown version"),
         (lambda d: d["buffers"][1].update(pool_candidates=["l3"]), "unknown pool 'l3'"),
         (lambda d: d["buffers"][2].update(alias_of="nobody"), "unknown buffer 'nobody'"),
+        (lambda d: d.update(alignment=64) or d["buffers"][2].update(alias_offset=8), "not a multiple of its alignment"),
         (lambda d: d.update(steps=2, step_names=["a", "b"]), "must be < steps (2)"),
     ],
 )
