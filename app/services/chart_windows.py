@@ -161,17 +161,33 @@ def plan_columns(
     cols = problem_columns(problem_id, problem, storage)
     stored = column_store.load(storage, problem_id, plan_id) if storage is not None else None
     if stored is not None and stored["offsets"].shape == cols.size.shape:
-        return _plans.put(plan_id, _plan_from(cols, stored["offsets"], _pool_sizes(stored)))
+        return _plans.put(plan_id, _stored_plan(cols, stored))
     offsets = _offsets(cols.ids.tolist(), problem, plan_json)
     made = _plans.put(plan_id, _plan_from(cols, offsets, dict(plan_json.get("pool_sizes", {}))))
     if storage is not None:
-        sizes = np.array(json.dumps(made.pool_sizes, sort_keys=True))
-        column_store.save(storage, problem_id, plan_id, {"offsets": made.offsets, "pool_sizes": sizes})
+        # The page's first window too (its raster is most of a page's work at 10^6 tensors), made once here.
+        extra = {"limit": PAGE_RECTS, "window": overview(made)}
+        column_store.save(
+            storage,
+            problem_id,
+            plan_id,
+            {
+                "offsets": made.offsets,
+                "pool_sizes": np.array(json.dumps(made.pool_sizes, sort_keys=True)),
+                "overview": np.array(json.dumps(extra, separators=(",", ":"))),
+            },
+        )
     return made
 
 
-def _pool_sizes(stored: dict[str, np.ndarray]) -> dict[str, int] | None:
-    return json.loads(str(stored["pool_sizes"])) if "pool_sizes" in stored else None
+def _stored_plan(cols: ProblemColumns, stored: dict[str, np.ndarray]) -> PlanColumns:
+    """A plan's columns from its file: offsets, pool sizes and (when made with this `PAGE_RECTS`) its overview."""
+    sizes = json.loads(str(stored["pool_sizes"])) if "pool_sizes" in stored else None
+    made = _plan_from(cols, stored["offsets"], sizes)
+    extra = json.loads(str(stored["overview"])) if "overview" in stored else {}
+    if extra.get("limit") == PAGE_RECTS:
+        made.overview.update(extra["window"])
+    return made
 
 
 def store_columns(storage: Storage, problem_id: str, problem: Problem, records: list[Any]) -> None:
@@ -225,7 +241,7 @@ def stored_columns(storage: Storage, problem_id: str, plan_id: str) -> PlanColum
     stored = column_store.load(storage, problem_id, plan_id)
     if stored is None or stored["offsets"].shape != cols.size.shape:
         return None
-    return _plans.put(plan_id, _plan_from(cols, stored["offsets"], _pool_sizes(stored)))
+    return _plans.put(plan_id, _stored_plan(cols, stored))
 
 
 def positions(columns: PlanColumns, wanted: set[str]) -> dict[str, list[int]]:
