@@ -99,6 +99,9 @@ class _Solver:
                 if h:
                     self.members[s].append(i)
         self.overlaps, self.rise = _overlaps(m)
+        # A hint per section, never restored: a block live there that was unplaced and low
+        # enough when last looked at (checked before it is trusted).
+        self.witness = [found[0] if found else 0 for found in self.members]
         self.total = m.load().tolist()
         cross = m.crossings().tolist()
         self.cross = cross
@@ -205,14 +208,18 @@ class _Solver:
         # the lowest of their lowest offsets, so its bytes still to place must fit above that.
         # Lowest offsets only rise along a branch, so only sections of raised blocks can fail
         # here; a section fails when no unplaced block can start at or below its slack.
-        height = self.height
+        height, witness, members = self.height, self.witness, self.members
         for s in touched:
             rest = total[s]
             if not rest:
                 continue
             slack = height - rest
-            for j in self.members[s]:
+            j = witness[s]
+            if offset[j] < 0 and lowest[j] <= slack:
+                continue
+            for j in members[s]:
                 if offset[j] < 0 and lowest[j] <= slack:
+                    witness[s] = j
                     break
             else:
                 self._unplace(i, raised)
