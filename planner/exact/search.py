@@ -61,7 +61,17 @@ class SkylineSearch(BoundedSearch):
             raise ValueError("the skyline search needs blocks with bytes in every section of their span")
         self._rank = m.rank(self.order)
         self._covering = m.covering(self._rank)
-        self._cover = m.cover_matrix()
+        # Every (block, section) cell of the blocks' spans, ordered by section: the lowest
+        # start over the unplaced blocks of each section is one reduceat over them.
+        spans = (m.hi - m.lo).astype(np.int64)
+        cell_block = np.repeat(np.arange(n), spans)
+        cell_section = np.arange(int(spans.sum())) - np.repeat(np.cumsum(spans) - spans, spans) + m.lo[cell_block]
+        by_section = np.argsort(cell_section, kind="stable")
+        self._cell_block = cell_block[by_section]
+        counts = np.bincount(cell_section, minlength=m.sections)
+        self._cell_sections = np.flatnonzero(counts)  # sections with a block live in them
+        self._cell_starts = (np.cumsum(counts) - counts)[self._cell_sections]
+        self._spans = np.stack((m.lo, m.hi), axis=1).ravel()
         self._size_l = m.size.tolist()
         self._lo_l, self._hi_l = m.lo.tolist(), m.hi.tolist()
         S = m.sections
@@ -154,17 +164,16 @@ class SkylineSearch(BoundedSearch):
 
     def _floor_bound_holds(self, state: tuple, a: int, b: int) -> bool:
         """Lift each section to the lowest start of its unplaced blocks; does all still fit?"""
-        if self._cover is None:
-            return True
         floor, _, rest, _, placed = state
         m = self.model
-        todo = np.flatnonzero(~placed & (m.lo >= a) & (m.hi <= b))
-        if todo.size == 0:
+        todo = ~placed & (m.lo >= a) & (m.hi <= b)
+        if not todo.any():
             return True
-        bounds = np.stack((m.lo[todo], m.hi[todo]), axis=1).ravel()
-        lowest = np.maximum.reduceat(np.append(floor, 0), bounds)[::2]
-        lowest = -(-lowest // m.align[todo]) * m.align[todo]
-        lifted = np.where(self._cover[todo, a:b], lowest[:, None], _BIG).min(axis=0)
+        lowest = np.maximum.reduceat(np.append(floor, 0), self._spans)[::2]
+        lowest = np.where(todo, -(-lowest // m.align) * m.align, _BIG)
+        lifted = np.full(m.sections, _BIG, dtype=np.int64)
+        lifted[self._cell_sections] = np.minimum.reduceat(lowest[self._cell_block], self._cell_starts)
+        lifted = lifted[a:b]
         lifted = np.where(lifted < _BIG, lifted, 0)
         return not ((np.maximum(floor[a:b], lifted) + rest[a:b]) > self.height).any()
 
