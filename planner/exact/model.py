@@ -24,9 +24,6 @@ from planner.bounds import live_sum
 ORDERS = {
     "size": ("size", "length"),
 }
-# A dense block x section cover matrix makes the unallocated-floor bound one numpy call;
-# above this many cells it costs more than it saves.
-MAX_COVER_CELLS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -136,12 +133,3 @@ class Model:
             found = np.flatnonzero((self.lo <= s) & (self.hi > s))
             out.append(found[np.argsort(rank[found], kind="stable")])
         return out
-
-    def cover_matrix(self) -> np.ndarray | None:
-        """Block x section booleans, or None when too large to pay for itself."""
-        if len(self) * self.sections > MAX_COVER_CELLS:
-            return None
-        cover = np.zeros((len(self), self.sections), dtype=bool)
-        for i, (lo, hi) in enumerate(zip(self.lo.tolist(), self.hi.tolist(), strict=True)):
-            cover[i, lo:hi] = True
-        return cover
