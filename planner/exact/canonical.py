@@ -36,7 +36,6 @@ ceiling of step 2.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import add
 
 import numpy as np
 
@@ -124,37 +123,36 @@ class _Solver:
 
     def _part(self, part: list[int], a: int, b: int, result: list[int]) -> bool:
         """Search sections ``[a, b)`` for the unplaced blocks `part` (all inside it)."""
-        width, total, lo, hi = self.width, self.total, self.lo, self.hi
-
-        def key(i: int) -> tuple[int, ...]:
-            values = {"width": width[i], "area": self.area[i], "total": max(total[lo[i] : hi[i]])}
-            return (*(-values[k] for k in self.keys), i)
-
-        ranked = sorted(part, key=key)
-        return self._search(ranked, list(range(len(ranked))), a, b, 0, 0, result)
+        width, area, total, lo, hi = self.width, self.area, self.total, self.lo, self.hi
+        columns = {
+            "width": lambda: [-width[i] for i in part],
+            "area": lambda: [-area[i] for i in part],
+            "total": lambda: [-max(total[lo[i] : hi[i]]) for i in part],
+        }
+        # Keys most significant first, each descending, then the block (unique).
+        ranked = [row[-1] for row in sorted(zip(*(columns[k]() for k in self.keys), part, strict=True))]
+        rank = {i: r for r, i in enumerate(ranked)}
+        return self._search(rank, ranked, a, b, 0, 0, result)
 
     def _search(
-        self, ranked: list[int], todo: list[int], a: int, b: int, at_least: int, after: int, result: list[int]
+        self, rank: dict[int, int], todo: list[int], a: int, b: int, at_least: int, after: int, result: list[int]
     ) -> bool:
-        """Place the blocks `ranked[r]` for r in `todo` (the unplaced ones, by rank), each at or
-        above `at_least` (and after rank `after` there)."""
+        """Place the blocks `todo` (the unplaced ones of this part), each at or above
+        `at_least` (and after rank `after` there)."""
         self.owner.tick()
         if not todo:
             return True
         offset, lowest, size = self.offset, self.lowest, self.size
-        blocks = [ranked[r] for r in todo]
-        lows = [lowest[i] for i in blocks]
         # No block may start at or above the lowest top an unplaced block can reach, nor
         # so high that some section's bytes to place no longer fit above it.
-        ceiling = min(map(add, lows, [size[i] for i in blocks]))
+        ceiling = min([lowest[i] + size[i] for i in todo])
         ceiling = min(ceiling, self.height - max(self.total[a:b]) + 1)
         # Only the few blocks starting between the current offset and the ceiling are tried:
-        # filtering before sorting keeps the sort small.
-        candidates = sorted([(v, r) for v, r in zip(lows, todo, strict=True) if at_least <= v < ceiling])
-        for at, r in candidates:
+        # filtering before sorting keeps the sort small. (offset, rank) is unique.
+        candidates = sorted([(v, rank[i], i) for i in todo if at_least <= (v := lowest[i]) < ceiling])
+        for at, r, i in candidates:
             if at == at_least and r < after:
                 continue
-            i = ranked[r]
             placed = self._place(i, at)
             if placed is None:
                 if not any(offset[j] < 0 for j in self.overlaps[i]):
@@ -163,7 +161,7 @@ class _Solver:
             raised, hatless = placed
             result[i] = at
             try:
-                found = self._descend(ranked, todo, i, at, r, a, b, result)
+                found = self._descend(rank, todo, i, at, r, a, b, result)
             finally:
                 self._unplace(i, raised)
             if found:
@@ -241,7 +239,7 @@ class _Solver:
         self.offset[i] = -1
 
     def _descend(
-        self, ranked: list[int], todo: list[int], i: int, at: int, r: int, a: int, b: int, result: list[int]
+        self, rank: dict[int, int], todo: list[int], i: int, at: int, r: int, a: int, b: int, result: list[int]
     ) -> bool:
         """Go on after placing `i`: in the same part, or in each part it split off."""
         cross = self.cross
@@ -254,12 +252,12 @@ class _Solver:
         try:
             if len(cuts) == 1:
                 rest = todo.copy()
-                rest.remove(r)
-                return self._search(ranked, rest, a, b, at, r, result)
+                rest.remove(i)
+                return self._search(rank, rest, a, b, at, r, result)
             cuts.append(b)
             offset, lo_of, hi_of = self.offset, self.lo, self.hi
             for pa, pb in zip(cuts[:-1], cuts[1:], strict=True):
-                part = [j for j in ranked if offset[j] < 0 and lo_of[j] < pb and pa < hi_of[j]]
+                part = [j for j in todo if offset[j] < 0 and lo_of[j] < pb and pa < hi_of[j]]
                 if part and not self._part(part, pa, pb, result):
                     return False
             return True
