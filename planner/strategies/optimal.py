@@ -23,8 +23,8 @@ Optimal when `stats["status"]` is "optimal" (the arena equals a proven lower bou
 anytime otherwise: the plan is the best found, `proven_lower_bound` what is known and
 `stats["gap"]` the arena over it, minus 1 (at most that far above the optimum).
 The searches follow MiniMalloc (Moffitt, ASPLOS 2023): its canonical search under its
-three static ranks, and a skyline search on the same ideas, restarted in turn with
-doubling node limits.
+three static ranks, and a skyline search on the same ideas, run in turn with
+doubling node limits, each going on where it stopped.
 """
 
 from __future__ import annotations
