@@ -18,6 +18,9 @@ import numpy as np
 
 from planner.exact.bounded import BoundedSearch, BudgetSpent
 
+_STACK_BYTES = 256 << 20
+_stack_lock = threading.Lock()
+
 
 class _Stopped(BaseException):
     """Unwinds a paused search that is no longer wanted (not an `Exception`: nothing in a
@@ -47,7 +50,15 @@ class Resumable:
         self.search.node_limit = until
         if self._thread is None:
             self._thread = threading.Thread(target=self._main, name="memplan-exact-search", daemon=True)
-            self._thread.start()
+            with _stack_lock:
+                # A search recurses once or more per placed block, partly through C (all(),
+                # generators): give it more stack than a thread's default (2 MiB on some
+                # systems), reserved rather than used.
+                previous = threading.stack_size(_STACK_BYTES)
+                try:
+                    self._thread.start()
+                finally:
+                    threading.stack_size(previous)
         self._go.release()
         self._back.acquire()
         if self._error is not None:

@@ -156,3 +156,17 @@ def test_a_challenging_instance_at_its_optimum_and_one_byte_short_and_no_thread_
     result = plan(tight, "optimal", time_limit=0.3)  # the deadline ends paused searches
     assert check_plan(tight, result).ok
     assert not _search_threads()
+
+
+def test_a_search_as_deep_as_its_blocks_runs_in_its_thread_and_puts_the_limit_back():
+    import sys
+
+    before = sys.getrecursionlimit()
+    n = 1000  # all live at once: every packing stacks them, one recursion level or more each
+    sizes = np.arange(1, n + 1, dtype=np.int64) * 8
+    model = Model.of(sizes, np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64))
+    assert 2 * n > before
+    found = decide(model, int(sizes.sum()), Budget(max_nodes=100_000))
+    assert found.status == "optimal" and _packs(model, found.offsets, int(sizes.sum()))
+    assert sys.getrecursionlimit() == before
+    assert not _search_threads()
