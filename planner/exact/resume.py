@@ -37,6 +37,7 @@ class Resumable:
         self._error: BaseException | None = None
         self._spent = False  # ended by the deadline
         self._stop = False
+        self._ended = False  # the thread has finished (ended, spent, failed or stopped)
         self._go = threading.Semaphore(0)
         self._back = threading.Semaphore(0)
         self._thread: threading.Thread | None = None
@@ -45,8 +46,8 @@ class Resumable:
     def step(self, until: int) -> bool:
         """Run until the search has spent `until` nodes in all. True when it has ended (see
         `offsets`); raises `BudgetSpent` when the deadline ended it, and any error it raised."""
-        if self.done:
-            return True
+        if self._ended:
+            return self._outcome()
         self.search.node_limit = until
         if self._thread is None:
             self._thread = threading.Thread(target=self._main, name="memplan-exact-search", daemon=True)
@@ -61,6 +62,9 @@ class Resumable:
                     threading.stack_size(previous)
         self._go.release()
         self._back.acquire()
+        return self._outcome()
+
+    def _outcome(self) -> bool:
         if self._error is not None:
             raise self._error
         if self._spent:
@@ -91,6 +95,7 @@ class Resumable:
         except BaseException as e:  # handed to the caller of `step`
             self._error = e
         finally:
+            self._ended = True
             self._back.release()
 
     def _pause(self) -> None:

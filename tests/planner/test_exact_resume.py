@@ -108,6 +108,8 @@ def test_closing_a_paused_search_ends_its_thread_and_a_deadline_ends_it_too():
     late = Resumable(kind(model, CAPACITY, order, deadline=time.perf_counter()))
     with pytest.raises(BudgetSpent):
         late.step(10**9)
+    with pytest.raises(BudgetSpent):  # and again, at once, when asked again
+        late.step(10**9)
     late.close()
     assert not _search_threads()
 
