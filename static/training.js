@@ -59,7 +59,8 @@
       M.categoryChart(document.getElementById("chart-categories"), job.result);
       return;
     }
-    if (job.state === "failed" || job.state === "cancelled" || job.state === "interrupted") return;
+    const hit = job.state === "failed" && job.error && job.error.canary;
+    if (!hit && (job.state === "failed" || job.state === "cancelled" || job.state === "interrupted")) return;
     const ready = M.lossChart(chart, []);
     const bar = document.getElementById("training-progress"), message = document.getElementById("training-message");
     const state = document.getElementById("training-state");
@@ -76,6 +77,7 @@
       training.live = plan.ready.then(() => run.follow(job.id));
     }
     followOn(data.view);
+    if (hit) return;  // the follower replays the demo's events to the canary's hit, drawn in red
     M.follow(job.id, (p) => {
       bar.value = p.progress;
       message.textContent = p.message;

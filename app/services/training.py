@@ -255,8 +255,10 @@ def verdict(losses: list[float], reference: float | None) -> dict[str, Any]:
 
 def planned_view(storage: Storage, job: Job) -> dict[str, Any] | None:
     """The unified plan a demo job stored before training (its first events say which), to follow the
-    job live on its chart; None before it is planned or when the job is over."""
-    if job.state not in ("queued", "running"):
+    job live on its chart, or to show where the canary stopped it; None before it is planned or when
+    the job is over otherwise."""
+    stopped = job.state == "failed" and bool((job.error or {}).get("canary"))
+    if job.state not in ("queued", "running") and not stopped:
         return None
     for event in storage.job_events(job.id, limit=PLANNED_WITHIN):
         plan_id = event["data"].get("plan_id")

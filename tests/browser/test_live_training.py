@@ -130,3 +130,11 @@ def test_a_canary_hit_in_a_training_step_is_drawn_in_red_where_it_happened(serve
     assert any(f"{hi - lo:,} bytes clobbered at step {hit_at}" in n for n in notes), notes
     assert "canary" in page.inner_text("#live-status")
     shot(page, "training-canary-hit")
+    page.reload()  # the failed demo's page: its events replayed on the plan, to the hit in red
+    page.wait_for_function("window.Memplan && Memplan.training && Memplan.training.run", timeout=30_000)
+    page.wait_for_function("Memplan.training.run.hit", timeout=30_000)
+    red = page.evaluate(
+        "document.getElementById('run-chart-offsets').layout.shapes.filter((s) => s.name === 'canary')"
+        ".map((s) => [s.x0, s.y0, s.y1])"
+    )
+    assert [hit_at, lo, hi] in red and "canary" in page.inner_text("#live-status")

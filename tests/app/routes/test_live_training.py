@@ -63,6 +63,10 @@ def test_a_demo_reports_its_plan_first_then_every_node_with_the_canary_and_a_ver
     running = training.planned_view(storage, dataclasses.replace(record, state="running"))
     assert running is not None and running["selected"] == result["plan_id"] and running["steps"] == problem.steps
     assert training.planned_view(storage, record) is None  # a finished demo draws its result's plan
+    hit = {"step": 3, "node": "n", "tensors": []}
+    stopped = dataclasses.replace(record, state="failed", error={"detail": "canary", "canary": hit})
+    assert training.planned_view(storage, stopped)["selected"] == result["plan_id"]  # where the canary stopped it
+    assert training.planned_view(storage, dataclasses.replace(stopped, error={"detail": "other"})) is None
 
 
 def test_a_long_demo_reports_every_nth_step_node_by_node_within_the_budget(client):
