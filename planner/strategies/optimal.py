@@ -7,7 +7,7 @@
 3. With a capacity: if the incumbent fits, done; otherwise search for a packing within
    the capacity, or a proof that none exists.
    Without one: ask the search for a packing at the lower bound, then just below the
-   best arena so far, in rounds with doubling node limits; a found packing becomes the
+   best arena so far, in rounds with growing node limits; a found packing becomes the
    incumbent, a proof raises the lower bound; stop when they meet or the budget ends.
 4. One pool of more than `MAX_SEARCH_BLOCKS` blocks (traces of 10^4 to 10^6 buffers):
    pack it in pieces (`planner.exact.pieces`: blocks live throughout stacked on top, the
@@ -24,7 +24,7 @@ anytime otherwise: the plan is the best found, `proven_lower_bound` what is know
 `stats["gap"]` the arena over it, minus 1 (at most that far above the optimum).
 The searches follow MiniMalloc (Moffitt, ASPLOS 2023): its canonical search under its
 three static ranks, and a skyline search on the same ideas, run in turn with
-doubling node limits, each going on where it stopped.
+growing node limits, each going on where it stopped.
 """
 
 from __future__ import annotations
