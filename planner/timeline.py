@@ -456,22 +456,35 @@ def _gather_path(
 ) -> None:
     """Collect the own unions of nodes `x` and `y` and of every ancestor of either, each
     node once: short ones (lists) into `found`, long ones (arrays) into `unions`."""
-    nodes = [x] if x == y else [x, y]
-    x, y = up[x], up[y]
-    while x != y:
-        if x > y:
-            nodes.append(x)
-            x = up[x]
+    got = own[x]
+    if got:
+        if type(got) is list:
+            found += got
         else:
-            nodes.append(y)
-            y = up[y]
-    while x:
-        nodes.append(x)
-        x = up[x]
-    for node in nodes:
-        got = own[node]
+            unions.append(got)
+    if y != x:
+        got = own[y]
         if got:
             if type(got) is list:
                 found += got
             else:
                 unions.append(got)
+    x, y = up[x], up[y]
+    while x != y:
+        if x > y:
+            got, x = own[x], up[x]
+        else:
+            got, y = own[y], up[y]
+        if got:
+            if type(got) is list:
+                found += got
+            else:
+                unions.append(got)
+    while x:
+        got = own[x]
+        if got:
+            if type(got) is list:
+                found += got
+            else:
+                unions.append(got)
+        x = up[x]
