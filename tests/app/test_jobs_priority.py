@@ -85,9 +85,13 @@ def _http_port(dask_scheduler) -> int:  # run on the scheduler
 
 
 def test_two_local_clusters_serve_their_schedulers_http_on_free_loopback_ports_without_a_warning(capfd):
-    with local_cluster(workers=1) as a, local_cluster(workers=1) as b:
-        with Client(a, timeout=30) as one, Client(b, timeout=30) as two:
-            ports = {one.run_on_scheduler(_http_port), two.run_on_scheduler(_http_port)}
+    with (
+        local_cluster(workers=1) as a,
+        local_cluster(workers=1) as b,
+        Client(a, timeout=30) as one,
+        Client(b, timeout=30) as two,
+    ):
+        ports = {one.run_on_scheduler(_http_port), two.run_on_scheduler(_http_port)}
     assert len(ports) == 2 and 8787 not in ports  # not the default port, which one of them would miss
     assert "already in use" not in capfd.readouterr().err
 
