@@ -85,7 +85,9 @@
       if (p.loss !== undefined) ready.then(() => Plotly.extendTraces(chart, { x: [[p.train_step + 1]], y: [[p.loss]] }, [0]));
       if (p.plan_id && !training.live && !training.asked) {
         training.asked = true;
-        fetch("/training/demo/" + job.id + "?format=json").then((r) => r.json()).then((page) => followOn(page.view));
+        fetch("/training/demo/" + job.id + "?format=json").then((r) => r.json())
+          .then((page) => { if (page.view) followOn(page.view); else training.asked = false; })  // asked again at the next event
+          .catch(() => { training.asked = false; });
       }
     }).then((done) => {
       if (!training.live) { window.location.reload(); return; }
