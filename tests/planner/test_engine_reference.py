@@ -23,20 +23,7 @@ from planner.generate import network_like, training_like
 from planner.placement import Placer
 from planner.problem import Problem
 from planner.timeline import add, pick_among
-
-
-def gap_of(ranges: list[tuple[int, int]], size: int, align: int, best: bool) -> int:
-    """Gaps of the union of `ranges`, lowest first; the rule's choice, else above all."""
-    gaps, reach = [], 0
-    for start, end in sorted(ranges):
-        if start > reach:
-            gaps.append((reach, start))
-        reach = max(reach, end)
-    fitting = [(s, e) for s, e in gaps if -(-s // align) * align + size <= e]
-    if fitting:
-        s, _ = min(fitting, key=lambda g: (g[1] - g[0], g[0])) if best else fitting[0]
-        return -(-s // align) * align
-    return -(-reach // align) * align
+from tests.planner.test_engine_structures import reference_pick
 
 
 def pairwise_offsets(problem: Problem, order: list[int], rule: str) -> list[int]:
@@ -52,7 +39,7 @@ def pairwise_offsets(problem: Problem, order: list[int], rule: str) -> list[int]
             continue
         live = np.flatnonzero(placed & (first <= last[i]) & (last >= first[i]))
         ranges = [(int(offsets[j]), int(offsets[j] + size[j])) for j in live]
-        offsets[i] = gap_of(ranges, int(size[i]), problem.align_of(bufs[i]), rule == "best")
+        offsets[i] = reference_pick(ranges, int(size[i]), problem.align_of(bufs[i]), rule == "best")
         placed[i] = True
     return offsets.tolist()
 
@@ -154,6 +141,6 @@ def test_pick_among_unions_and_loose_ranges_reads_gaps_like_the_reference(unions
     every += [(start, start + length) for start, length in loose]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planner.timeline, "MANY", many)
-        assert pick_among(kept, flat, size, align, best) == gap_of(every, size, align, best)
+        assert pick_among(kept, flat, size, align, best) == reference_pick(every, size, align, best)
     for union in kept:  # still growable: no numpy view of it was left behind
         add(union, 10_000, 10_001)
