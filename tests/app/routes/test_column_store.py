@@ -32,9 +32,10 @@ storage.close()
 """
 
 
-def _other_process(storage, problem_id: str, plan_id: str) -> dict:
+def in_another_process(script: str, storage, *args: str) -> dict:
+    """The JSON that `script` prints last, run by a fresh Python on `storage`'s data folder and database."""
     done = subprocess.run(
-        [sys.executable, "-c", OTHER_PROCESS, str(storage.root), storage.url, problem_id, plan_id],
+        [sys.executable, "-c", script, str(storage.root), storage.url, *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -62,7 +63,7 @@ def test_another_process_reads_the_columns_written_when_the_plan_was_made(client
     storage = client.app.state.storage
     folder = column_store.folder(storage) / problem_id
     assert sorted(p.name for p in folder.iterdir()) == sorted(["problem.npz", f"{plan_id}.npz", "head.json"])
-    other = _other_process(storage, problem_id, plan_id)
+    other = in_another_process(OTHER_PROCESS, storage, problem_id, plan_id)
     assert other["read"] and other["offsets"] == [b["offset"] for b in doc["buffers"]]
     by_size = sorted(range(len(doc["buffers"])), key=lambda k: (-doc["buffers"][k]["size"], k))
     assert other["ids"] == [doc["buffers"][k]["id"] for k in by_size if doc["buffers"][k]["size"] > 0]
@@ -70,7 +71,7 @@ def test_another_process_reads_the_columns_written_when_the_plan_was_made(client
     # database (and writes them again for the next one).
     for path in folder.iterdir():
         path.unlink()
-    rebuilt = _other_process(storage, problem_id, plan_id)
+    rebuilt = in_another_process(OTHER_PROCESS, storage, problem_id, plan_id)
     assert not rebuilt["read"] and rebuilt["ids"] == other["ids"]
     assert (folder / f"{plan_id}.npz").exists()
 

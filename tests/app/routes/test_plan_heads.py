@@ -7,15 +7,10 @@ parsed problem and every plan's JSON, in this process."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from app.services import chart_windows, column_store, plan_heads, reports
 from planner.generate import network_like
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.app.routes.test_column_store import in_another_process
 
 # Another app process: the page's context (the JSON twin's content) and its title, with every way of
 # reading the whole problem refused.
@@ -44,19 +39,6 @@ storage.close()
 """
 
 
-def _other_process(storage, plan_id: str, compare: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-c", OTHER_PROCESS, str(storage.root), storage.url, plan_id, compare],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def _same(value) -> object:
     return json.loads(json.dumps(value, default=str))
 
@@ -78,7 +60,7 @@ def test_another_process_opens_a_big_plan_from_its_head_and_columns_with_the_sam
     tensor = max(problem.buffers, key=lambda b: (b.size, b.id))
     note = {"text": "the largest", "tensor": tensor.id, "step": tensor.first}
     assert client.post(f"/api/v1/plans/{plan_id}/notes", json=note).status_code == 201
-    other = _other_process(storage, plan_id, "greedy_by_size")
+    other = in_another_process(OTHER_PROCESS, storage, plan_id, "greedy_by_size")
     # The oracle: the page built the old way, from the whole problem, without the head.
     column_store.path(storage, problem_id, column_store.HEAD, ".json").unlink()
     monkeypatch.setattr(plan_heads, "_heads", type(plan_heads._heads)(8))
