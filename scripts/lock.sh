@@ -8,6 +8,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q "pip-tools>=7.4"
 python -m piptools compile --quiet --strip-extras --generate-hashes --allow-unsafe --no-emit-index-url --no-emit-find-links \
-    --extra ort --extra train --extra test \
+    --extra ort --extra fast --extra train --extra test \
     --output-file requirements/lock.txt pyproject.toml
 # The lock names no index: pip installs it from whichever index it is configured with.
