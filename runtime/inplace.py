@@ -7,7 +7,12 @@ one offset, with a height that follows its live members step by step, see `plann
 2. in place: an op whose kernel declares ``inplace=(k, ...)`` writes output 0 over input k
    when that input dies at this step (this node is its last reader), has the output's
    shape and dtype, is not a graph output, not a constant and not outside the arena, and
-   no other tensor sharing those bytes is still needed;
+   no other tensor sharing those bytes is still needed. Output 0 may also start at input
+   0's first byte with another size: for a plane-wise kernel (pooling, a depthwise Conv;
+   no larger than the input, as many planes) and for a kernel that declares its own route
+   over its input (`Planes.over`: a dense 1x1 or KxK 'same' Conv and its ConvAct, pixel-wise
+   or row-lagged, `runtime.kernels.conv_over`; the output may be larger). An alias of
+   another size is taken only where it raises no peak of live bytes (`LiveBytes.try_join`);
 3. concat in place: a Concat along its outermost non-unit axis has contiguous slices, so
    each input's producer can write straight into its slice of the output (DenseNet's dense
    blocks then stop copying). An input qualifies when it is produced by a node, lives in
@@ -170,7 +175,8 @@ def plan_in_place(
 ) -> dict[str, tuple[str, int]]:
     """Alias output 0 of in-place-safe ops onto an input that dies at that step (or, for a
     plane-wise kernel such as a pooling, a smaller output onto input 0's first bytes: the
-    group's height drops to the output's once the input is dead); returns the links added."""
+    group's height drops to the output's once the input is dead; for a dense 1x1 or 'same'
+    Conv, an output of any size there); returns the links added."""
     added: dict[str, tuple[str, int]] = {}
     pinned = set(graph.outputs) | set(graph.constants)
     for step, node in enumerate(graph.nodes):
@@ -218,20 +224,33 @@ def _plane_wise(graph: Graph, node: Node, kernel: Kernel) -> bool:
     return bool(spec.applies(dict(node.attributes), inputs, graph.tensors[node.outputs[0]]))
 
 
+def _writes_over(graph: Graph, node: Node, kernel: Kernel) -> bool:
+    """Whether this node's kernel declares a route of its own with output 0 from input 0's
+    first byte, of any size (`Planes.over`: a dense 1x1 or 'same' KxK Conv)."""
+    spec = kernel.planes
+    if spec is None or spec.over is None or not node.outputs or not node.outputs[0] or any(node.outputs[1:]):
+        return False
+    inputs = [graph.tensors.get(n) if n else None for n in node.inputs]
+    return spec.overlaps(dict(node.attributes), inputs, graph.tensors[node.outputs[0]])
+
+
 def _in_place_inputs(graph: Graph, node: Node, kernel: Kernel) -> tuple[int, ...]:
     """The inputs output 0 may be planned over."""
-    if 0 not in kernel.inplace and _plane_wise(graph, node, kernel):
+    if 0 not in kernel.inplace and (_plane_wise(graph, node, kernel) or _writes_over(graph, node, kernel)):
         return (*kernel.inplace, 0)
     return kernel.inplace
 
 
 def _fits_over(graph: Graph, node: Node, kernel: Kernel, k: int, source: str, out: str) -> bool:
-    """Can output 0 be written over input `k`: same shape and dtype, or a plane-wise kernel's
-    output no larger than input 0, with as many planes and no other output in use."""
+    """Can output 0 be written over input `k`: same shape and dtype, a plane-wise kernel's
+    output no larger than input 0, with as many planes and no other output in use, or the
+    output of a kernel with its own route over input 0 (any size, the same dtype)."""
     if kernel.planes is not None and any(node.outputs[1:]):
         return False  # its other outputs (MaxPool's indices) are not plane-wise
     if _same_type(graph, source, out) and k in kernel.inplace:
         return True
+    if k == 0 and _writes_over(graph, node, kernel):
+        return graph.tensors[source].dtype == graph.tensors[out].dtype
     if k != 0 or not _plane_wise(graph, node, kernel):
         return False
     src, dst = graph.tensors[source], graph.tensors[out]
@@ -276,7 +295,7 @@ def _overwritable(
 ) -> bool:
     """Whether output 0 of `node`, written at bytes `written`, may overwrite `member` (at
     bytes `held`), which dies at this step: exactly over it with the same type, or from
-    its first byte for a plane-wise kernel over input 0."""
+    its first byte for a plane-wise kernel, or one with its own route, over input 0."""
     out = node.outputs[0] if node.outputs else ""
     reads = [k for k, name in enumerate(node.inputs) if name == member]
     if not reads:

@@ -5,6 +5,11 @@ Conv copies each image's receptive fields into an im2col buffer carved from the 
 the weights, all groups in one batched matmul written straight into the output. A 1x1,
 stride-1, unpadded, ungrouped conv is a plain matmul and takes no workspace at all.
 The window geometry (pads, auto_pad, strides, dilations) is `runtime.kernels.window`'s.
+
+An ungrouped stride-1 Conv whose output keeps the input's size (1x1, or KxK 'same') may be
+planned with its output over its input (`runtime.kernels.conv_over` states why that is
+safe and when): called so, it runs the pixel-wise or row-lagged route, whose scratch the
+workspace covers (the larger of it and the usual route's).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import numpy as np
 
 from runtime.kernels import TensorMeta, kernel, window
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
+from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout, over_route
 from runtime.kernels.depthwise import (
     add_bias,
     channels_last_layout,
@@ -50,6 +56,14 @@ def conv_workspace(
     x, w, y = inputs[0], inputs[1], outputs[0]
     # Also fills the route cache at prepare, so that a run adds nothing to it beside the arena.
     geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    over = _over(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    own = _route_workspace(x, w, geo, path)
+    if over is None:
+        return own
+    return max(own, scratch_bytes(*over_layout(x.shape, w.shape, x.dtype, geo, over)))
+
+
+def _route_workspace(x, w, geo: Geometry, path: str) -> int:
     if path == "pointwise":
         return 0
     channels = x.shape[1]
@@ -233,6 +247,33 @@ def _tuple(value):
     return None if value is None else tuple(value)
 
 
+@functools.lru_cache(maxsize=1024)
+def _over_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
+    geo, _ = _conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    return over_route(x_shape, w_shape, y_shape, group, geo)
+
+
+def _over(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape) -> str | None:
+    """`conv_over.over_route` of one Conv ("columns", "rows" or None), worked out once per shape."""
+    return _over_route(
+        tuple(x_shape), tuple(w_shape), tuple(y_shape), group, auto_pad, _tuple(pads), _tuple(strides),
+        _tuple(dilations), _tuple(kernel_shape),
+    )  # fmt: skip
+
+
+def writes_over_input(attrs, inputs, out) -> bool:
+    """Whether a Conv may be called with its output from its input's first byte (any size):
+    a dense 1x1 or KxK 'same' conv with the channel geometry `conv_over` asks for."""
+    x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
+    if x is None or w is None or out is None or len(x.shape) < 3 or x.dtype != out.dtype:
+        return False
+    route = _over(
+        x.shape, w.shape, out.shape, attrs.get("group", 1), attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
+        attrs.get("strides"), attrs.get("dilations"), attrs.get("kernel_shape"),
+    )  # fmt: skip
+    return route is not None
+
+
 def reads_before_writing(attrs, inputs, out) -> bool:
     """Whether a depthwise Conv's route reads each channel block of an image (into its padded or
     copied rows) before writing that block's output: it may then run over its own input."""
@@ -244,11 +285,12 @@ def reads_before_writing(attrs, inputs, out) -> bool:
     return path in ("rows", "depthwise", "channels_last")
 
 
-# A depthwise Conv is plane-wise: planned over its input (MobileNet's stride-2 steps).
-DEPTHWISE_PLANES = Planes(channel_inputs=(1, 2), depthwise=True, direct=reads_before_writing)
+# A depthwise Conv is plane-wise: planned over its input (MobileNet's stride-2 steps); a dense
+# 1x1 or 'same' KxK conv writes over its input by a route of its own (`conv_over`).
+CONV_PLANES = Planes(channel_inputs=(1, 2), depthwise=True, direct=reads_before_writing, over=writes_over_input)
 
 
-@kernel("Conv", workspace=conv_workspace, planes=DEPTHWISE_PLANES)
+@kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES)
 @small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
@@ -265,6 +307,14 @@ def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group
     1x1 conv banded by output channels re-reads its input per band, which costs more than
     the cache saves)."""
     geo, path = conv_route(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    if np.may_share_memory(x, out):
+        over = _over(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+        if over == "columns":
+            conv_columns(x, w, b, out, finish, Scratch(ws, "Conv"))
+            return
+        if over == "rows":
+            conv_rows(x, w, b, out, geo, finish, Scratch(ws, "Conv"))
+            return
     batch, channels = x.shape[:2]
     filters = w.shape[0]
     if path == "pointwise":

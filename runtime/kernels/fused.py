@@ -25,7 +25,7 @@ import numpy as np
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, activation, apply
 from runtime.kernels._scratch import block_bytes, small_ufunc_buffers, units_within
-from runtime.kernels.conv import DEPTHWISE_PLANES, conv_workspace, convolve
+from runtime.kernels.conv import CONV_PLANES, conv_workspace, convolve
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -110,12 +110,12 @@ def _conv_act_workspace(
     return conv_workspace(inputs, outputs, **conv_attrs) + temp_bytes
 
 
-# Plane-wise like Conv: a depthwise ConvAct may be planned over its input.
+# Planned over its input like Conv: plane-wise when depthwise, pixel-wise or row-lagged when dense.
 @kernel(
     "ConvAct",
     domain=MEMPLAN_DOMAIN,
     workspace=_conv_act_workspace,
-    planes=DEPTHWISE_PLANES,
+    planes=CONV_PLANES,
 )
 @small_ufunc_buffers()
 def conv_act(

@@ -12,6 +12,11 @@ A kernel that itself reads each block of input planes before it writes the same 
 output planes (`Planes.direct`: a depthwise Conv on its banded or im2col route) is instead
 called on the memory as it is, one batch item at a time: no chunk scratch and no copy.
 
+A kernel may also declare that it writes its output over input 0 by a route of its own
+even where the op is not plane-wise (`Planes.over`: a dense Conv, pixel-wise or row-lagged,
+`runtime.kernels.conv_over`, whose output may be larger than its input); it is then called
+on the memory as it is, and picks that route itself.
+
 `Planes` says how a kernel is plane-wise; `plane_wise(fn, workspace, spec)` returns the
 kernel function and the workspace function to register (the scratch for one chunk of
 output planes is added after the kernel's own, only where the spec applies).
@@ -49,6 +54,9 @@ class Planes:
     # (attrs, inputs, out) -> whether the kernel, given its output over input 0 for one batch
     # item, reads every block of input planes before writing that block's output planes.
     direct: Callable[[dict[str, Any], Sequence[Any], Any], bool] | None = None
+    # (attrs, inputs, out) -> whether the kernel, called with its output starting at input 0's
+    # first byte (of any size), computes the op correctly by a route of its own.
+    over: Callable[[dict[str, Any], Sequence[Any], Any], bool] | None = None
 
     def applies(self, attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
         """Whether the op, with these attributes and input/output shapes, is plane-wise."""
@@ -59,6 +67,11 @@ class Planes:
             return False
         group = attrs.get("group", 1)
         return group == x.shape[1] == out.shape[1] == w.shape[0] and w.shape[1] == 1
+
+    def overlaps(self, attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
+        """Whether the kernel may write this op's output from input 0's first byte by its own
+        route (`over`), whatever the output's size."""
+        return self.over is not None and out is not None and bool(self.over(attrs, inputs, out))
 
     def chunked(self, attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
         """Whether the op is plane-wise through a chunk of scratch (plane-wise, not `direct`)."""
@@ -109,12 +122,13 @@ class PlaneWise:
 
         return bound
 
-    def _decide(self, attrs: dict[str, Any], inputs: Sequence[Any], y: Any) -> tuple[bool, bool, int]:
-        """(plane-wise, direct, bytes of the chunk at the end of the workspace)."""
+    def _decide(self, attrs: dict[str, Any], inputs: Sequence[Any], y: Any) -> tuple[bool, bool, int, bool]:
+        """(plane-wise, direct, bytes of the chunk at the end of the workspace, over)."""
         plane_wise = y is not None and self.spec.applies(attrs, inputs, y)
         direct = plane_wise and self.spec.direct is not None and self.spec.direct(attrs, inputs, y)
         chunk = _chunk_bytes(tuple(y.shape), y.dtype.itemsize) if plane_wise and not direct else 0
-        return plane_wise, direct, chunk
+        over = not plane_wise and self.spec.overlaps(attrs, inputs, y)
+        return plane_wise, direct, chunk, over
 
     def _run(
         self,
@@ -122,9 +136,9 @@ class PlaneWise:
         out: Any,
         ws: np.ndarray | None,
         attrs: dict[str, Any],
-        decision: tuple[bool, bool, int],
+        decision: tuple[bool, bool, int, bool],
     ) -> None:
-        fn, (plane_wise, direct, chunk) = self.fn, decision
+        fn, (plane_wise, direct, chunk, over) = self.fn, decision
         y = out[0] if isinstance(out, tuple) else out
         x = inputs[0]
         own = ws if ws is None or not chunk else ws[: ws.size - chunk]
@@ -132,8 +146,14 @@ class PlaneWise:
         if y is None or x is None or not np.may_share_memory(x, y):
             fn(*inputs, out=out, **extra, **attrs)
             return
+        if over and same_start(x, y) and not isinstance(out, tuple):
+            fn(*inputs, out=out, **extra, **attrs)  # its own route over the input (`Planes.over`)
+            return
         if not plane_wise:
-            raise ValueError(f"output over input 0 needs a plane-wise op; got {x.shape} -> {y.shape} with {attrs}")
+            raise ValueError(
+                "output over input 0 needs a plane-wise op, or one whose kernel writes over its input "
+                f"from its first byte; got {x.shape} -> {y.shape} with {attrs}"
+            )
         if isinstance(out, tuple) and any(o is not None for o in out[1:]):
             raise ValueError("plane-wise in place needs output 0 alone (the other outputs are not planes)")
         _check_over(x, y)

@@ -178,11 +178,13 @@ def test_depthwise_conv_over_its_input_matches_the_reference(attrs, chunk_bytes,
 
 
 def test_an_ordinary_conv_refuses_its_output_over_its_input():
+    # A dense strided conv is neither plane-wise nor pixel-wise (a 1x1 stride-1 one is, see
+    # test_conv_over_input): output pixels read input pixels of other positions.
     kernel = get_kernel("Conv")
-    memory = RNG.standard_normal((1, 4, 5, 5)).astype(np.float32)
+    memory = RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)
     w = RNG.standard_normal((4, 4, 1, 1)).astype(np.float32)
     with pytest.raises(ValueError, match="plane-wise"):
-        kernel.fn(memory, w, None, out=memory, ws=None)
+        kernel.fn(memory, w, None, out=memory.reshape(-1)[:36].reshape(1, 4, 3, 3), ws=None, strides=[2, 2])
 
 
 def depthwise_model(group: int) -> onnx.ModelProto:

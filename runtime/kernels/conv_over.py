@@ -1,0 +1,186 @@
+"""A dense Conv written over its own input: pixel-wise (1x1) and row-lagged (KxK, 'same' size).
+
+Both forms let the planner start a Conv's output at input 0's first byte when the input
+dies at that step (`runtime.inplace`), whatever the output's size, so the step holds one
+block of max(input, output) bytes instead of both. They apply to an ungrouped conv
+(``group == 1``) whose output has the input's spatial size, with stride 1, and
+
+* **columns**: a 1x1 conv without pads (any spatial rank); output[n, :, s] depends only on
+  input[n, :, s];
+* **rows**: a 2-D KxK conv (any dilation) whose pads keep the size ('same'); output row r
+  reads input rows r - pad_top + i * dilation, so input row i is last read by output row
+  i + pad_top;
+
+and only where the channel geometry below holds: one batch item (N == 1), or no more
+output channels than input channels (Cout <= Cin).
+
+Why the overlap is safe. With S = H * W pixels per plane, output element (n, o, s) sits at
+element (n * Cout + o) * S + s of the block, which holds input element (n', c', s) with
+n' * Cin + c' = n * Cout + o: the *same pixel* s (same row, same column) of item
+n' = (n * Cout + o) // Cin. When Cout <= Cin, n * Cout + o < (n + 1) * Cin, so n' <= n;
+when N == 1 any n' >= 1 lies past the input's end. The kernel takes items in order, so
+an item n' < n was read completely before item n's output is written, and within the
+item only the pixel's own position matters:
+
+* columns: a chunk of columns [s0, s1) is computed for every output channel into scratch
+  (Cout x chunk), then written: it overwrites input pixels of those columns only, all read
+  into that chunk already, and later chunks read other columns;
+* rows: output rows are computed band by band (the band's im2col, built straight from the
+  unpadded input with zeros where the window leaves it, then one matmul) into scratch, and
+  output row r is written only once output rows up to r + pad_top are computed: every
+  reader of input row r is done. The rows of a band not yet writable (the last pad_top) wait
+  in a hold buffer until the next band; the band's im2col reads input rows from
+  r0 - pad_top on, none of them written yet.
+
+A fused activation (ConvAct) runs over each contiguous block of scratch before it is
+written. The scratch is declared as workspace (`over_layout`); the routes also run on
+separate memory, but `runtime.kernels.conv` takes them only when output and input overlap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from runtime.kernels import window
+from runtime.kernels._scratch import Scratch, units_within
+from runtime.kernels.window import Geometry
+
+# Bytes of one chunk of output columns (all output channels) on the pixel-wise route: large
+# enough for a GEMM of a few hundred columns, small beside the tensors it saves.
+COLUMNS_BYTES = 256 * 1024
+
+Finish = Callable[[np.ndarray], None]
+Layout = list[tuple[tuple[int, ...], np.dtype]]
+
+
+def over_route(x_shape, w_shape, y_shape, group: int, geo: Geometry) -> str | None:
+    """How this Conv may run with its output over its input: "columns", "rows" or None."""
+    if group != 1 or len(x_shape) < 3 or len(y_shape) != len(x_shape) or tuple(y_shape[2:]) != tuple(x_shape[2:]):
+        return None
+    batch, channels, filters = x_shape[0], x_shape[1], w_shape[0]
+    if batch != 1 and filters > channels:
+        return None  # an item's output would reach bytes of the next item, not read yet
+    if any(s != 1 for s in geo.strides):
+        return None
+    if not geo.padded and all(k == 1 for k in geo.kernel):
+        return "columns"
+    if len(geo.kernel) == 2 and all(b >= 0 for b in geo.begin):
+        return "rows"
+    return None
+
+
+def over_layout(x_shape, w_shape, dtype, geo: Geometry, route: str) -> Layout:
+    """Workspace blocks of the route: its chunk of columns, or band im2col, band and hold rows."""
+    dtype = np.dtype(dtype)
+    channels, filters = x_shape[1], w_shape[0]
+    if route == "columns":
+        pixels = math.prod(x_shape[2:])
+        return [((filters, _columns(filters, pixels, dtype)), dtype)]
+    rows = _band_rows(x_shape, geo, dtype)
+    height, width = x_shape[2:]
+    kh, kw = geo.kernel
+    hold = min(geo.begin[0], height)
+    return [
+        ((channels, kh, kw, rows, width), dtype),
+        ((filters, rows * width), dtype),
+        ((filters, max(hold, 1) * width), dtype),
+    ]
+
+
+def _columns(filters: int, pixels: int, dtype: np.dtype) -> int:
+    return units_within(COLUMNS_BYTES, filters * dtype.itemsize, pixels)
+
+
+def _band_rows(x_shape, geo: Geometry, dtype: np.dtype) -> int:
+    """Rows per band: within the im2col budget, but at least pad_top (so a band's writable
+    rows never run behind the hold), and at most the image."""
+    channels, height, width = x_shape[1], x_shape[2], x_shape[3]
+    per_row = channels * math.prod(geo.kernel) * width * dtype.itemsize
+    rows = units_within(window.IM2COL_BLOCK_BYTES, per_row, height)
+    return min(height, max(rows, geo.begin[0]))
+
+
+def conv_columns(x, w, b, out, finish: Finish | None, scratch: Scratch) -> None:
+    """Pixel-wise 1x1 conv, a chunk of columns at a time through scratch (see the module)."""
+    batch, channels = x.shape[:2]
+    filters = w.shape[0]
+    pixels = math.prod(x.shape[2:])
+    step = _columns(filters, pixels, out.dtype)
+    chunk = scratch.take((filters * step,), out.dtype)
+    weights = w.reshape(filters, channels)
+    for n in range(batch):
+        source = x[n].reshape(channels, pixels)
+        target = out[n].reshape(filters, pixels)
+        for s in range(0, pixels, step):
+            m = min(step, pixels - s)
+            block = chunk[: filters * m].reshape(filters, m)
+            np.matmul(weights, source[:, s : s + m], out=block)
+            if b is not None:
+                block += b[:, None]
+            if finish is not None:
+                finish(block)
+            # Columns [s, s + m) of every output channel: input bytes of these columns only.
+            np.copyto(target[:, s : s + m], block)
+
+
+def conv_rows(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scratch) -> None:
+    """Row-lagged KxK 'same' conv: bands of output rows into scratch, each row written once
+    every output row reading its input row is computed (see the module)."""
+    batch, channels, height, width = x.shape
+    filters = w.shape[0]
+    (col_shape, dtype), (band_shape, _), (hold_shape, _) = over_layout(x.shape, w.shape, out.dtype, geo, "rows")
+    col, band, hold = (scratch.take((math.prod(s),), dtype) for s in (col_shape, band_shape, hold_shape))
+    taps, rows = col_shape[:3], col_shape[3]
+    lag = min(geo.begin[0], height)
+    weights = w.reshape(filters, -1)
+    for n in range(batch):
+        waiting = 0  # rows held back, starting at output row r0 - waiting
+        for r0 in range(0, height, rows):
+            m = min(rows, height - r0)
+            cols = col[: math.prod(taps) * m * width].reshape(*taps, m, width)
+            _band_im2col(x[n], cols, r0, m, geo)
+            computed = band[: filters * m * width].reshape(filters, m * width)
+            np.matmul(weights, cols.reshape(weights.shape[1], m * width), out=computed)
+            if b is not None:
+                computed += b[:, None]
+            if finish is not None:
+                finish(computed)
+            last = r0 + m >= height
+            # Output rows < r0 + m - lag have every reader of their input row computed.
+            ready = m if last else m - lag
+            if waiting:
+                held = hold[: filters * waiting * width].reshape(filters, waiting, width)
+                np.copyto(out[n, :, r0 - waiting : r0], held)
+            np.copyto(out[n, :, r0 : r0 + ready], computed.reshape(filters, m, width)[:, :ready])
+            waiting = m - ready
+            if waiting:
+                np.copyto(hold[: filters * waiting * width].reshape(filters, -1), computed[:, ready * width :])
+
+
+def _band_im2col(image, col, r0: int, m: int, geo: Geometry) -> None:
+    """col[c, i, j, t, v] = image[c, r0 + t + i * dh - pt, v + j * dw - pl], zero outside the
+    image: output rows [r0, r0 + m) of a stride-1 conv, read from the unpadded image."""
+    height, width = image.shape[1:]
+    (dh, dw), (pt, pl) = geo.dilations, geo.begin
+    for i in range(geo.kernel[0]):
+        top = r0 + i * dh - pt  # input row of band row 0
+        lo, hi = max(0, -top), min(m, height - top)
+        for j in range(geo.kernel[1]):
+            left = j * dw - pl
+            a, z = max(0, -left), min(width, width - left)
+            tap = col[:, i, j]
+            if hi <= lo or z <= a:
+                tap.fill(0)
+                continue
+            np.copyto(tap[:, lo:hi, a:z], image[:, top + lo : top + hi, left + a : left + z])
+            if lo:
+                tap[:, :lo].fill(0)
+            if hi < m:
+                tap[:, hi:].fill(0)
+            if a:
+                tap[:, lo:hi, :a].fill(0)
+            if z < width:
+                tap[:, lo:hi, z:].fill(0)
