@@ -24,7 +24,10 @@ item only the pixel's own position matters:
 
 * columns: a chunk of columns [s0, s1) is computed for every output channel into scratch
   (Cout x chunk), then written: it overwrites input pixels of those columns only, all read
-  into that chunk already, and later chunks read other columns;
+  into that chunk already, and later chunks read other columns. With one item and more
+  output than input channels, output planes [Cin, Cout) lie past the input's end: they are
+  computed first, by one matmul straight into place, and only the first Cin output planes
+  go through the chunk (MobileNetV2's expansions copy a sixth of their output);
 * rows: output rows are computed band by band (the band's im2col, built straight from the
   unpadded input with zeros where the window leaves it, then one matmul) into scratch, and
   output row r is written only once output rows up to r + pad_top are computed: every
@@ -78,7 +81,8 @@ def over_layout(x_shape, w_shape, dtype, geo: Geometry, route: str) -> Layout:
     channels, filters = x_shape[1], w_shape[0]
     if route == "columns":
         pixels = math.prod(x_shape[2:])
-        return [((filters, _columns(filters, pixels, dtype)), dtype)]
+        rows = filters - _spill(x_shape, w_shape)
+        return [((rows, _columns(rows, pixels, dtype)), dtype)]
     rows = _band_rows(x_shape, geo, dtype)
     height, width = x_shape[2:]
     kh, kw = geo.kernel
@@ -88,6 +92,12 @@ def over_layout(x_shape, w_shape, dtype, geo: Geometry, route: str) -> Layout:
         ((filters, rows * width), dtype),
         ((filters, max(hold, 1) * width), dtype),
     ]
+
+
+def _spill(x_shape, w_shape) -> int:
+    """Output planes past the input's end (one item with more output than input channels):
+    written straight by the matmul, before any input byte is overwritten."""
+    return max(0, w_shape[0] - x_shape[1]) if x_shape[0] == 1 else 0
 
 
 def _columns(filters: int, pixels: int, dtype: np.dtype) -> int:
@@ -108,22 +118,31 @@ def conv_columns(x, w, b, out, finish: Finish | None, scratch: Scratch) -> None:
     batch, channels = x.shape[:2]
     filters = w.shape[0]
     pixels = math.prod(x.shape[2:])
-    step = _columns(filters, pixels, out.dtype)
-    chunk = scratch.take((filters * step,), out.dtype)
+    spill = _spill(x.shape, w.shape)
+    rows = filters - spill
+    step = _columns(rows, pixels, out.dtype)
+    chunk = scratch.take((rows * step,), out.dtype)
     weights = w.reshape(filters, channels)
     for n in range(batch):
         source = x[n].reshape(channels, pixels)
         target = out[n].reshape(filters, pixels)
+        if spill:
+            # Planes [Cin, Cout) lie past the input: one matmul, while the input is still whole.
+            np.matmul(weights[rows:], source, out=target[rows:])
+            if b is not None:
+                target[rows:] += b[rows:, None]
+            if finish is not None:
+                finish(target[rows:])
         for s in range(0, pixels, step):
             m = min(step, pixels - s)
-            block = chunk[: filters * m].reshape(filters, m)
-            np.matmul(weights, source[:, s : s + m], out=block)
+            block = chunk[: rows * m].reshape(rows, m)
+            np.matmul(weights[:rows], source[:, s : s + m], out=block)
             if b is not None:
-                block += b[:, None]
+                block += b[:rows, None]
             if finish is not None:
                 finish(block)
-            # Columns [s, s + m) of every output channel: input bytes of these columns only.
-            np.copyto(target[:, s : s + m], block)
+            # Columns [s, s + m) of the output channels over the input: its bytes of these columns only.
+            np.copyto(target[:rows, s : s + m], block)
 
 
 def conv_rows(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scratch) -> None:

@@ -184,7 +184,11 @@ def test_the_workspace_covers_the_larger_of_both_routes():
     f32 = np.dtype(np.float32)
     kernel = _kernel("")
     # A 1x1 conv's usual route needs no scratch; over its input it needs one chunk of columns.
-    pointwise = [TensorMeta((1, 64, 28, 28), f32), TensorMeta((256, 64, 1, 1), f32), None]
-    assert kernel.workspace(pointwise, [TensorMeta((1, 256, 28, 28), f32)]) == conv_over.COLUMNS_BYTES
+    pointwise = [TensorMeta((1, 256, 28, 28), f32), TensorMeta((64, 256, 1, 1), f32), None]
+    assert kernel.workspace(pointwise, [TensorMeta((1, 64, 28, 28), f32)]) == 64 * 784 * 4  # the image's columns
+    # One item, more output channels: planes past the input need no chunk, so 64 rows, not 256.
+    spilling = [TensorMeta((1, 64, 56, 56), f32), TensorMeta((256, 64, 1, 1), f32), None]
+    assert kernel.workspace(spilling, [TensorMeta((1, 256, 56, 56), f32)]) == conv_over.COLUMNS_BYTES
+    assert conv_over.over_layout((1, 64, 56, 56), (256, 64, 1, 1), f32, None, "columns")[0][0] == (64, 1024)
     apart = [TensorMeta((2, 64, 28, 28), f32), TensorMeta((256, 64, 1, 1), f32), None]
     assert kernel.workspace(apart, [TensorMeta((2, 256, 28, 28), f32)]) == 0  # no route over the input
