@@ -6,6 +6,9 @@ at a time (the kernel declares `TEMP` elements as workspace), so each chunk is s
 cache for its next operation; the others run over `y` whole, in fewer numpy calls.
 
 The formulas are the ONNX spec's (Silu = x * Sigmoid(x), as PyTorch exports it in two ops).
+With compiled loops (`runtime.kernels._jit`), a float32 activation runs as one compiled pass
+(`runtime.kernels.jit_activation`) and needs no temp; each function carries its `spec`, so a
+compiled kernel can apply it inside its own loop (`Finish`, read by the depthwise Conv).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+
+from runtime.kernels import jit_activation
 
 ACTIVATIONS = ("Relu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Silu")
 NEEDS_TEMP = ("HardSwish", "Silu")  # the formulas that take a temp
@@ -102,9 +107,35 @@ def activation(
         "Sigmoid": sigmoid,
         "Silu": silu,
     }
-    return table[name]
+    return Act(table[name], jit_activation.spec(name, lo=lo, hi=hi, alpha=alpha, beta=beta))
+
+
+class Act:
+    """An in-place activation ``fn(y, temp)``: the compiled pass for float32 when compiled loops
+    are on, else numpy's formula. `spec` is its `jit_activation.spec`."""
+
+    def __init__(self, numpy_fn: Activation, spec: tuple[int, float, float]) -> None:
+        self.numpy_fn, self.spec = numpy_fn, spec
+
+    def __call__(self, y: np.ndarray, temp: np.ndarray) -> None:
+        if jit_activation.usable(y):
+            jit_activation.run(self.spec, y, y)
+        else:
+            self.numpy_fn(y, temp)
 
 
 def apply(fn: Activation, block: np.ndarray, temp: np.ndarray) -> None:
     """`fn` over `block` (contiguous, written in place), with `temp` for the formulas that need it."""
     fn(block.reshape(-1), temp)
+
+
+class Finish:
+    """`fn` over each block a kernel has just written (`apply`, with `temp`); a compiled kernel
+    reads `spec` to apply it inside its own loop instead."""
+
+    def __init__(self, fn: Activation, temp: np.ndarray) -> None:
+        self.fn, self.temp = fn, temp
+        self.spec = fn.spec if isinstance(fn, Act) else None
+
+    def __call__(self, block: np.ndarray) -> None:
+        apply(self.fn, block, self.temp)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from runtime.kernels import jit_activation, jit_depthwise
 from runtime.kernels._scratch import Scratch, units_within
 from runtime.kernels.window import Geometry, pad_into, padded_extent
 
@@ -187,3 +188,36 @@ def conv_depthwise_rows(x, w, b, out, geo: Geometry, scratch: Scratch, epilogue:
             target = out[n, c : c + m].reshape(m, rows * tiles, tile)
             np.matmul(copied[:m], bands[:m], out=target)
             epilogue(out[n, c : c + m], None if b is None else b[c : c + m])
+
+
+# The numpy routes a depthwise Conv takes (`runtime.kernels.conv`); `uses_compiled` picks, among
+# their shapes, those the compiled loop runs instead.
+DEPTHWISE_ROUTES = ("rows", "depthwise", "channels_last")
+
+
+def uses_compiled(geo: Geometry, dtype) -> bool:
+    """A depthwise conv the compiled loop (`runtime.kernels.jit_depthwise`) runs faster than the
+    numpy routes: float32, 2-D, an output at least 28 wide, or 14 wide at stride 1 (measured
+    per layer of MobileNetV2/V3 and EfficientNet-B0; narrower or strided outputs of many
+    channels stay channels-last, where numpy's einsum runs whole vectors of channels)."""
+    if not jit_depthwise.uses_compiled(geo, dtype):
+        return False
+    return geo.out[1] >= 28 or (geo.out[1] >= 14 and geo.strides == (1, 1))
+
+
+def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Workspace blocks of `conv_depthwise_compiled`."""
+    return jit_depthwise.compiled_layout(x_shape, geo, dtype)
+
+
+def conv_depthwise_compiled(x, w, b, out, geo: Geometry, scratch: Scratch, finish: Callable | None) -> None:
+    """`out` = finish(depthwise Conv(x, w) + b) through the compiled loop: an activation that
+    carries its `spec` (`_epilogue.Finish`) runs inside the loop, any other `finish` after it
+    over each image. Reads each channel's plane before writing its output (`direct`)."""
+    (subs_shape, dtype), (acc_shape, _) = compiled_layout(x.shape, geo, x.dtype)
+    subs, acc = scratch.take(subs_shape, dtype), scratch.take(acc_shape, dtype)
+    spec = getattr(finish, "spec", None) if finish is not None else jit_activation.spec("")
+    jit_depthwise.conv_depthwise_compiled(x, w, b, out, geo, subs, acc, spec or jit_activation.spec(""))
+    if finish is not None and spec is None:
+        for n in range(x.shape[0]):
+            finish(out[n])

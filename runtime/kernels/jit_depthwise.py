@@ -1,0 +1,117 @@
+"""Compiled depthwise 2-D Conv: every output element written once, bias and activation included.
+
+Per channel, the image is copied once into `sh * sw` zero-padded sub-planes of scratch (in
+cache), the padded plane's rows and columns split by their remainder modulo the strides, so
+that tap (i, j) of every output pixel reads one sub-plane at a constant offset from the
+output's position: output (oy, ox) is position p = oy * wq + ox of a plane `wq` wide, and
+tap (i, j) reads sub-plane (i dh mod sh, j dw mod sw) at p + (i dh div sh) wq + (j dw div sw).
+No tap needs a bounds check and every tap is one long contiguous multiply-add, vectorised:
+the output is summed `TILE` positions at a time into an accumulator (in L1), the bias
+first, then each tap; the tile's output rows then go through the fused activation
+(`runtime.kernels.jit_activation`) into the output. The spare columns of each row (`wq` is
+at least the output's width plus the filter's reach) and of the last tile are computed and
+never stored; the sub-planes' pads are zeroed once per call, only the image is written per
+channel.
+
+Over its own input (`runtime.kernels.planes`: the output starts at the input's first byte,
+each plane no larger than the input's), output plane c covers only input planes up to c,
+and input plane c has been copied into the sub-planes before any of output plane c is
+written: the route is `direct` (no chunk scratch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.kernels._jit import compiled
+from runtime.kernels.jit_activation import DTYPE, activate_row
+from runtime.kernels.window import Geometry
+
+TILE = 512  # output positions summed at a time: 2 KiB of float32, in L1 beside the taps' reads
+
+
+def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
+    batch, channels, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    k_h, k_w = w.shape[2], w.shape[3]
+    wq = subs.shape[2]
+    per = subs.shape[1] * wq
+    flat = subs.reshape(-1)
+    tile = acc.shape[0]
+    total = out_h * wq
+    for q in range(flat.size):
+        flat[q] = np.float32(0.0)
+    for n in range(batch):
+        for c in range(channels):
+            for y in range(height):
+                yy = y + top
+                src = x[n, c, y]
+                row = (yy % sh) * sw * per + (yy // sh) * wq
+                # Input column q goes to sub-plane column (q + left) // sw of parity (q + left) % sw.
+                for parity in range(sw):
+                    first = (parity - left) % sw  # the first input column of this parity
+                    if first >= width:
+                        continue
+                    dst = flat[row + parity * per + (first + left) // sw :]
+                    picked = src[first::sw]
+                    for q in range(picked.size):
+                        dst[q] = picked[q]
+            bias = b[c] if has_bias else np.float32(0.0)
+            taps = w[c, 0]
+            plane = out[n, c]
+            for start in range(0, total, tile):
+                # The last tile only as far as the output reaches, rounded up to whole vectors.
+                span = min(tile, (total - start + 15) // 16 * 16)
+                for q in range(span):
+                    acc[q] = bias
+                for i in range(k_h):
+                    ri = i * dh
+                    for j in range(k_w):
+                        cj = j * dw
+                        base = ((ri % sh) * sw + cj % sw) * per + (ri // sh) * wq + cj // sw + start
+                        tap = taps[i, j]
+                        # A slice, so that the loop indexes by its counter alone and vectorises.
+                        src = flat[base : base + span]
+                        for q in range(span):
+                            acc[q] += tap * src[q]
+                for oy in range(start // wq, min(out_h, (start + span + wq - 1) // wq)):
+                    first = max(oy * wq, start)
+                    end = min(oy * wq + out_w, start + span)
+                    if end > first:
+                        activate_row(acc[first - start :], plane[oy, first - oy * wq :], end - first, code, a0, a1)
+
+
+depthwise = compiled(_depthwise) if activate_row is not None else None
+
+
+def uses_compiled(geo: Geometry, dtype) -> bool:
+    """Whether the compiled loop can run a depthwise Conv of this geometry and dtype."""
+    return depthwise is not None and len(geo.kernel) == 2 and np.dtype(dtype) == DTYPE
+
+
+def _sub_planes(x_shape, geo: Geometry) -> tuple[int, int, int]:
+    """(sub-planes, rows, columns) of the sub-planes: each holds its share of the padded image
+    and the rows and columns the taps and the last tile read past the output's end."""
+    (sh, sw), (dh, dw), (top, left) = geo.strides, geo.dilations, geo.begin
+    reach_rows, reach_cols = (geo.kernel[0] - 1) * dh // sh, (geo.kernel[1] - 1) * dw // sw
+    wq = max(geo.out[1] + reach_cols, (left + x_shape[3] - 1) // sw + 1)
+    rows = max(geo.out[0] + reach_rows, (top + x_shape[2] - 1) // sh + 1) + -(-TILE // wq) + 1
+    return sh * sw, rows, wq
+
+
+def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Workspace blocks of `conv_depthwise_compiled`: the sub-planes and a tile's sums."""
+    dtype = np.dtype(dtype)
+    return [(_sub_planes(x_shape, geo), dtype), ((TILE,), dtype)]
+
+
+def conv_depthwise_compiled(x, w, b, out, geo: Geometry, subs, acc, act: tuple[int, float, float]) -> None:
+    """`out` = act(depthwise Conv(x, w) + b) for float32 NCHW `x`; `subs` and `acc` are the
+    blocks of `compiled_layout`; `act` is a `jit_activation.spec`."""
+    assert depthwise is not None
+    code, p0, p1 = act
+    depthwise(
+        x, w, w.reshape(-1) if b is None else b, b is not None, out, subs, acc,
+        geo.strides[0], geo.strides[1], geo.dilations[0], geo.dilations[1], geo.begin[0], geo.begin[1],
+        code, p0, p1,
+    )  # fmt: skip
