@@ -24,12 +24,16 @@ from runtime.kernels import TensorMeta, kernel, window
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout, over_route
 from runtime.kernels.depthwise import (
+    DEPTHWISE_ROUTES,
     add_bias,
     channels_last_layout,
+    compiled_layout,
     conv_depthwise_channels_last,
+    conv_depthwise_compiled,
     conv_depthwise_rows,
     rows_layout,
     uses_channels_last,
+    uses_compiled,
     uses_rows,
 )
 from runtime.kernels.planes import Planes
@@ -64,6 +68,8 @@ def conv_workspace(
 
 
 def _route_workspace(x, w, geo: Geometry, path: str) -> int:
+    if path in DEPTHWISE_ROUTES and uses_compiled(geo, x.dtype):
+        return scratch_bytes(*compiled_layout(x.shape, geo, x.dtype))
     if path == "pointwise":
         return 0
     channels = x.shape[1]
@@ -315,6 +321,9 @@ def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group
         if over == "rows":
             conv_rows(x, w, b, out, geo, finish, Scratch(ws, "Conv"))
             return
+    if path in DEPTHWISE_ROUTES and uses_compiled(geo, x.dtype):
+        conv_depthwise_compiled(x, w, b, out, geo, Scratch(ws, "Conv"), finish)
+        return
     batch, channels = x.shape[:2]
     filters = w.shape[0]
     if path == "pointwise":

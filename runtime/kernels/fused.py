@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, kernel
-from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, activation, apply
+from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
 from runtime.kernels._scratch import block_bytes, small_ufunc_buffers, units_within
 from runtime.kernels.conv import CONV_PLANES, conv_workspace, convolve
 
@@ -130,7 +130,5 @@ def conv_act(
         conv_ws = ws[: ws.size - temp_bytes]
         temp = ws[ws.size - temp_bytes :][: size * out.dtype.itemsize].view(out.dtype)
 
-    def finish(block: np.ndarray) -> None:
-        apply(fn, block, temp)
-
+    finish = Finish(fn, temp)  # its activation's spec lets a compiled route apply it in its loop
     convolve(x, w, b, out, conv_ws, finish, auto_pad, dilations, group, kernel_shape, pads, strides)
