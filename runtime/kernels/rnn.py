@@ -1,5 +1,7 @@
-"""LSTM, GRU and RNN: the input projection of all time steps in one matmul, then one small
-matmul per step for the recurrence, with gates, states and scratch in the workspace.
+"""LSTM, GRU and RNN: the input projection of all time steps in one matmul, then the
+recurrence, with gates, states and scratch in the workspace. In float32 the recurrence of a
+direction is one compiled call (`runtime.kernels.jit_rnn`: the small H R^T products, gates and
+state updates of every step); otherwise numpy runs one small matmul and a few ufuncs per step.
 
 Shared conventions (ONNX's): gate blocks are stacked in W and R in the spec's order
 (LSTM i, o, f, c; GRU z, r, h; RNN one block); directions are forward, reverse or
@@ -14,10 +16,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import kernel
+from runtime.kernels import jit_rnn, kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 
 Activation = Callable[[np.ndarray], object]  # applies in place; the result is ignored
+Spec = tuple[str, float | None, float | None]  # an activation: lower-case name, alpha, beta
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
@@ -88,9 +91,10 @@ def _make_activation(name: str, alpha: float | None, beta: float | None) -> Acti
     )
 
 
-def _activations(op: str, names, alphas, betas, directions: int) -> list[list[Activation]]:
-    """Activation functions per direction; alphas and betas are consumed in order by the
-    activations that take them (as onnxruntime reads the attributes)."""
+def _activation_specs(op: str, names, alphas, betas, directions: int) -> list[list[Spec]]:
+    """(lower-case name, alpha, beta) of each activation, per direction; alphas and betas are
+    consumed in order by the activations that take them (as onnxruntime reads the attributes).
+    An activation without parameters gets None for both."""
     per_direction = len(_DEFAULT_ACTIVATIONS[op])
     names = list(names) if names else _DEFAULT_ACTIVATIONS[op] * directions
     if len(names) == per_direction and directions == 2:
@@ -103,12 +107,22 @@ def _activations(op: str, names, alphas, betas, directions: int) -> list[list[Ac
             alpha = alphas.pop(0)
         if beta is not None and betas:
             beta = betas.pop(0)
-        made.append(_make_activation(name, alpha, beta))
+        made.append((name.lower(), alpha, beta))
     return [made[d * per_direction : (d + 1) * per_direction] for d in range(directions)]
 
 
+def _activations(specs: list[list[Spec]]) -> list[list[Activation]]:
+    return [[_make_activation(name, alpha, beta) for name, alpha, beta in row] for row in specs]
+
+
 def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
+    """Bytes of scratch; also compiles the node's loop now, when it will take the compiled route
+    (float32), since the session asks for the workspace when it prepares."""
     x, w = inputs[0], inputs[1]
+    lens = inputs[4] if len(inputs) > 4 else None
+    if x.dtype == w.dtype == inputs[2].dtype == np.float32 and (lens is None or lens.dtype in (np.int32, np.int64)):
+        op = {4: "LSTM", 3: "GRU", 1: "RNN"}[w.shape[1] // inputs[2].shape[2]]
+        jit_rnn.prepared(op, None if lens is None else lens.dtype)
     seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     width = w.shape[1]  # gates * hidden
     hidden = inputs[2].shape[2]
@@ -157,38 +171,54 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
     if lens is not None and (lens >= seq).all():
         lens = None
     buffers = _Buffers(ws, op, seq, batch, hidden, x.dtype, layout)
-    funcs = _activations(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], directions)
+    specs = _activation_specs(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], directions)
+    funcs = _activations(specs)
     reverse = attrs["direction"] == "reverse"
+    loop = jit_rnn.loop_for(op, x, r, lens, w, b, initial_h, initial_c, p)
     for d in range(directions):
         bias = None if b is None else b[d]
         _project(op, x, w[d], bias, hidden, attrs, buffers)
         buffers.r_t = r[d].T
         buffers.h[...] = 0 if initial_h is None else initial_h[d]
         buffers.c[...] = 0 if initial_c is None else initial_c[d]
-        order = range(seq - 1, -1, -1) if reverse or d == 1 else range(seq)
-        plain = lens is None and attrs["clip"] is None
-        if op == "GRU" and plain:
-            _gru_loop(buffers, order, bias, funcs[d], attrs["linear_before_reset"], None if ys is None else ys[:, d])
-            order = range(0)
-        elif op == "LSTM" and plain and p is None and not attrs["input_forget"]:
-            _lstm_loop(buffers, order, funcs[d], None if ys is None else ys[:, d])
-            order = range(0)
-        for t in order:
-            active = None if lens is None else t < lens
-            if active is not None and not active.any():
-                if ys is not None:
-                    ys[t, d] = 0
-                continue
-            step = _STEPS[op]
-            step(buffers, t, bias, None if p is None else p[d], funcs[d], attrs, active)
-            if ys is not None:
-                ys[t, d] = buffers.h
-                if active is not None:
-                    ys[t, d][~active] = 0
+        backwards = reverse or d == 1
+        ys_d = None if ys is None else ys[:, d]
+        if loop is not None:
+            # One compiled call runs every step; without Y it writes nowhere (a zero-width view).
+            jit_rnn.run_direction(loop, op, buffers, r[d], bias, None if p is None else p[d],
+                                  buffers.projected[:, :, :0] if ys_d is None else ys_d, ys_d is not None, lens,
+                                  backwards, attrs, specs[d])  # fmt: skip
+        else:
+            _numpy_direction(op, buffers, backwards, bias, None if p is None else p[d], funcs[d], attrs, lens, ys_d)
         if y_h is not None:
             (y_h[d] if layout == 0 else y_h[:, d])[...] = buffers.h
         if y_c is not None:
             (y_c[d] if layout == 0 else y_c[:, d])[...] = buffers.c
+
+
+def _numpy_direction(op: str, buffers: _Buffers, backwards: bool, bias, p, funcs, attrs: dict, lens, ys) -> None:
+    """One direction through numpy: a loop with its views made once when nothing per step
+    differs between batch entries, else a step function per time step."""
+    seq = buffers.projected.shape[0]
+    order = range(seq - 1, -1, -1) if backwards else range(seq)
+    plain = lens is None and attrs["clip"] is None
+    if op == "GRU" and plain:
+        _gru_loop(buffers, order, bias, funcs, attrs["linear_before_reset"], ys)
+        return
+    if op == "LSTM" and plain and p is None and not attrs["input_forget"]:
+        _lstm_loop(buffers, order, funcs, ys)
+        return
+    for t in order:
+        active = None if lens is None else t < lens
+        if active is not None and not active.any():
+            if ys is not None:
+                ys[t] = 0
+            continue
+        _STEPS[op](buffers, t, bias, p, funcs, attrs, active)
+        if ys is not None:
+            ys[t] = buffers.h
+            if active is not None:
+                ys[t][~active] = 0
 
 
 def _project(op: str, x, w, bias, hidden: int, attrs: dict, buf: _Buffers) -> None:

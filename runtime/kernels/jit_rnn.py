@@ -1,0 +1,377 @@
+"""Compiled recurrences of LSTM, GRU and RNN in float32: one call runs every time step of one
+direction, the small recurrent product H R^T, the gates and the state update together.
+
+At batch 1 and hidden sizes of a few hundred, a step done by numpy is a BLAS matrix-vector
+call plus a dozen ufunc calls on rows of a few hundred elements, and their Python overhead
+outweighs the arithmetic. Here a step is one pass: each gate's pre-activation is the
+projection (X W^T plus biases, computed for all steps by one BLAS matmul beforehand) plus
+dot products of the state with rows of R, computed four rows at a time so that each load of
+the state serves four rows. Batch entries are independent recurrences, run one after the other.
+
+Activations are coded by their index in `ACTIVATIONS`, with their alpha and beta; Tanh and
+Sigmoid (through tanh) use a rational approximation that vectorises (Eigen's, the one
+onnxruntime's CPU kernels also use), within a few float32 ulp of tanh. NaN propagates; clip,
+when on, clips every gate's pre-activation. Steps at or beyond a batch entry's sequence length
+leave its state alone and write zeros to Y. Everything is written into the arrays passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from runtime.kernels._jit import compiled, numba
+
+ACTIVATIONS = (
+    "sigmoid", "tanh", "relu", "leakyrelu", "thresholdedrelu", "elu", "softsign", "softplus", "scaledtanh",
+    "hardsigmoid", "affine",
+)  # fmt: skip
+
+# Eigen's generic_fast_tanh_float: odd rational function of degree 13/6, exact to float32
+# rounding within [-7.9053, 7.9053] (beyond it tanh is +-1 in float32).
+_CLAMP = np.float32(7.90531110763549805)
+_A1, _A3, _A5 = np.float32(4.89352455891786e-03), np.float32(6.37261928875436e-04), np.float32(1.48572235717979e-05)
+_A7, _A9 = np.float32(5.12229709037114e-08), np.float32(-8.60467152213735e-11)
+_A11, _A13 = np.float32(2.00018790482477e-13), np.float32(-2.76076847742355e-16)
+_B0, _B2 = np.float32(4.89352518554385e-03), np.float32(2.26843463243900e-03)
+_B4, _B6 = np.float32(1.18534705686654e-04), np.float32(1.19825839466702e-06)
+_ZERO, _HALF, _ONE = np.float32(0), np.float32(0.5), np.float32(1)
+
+
+def _tanh_py(x):
+    if x > _CLAMP:
+        x = _CLAMP
+    elif x < -_CLAMP:
+        x = -_CLAMP
+    x2 = x * x
+    p = x2 * _A13 + _A11
+    p = x2 * p + _A9
+    p = x2 * p + _A7
+    p = x2 * p + _A5
+    p = x2 * p + _A3
+    p = x2 * p + _A1
+    q = x2 * _B6 + _B4
+    q = x2 * q + _B2
+    q = x2 * q + _B0
+    return x * p / q
+
+
+_tanh = compiled(_tanh_py)
+
+
+def _activate_py(code, x, alpha, beta):
+    if code == 0:
+        return _HALF * _tanh(_HALF * x) + _HALF
+    if code == 1:
+        return _tanh(x)
+    if code == 2:
+        return _ZERO if x < _ZERO else x
+    if code == 3:
+        return x * alpha if x < _ZERO else x
+    if code == 4:
+        return _ZERO if x <= alpha else x
+    if code == 5:
+        return alpha * np.float32(math.expm1(x)) if x < _ZERO else x
+    if code == 6:
+        return x / (_ONE + abs(x))
+    if code == 7:  # log(1 + e^x) without overflow
+        return (x if x > _ZERO else _ZERO) + np.float32(math.log1p(math.exp(-abs(x))))
+    if code == 8:
+        return alpha * _tanh(beta * x)
+    y = alpha * x + beta  # 9: HardSigmoid, 10: Affine
+    if code == 9:
+        if y < _ZERO:
+            y = _ZERO
+        elif y > _ONE:
+            y = _ONE
+    return y
+
+
+_activate = compiled(_activate_py)
+
+
+def _clip_py(x, clip):
+    if x > clip:
+        return clip
+    if x < -clip:
+        return -clip
+    return x
+
+
+_clip = compiled(_clip_py)
+
+
+def _rows_dot_py(r, first, count, v, out, base, has_base):
+    """out[j] = base[j] + r[first + j] . v for j < count (no base unless `has_base`): four
+    rows per pass over `v`, so that each of its loads serves four rows."""
+    n = v.shape[0]
+    j = 0
+    while j + 4 <= count:
+        a0 = a1 = a2 = a3 = _ZERO
+        for k in range(n):
+            vk = v[k]
+            a0 += r[first + j, k] * vk
+            a1 += r[first + j + 1, k] * vk
+            a2 += r[first + j + 2, k] * vk
+            a3 += r[first + j + 3, k] * vk
+        if has_base:
+            a0 += base[j]
+            a1 += base[j + 1]
+            a2 += base[j + 2]
+            a3 += base[j + 3]
+        out[j], out[j + 1], out[j + 2], out[j + 3] = a0, a1, a2, a3
+        j += 4
+    while j < count:
+        a = _ZERO
+        for k in range(n):
+            a += r[first + j, k] * v[k]
+        out[j] = a + base[j] if has_base else a
+        j += 1
+
+
+_rows_dot = compiled(_rows_dot_py)
+
+
+def _skip_py(t, b, lens, has_lens, ys, has_y):
+    """Whether step `t` lies past batch entry `b`'s sequence (its Y row is then zeroed)."""
+    if not has_lens or t < lens[b]:
+        return False
+    if has_y:
+        for k in range(ys.shape[2]):
+            ys[t, b, k] = _ZERO
+    return True
+
+
+_skip = compiled(_skip_py)
+
+
+def _gate_py(v, clip, has_clip, code, alpha, beta):
+    """An activated gate from its pre-activation."""
+    if has_clip:
+        v = _clip(v, clip)
+    return _activate(code, v, alpha, beta)
+
+
+_gate = compiled(_gate_py)
+
+
+def _activate_row_py(code, x, lo, hi, clip, has_clip, alpha, beta):
+    """x[lo:hi] clipped (when `has_clip`) and activated in place. Sigmoid and Tanh get loops of
+    their own, which vectorise (a loop that picks the function per element does not)."""
+    if code == 0:
+        for j in range(lo, hi):
+            v = _clip(x[j], clip) if has_clip else x[j]
+            x[j] = _HALF * _tanh(_HALF * v) + _HALF
+    elif code == 1:
+        for j in range(lo, hi):
+            v = _clip(x[j], clip) if has_clip else x[j]
+            x[j] = _tanh(v)
+    else:
+        for j in range(lo, hi):
+            x[j] = _gate(x[j], clip, has_clip, code, alpha, beta)
+
+
+_activate_row = compiled(_activate_row_py)
+
+
+def _gru_py(proj, r, bias_rh, linear_before_reset, h, ys, has_y, lens, has_lens, reverse, clip, has_clip,
+            f, f_alpha, f_beta, g, g_alpha, g_beta, gates, tmp):  # fmt: skip
+    """One GRU direction. `proj` (seq, batch, 3H) time-major: X W^T plus the biases outside
+    the reset product; `r` (3H, H) this direction's R; `bias_rh` (H,) Rb_h, added inside
+    r * (H Rh^T + Rb_h) when `linear_before_reset`; `h` (batch, H) the state, updated in place;
+    `ys` (seq, batch, H) this direction's Y when `has_y`; `gates` (batch, 3H) and `tmp`
+    (batch, H) scratch."""
+    seq, batch = proj.shape[0], proj.shape[1]
+    hidden = h.shape[1]
+    cand = 2 * hidden
+    for b in range(batch):
+        hb, gb, tb = h[b], gates[b], tmp[b]
+        for s in range(seq):
+            t = seq - 1 - s if reverse else s
+            if _skip(t, b, lens, has_lens, ys, has_y):
+                continue
+            p = proj[t, b]
+            _rows_dot(r, 0, cand, hb, gb, p, True)  # z and r
+            _activate_row(f, gb, 0, cand, clip, has_clip, f_alpha, f_beta)
+            if linear_before_reset:
+                _rows_dot(r, cand, hidden, hb, tb, p, False)
+                for k in range(hidden):
+                    gb[cand + k] = p[cand + k] + gb[hidden + k] * (tb[k] + bias_rh[k])
+            else:
+                for k in range(hidden):
+                    tb[k] = gb[hidden + k] * hb[k]
+                _rows_dot(r, cand, hidden, tb, gb[cand:], p[cand:], True)
+            _activate_row(g, gb, cand, cand + hidden, clip, has_clip, g_alpha, g_beta)
+            for k in range(hidden):
+                c = gb[cand + k]
+                hb[k] = c + gb[k] * (hb[k] - c)
+            if has_y:
+                for k in range(hidden):
+                    ys[t, b, k] = hb[k]
+
+
+gru_loop = compiled(_gru_py)
+
+
+def _lstm_cell_py(gb, hb, cb, peep, has_peep, input_forget, clip, has_clip, f, f_alpha, f_beta, g, g_alpha,
+                  g_beta, a, a_alpha, a_beta):  # fmt: skip
+    """One step's gates (i, o, f, c pre-activations in `gb`) into the cell `cb` and state `hb`."""
+    hidden = hb.shape[0]
+    if not has_peep:
+        _activate_row(f, gb, 0, 3 * hidden, clip, has_clip, f_alpha, f_beta)
+        _activate_row(g, gb, 3 * hidden, 4 * hidden, clip, has_clip, g_alpha, g_beta)
+        for k in range(hidden):
+            fg = _ONE - gb[k] if input_forget else gb[2 * hidden + k]
+            c_new = fg * cb[k] + gb[k] * gb[3 * hidden + k]
+            cb[k] = c_new
+            gb[3 * hidden + k] = c_new
+        _activate_row(a, gb, 3 * hidden, 4 * hidden, clip, False, a_alpha, a_beta)
+        for k in range(hidden):
+            hb[k] = gb[hidden + k] * gb[3 * hidden + k]
+        return
+    for k in range(hidden):  # peepholes: i and f see the old cell, o the new one
+        c_old = cb[k]
+        vi = gb[k] + peep[k] * c_old
+        i = _gate(vi, clip, has_clip, f, f_alpha, f_beta)
+        vf = gb[2 * hidden + k] + peep[2 * hidden + k] * c_old
+        fg = _ONE - i if input_forget else _gate(vf, clip, has_clip, f, f_alpha, f_beta)
+        c = _gate(gb[3 * hidden + k], clip, has_clip, g, g_alpha, g_beta)
+        c_new = fg * c_old + i * c
+        o = _gate(gb[hidden + k] + peep[hidden + k] * c_new, clip, has_clip, f, f_alpha, f_beta)
+        cb[k] = c_new
+        hb[k] = o * _activate(a, c_new, a_alpha, a_beta)
+
+
+_lstm_cell = compiled(_lstm_cell_py)
+
+
+def _lstm_py(proj, r, peep, has_peep, input_forget, h, cell, ys, has_y, lens, has_lens, reverse, clip, has_clip,
+             f, f_alpha, f_beta, g, g_alpha, g_beta, a, a_alpha, a_beta, gates):  # fmt: skip
+    """One LSTM direction (gates i, o, f, c): `proj` (seq, batch, 4H) time-major with the
+    biases, `r` (4H, H), `peep` (3H,) peepholes i, o, f when `has_peep`, `h` and `cell`
+    (batch, H) the states, updated in place, `gates` (batch, 4H) scratch; `f`, `g`, `a` code
+    the gate, cell-candidate and output activations."""
+    seq, batch = proj.shape[0], proj.shape[1]
+    hidden = h.shape[1]
+    for b in range(batch):
+        hb, cb, gb = h[b], cell[b], gates[b]
+        for s in range(seq):
+            t = seq - 1 - s if reverse else s
+            if _skip(t, b, lens, has_lens, ys, has_y):
+                continue
+            _rows_dot(r, 0, 4 * hidden, hb, gb, proj[t, b], True)
+            _lstm_cell(gb, hb, cb, peep, has_peep, input_forget, clip, has_clip, f, f_alpha, f_beta, g, g_alpha,
+                       g_beta, a, a_alpha, a_beta)  # fmt: skip
+            if has_y:
+                for k in range(hidden):
+                    ys[t, b, k] = hb[k]
+
+
+lstm_loop = compiled(_lstm_py)
+
+
+def _rnn_py(proj, r, h, ys, has_y, lens, has_lens, reverse, clip, has_clip, f, f_alpha, f_beta, gates):
+    """One RNN direction: H = f(proj_t + H R^T); `gates` (batch, H) scratch."""
+    seq, batch = proj.shape[0], proj.shape[1]
+    hidden = h.shape[1]
+    for b in range(batch):
+        hb, gb = h[b], gates[b]
+        for s in range(seq):
+            t = seq - 1 - s if reverse else s
+            if _skip(t, b, lens, has_lens, ys, has_y):
+                continue
+            _rows_dot(r, 0, hidden, hb, gb, proj[t, b], True)
+            _activate_row(f, gb, 0, hidden, clip, has_clip, f_alpha, f_beta)
+            for k in range(hidden):
+                hb[k] = gb[k]
+                if has_y:
+                    ys[t, b, k] = hb[k]
+
+
+rnn_loop = compiled(_rnn_py)
+
+
+_LOOPS = {"GRU": "gru_loop", "LSTM": "lstm_loop", "RNN": "rnn_loop"}
+_NO_LENS = np.zeros(1, np.int32)  # stands for sequence_lens when every entry runs all steps
+_READY: set[tuple[str, str]] = set()
+
+
+def _signature(op: str, lens: np.dtype) -> tuple:
+    """The one signature each loop is compiled for: the projections and Y as any-layout views
+    (either layout, one direction of several), the weights, states and scratch C-contiguous."""
+    t = numba.types
+    f32, flag, code = t.float32, t.boolean, t.int64
+    view3, rows = t.Array(f32, 3, "A"), t.Array(f32, 2, "C")
+    # Inputs are read-only (weights, sequence lengths); a writable array converts to these too.
+    weights, view1 = t.Array(f32, 2, "C", readonly=True), t.Array(f32, 1, "A", readonly=True)
+    tail = (t.Array(numba.from_dtype(lens), 1, "A", readonly=True), flag, flag, f32, flag)  # lens .. has_clip
+    act = (code, f32, f32)
+    if op == "GRU":
+        return (view3, weights, view1, flag, rows, view3, flag, *tail, *act, *act, rows, rows)
+    if op == "LSTM":
+        return (view3, weights, view1, flag, flag, rows, rows, view3, flag, *tail, *act, *act, *act, rows)
+    return (view3, weights, rows, view3, flag, *tail, *act, rows)
+
+
+def prepared(op: str, lens: np.dtype | None = None) -> Callable[..., None] | None:
+    """The compiled loop of `op` (looked up when called, so that tests can take it away),
+    compiled for `_signature` now if it was not yet: a session calls this when it prepares a
+    node, so that no run (a traced one least of all) pays for the compilation, and every call
+    after it converts its arrays to that one signature instead of compiling another."""
+    loop = globals()[_LOOPS[op]]
+    if loop is None:
+        return None
+    lens = np.dtype(np.int32 if lens is None else lens)
+    if (op, lens.name) not in _READY:
+        loop.disable_compile(False)
+        loop.compile(_signature(op, lens))
+        loop.disable_compile(True)
+        _READY.add((op, lens.name))
+    return loop
+
+
+def loop_for(op: str, x: np.ndarray, r: np.ndarray, lens: np.ndarray | None, *others: np.ndarray | None):
+    """The compiled loop of `op` when it takes these operands (float32, R C-contiguous, integer
+    sequence lengths), else None: the kernel keeps its numpy route."""
+    if globals()[_LOOPS[op]] is None or not r.flags.c_contiguous:
+        return None
+    if any(a is not None and a.dtype != np.float32 for a in (x, r, *others)):
+        return None
+    if lens is not None and lens.dtype not in (np.int32, np.int64):
+        return None
+    return prepared(op, None if lens is None else lens.dtype)
+
+
+def _code(spec: tuple[str, float | None, float | None]) -> tuple[int, np.float32, np.float32]:
+    name, alpha, beta = spec
+    return ACTIVATIONS.index(name), np.float32(alpha or 0), np.float32(beta or 0)
+
+
+def run_direction(loop, op: str, buffers, r, bias, peep, ys, has_y: bool, lens, reverse: bool, attrs: dict,
+                  specs: list) -> None:  # fmt: skip
+    """One direction of `op` through its compiled `loop`, over the projections, states and
+    scratch of `buffers` (the kernel's workspace), with `specs` its activations (name, alpha, beta)."""
+    has_lens = lens is not None
+    lens = _NO_LENS if lens is None else lens
+    clip = attrs["clip"]
+    common = (lens, has_lens, reverse, np.float32(clip or 0), clip is not None)
+    codes = [x for spec in specs for x in _code(spec)]
+    if op == "GRU":
+        hidden = buffers.h.shape[1]
+        bias_rh = buffers.tmp2[0]
+        if bias is None:
+            bias_rh.fill(0)
+        else:
+            bias_rh = bias[5 * hidden :]
+        lbr = bool(attrs["linear_before_reset"])
+        loop(buffers.projected, r, bias_rh, lbr, buffers.h, ys, has_y, *common, *codes, buffers.gates, buffers.tmp)
+    elif op == "LSTM":
+        has_peep = peep is not None
+        peep = buffers.bias if peep is None else peep
+        input_forget = bool(attrs["input_forget"])
+        loop(buffers.projected, r, peep, has_peep, input_forget, buffers.h, buffers.c, ys, has_y, *common, *codes,
+             buffers.gates)  # fmt: skip
+    else:
+        loop(buffers.projected, r, buffers.h, ys, has_y, *common, *codes, buffers.gates)
