@@ -206,7 +206,9 @@ def uses_compiled(geo: Geometry, dtype) -> bool:
 
 
 def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
-    """Workspace blocks of `conv_depthwise_compiled`."""
+    """Workspace blocks of `conv_depthwise_compiled`. Asked at prepare, so the loop is
+    compiled here, before any run."""
+    jit_depthwise.warm()
     return jit_depthwise.compiled_layout(x_shape, geo, dtype)
 
 

@@ -13,11 +13,13 @@ inf and NaN stays NaN. Float32 only: other dtypes keep their numpy routes.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
 from runtime.kernels._jit import ENABLED, FASTMATH, compiled, numba
+from runtime.kernels._scratch import same_start
 
 NONE, RELU, CLIP, HARD_SIGMOID, HARD_SWISH, SIGMOID, SILU = range(7)
 CODES = {
@@ -86,60 +88,108 @@ else:
 _MINUS_LOG2E = np.float32(-math.log2(math.e))
 
 
-def _activate(src, dst, n, code, p0, p1):  # type: ignore[no-untyped-def]
-    """dst[:n] = activation(src[:n]) (flat; dst may be src). Comparisons are written so that
-    NaN passes through as numpy's clip and maximum let it."""
-    zero, one = np.float32(0.0), np.float32(1.0)
+def _apply(src, dst, n, code, p0, p1):  # type: ignore[no-untyped-def]
+    """dst[:n] = activation(src[:n]), src and dst apart (one array in place: `_apply_in_place`,
+    whose loops vectorise where the compiler would otherwise fall back to scalar code for
+    arrays it cannot prove apart). Comparisons are written so that NaN passes through as
+    numpy's clip and maximum let it."""
     if code == NONE:
         for i in range(n):
             dst[i] = src[i]
     elif code == RELU:
         for i in range(n):
-            v = src[i]
-            dst[i] = zero if v < zero else v
+            dst[i] = _relu(src[i])
     elif code == CLIP:
         lo, hi = np.float32(p0), np.float32(p1)
         for i in range(n):
-            v = src[i]
-            v = lo if v < lo else v
-            dst[i] = hi if v > hi else v
+            dst[i] = _clip(src[i], lo, hi)
     elif code == HARD_SIGMOID:
         alpha, beta = np.float32(p0), np.float32(p1)
         for i in range(n):
-            v = alpha * src[i] + beta
-            v = zero if v < zero else v
-            dst[i] = one if v > one else v
+            dst[i] = _clip(alpha * src[i] + beta, np.float32(0.0), np.float32(1.0))
     elif code == HARD_SWISH:
-        sixth, half = np.float32(1.0 / 6.0), np.float32(0.5)
         for i in range(n):
-            v = src[i]
-            g = v * sixth + half
-            g = zero if g < zero else g
-            g = one if g > one else g
-            dst[i] = v * g
+            dst[i] = _hard_swish(src[i])
     elif code == SIGMOID:
         for i in range(n):
-            dst[i] = one / (one + exp2(src[i] * _MINUS_LOG2E))
+            dst[i] = _sigmoid(src[i])
     else:  # SILU
         for i in range(n):
-            v = src[i]
-            dst[i] = v / (one + exp2(v * _MINUS_LOG2E))
+            dst[i] = _silu(src[i])
 
 
-# The row finisher the depthwise loop calls, and the flat in-place/out-of-place pass.
-activate_row = compiled(_activate)
+def _apply_in_place(y, code, p0, p1):  # type: ignore[no-untyped-def]
+    """y = activation(y), as `_apply`."""
+    n = y.size
+    if code == RELU:
+        for i in range(n):
+            y[i] = _relu(y[i])
+    elif code == CLIP:
+        lo, hi = np.float32(p0), np.float32(p1)
+        for i in range(n):
+            y[i] = _clip(y[i], lo, hi)
+    elif code == HARD_SIGMOID:
+        alpha, beta = np.float32(p0), np.float32(p1)
+        for i in range(n):
+            y[i] = _clip(alpha * y[i] + beta, np.float32(0.0), np.float32(1.0))
+    elif code == HARD_SWISH:
+        for i in range(n):
+            y[i] = _hard_swish(y[i])
+    elif code == SIGMOID:
+        for i in range(n):
+            y[i] = _sigmoid(y[i])
+    elif code == SILU:
+        for i in range(n):
+            y[i] = _silu(y[i])
 
 
-def _activate_flat(src, dst, code, p0, p1):  # type: ignore[no-untyped-def]
-    activate_row(src, dst, src.size, code, p0, p1)
+if ENABLED:
+    _inline = numba.njit(inline="always", fastmath=FASTMATH, cache=True)
+
+    @_inline
+    def _relu(v):  # type: ignore[no-untyped-def]
+        return np.float32(0.0) if v < np.float32(0.0) else v
+
+    @_inline
+    def _clip(v, lo, hi):  # type: ignore[no-untyped-def]
+        v = lo if v < lo else v
+        return hi if v > hi else v
+
+    @_inline
+    def _hard_swish(v):  # type: ignore[no-untyped-def]
+        return v * _clip(v * np.float32(1.0 / 6.0) + np.float32(0.5), np.float32(0.0), np.float32(1.0))
+
+    @_inline
+    def _sigmoid(v):  # type: ignore[no-untyped-def]
+        return np.float32(1.0) / (np.float32(1.0) + exp2(v * _MINUS_LOG2E))
+
+    @_inline
+    def _silu(v):  # type: ignore[no-untyped-def]
+        return v / (np.float32(1.0) + exp2(v * _MINUS_LOG2E))
 
 
-activate = compiled(_activate_flat) if activate_row is not None else None
+# The row finisher the depthwise loop calls, and the in-place pass over a whole array.
+activate_row = compiled(_apply)
+activate = compiled(_apply_in_place)
 
 
 def run(spec_: tuple[int, float, float], src: np.ndarray, dst: np.ndarray) -> None:
-    """dst = activation(src) through the compiled loop (both float32, C-contiguous, one shape;
-    dst may be src)."""
-    assert activate is not None
+    """dst = activation(src) through the compiled loops (both float32, C-contiguous, one
+    shape; dst may be src)."""
+    assert activate is not None and activate_row is not None
     code, p0, p1 = spec_
-    activate(src.reshape(-1), dst.reshape(-1), code, p0, p1)
+    if same_start(src, dst):
+        activate(dst.reshape(-1), code, p0, p1)
+    else:
+        activate_row(src.reshape(-1), dst.reshape(-1), dst.size, code, p0, p1)
+
+
+@functools.cache
+def warm() -> None:
+    """Compile the loops (or load them from numba's cache) now, on a tiny call, so that no
+    compilation falls in a run: kernels call this at prepare."""
+    if activate is None or activate_row is None:
+        return
+    y = np.zeros(4, DTYPE)
+    activate(y, SILU, 0.0, 0.0)
+    activate_row(y, np.empty_like(y), y.size, SILU, 0.0, 0.0)

@@ -21,8 +21,11 @@ written: the route is `direct` (no chunk scratch).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from runtime.kernels import jit_activation
 from runtime.kernels._jit import compiled
 from runtime.kernels.jit_activation import DTYPE, activate_row
 from runtime.kernels.window import Geometry
@@ -110,8 +113,36 @@ def conv_depthwise_compiled(x, w, b, out, geo: Geometry, subs, acc, act: tuple[i
     blocks of `compiled_layout`; `act` is a `jit_activation.spec`."""
     assert depthwise is not None
     code, p0, p1 = act
+    x, w, bias = _read_only(x), _read_only(w), _read_only(w.reshape(-1) if b is None else b)
     depthwise(
-        x, w, w.reshape(-1) if b is None else b, b is not None, out, subs, acc,
+        x, w, bias, b is not None, out, subs, acc,
         geo.strides[0], geo.strides[1], geo.dilations[0], geo.dilations[1], geo.begin[0], geo.begin[1],
         code, p0, p1,
     )  # fmt: skip
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """`a`, or a read-only view of it: the loop is compiled for read-only inputs (a session's
+    tensors are), so that one compilation serves every call."""
+    if not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+@functools.cache
+def warm() -> None:
+    """Compile the loop (or load it from numba's cache) now, on a tiny call: a session calls
+    this at prepare, so that no compilation falls in a run (its allocations would count
+    beside the arena)."""
+    if depthwise is None:
+        return
+    jit_activation.warm()
+    x, w = np.zeros((1, 1, 3, 3), DTYPE), np.zeros((1, 1, 1, 1), DTYPE)
+    geo = Geometry((1, 1), (1, 1), (1, 1), (0, 0), (0, 0), (3, 3))
+    (subs_shape, _), (acc_shape, _) = compiled_layout(x.shape, geo, DTYPE)
+    out = np.empty((1, 1, 3, 3), DTYPE)
+    conv_depthwise_compiled(
+        x, w, None, out, geo, np.empty(subs_shape, DTYPE), np.empty(acc_shape, DTYPE), (0, 0.0, 0.0)
+    )
