@@ -26,7 +26,12 @@ What each column measures (bytes):
   ``main``. Graph outputs are allocated outside those storages, as in memplan like for like.
   Each model is compiled in a child process so that a crash or a slow import is one cell.
 
-Run from the repository root: ``python bench/peer_bench.py [--models a,b] [--skip-run]``.
+TVM need not be installed beside memplan: ``--tvm-path FOLDER`` (or ``MEMPLAN_TVM_PATH``) names a
+folder it was installed into (``pip install --target FOLDER apache-tvm==0.27.0.post1``), appended
+to the TVM child's ``sys.path`` only. Where TVM cannot be imported at all, the TVM column keeps
+the figure of the previous run from the output file, marked so in the table and the notes.
+
+Run from the repository root: ``python bench/peer_bench.py [--models a,b] [--skip-run] [--tvm-path DIR]``.
 Writes sections "peers" and "variable-size" of docs/BENCHMARKS.md and prints the tables.
 """
 
@@ -35,6 +40,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -83,7 +90,7 @@ def memplan_figures(path: Path, run: bool) -> dict:
     out["reordered"] = reordered_arena(graph)
     if run:
         feeds = random_inputs(graph, seed=0)
-        session = runtime.Session(graph, like_plan, runtime.MemoryOptions(io="external", workspace=False))
+        session = runtime.Session(graph, like_plan, runtime.MemoryOptions(io="external", workspace=False), canary=True)
         report = verify(path, feeds, session.run(feeds))
         out["verified"] = report["passed"]
         out["oracle"] = report["oracle"]
@@ -186,9 +193,9 @@ def tvm_storage_bytes(path: Path) -> dict:
     return {"bytes": sum(sizes), "storages": len(sizes)}
 
 
-def tvm_in_child(path: Path) -> dict:
+def tvm_in_child(path: Path, tvm_path: str | None) -> dict:
     """`tvm_storage_bytes` in a fresh interpreter; an error or crash becomes {"error": why}."""
-    command = [sys.executable, __file__, "--tvm-one", str(path)]
+    command = [sys.executable, __file__, "--tvm-one", str(path)] + (["--tvm-path", tvm_path] if tvm_path else [])
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=TVM_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -213,21 +220,49 @@ def model_paths(folder: Path) -> dict[str, Path]:
     return paths
 
 
-def measure(name: str, path: Path, folder: Path, run: bool) -> dict:
-    """One row: memplan's figures and each peer's (a peer's failure is kept as its reason)."""
+TVM_MISSING = "No module named 'tvm'"
+
+
+def previous_figures(doc: Path) -> dict[str, dict[str, int]]:
+    """Per model, memplan's like-for-like bytes ("like") and TVM's ("tvm") in the peers table of
+    `doc` (the previous run), where it had them."""
+    if not doc.exists():
+        return {}
+    text = doc.read_text()
+    start = text.find("## Peers: memplan's arena against onnxruntime and TVM")
+    figures: dict[str, dict[str, int]] = {}
+    for line in text[start:].splitlines()[1:] if start >= 0 else []:
+        if line.startswith("## "):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        for key, column in (("like", 1), ("tvm", 3)):
+            if len(cells) > 3 and re.fullmatch(r"[\d,]+\*?", cells[column]):
+                figures.setdefault(cells[0], {})[key] = int(cells[column].rstrip("*").replace(",", ""))
+    return figures
+
+
+def measure(name: str, path: Path, folder: Path, run: bool, tvm_path: str | None, before: dict[str, dict]) -> dict:
+    """One row: memplan's figures and each peer's (a peer's failure is kept as its reason); TVM's
+    figure of the previous run (`before`) where TVM cannot be imported."""
     row: dict = {"model": name, "memplan": memplan_figures(path, run)}
     try:
         row["ort"] = ort_planned_bytes(path, folder)
     except Exception as error:  # a peer that cannot take a model is a table cell, not a failed run
         row["ort"] = {"error": f"{type(error).__name__}: {str(error)[:160]}"}
-    row["tvm"] = tvm_in_child(path)
+    row["tvm"] = tvm_in_child(path, tvm_path)
+    if TVM_MISSING in row["tvm"].get("error", "") and "tvm" in before.get(name, {}):
+        row["tvm"] = {"bytes": before[name]["tvm"], "previous": True}
+    if "like" in before.get(name, {}):
+        row["like_before"] = before[name]["like"]
     peers = [v for v in (row["ort"].get("planned"), row["tvm"].get("bytes")) if v is not None]
     row["best_peer"] = min(peers) if peers else None
     return row
 
 
 def cell(figure: dict, key: str) -> str:
-    return f"{figure[key]:,}" if key in figure else "n/a: " + figure.get("error", "no figure").replace("|", "/")
+    if key in figure:
+        return f"{figure[key]:,}" + ("*" if figure.get("previous") else "")
+    return "n/a: " + figure.get("error", "no figure").replace("|", "/")
 
 
 def geomean(values: list[float]) -> float:
@@ -241,7 +276,9 @@ def markdown(rows: list[dict], run: bool) -> str:
         "`python bench/peer_bench.py`: bytes per model (batch 1). *memplan like for like*: `best` with "
         "`--io external --workspace off` (activations only, in-place and concat-in-place aliases on, the load-time "
         "fusions on: BatchNormalization into Conv, 1x1 Conv with its residual Add), the form the peers count; "
-        "memplan's kernels pool and normalise (LRN) over their own input. *onnxruntime* (1.31, CPU, default optimisations, arena and memory pattern on, profiling "
+        "memplan's kernels pool and normalise (LRN) over their own input, and a dense 1x1 or 'same' KxK Conv "
+        "writes its output from its dying input's first byte (pixel-wise or row-lagged, `runtime.kernels.conv_over`; "
+        "one batch item or no more output channels than input channels). *onnxruntime* (1.31, CPU, default optimisations, arena and memory pattern on, profiling "
         "on, 3 runs): requested bytes in use before run 1's first node minus those before run 0's, i.e. the "
         "block its memory pattern planned in run 0. *TVM* (0.27, relax CPU passes through `CallTIRRewrite`, then "
         "`StaticPlanBlockMemory`): sum of the sizes of `R.memory.alloc_storage` in `main` (after operator "
@@ -250,7 +287,8 @@ def markdown(rows: list[dict], run: bool) -> str:
         "planned by their profiles (a group's height follows its live members step by step); *rigid groups*: "
         "the like-for-like arena with every group one rectangle (`planner.aliases.rigid`), as before profiles."
         + (
-            " Every like-for-like plan passed `check_plan` and ran once in a Session, verified against onnxruntime."
+            " Every like-for-like plan passed `check_plan` and ran once in a Session with the canary on (every free "
+            "byte poisoned, every live tensor's checksum checked after each step), verified against onnxruntime."
             if run
             else ""
         ),
@@ -315,7 +353,23 @@ def notes(rows: list[dict]) -> list[str]:
         for r in rows
         if r["memplan"]["like"] < r["memplan"]["like_rigid"]
     ]
+    stale = [r["model"] for r in rows if r["tvm"].get("previous")]
+    moved = [
+        f"{r['model']} ({r['like_before']:,} -> {r['memplan']['like']:,})"
+        for r in rows
+        if r.get("like_before", r["memplan"]["like"]) != r["memplan"]["like"]
+    ]
     return [
+        "- Like-for-like arena against the previous run of this bench (the table this one replaced): "
+        + (f"changed on {', '.join(moved)}; the others unchanged." if moved else "unchanged on every model."),
+        *(
+            [
+                f"- TVM could not be imported in this run: its figures marked * ({', '.join(stale)}) are those "
+                "of the previous run (TVM's plan does not depend on memplan)."
+            ]
+            if stale
+            else []
+        ),
         f"- Groups planned by their profiles against rigid groups: like-for-like arena lower on "
         f"{', '.join(shrunk) or 'none'}; with rigid groups the geometric mean would be {stiff:.3f}x the best peer.",
         f"- memplan above the best peer on: {', '.join(losses) or 'none'}; equal on: {', '.join(ties) or 'none'}.",
@@ -384,11 +438,19 @@ def main() -> None:
     parser.add_argument("--skip-run", action="store_true", help="Plan only; do not execute and verify each model.")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     parser.add_argument("--json", type=Path, help="Also write the raw figures here.")
+    parser.add_argument(
+        "--tvm-path",
+        default=os.environ.get("MEMPLAN_TVM_PATH"),
+        help="A folder TVM was installed into (pip install --target), appended to the TVM child's sys.path.",
+    )
     parser.add_argument("--tvm-one", type=Path, help=argparse.SUPPRESS)  # the child process of tvm_in_child
     args = parser.parse_args()
     if args.tvm_one:
+        if args.tvm_path:
+            sys.path.append(args.tvm_path)  # after memplan's own packages: TVM's numpy never shadows them
         print(json.dumps(tvm_storage_bytes(args.tvm_one)))
         return
+    before = previous_figures(args.output)
 
     from app.services.docsections import replace_section
 
@@ -402,7 +464,7 @@ def main() -> None:
         rows = []
         for name in wanted:
             started = time.perf_counter()
-            rows.append(measure(name, paths[name], folder, not args.skip_run))
+            rows.append(measure(name, paths[name], folder, not args.skip_run, args.tvm_path, before))
             r = rows[-1]
             print(
                 f"{name}: memplan {r['memplan']['like']:,} (LOAD {r['memplan']['like_load']:,}, "
