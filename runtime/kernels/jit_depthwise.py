@@ -33,6 +33,14 @@ from runtime.kernels.window import Geometry
 TILE = 512  # output positions summed at a time: 2 KiB of float32, in L1 beside the taps' reads
 
 
+def _tap(flat, row, j, dw, sw, per, span):  # type: ignore[no-untyped-def]
+    """The `span` values tap column j reads for the tile whose kernel row starts at `row`: a
+    slice, so that the loops index by their counter alone and vectorise."""
+    cj = j * dw
+    base = row + (cj % sw) * per + cj // sw
+    return flat[base : base + span]
+
+
 def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
     batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
@@ -50,15 +58,31 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                 yy = y + top
                 src = x[n, c, y]
                 row = (yy % sh) * sw * per + (yy // sh) * wq
+                if sw == 1:
+                    dst = flat[row + left : row + left + width]
+                    for q in range(width):
+                        dst[q] = src[q]
+                    continue
+                if sw == 2:
+                    # Columns 2k and 2k + 1 go to the two parities: one pass, both loads in step.
+                    even = flat[row + (left % 2) * per + left // 2 :]
+                    odd = flat[row + (1 - left % 2) * per + (left + 1) // 2 :]
+                    for k in range(width // 2):
+                        even[k] = src[2 * k]
+                        odd[k] = src[2 * k + 1]
+                    if width % 2:
+                        even[width // 2] = src[width - 1]
+                    continue
                 # Input column q goes to sub-plane column (q + left) // sw of parity (q + left) % sw.
                 for parity in range(sw):
                     first = (parity - left) % sw  # the first input column of this parity
                     if first >= width:
                         continue
+                    count = (width - first + sw - 1) // sw
                     dst = flat[row + parity * per + (first + left) // sw :]
-                    picked = src[first::sw]
-                    for q in range(picked.size):
-                        dst[q] = picked[q]
+                    picked = src[first:]
+                    for q in range(count):
+                        dst[q] = picked[q * sw]
             bias = b[c] if has_bias else np.float32(0.0)
             taps = w[c, 0]
             plane = out[n, c]
@@ -69,14 +93,30 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                     acc[q] = bias
                 for i in range(k_h):
                     ri = i * dh
-                    for j in range(k_w):
-                        cj = j * dw
-                        base = ((ri % sh) * sw + cj % sw) * per + (ri // sh) * wq + cj // sw + start
-                        tap = taps[i, j]
-                        # A slice, so that the loop indexes by its counter alone and vectorises.
-                        src = flat[base : base + span]
+                    row = (ri % sh) * sw * per + (ri // sh) * wq + start
+                    if k_w == 3:
+                        # A kernel row's taps in one pass: the accumulator is read and written once.
+                        s0 = _tap(flat, row, 0, dw, sw, per, span)
+                        s1 = _tap(flat, row, 1, dw, sw, per, span)
+                        s2 = _tap(flat, row, 2, dw, sw, per, span)
+                        t0, t1, t2 = taps[i, 0], taps[i, 1], taps[i, 2]
                         for q in range(span):
-                            acc[q] += tap * src[q]
+                            acc[q] += t0 * s0[q] + t1 * s1[q] + t2 * s2[q]
+                    elif k_w == 5:
+                        s0 = _tap(flat, row, 0, dw, sw, per, span)
+                        s1 = _tap(flat, row, 1, dw, sw, per, span)
+                        s2 = _tap(flat, row, 2, dw, sw, per, span)
+                        s3 = _tap(flat, row, 3, dw, sw, per, span)
+                        s4 = _tap(flat, row, 4, dw, sw, per, span)
+                        t0, t1, t2, t3, t4 = taps[i, 0], taps[i, 1], taps[i, 2], taps[i, 3], taps[i, 4]
+                        for q in range(span):
+                            acc[q] += t0 * s0[q] + t1 * s1[q] + t2 * s2[q] + t3 * s3[q] + t4 * s4[q]
+                    else:
+                        for j in range(k_w):
+                            src = _tap(flat, row, j, dw, sw, per, span)
+                            tap = taps[i, j]
+                            for q in range(span):
+                                acc[q] += tap * src[q]
                 for oy in range(start // wq, min(out_h, (start + span + wq - 1) // wq)):
                     first = max(oy * wq, start)
                     end = min(oy * wq + out_w, start + span)
@@ -84,6 +124,7 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                         activate_row(acc[first - start :], plane[oy, first - oy * wq :], end - first, code, a0, a1)
 
 
+_tap = compiled(_tap) or _tap
 depthwise = compiled(_depthwise) if activate_row is not None else None
 
 
