@@ -68,7 +68,8 @@ class Builder:
 
 def resnet_like(batch: int = 1) -> onnx.ModelProto:
     """Stem (3x3 stride 2), two basic blocks (3x3 convs and a residual Add), a downsampling
-    block with a 1x1 stride-2 projection, global pooling and a classifier."""
+    block with a 1x1 stride-2 projection, a widening 3x3 conv with its Relu, global pooling
+    and a classifier."""
     g = Builder()
     h = g.op("Relu", [g.conv("x", 3, 16, 3, stride=2, name="stem")], "stem_relu")
     for i in range(2):
@@ -77,8 +78,9 @@ def resnet_like(batch: int = 1) -> onnx.ModelProto:
     a = g.op("Relu", [g.conv(h, 16, 32, 3, stride=2, name="d_c1")], "d_r1")
     skip = g.conv(h, 16, 32, 1, stride=2, name="d_proj")
     h = g.op("Relu", [g.op("Add", [g.conv(a, 32, 32, 3, name="d_c2"), skip], "d_add")], "d_out")
+    h = g.op("Relu", [g.conv(h, 32, 48, 3, name="tail")], "tail_relu")  # fused: a ConvAct over d_out
     pooled = g.op("Flatten", [g.op("GlobalAveragePool", [h], "gap")], "flat")
-    g.inits.append(numpy_helper.from_array(RNG.standard_normal((10, 32)).astype(np.float32), "fc.w"))
+    g.inits.append(numpy_helper.from_array(RNG.standard_normal((10, 48)).astype(np.float32), "fc.w"))
     g.op("Gemm", [pooled, "fc.w"], "y", transB=1)
     return g.model("x", [batch, 3, 32, 32], "y", [batch, 10], "resnet_like")
 
@@ -135,6 +137,8 @@ def test_the_resnet_blocks_convs_are_planned_over_their_input_and_lower_load(mon
     # The blocks' second 3x3 convs (fused with nothing: the Add follows) write over the first's output.
     assert links["b0c2"] == (nodes["b0c2"].inputs[0], 0) and links["b1c2"] == (nodes["b1c2"].inputs[0], 0)
     assert "d_c1" not in links  # stride 2: not over its input
+    tail = next(n for n in graph.nodes if n.name.startswith("tail"))
+    assert tail.op_type == "ConvAct" and links[tail.outputs[0]] == ("d_out", 0)  # 32 -> 48 channels, one item
     off = memory_problem(graph, LIKE.replace(inplace=False))
     assert set(_links(off)) == {"flat"}  # the view alone
     assert planner.load(problem) < planner.load(off)
