@@ -192,3 +192,31 @@ def test_the_workspace_covers_the_larger_of_both_routes():
     assert conv_over.over_layout((1, 64, 56, 56), (256, 64, 1, 1), f32, None, "columns")[0][0] == (64, 1024)
     apart = [TensorMeta((2, 64, 28, 28), f32), TensorMeta((256, 64, 1, 1), f32), None]
     assert kernel.workspace(apart, [TensorMeta((2, 256, 28, 28), f32)]) == 0  # no route over the input
+
+
+def _random_case(rng: np.random.Generator):
+    """A random conv the over routes accept: one item with any channels, or two with fewer out."""
+    batch = int(rng.integers(1, 3))
+    cin = int(rng.integers(1, 9))
+    cout = int(rng.integers(1, 13)) if batch == 1 else int(rng.integers(1, cin + 1))
+    k = int(rng.choice([1, 2, 3, 5]))
+    dilation = int(rng.integers(1, 3)) if k > 1 else 1
+    extent = (k - 1) * dilation
+    top, left = int(rng.integers(0, extent + 1)), int(rng.integers(0, extent + 1))
+    attrs = {"pads": [top, left, extent - top, extent - left], "dilations": [dilation, dilation]}
+    spatial = (int(rng.integers(1, 12)), int(rng.integers(1, 12)))
+    return batch, cin, cout, k, attrs, spatial
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_convs_over_their_own_input_match_the_reference(seed, monkeypatch):
+    rng = np.random.default_rng(1000 + seed)
+    monkeypatch.setattr(window, "IM2COL_BLOCK_BYTES", int(rng.choice([1, 600, 1 << 20])))
+    monkeypatch.setattr(conv_over, "COLUMNS_BYTES", int(rng.choice([1, 100, 1 << 18])))
+    for _ in range(4):
+        batch, cin, cout, k, attrs, spatial = _random_case(rng)
+        x, w, b = _case(batch, cin, cout, k, attrs, spatial=spatial)
+        want = _reference(x, w, b, attrs, "")
+        assert writes_over_input(attrs, [x, w, b], want), (batch, cin, cout, k, attrs, spatial)
+        got = _over_input(_kernel(""), x, w, b, want.shape, attrs, scratch=True)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str((batch, cin, cout, k, attrs, spatial)))
