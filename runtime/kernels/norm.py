@@ -2,7 +2,9 @@
 
 Statistics are small (one value per channel or per normalised row) and computed in at
 least float32; the full-size work happens in the output: centre into `out`, sum squares
-with einsum (which needs no squared temporary), then scale and shift in place.
+with einsum (which needs no squared temporary), then scale and shift in place. A float32
+LayerNormalization with a scale per normalised element runs as one compiled loop per row
+instead (`runtime.kernels.jit_norm`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import math
 
 import numpy as np
 
-from runtime.kernels import kernel
+from runtime.kernels import jit_norm, kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 
 
@@ -74,7 +76,11 @@ def _layer_rows(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
 
 
 def layer_normalization_workspace(inputs, outputs, *, axis=-1, **_) -> int:
+    """Bytes of scratch; also compiles the float32 loop now (the session asks for the
+    workspace when it prepares, so no run compiles)."""
     x = inputs[0]
+    if x.dtype == np.float32:
+        jit_norm.prepared()
     rows, cols = _layer_rows(tuple(x.shape), axis)
     stat = _stat_dtype(x.dtype)
     return scratch_bytes(((rows, 1), stat), ((rows, 1), stat), ((cols, 1), stat))
@@ -102,6 +108,23 @@ def layer_normalization(x, scale, bias=None, *, out, ws=None, axis=-1, epsilon=1
     scratch = Scratch(ws, "LayerNormalization")
     mean, inv_std, ones = scratch.take((rows, 1), stat), scratch.take((rows, 1), stat), scratch.take((cols, 1), stat)
     x2, y2 = x.reshape(rows, cols), y.reshape(rows, cols)
+    loop = jit_norm.prepared() if jit_norm.usable(x, y, scale, bias, cols) else None
+    if loop is not None:
+        flat_scale = scale.reshape(cols)
+        flat_bias = flat_scale if bias is None else bias.reshape(cols)
+        loop(x2, y2, flat_scale, flat_bias, bias is not None, mean[:, 0], inv_std[:, 0], float(epsilon))
+    else:
+        _layer_norm_numpy(x2, y2, x, y, scale, bias, mean, inv_std, ones, epsilon)
+    if len(out) > 1 and out[1] is not None:
+        out[1][...] = mean.reshape(out[1].shape)
+    if len(out) > 2 and out[2] is not None:
+        out[2][...] = inv_std.reshape(out[2].shape)
+
+
+def _layer_norm_numpy(x2, y2, x, y, scale, bias, mean, inv_std, ones, epsilon) -> None:
+    """LayerNormalization through numpy: centre into the output, then scale rows in place."""
+    rows, cols = x2.shape
+    stat = mean.dtype
     _row_means(x2, mean, ones)
     np.subtract(x2, mean, out=y2, casting="same_kind")
     np.einsum("ij,ij->i", y2, y2, dtype=stat, out=inv_std[:, 0])
@@ -119,10 +142,6 @@ def layer_normalization(x, scale, bias=None, *, out, ws=None, axis=-1, epsilon=1
         y *= scale
         if bias is not None:
             y += bias
-    if len(out) > 1 and out[1] is not None:
-        out[1][...] = mean.reshape(out[1].shape)
-    if len(out) > 2 and out[2] is not None:
-        out[2][...] = inv_std.reshape(out[2].shape)
 
 
 @kernel("InstanceNormalization")
