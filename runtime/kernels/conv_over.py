@@ -29,7 +29,9 @@ item only the pixel's own position matters:
   computed first, by one matmul straight into place, and only the first Cin output planes
   go through the chunk (MobileNetV2's expansions copy a sixth of their output);
 * rows: output rows are computed band by band (the band's im2col, built straight from the
-  unpadded input with zeros where the window leaves it, then one matmul) into scratch, and
+  unpadded input with zeros where the window leaves it, then one matmul; or, with at most
+  half as many filters as channels, one matmul per kernel tap over the band's input rows
+  copied into a zero-padded band buffer) into scratch, and
   output row r is written only once output rows up to r + pad_top are computed: every
   reader of input row r is done. The rows of a band not yet writable (the last pad_top) wait
   in a hold buffer until the next band; the band's im2col reads input rows from
@@ -83,15 +85,30 @@ def over_layout(x_shape, w_shape, dtype, geo: Geometry, route: str) -> Layout:
         pixels = math.prod(x_shape[2:])
         rows = filters - _spill(x_shape, w_shape)
         return [((rows, _columns(rows, pixels, dtype)), dtype)]
-    rows = _band_rows(x_shape, geo, dtype)
+    rows = _band_rows(x_shape, w_shape, geo, dtype)
     height, width = x_shape[2:]
     kh, kw = geo.kernel
     hold = min(geo.begin[0], height)
-    return [
-        ((channels, kh, kw, rows, width), dtype),
-        ((filters, rows * width), dtype),
-        ((filters, max(hold, 1) * width), dtype),
-    ]
+    common = [((filters, rows * width), dtype), ((filters, max(hold, 1) * width), dtype)]
+    if by_taps(x_shape, w_shape):
+        padded = _padded_width(width, geo)
+        return common + [
+            ((kh, kw, filters, channels), dtype),
+            ((channels, rows + geo.extent[0], padded), dtype),  # the band's rows, halo, one spare row
+            ((filters, rows * padded), dtype),
+            ((filters, rows * padded), dtype),
+        ]
+    return common + [((channels, kh, kw, rows, width), dtype)]
+
+
+def by_taps(x_shape, w_shape) -> bool:
+    """Whether a band is computed one matmul per kernel tap (at most half as many filters as
+    channels: an im2col band would be larger than the output band, as in `conv.uses_taps`)."""
+    return 2 * w_shape[0] <= x_shape[1]
+
+
+def _padded_width(width: int, geo: Geometry) -> int:
+    return width + geo.begin[1] + geo.end[1]
 
 
 def _spill(x_shape, w_shape) -> int:
@@ -104,11 +121,14 @@ def _columns(filters: int, pixels: int, dtype: np.dtype) -> int:
     return units_within(COLUMNS_BYTES, filters * dtype.itemsize, pixels)
 
 
-def _band_rows(x_shape, geo: Geometry, dtype: np.dtype) -> int:
-    """Rows per band: within the im2col budget, but at least pad_top (so a band's writable
-    rows never run behind the hold), and at most the image."""
+def _band_rows(x_shape, w_shape, geo: Geometry, dtype: np.dtype) -> int:
+    """Rows per band: within the im2col budget (by taps: the accumulator's), but at least
+    pad_top (so a band's writable rows never run behind the hold), and at most the image."""
     channels, height, width = x_shape[1], x_shape[2], x_shape[3]
-    per_row = channels * math.prod(geo.kernel) * width * dtype.itemsize
+    if by_taps(x_shape, w_shape):
+        per_row = w_shape[0] * _padded_width(width, geo) * dtype.itemsize
+    else:
+        per_row = channels * math.prod(geo.kernel) * width * dtype.itemsize
     rows = units_within(window.IM2COL_BLOCK_BYTES, per_row, height)
     return min(height, max(rows, geo.begin[0]))
 
@@ -148,21 +168,20 @@ def conv_columns(x, w, b, out, finish: Finish | None, scratch: Scratch) -> None:
 def conv_rows(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scratch) -> None:
     """Row-lagged KxK 'same' conv: bands of output rows into scratch, each row written once
     every output row reading its input row is computed (see the module)."""
-    batch, channels, height, width = x.shape
+    batch, _, height, width = x.shape
     filters = w.shape[0]
-    (col_shape, dtype), (band_shape, _), (hold_shape, _) = over_layout(x.shape, w.shape, out.dtype, geo, "rows")
-    col, band, hold = (scratch.take((math.prod(s),), dtype) for s in (col_shape, band_shape, hold_shape))
-    taps, rows = col_shape[:3], col_shape[3]
+    layout = over_layout(x.shape, w.shape, out.dtype, geo, "rows")
+    blocks = [scratch.take((math.prod(shape),), dtype) for shape, dtype in layout]
+    band, hold = blocks[:2]
+    rows = layout[0][0][1] // width
+    compute = _TapsBand(x, w, geo, layout, blocks) if by_taps(x.shape, w.shape) else _Im2colBand(x, w, geo, blocks)
     lag = min(geo.begin[0], height)
-    weights = w.reshape(filters, -1)
     for n in range(batch):
         waiting = 0  # rows held back, starting at output row r0 - waiting
         for r0 in range(0, height, rows):
             m = min(rows, height - r0)
-            cols = col[: math.prod(taps) * m * width].reshape(*taps, m, width)
-            _band_im2col(x[n], cols, r0, m, geo)
             computed = band[: filters * m * width].reshape(filters, m * width)
-            np.matmul(weights, cols.reshape(weights.shape[1], m * width), out=computed)
+            compute(n, r0, m, computed)
             if b is not None:
                 computed += b[:, None]
             if finish is not None:
@@ -177,6 +196,59 @@ def conv_rows(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scrat
             waiting = m - ready
             if waiting:
                 np.copyto(hold[: filters * waiting * width].reshape(filters, -1), computed[:, ready * width :])
+
+
+class _Im2colBand:
+    """A band of output rows as one matmul over the band's im2col (read from the unpadded image)."""
+
+    def __init__(self, x, w, geo: Geometry, blocks: list[np.ndarray]) -> None:
+        self.x, self.geo, self.col = x, geo, blocks[2]
+        self.weights = w.reshape(w.shape[0], -1)
+        self.taps = (x.shape[1], *geo.kernel)
+
+    def __call__(self, n: int, r0: int, m: int, computed: np.ndarray) -> None:
+        width = self.x.shape[3]
+        cols = self.col[: math.prod(self.taps) * m * width].reshape(*self.taps, m, width)
+        _band_im2col(self.x[n], cols, r0, m, self.geo)
+        np.matmul(self.weights, cols.reshape(self.weights.shape[1], m * width), out=computed)
+
+
+class _TapsBand:
+    """A band of output rows as one matmul per kernel tap, each over a plain view of the band's
+    input rows copied into a zero-padded buffer (`conv._conv_taps`, a band at a time): output
+    (r, c) over the padded width P is flat position r * P + c, and tap (i, j) reads the padded
+    rows at that position plus i * dh * P + j * dw; the spare columns are dropped."""
+
+    def __init__(self, x, w, geo: Geometry, layout, blocks: list[np.ndarray]) -> None:
+        self.x, self.geo = x, geo
+        (per_tap_shape, _), (padded_shape, _), (acc_shape, _) = (layout[2], layout[3], layout[4])
+        self.per_tap = blocks[2].reshape(per_tap_shape)
+        np.copyto(self.per_tap, w.transpose(2, 3, 0, 1))  # each tap's (filters, channels) contiguous
+        self.padded, self.acc, self.part = blocks[3], blocks[4], blocks[5]
+        self.padded_shape = padded_shape
+        self.filters = acc_shape[0]
+
+    def __call__(self, n: int, r0: int, m: int, computed: np.ndarray) -> None:
+        geo, image = self.geo, self.x[n]
+        channels, height, width = image.shape
+        padded_width = self.padded_shape[2]
+        span = m + geo.extent[0]  # input rows the band reads, and one spare row
+        buffer = self.padded[: channels * span * padded_width].reshape(channels, span, padded_width)
+        top, left = r0 - geo.begin[0], geo.begin[1]
+        lo, hi = max(0, -top), min(span, height - top)
+        buffer.fill(0)
+        if hi > lo:
+            np.copyto(buffer[:, lo:hi, left : left + width], image[:, top + lo : top + hi])
+        flat = buffer.reshape(channels, -1)
+        total = self.acc[: self.filters * m * padded_width].reshape(self.filters, -1)
+        extra = self.part[: self.filters * m * padded_width].reshape(self.filters, -1)
+        (dh, dw) = geo.dilations
+        for k, (i, j) in enumerate(np.ndindex(*geo.kernel)):
+            shift = i * dh * padded_width + j * dw
+            np.matmul(self.per_tap[i, j], flat[:, shift : shift + m * padded_width], out=total if k == 0 else extra)
+            if k:
+                total += extra
+        np.copyto(computed.reshape(self.filters, m, width), total.reshape(self.filters, m, padded_width)[:, :, :width])
 
 
 def _band_im2col(image, col, r0: int, m: int, geo: Geometry) -> None:
