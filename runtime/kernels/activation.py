@@ -3,6 +3,9 @@
 Attribute defaults are the ONNX spec's. Formulas that read their input after writing
 `out` run chunk by chunk through `run_chunks`, which copies an input chunk that `out`
 overlaps (in place) into the workspace, so that nothing is allocated beside the arena.
+With compiled loops (`runtime.kernels._jit`), float32 Sigmoid, HardSigmoid, HardSwish,
+Clip, Gelu and Softmax/LogSoftmax over the last axis run one compiled pass
+(`runtime.kernels.jit_activation`) instead of several numpy ones.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import math
 
 import numpy as np
 
-from runtime.kernels import kernel
+from runtime.kernels import jit_activation, kernel
 from runtime.kernels._blocks import BLOCK
 from runtime.kernels._chunks import chunks_workspace, run_chunks
 from runtime.kernels._epilogue import EXP2_DTYPES, LOG2E
@@ -24,8 +27,24 @@ ZERO_ROW = 1 << 14
 _ZEROS = {np.dtype(t): np.zeros(ZERO_ROW, t) for t in (np.float32, np.float64)}
 
 
+def _compiled(name: str, x: np.ndarray, out: np.ndarray, **params: float) -> bool:
+    """Run activation `name` through the compiled loop when it takes these arrays; whether it did."""
+    if x.shape != out.shape or not jit_activation.usable(x, out):
+        return False
+    jit_activation.run(jit_activation.spec(name, **params), x, out)
+    return True
+
+
+def warm_workspace(inputs, outputs, **_) -> int:
+    """No scratch; asked at prepare, where the compiled loops are compiled (never in a run)."""
+    if outputs[0] is not None and outputs[0].dtype == jit_activation.DTYPE:
+        jit_activation.warm()
+    return 0
+
+
 def copies_workspace(inputs, outputs, **_) -> int:
     """Room for a copy of each input's chunk (see `run_chunks`)."""
+    warm_workspace(inputs, outputs)
     return chunks_workspace(outputs[0].shape, [x.dtype for x in inputs])
 
 
@@ -105,8 +124,10 @@ def celu(x, *, out, ws=None, alpha=1.0):
     run_chunks(block, out, [x], ws, "Celu")
 
 
-@kernel("Sigmoid", inplace=(0,))
-def sigmoid(x, *, out):
+@kernel("Sigmoid", inplace=(0,), workspace=warm_workspace)
+def sigmoid(x, *, out, ws=None):
+    if _compiled("Sigmoid", x, out):
+        return
     # 1 / (1 + exp2(-x log2 e)): exp2 overflows to inf for x << 0 and the result is then exactly 0.
     with np.errstate(over="ignore"):
         if out.dtype in EXP2_DTYPES:
@@ -124,8 +145,10 @@ def tanh(x, *, out):
     np.tanh(x, out=out)
 
 
-@kernel("HardSigmoid", inplace=(0,))
-def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
+@kernel("HardSigmoid", inplace=(0,), workspace=warm_workspace)
+def hard_sigmoid(x, *, out, ws=None, alpha=0.2, beta=0.5):
+    if _compiled("HardSigmoid", x, out, alpha=alpha, beta=beta):
+        return
     np.multiply(x, alpha, out=out)
     out += beta
     np.clip(out, 0, 1, out=out)
@@ -133,6 +156,9 @@ def hard_sigmoid(x, *, out, alpha=0.2, beta=0.5):
 
 @kernel("HardSwish", inplace=(0,), workspace=copies_workspace)
 def hard_swish(x, *, out, ws=None):
+    if _compiled("HardSwish", x, out):
+        return
+
     def block(x, o):
         hard_sigmoid(x, out=o, alpha=1 / 6, beta=0.5)
         o *= x
@@ -181,6 +207,7 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
 
 def gelu_workspace(inputs, outputs, *, approximate="none", **_) -> int:
     out = outputs[0]
+    warm_workspace(inputs, outputs)
     return chunks_workspace(out.shape, [_compute_dtype(out.dtype)] * (1 if approximate == "tanh" else 3))
 
 
@@ -231,6 +258,8 @@ def gelu(x, *, out, approximate="none", ws=None):
     """x * Phi(x), with Phi exact (erf) or its tanh approximation (approximate="tanh")."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"Gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if _compiled("GeluTanh" if approximate == "tanh" else "Gelu", x, out):
+        return
     chunk, temps = (_gelu_tanh_chunk, 1) if approximate == "tanh" else (_gelu_erf_chunk, 3)
     run_chunks(chunk, out, [x], ws, "Gelu", [_compute_dtype(out.dtype)] * temps, reads_before_writes=True)
 
@@ -276,6 +305,7 @@ def _log_chunk(outer: int, n: int, inner: int) -> tuple[int, int]:
 
 def softmax_workspace(inputs, outputs, *, axis=None, **_) -> int:
     out = outputs[0]
+    warm_workspace(inputs, outputs)
     layouts = _softmax_layouts(tuple(out.shape), axis)
     stats = max(o * i for o, _, i in layouts)
     ones = max((n for _, n, _ in layouts if n <= BLOCK), default=0)  # the column of ones of `_row_sums`
@@ -307,6 +337,9 @@ def _softmax(x, out, layout, log, ws, owner):
     workspace, and a log-softmax takes its exponentials a chunk of rows at a time there
     (`out` holds x - max: x is read once, before `out` is written, so in place is safe)."""
     outer, n, inner = layout
+    if inner == 1 and jit_activation.usable(x, out) and jit_activation.softmax_rows is not None:
+        jit_activation.softmax(x.reshape(outer, n), out.reshape(outer, n), log)
+        return
     x3, y3 = x.reshape(layout), out.reshape(layout)
     scratch = Scratch(ws, owner)
     peak = scratch.take((outer, 1, inner), out.dtype)
@@ -362,10 +395,13 @@ def log_softmax(x, *, out, axis=None, opset, ws=None):
     _softmax_kernel(x, out, axis, opset, True, ws)
 
 
-@kernel("Clip", inplace=(0,))
-def clip(x, min=None, max=None, *, out):
+@kernel("Clip", inplace=(0,), workspace=warm_workspace)
+def clip(x, min=None, max=None, *, out, ws=None):
     """Bounds are inputs from opset 11 and attributes before it; both arrive here as
     `min`/`max`, and an absent bound does not clip."""
+    lo_hi = [-np.inf if min is None else float(min), np.inf if max is None else float(max)]
+    if (min is not None or max is not None) and _compiled("Clip", x, out, lo=lo_hi[0], hi=lo_hi[1]):
+        return
     lo = None if min is None else np.asarray(min, dtype=x.dtype)
     hi = None if max is None else np.asarray(max, dtype=x.dtype)
     if lo is None and hi is None:

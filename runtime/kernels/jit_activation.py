@@ -21,7 +21,7 @@ import numpy as np
 from runtime.kernels._jit import ENABLED, FASTMATH, compiled, numba
 from runtime.kernels._scratch import same_start
 
-NONE, RELU, CLIP, HARD_SIGMOID, HARD_SWISH, SIGMOID, SILU = range(7)
+NONE, RELU, CLIP, HARD_SIGMOID, HARD_SWISH, SIGMOID, SILU, GELU, GELU_TANH, TANH = range(10)
 CODES = {
     "Relu": RELU,
     "Clip": CLIP,
@@ -29,6 +29,9 @@ CODES = {
     "HardSwish": HARD_SWISH,
     "Sigmoid": SIGMOID,
     "Silu": SILU,
+    "Gelu": GELU,  # exact (erf), by Abramowitz-Stegun 7.1.26 as the numpy route
+    "GeluTanh": GELU_TANH,
+    "Tanh": TANH,
 }
 DTYPE = np.dtype(np.float32)  # the one dtype the compiled loops take
 
@@ -86,6 +89,11 @@ else:
     exp2 = None
 
 _MINUS_LOG2E = np.float32(-math.log2(math.e))
+_LOG2E = np.float32(math.log2(math.e))
+# Abramowitz & Stegun 7.1.26 (the numpy route's Gelu): erf(z) ~ 1 - t P(t) exp(-z^2), t = 1 / (1 + p z)
+_AS_P = 0.3275911
+_AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+_K = math.sqrt(2.0 / math.pi)
 
 
 def _apply(src, dst, n, code, p0, p1):  # type: ignore[no-untyped-def]
@@ -113,9 +121,12 @@ def _apply(src, dst, n, code, p0, p1):  # type: ignore[no-untyped-def]
     elif code == SIGMOID:
         for i in range(n):
             dst[i] = _sigmoid(src[i])
-    else:  # SILU
+    elif code == SILU:
         for i in range(n):
             dst[i] = _silu(src[i])
+    else:
+        for i in range(n):
+            dst[i] = _other(src[i], code)
 
 
 def _apply_in_place(y, code, p0, p1):  # type: ignore[no-untyped-def]
@@ -141,6 +152,15 @@ def _apply_in_place(y, code, p0, p1):  # type: ignore[no-untyped-def]
     elif code == SILU:
         for i in range(n):
             y[i] = _silu(y[i])
+    elif code == GELU:
+        for i in range(n):
+            y[i] = _gelu(y[i])
+    elif code == GELU_TANH:
+        for i in range(n):
+            y[i] = _gelu_tanh(y[i])
+    elif code == TANH:
+        for i in range(n):
+            y[i] = _tanh(y[i])
 
 
 if ENABLED:
@@ -167,6 +187,109 @@ if ENABLED:
     def _silu(v):  # type: ignore[no-untyped-def]
         return v / (np.float32(1.0) + exp2(v * _MINUS_LOG2E))
 
+    @_inline
+    def _gelu(v):  # type: ignore[no-untyped-def]
+        # x Phi(x) = relu(x) - |x| e^(-x^2/2) t P(t) / 2, t = 1 / (1 + p |x| / sqrt 2), as the
+        # numpy route (`runtime.kernels.activation`); +inf gives inf, -inf NaN (x * 0), as x Phi(x).
+        a = abs(v)
+        t = np.float32(1.0) / (np.float32(1.0) + np.float32(_AS_P / math.sqrt(2.0)) * a)
+        c = np.float32(_AS_A[4] / 2) * t + np.float32(_AS_A[3] / 2)
+        c = c * t + np.float32(_AS_A[2] / 2)
+        c = c * t + np.float32(_AS_A[1] / 2)
+        c = c * t + np.float32(_AS_A[0] / 2)
+        c = c * t
+        r = _relu(v) - c * a * exp2(v * v * np.float32(-0.5 * math.log2(math.e)))
+        return v if v == np.float32(np.inf) else r
+
+    @_inline
+    def _gelu_tanh(v):  # type: ignore[no-untyped-def]
+        # x (1 + tanh(z)) / 2 = x / (1 + e^(-2z)), z = sqrt(2 / pi) (x + 0.044715 x^3)
+        z = v * (np.float32(_K) + np.float32(_K * 0.044715) * v * v)
+        return v / (np.float32(1.0) + exp2(z * np.float32(-2.0 * math.log2(math.e))))
+
+    @_inline
+    def _tanh(v):  # type: ignore[no-untyped-def]
+        # 1 - 2 / (e^(2x) + 1): +-1 at the ends, NaN stays NaN
+        return np.float32(1.0) - np.float32(2.0) / (exp2(v * np.float32(2.0 * math.log2(math.e))) + np.float32(1.0))
+
+    @_inline
+    def _other(v, code):  # type: ignore[no-untyped-def]
+        if code == GELU:
+            return _gelu(v)
+        if code == GELU_TANH:
+            return _gelu_tanh(v)
+        return _tanh(v)
+
+
+def _softmax_rows(src, dst, log):  # type: ignore[no-untyped-def]
+    """dst = (Log)Softmax(src) along each row of 2-D arrays apart: the row's maximum, then its
+    exponentials (stored, for Softmax) and their sum, then the scaling, each row in cache."""
+    for r in range(src.shape[0]):
+        x, y = src[r], dst[r]
+        m = x[0]
+        for i in range(x.size):
+            m = x[i] if x[i] > m else m
+        m = m if m == m else x[0]  # a NaN first element: NaN throughout, as numpy's max
+        total = np.float32(0.0)
+        if log:
+            for i in range(x.size):
+                total += exp2((x[i] - m) * _LOG2E)
+            # (x - m) - lse in two loops: in one, the compiler may reassociate it to
+            # x - (m + lse), which loses the digits of results near 0.
+            lse = np.log(total)
+            for i in range(x.size):
+                y[i] = x[i] - m
+            for i in range(x.size):
+                y[i] -= lse
+        else:
+            for i in range(x.size):
+                e = exp2((x[i] - m) * _LOG2E)
+                y[i] = e
+                total += e
+            scale = np.float32(1.0) / total
+            for i in range(x.size):
+                y[i] *= scale
+
+
+def _softmax_rows_in_place(y2, log):  # type: ignore[no-untyped-def]
+    """`_softmax_rows` over one array, in place."""
+    for r in range(y2.shape[0]):
+        y = y2[r]
+        m = y[0]
+        for i in range(y.size):
+            m = y[i] if y[i] > m else m
+        m = m if m == m else y[0]
+        total = np.float32(0.0)
+        if log:
+            for i in range(y.size):
+                total += exp2((y[i] - m) * _LOG2E)
+            lse = np.log(total)
+            for i in range(y.size):
+                y[i] -= m
+            for i in range(y.size):
+                y[i] -= lse
+        else:
+            for i in range(y.size):
+                e = exp2((y[i] - m) * _LOG2E)
+                y[i] = e
+                total += e
+            scale = np.float32(1.0) / total
+            for i in range(y.size):
+                y[i] *= scale
+
+
+softmax_rows = compiled(_softmax_rows)
+softmax_rows_in_place = compiled(_softmax_rows_in_place)
+
+
+def softmax(src: np.ndarray, dst: np.ndarray, log: bool) -> None:
+    """(Log)Softmax along the last axis of 2-D float32 C-contiguous rows (dst may be src)."""
+    assert softmax_rows is not None and softmax_rows_in_place is not None
+    if same_start(src, dst):
+        softmax_rows_in_place(dst, log)
+    else:
+        softmax_rows(src, dst, log)
+
 
 # The row finisher the depthwise loop calls, and the in-place pass over a whole array.
 activate_row = compiled(_apply)
@@ -188,8 +311,15 @@ def run(spec_: tuple[int, float, float], src: np.ndarray, dst: np.ndarray) -> No
 def warm() -> None:
     """Compile the loops (or load them from numba's cache) now, on a tiny call, so that no
     compilation falls in a run: kernels call this at prepare."""
-    if activate is None or activate_row is None:
+    if activate is None or activate_row is None or softmax_rows is None or softmax_rows_in_place is None:
         return
     y = np.zeros(4, DTYPE)
+    read_only = y.view()
+    read_only.flags.writeable = False
     activate(y, SILU, 0.0, 0.0)
-    activate_row(y, np.empty_like(y), y.size, SILU, 0.0, 0.0)
+    for src in (y, read_only):  # a session's inputs are read-only, a kernel's scratch is not
+        activate_row(src, np.empty_like(y), y.size, SILU, 0.0, 0.0)
+        for log in (False, True):
+            softmax_rows(src.reshape(2, 2), np.empty((2, 2), DTYPE), log)
+    for log in (False, True):
+        softmax_rows_in_place(y.reshape(2, 2), log)
