@@ -88,17 +88,17 @@ def over_layout(x_shape, w_shape, dtype, geo: Geometry, route: str) -> Layout:
     rows = _band_rows(x_shape, w_shape, geo, dtype)
     height, width = x_shape[2:]
     kh, kw = geo.kernel
-    hold = min(geo.begin[0], height)
-    common = [((filters, rows * width), dtype), ((filters, max(hold, 1) * width), dtype)]
+    hold = min(geo.begin[0], height) if rows < height else 0  # one band: every row is ready at once
+    common = [((filters, hold * width), dtype)]
     if by_taps(x_shape, w_shape):
         padded = _padded_width(width, geo)
-        return common + [
+        return common + [  # the band computed ends in the last block, free again after the taps
             ((kh, kw, filters, channels), dtype),
             ((channels, rows + geo.extent[0], padded), dtype),  # the band's rows, halo, one spare row
             ((filters, rows * padded), dtype),
             ((filters, rows * padded), dtype),
         ]
-    return common + [((channels, kh, kw, rows, width), dtype)]
+    return common + [((filters, rows * width), dtype), ((channels, kh, kw, rows, width), dtype)]
 
 
 def by_taps(x_shape, w_shape) -> bool:
@@ -172,16 +172,15 @@ def conv_rows(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scrat
     filters = w.shape[0]
     layout = over_layout(x.shape, w.shape, out.dtype, geo, "rows")
     blocks = [scratch.take((math.prod(shape),), dtype) for shape, dtype in layout]
-    band, hold = blocks[:2]
-    rows = layout[0][0][1] // width
+    hold = blocks[0]
+    rows = _band_rows(x.shape, w.shape, geo, np.dtype(out.dtype))
     compute = _TapsBand(x, w, geo, layout, blocks) if by_taps(x.shape, w.shape) else _Im2colBand(x, w, geo, blocks)
     lag = min(geo.begin[0], height)
     for n in range(batch):
         waiting = 0  # rows held back, starting at output row r0 - waiting
         for r0 in range(0, height, rows):
             m = min(rows, height - r0)
-            computed = band[: filters * m * width].reshape(filters, m * width)
-            compute(n, r0, m, computed)
+            computed = compute(n, r0, m)  # (filters, m * width), contiguous
             if b is not None:
                 computed += b[:, None]
             if finish is not None:
@@ -202,15 +201,17 @@ class _Im2colBand:
     """A band of output rows as one matmul over the band's im2col (read from the unpadded image)."""
 
     def __init__(self, x, w, geo: Geometry, blocks: list[np.ndarray]) -> None:
-        self.x, self.geo, self.col = x, geo, blocks[2]
+        self.x, self.geo, self.band, self.col = x, geo, blocks[1], blocks[2]
         self.weights = w.reshape(w.shape[0], -1)
         self.taps = (x.shape[1], *geo.kernel)
 
-    def __call__(self, n: int, r0: int, m: int, computed: np.ndarray) -> None:
+    def __call__(self, n: int, r0: int, m: int) -> np.ndarray:
         width = self.x.shape[3]
         cols = self.col[: math.prod(self.taps) * m * width].reshape(*self.taps, m, width)
         _band_im2col(self.x[n], cols, r0, m, self.geo)
+        computed = self.band[: self.weights.shape[0] * m * width].reshape(self.weights.shape[0], m * width)
         np.matmul(self.weights, cols.reshape(self.weights.shape[1], m * width), out=computed)
+        return computed
 
 
 class _TapsBand:
@@ -221,14 +222,14 @@ class _TapsBand:
 
     def __init__(self, x, w, geo: Geometry, layout, blocks: list[np.ndarray]) -> None:
         self.x, self.geo = x, geo
-        (per_tap_shape, _), (padded_shape, _), (acc_shape, _) = (layout[2], layout[3], layout[4])
-        self.per_tap = blocks[2].reshape(per_tap_shape)
+        (per_tap_shape, _), (padded_shape, _), (acc_shape, _) = (layout[1], layout[2], layout[3])
+        self.per_tap = blocks[1].reshape(per_tap_shape)
         np.copyto(self.per_tap, w.transpose(2, 3, 0, 1))  # each tap's (filters, channels) contiguous
-        self.padded, self.acc, self.part = blocks[3], blocks[4], blocks[5]
+        self.padded, self.acc, self.part = blocks[2], blocks[3], blocks[4]
         self.padded_shape = padded_shape
         self.filters = acc_shape[0]
 
-    def __call__(self, n: int, r0: int, m: int, computed: np.ndarray) -> None:
+    def __call__(self, n: int, r0: int, m: int) -> np.ndarray:
         geo, image = self.geo, self.x[n]
         channels, height, width = image.shape
         padded_width = self.padded_shape[2]
@@ -248,7 +249,10 @@ class _TapsBand:
             np.matmul(self.per_tap[i, j], flat[:, shift : shift + m * padded_width], out=total if k == 0 else extra)
             if k:
                 total += extra
+        # The band without its spare columns, contiguous, in `part` (free again after the taps).
+        computed = self.part[: self.filters * m * width].reshape(self.filters, m * width)
         np.copyto(computed.reshape(self.filters, m, width), total.reshape(self.filters, m, padded_width)[:, :, :width])
+        return computed
 
 
 def _band_im2col(image, col, r0: int, m: int, geo: Geometry) -> None:
