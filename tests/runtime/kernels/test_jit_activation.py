@@ -1,8 +1,7 @@
 """Compiled activations (`runtime.kernels.jit_activation`) and the numpy routes they replace,
 against onnx.reference: the standalone kernels (Sigmoid, HardSigmoid, HardSwish, Clip, Gelu
 exact and tanh, Softmax and LogSoftmax over the last axis) on odd sizes with NaN, infinities
-and huge values, out of place and in place; the activations ConvAct fuses (`_epilogue`) on
-both routes; and the compiled exp2 against float64."""
+and huge values, out of place and in place; the activations ConvAct fuses on both routes; and the compiled exp2 against float64."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from runtime.kernels import attributes_of, call, get_kernel, jit_activation
-from runtime.kernels._epilogue import TEMP, activation
+from runtime.kernels import TensorMeta, attributes_of, call, get_kernel, jit_activation
 from tests.runtime.kernels.harness import run_kernel
 
 needs_jit = pytest.mark.skipif(jit_activation.activate is None, reason="compiled loops off or numba missing")
@@ -116,12 +114,19 @@ def test_fused_activations_match_their_formula_on_both_routes(name, params, form
         _numpy_route(monkeypatch)
     elif jit_activation.activate is None:
         pytest.skip("compiled loops off or numba missing")
-    x = _input(1, special=True).reshape(-1)
+    # Through ConvAct with one channel and a 1x1 filter of 1: the activation of x itself,
+    # NaN and infinities included, over an output of a dense conv (the epilogue's path).
+    x = _input(1, special=True).reshape(1, 1, 15, 37)
     with np.errstate(all="ignore"):
         want = formula(x.astype(np.float64))
-    fn = activation(name, np.dtype(np.float32), **params)
-    y = x.copy()
-    fn(y, np.empty(TEMP, np.float32))
+    kernel = get_kernel("ConvAct", "memplan")
+    assert kernel is not None and kernel.workspace is not None
+    w, b = np.ones((1, 1, 1, 1), np.float32), np.zeros(1, np.float32)
+    y = np.empty_like(x)
+    attrs = {"activation": name, **params, "kernel_shape": [1, 1]}
+    metas = [TensorMeta(a.shape, a.dtype) for a in (x, w, b)]
+    ws = np.zeros(kernel.workspace(metas, [TensorMeta(y.shape, y.dtype)], **attrs), np.uint8)
+    kernel.fn(x, w, b, out=y, ws=ws, **attrs)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
 
 
