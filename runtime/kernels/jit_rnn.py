@@ -368,10 +368,16 @@ def prepared(op: str, lens: np.dtype | None = None) -> Callable[..., None] | Non
     return loop
 
 
-def loop_for(op: str, x: np.ndarray, r: np.ndarray, lens: np.ndarray | None, *others: np.ndarray | None):
+# The loops run batch entries one after the other, each reading all of R per step, where BLAS
+# reads R once per step for the whole batch: with a GRU of 256 over 50 steps the loop took
+# 10.2 ms against numpy's 12.1 at batch 16, 41.6 against 32.8 at batch 64.
+MAX_BATCH = 16
+
+
+def loop_for(op: str, x: np.ndarray, r: np.ndarray, lens: np.ndarray | None, batch: int, *others: np.ndarray | None):
     """The compiled loop of `op` when it takes these operands (float32, R C-contiguous, integer
-    sequence lengths), else None: the kernel keeps its numpy route."""
-    if globals()[_LOOPS[op]] is None or not r.flags.c_contiguous:
+    sequence lengths, at most `MAX_BATCH` batch entries), else None: the kernel keeps its numpy route."""
+    if globals()[_LOOPS[op]] is None or not r.flags.c_contiguous or batch > MAX_BATCH:
         return None
     if any(a is not None and a.dtype != np.float32 for a in (x, r, *others)):
         return None

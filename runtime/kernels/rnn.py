@@ -120,10 +120,14 @@ def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
     (float32), since the session asks for the workspace when it prepares."""
     x, w = inputs[0], inputs[1]
     lens = inputs[4] if len(inputs) > 4 else None
-    if x.dtype == w.dtype == inputs[2].dtype == np.float32 and (lens is None or lens.dtype in (np.int32, np.int64)):
+    seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
+    if (
+        x.dtype == w.dtype == inputs[2].dtype == np.float32
+        and (lens is None or lens.dtype in (np.int32, np.int64))
+        and batch <= jit_rnn.MAX_BATCH
+    ):
         op = {4: "LSTM", 3: "GRU", 1: "RNN"}[w.shape[1] // inputs[2].shape[2]]
         jit_rnn.prepared(op, None if lens is None else lens.dtype)
-    seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     width = w.shape[1]  # gates * hidden
     hidden = inputs[2].shape[2]
     blocks = [((seq, batch, width), x.dtype)] + [((batch, width), x.dtype)] * 2 + [((width,), x.dtype)]
@@ -174,7 +178,7 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
     specs = _activation_specs(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], directions)
     funcs = _activations(specs)
     reverse = attrs["direction"] == "reverse"
-    loop = jit_rnn.loop_for(op, x, r, lens, w, b, initial_h, initial_c, p)
+    loop = jit_rnn.loop_for(op, x, r, lens, batch, w, b, initial_h, initial_c, p)
     for d in range(directions):
         bias = None if b is None else b[d]
         _project(op, x, w[d], bias, hidden, attrs, buffers)

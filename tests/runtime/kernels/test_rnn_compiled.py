@@ -219,3 +219,15 @@ def test_stacked_recurrent_model_through_a_session(route):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     name, calls = route
     assert calls == (["GRU", "LSTM", "LSTM"] if name == "compiled" else [])
+
+
+def test_large_batches_take_numpy(route):
+    """Past `MAX_BATCH` entries the loops would read R once per entry and step; BLAS reads it
+    once per step: numpy's route runs, and the results still match onnxruntime."""
+    rng = np.random.default_rng(41)
+    batch = jit_rnn.MAX_BATCH + 1
+    feeds = _case("GRU", seq=3, batch=batch, size=4, hidden=8, direction="forward", layout=0, rng=rng)
+    model = one_node("GRU", feeds, n_outputs=2, opset=14, out_types=[np.float32] * 2, hidden_size=8)
+    expected = run_ort(model, feeds)
+    close(run_kernel(model, list(feeds.values()), like=expected), expected, rtol=1e-4, atol=2e-5)
+    assert route[1] == []
