@@ -212,9 +212,13 @@ def machine() -> str:
         blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]
     except Exception:
         blas = "unknown BLAS"
+    from runtime.kernels import jit_activation
+
+    jit = f"on (numba {jit_activation.numba.__version__})" if jit_activation.ENABLED else "off (numpy routes only)"
     return (
         f"{cpu}, {os.cpu_count()} logical CPUs (shared), {platform.system()} {platform.machine()}; Python "
-        f"{platform.python_version()}, numpy {np.__version__} ({blas}), onnxruntime {ort.__version__}"
+        f"{platform.python_version()}, numpy {np.__version__} ({blas}), onnxruntime {ort.__version__}; "
+        f"compiled loops {jit}"
     )
 
 
@@ -232,7 +236,9 @@ def section(rows: list[dict[str, Any]], command: str, repeat: int) -> str:
         "inputs/outputs inside it; outside: bytes numpy allocated beside the arena during one traced run "
         "(tracemalloc peak; no timed run is traced). Match: outputs of that run against onnxruntime's "
         "(`runtime.oracle.verify`). Time by op type: memplan's per-step times summed by op type (after "
-        "memplan's load-time fusions), as a share of its loop: the median over the timed runs.",
+        "memplan's load-time fusions), as a share of its loop: the median over the timed runs. Compiled loops "
+        "(`MEMPLAN_JIT`) are compiled, or loaded from numba's cache, when the session prepares: before the "
+        "traced run and every timed one.",
         "",
         "| model | arena (bytes) | outside arena (bytes) | outside / arena | memplan ms | onnxruntime ms | ratio "
         "| ratio (wall) | spread memplan / ort | outputs match onnxruntime | memplan time by op type (top 5) |",
