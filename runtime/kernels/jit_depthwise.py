@@ -27,7 +27,7 @@ import numpy as np
 
 from runtime.kernels import jit_activation
 from runtime.kernels._jit import compiled
-from runtime.kernels.jit_activation import DTYPE, activate_row
+from runtime.kernels.jit_activation import DTYPE, activate, activate_row
 from runtime.kernels.window import Geometry
 
 TILE = 512  # output positions summed at a time: 2 KiB of float32, in L1 beside the taps' reads
@@ -117,10 +117,20 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                             tap = taps[i, j]
                             for q in range(span):
                                 acc[q] += tap * src[q]
+                if out_w < 32:
+                    # Short rows: the activation over the whole tile in one vector loop (the
+                    # spare columns' values are never stored), then the rows copied out.
+                    activate(acc[:span], code, a0, a1)
                 for oy in range(start // wq, min(out_h, (start + span + wq - 1) // wq)):
                     first = max(oy * wq, start)
                     end = min(oy * wq + out_w, start + span)
-                    if end > first:
+                    if end <= first:
+                        continue
+                    if out_w < 32:
+                        src, dst = acc[first - start : end - start], plane[oy, first - oy * wq :]
+                        for q in range(end - first):
+                            dst[q] = src[q]
+                    else:
                         activate_row(acc[first - start :], plane[oy, first - oy * wq :], end - first, code, a0, a1)
 
 
