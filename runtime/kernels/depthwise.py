@@ -24,6 +24,7 @@ one tiny matmul per channel there, and their banded matrices cost as much again.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -203,11 +204,16 @@ def uses_compiled(geo: Geometry, dtype) -> bool:
     return jit_depthwise.uses_compiled(geo, dtype) and geo.out[1] >= 14
 
 
+@functools.lru_cache(maxsize=1024)
 def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
     """Workspace blocks of `conv_depthwise_compiled`. Asked at prepare, so the loop is
-    compiled here, before any run."""
+    compiled here, before any run (and the layout is cached for the runs: a model asks the
+    same few shapes every time)."""
     jit_depthwise.warm()
-    return jit_depthwise.compiled_layout(x_shape, geo, dtype)
+    return jit_depthwise.compiled_layout(tuple(x_shape), geo, np.dtype(dtype))
+
+
+NO_ACTIVATION = jit_activation.spec("")
 
 
 def conv_depthwise_compiled(x, w, b, out, geo: Geometry, scratch: Scratch, finish: Callable | None) -> None:
@@ -216,8 +222,8 @@ def conv_depthwise_compiled(x, w, b, out, geo: Geometry, scratch: Scratch, finis
     over each image. Reads each channel's plane before writing its output (`direct`)."""
     (subs_shape, dtype), (acc_shape, _) = compiled_layout(x.shape, geo, x.dtype)
     subs, acc = scratch.take(subs_shape, dtype), scratch.take(acc_shape, dtype)
-    spec = getattr(finish, "spec", None) if finish is not None else jit_activation.spec("")
-    jit_depthwise.conv_depthwise_compiled(x, w, b, out, geo, subs, acc, spec or jit_activation.spec(""))
+    spec = getattr(finish, "spec", None) if finish is not None else NO_ACTIVATION
+    jit_depthwise.conv_depthwise_compiled(x, w, b, out, geo, subs, acc, spec or NO_ACTIVATION)
     if finish is not None and spec is None:
         for n in range(x.shape[0]):
             finish(out[n])
