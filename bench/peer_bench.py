@@ -9,7 +9,7 @@ What each column measures (bytes):
   ``runtime.memory_problem(graph, MemoryOptions(io="external", workspace=False))`` with in-place and
   concat-in-place aliases: activations only, as the peers count them (graph inputs, outputs
   and kernels' scratch stay outside). Checked with `planner.check_plan`; the model then runs
-  once in a `runtime.Session` with that plan and its outputs are compared with onnxruntime's.
+  once in a `runtime.Session` with that plan, the canary on, and its outputs are compared with onnxruntime's.
 - memplan inclusive: the same with graph inputs/outputs in the arena and kernels' scratch on.
 - LOAD: the lower bound (largest sum of sizes live at one step) of the like-for-like problem.
 - memplan rigid groups: the like-for-like problem with every alias group planned as one
