@@ -196,20 +196,26 @@ def conv_depthwise_rows(x, w, b, out, geo: Geometry, scratch: Scratch, epilogue:
 DEPTHWISE_ROUTES = ("rows", "depthwise", "channels_last")
 
 
+# Outputs narrower than this run the compiled loop channels-last (`jit_depthwise.channels_last`),
+# wider ones over sub-planes (`jit_depthwise.depthwise`); both measured per layer of
+# MobileNetV2/V3 and EfficientNet-B0 against the numpy routes: 1.1x to 3.3x faster on the
+# outputs at least 14 wide, 1.2x to 2x on the 7-wide ones (576 to 1152 channels).
+CHANNELS_LAST_BELOW = 14
+
+
 def uses_compiled(geo: Geometry, dtype) -> bool:
-    """A depthwise conv the compiled loop (`runtime.kernels.jit_depthwise`) runs faster than the
-    numpy routes: float32, 2-D, an output at least 14 wide (measured per layer of
-    MobileNetV2/V3 and EfficientNet-B0: 1.1x to 3.3x faster there; 7-wide outputs of many
-    channels stay channels-last, where numpy's einsum runs whole vectors of channels)."""
-    return jit_depthwise.uses_compiled(geo, dtype) and geo.out[1] >= 14
+    """A depthwise conv the compiled loops (`runtime.kernels.jit_depthwise`) run: float32, 2-D."""
+    return jit_depthwise.uses_compiled(geo, dtype)
 
 
 @functools.lru_cache(maxsize=1024)
 def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
-    """Workspace blocks of `conv_depthwise_compiled`. Asked at prepare, so the loop is
+    """Workspace blocks of `conv_depthwise_compiled`. Asked at prepare, so the loops are
     compiled here, before any run (and the layout is cached for the runs: a model asks the
     same few shapes every time)."""
     jit_depthwise.warm()
+    if geo.out[1] < CHANNELS_LAST_BELOW:
+        return jit_depthwise.channels_last_layout(tuple(x_shape), geo, np.dtype(dtype))
     return jit_depthwise.compiled_layout(tuple(x_shape), geo, np.dtype(dtype))
 
 
@@ -217,13 +223,19 @@ NO_ACTIVATION = jit_activation.spec("")
 
 
 def conv_depthwise_compiled(x, w, b, out, geo: Geometry, scratch: Scratch, finish: Callable | None) -> None:
-    """`out` = finish(depthwise Conv(x, w) + b) through the compiled loop: an activation that
+    """`out` = finish(depthwise Conv(x, w) + b) through the compiled loops: an activation that
     carries its `spec` (`_epilogue.Finish`) runs inside the loop, any other `finish` after it
-    over each image. Reads each channel's plane before writing its output (`direct`)."""
-    (subs_shape, dtype), (acc_shape, _) = compiled_layout(x.shape, geo, x.dtype)
-    subs, acc = scratch.take(subs_shape, dtype), scratch.take(acc_shape, dtype)
+    over each image. Reads each channel's plane (channels-last: the whole image) before
+    writing its output (`direct`)."""
+    blocks = [scratch.take(shape, dtype) for shape, dtype in compiled_layout(x.shape, geo, x.dtype)]
     spec = getattr(finish, "spec", None) if finish is not None else NO_ACTIVATION
-    jit_depthwise.conv_depthwise_compiled(x, w, b, out, geo, subs, acc, spec or NO_ACTIVATION)
+    act = spec or NO_ACTIVATION
+    if geo.out[1] < CHANNELS_LAST_BELOW:
+        image, taps, rows = blocks
+        jit_depthwise.conv_channels_last(x, w, b, out, geo, image, taps, rows, act)
+    else:
+        subs, acc = blocks
+        jit_depthwise.conv_depthwise_compiled(x, w, b, out, geo, subs, acc, act)
     if finish is not None and spec is None:
         for n in range(x.shape[0]):
             finish(out[n])

@@ -13,6 +13,10 @@ at least the output's width plus the filter's reach) and of the last tile are co
 never stored; the sub-planes' pads are zeroed once per call, only the image is written per
 channel.
 
+Many channels over a small output (7 wide) run channels-last instead (`channels_last`): the
+padded image and the taps copied into (H, W, C) scratch, each tap one vector loop over the
+channels of an output pixel, each output row activated in one loop and stored back planar.
+
 Over its own input (`runtime.kernels.planes`: the output starts at the input's first byte,
 each plane no larger than the input's), output plane c covers only input planes up to c,
 and input plane c has been copied into the sub-planes before any of output plane c is
@@ -197,3 +201,70 @@ def warm() -> None:
     conv_depthwise_compiled(
         x, w, None, out, geo, np.empty(subs_shape, DTYPE), np.empty(acc_shape, DTYPE), (0, 0.0, 0.0)
     )
+    image, taps, rows = (np.empty(shape, DTYPE) for shape, _ in channels_last_layout(x.shape, geo, DTYPE))
+    conv_channels_last(x, w, None, out, geo, image, taps, rows, (0, 0.0, 0.0))
+
+
+def _channels_last(x, w, b, has_bias, out, image, taps, rows, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
+    batch, channels, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    k_h, k_w = w.shape[2], w.shape[3]
+    for c in range(channels):
+        for i in range(k_h):
+            for j in range(k_w):
+                taps[i, j, c] = w[c, 0, i, j]
+    flat = image.reshape(-1)
+    for q in range(flat.size):
+        flat[q] = np.float32(0.0)
+    for n in range(batch):
+        # The whole image is read before any output is written (over its own input: `direct`).
+        for c in range(channels):
+            plane = x[n, c]
+            for y in range(height):
+                for xx in range(width):
+                    image[top + y, left + xx, c] = plane[y, xx]
+        for oy in range(out_h):
+            for ox in range(out_w):
+                acc = rows[ox]
+                if has_bias:
+                    for c in range(channels):
+                        acc[c] = b[c]
+                else:
+                    for c in range(channels):
+                        acc[c] = np.float32(0.0)
+                for i in range(k_h):
+                    for j in range(k_w):
+                        src, tap = image[oy * sh + i * dh, ox * sw + j * dw], taps[i, j]
+                        for c in range(channels):
+                            acc[c] += tap[c] * src[c]
+            activate(rows.reshape(-1), code, a0, a1)
+            for c in range(channels):
+                target = out[n, c, oy]
+                for ox in range(out_w):
+                    target[ox] = rows[ox, c]
+
+
+channels_last = compiled(_channels_last) if activate is not None else None
+
+
+def channels_last_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Workspace blocks of `conv_channels_last`: the padded image and the taps channels-last,
+    and one output row's sums (every pixel's channels contiguous)."""
+    dtype, channels = np.dtype(dtype), x_shape[1]
+    (top, left), (bottom, right) = geo.begin, geo.end
+    rows = max(top + x_shape[2] + bottom, (geo.out[0] - 1) * geo.strides[0] + geo.extent[0])
+    cols = max(left + x_shape[3] + right, (geo.out[1] - 1) * geo.strides[1] + geo.extent[1])
+    return [((rows, cols, channels), dtype), ((*geo.kernel, channels), dtype), ((geo.out[1], channels), dtype)]
+
+
+def conv_channels_last(x, w, b, out, geo: Geometry, image, taps, rows, act: tuple[int, float, float]) -> None:
+    """`out` = act(depthwise Conv(x, w) + b) channels-last: for many channels over small maps,
+    each tap one vector loop over the channels; the blocks are `channels_last_layout`'s."""
+    assert channels_last is not None
+    code, p0, p1 = act
+    x, w, bias = _read_only(x), _read_only(w), _read_only(w.reshape(-1) if b is None else b)
+    channels_last(
+        x, w, bias, b is not None, out, image, taps, rows,
+        geo.strides[0], geo.strides[1], geo.dilations[0], geo.dilations[1], geo.begin[0], geo.begin[1],
+        code, p0, p1,
+    )  # fmt: skip

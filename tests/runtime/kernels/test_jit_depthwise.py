@@ -16,7 +16,8 @@ from onnx.reference import ReferenceEvaluator
 import runtime
 from runtime.kernels import TensorMeta, get_kernel, jit_activation, jit_depthwise, planes
 from runtime.kernels.conv import conv_route
-from runtime.kernels.depthwise import uses_compiled
+from runtime.kernels.depthwise import compiled_layout, uses_compiled
+from runtime.kernels.jit_depthwise import channels_last_layout
 from runtime.kernels.window import window_geometry
 from runtime.oracle import oracle_outputs
 
@@ -137,7 +138,7 @@ def test_conv_act_matches_the_reference_on_both_routes(act, nodes, route, monkey
 
 
 @needs_jit
-def test_the_rule_sends_wide_outputs_to_the_compiled_loop():
+def test_float32_2d_convs_take_the_compiled_loops_channels_last_below_14_columns():
     def geo(size, kernel, stride):
         out = (size + 2 * (kernel // 2) - kernel) // stride + 1
         pads = [kernel // 2] * 4
@@ -146,14 +147,31 @@ def test_the_rule_sends_wide_outputs_to_the_compiled_loop():
         )
 
     f32 = np.dtype(np.float32)
-    assert (
-        uses_compiled(geo(112, 3, 2), f32) and uses_compiled(geo(14, 5, 1), f32) and uses_compiled(geo(56, 3, 1), f32)
-    )
-    assert uses_compiled(geo(28, 3, 2), f32)
-    assert not uses_compiled(geo(14, 3, 2), f32) and not uses_compiled(geo(7, 3, 1), f32)
+    assert uses_compiled(geo(112, 3, 2), f32) and uses_compiled(geo(7, 5, 1), f32)
     assert not uses_compiled(geo(56, 3, 1), np.dtype(np.float64)) and not uses_compiled(
         geo(56, 3, 1), np.dtype(np.float16)
     )
+    assert len(compiled_layout((1, 8, 14, 14), geo(14, 3, 1), f32)) == 2  # sub-planes and a tile
+    assert len(compiled_layout((1, 8, 14, 14), geo(14, 3, 2), f32)) == 3  # 7 wide: channels-last
+
+
+@needs_jit
+@pytest.mark.parametrize("special", [False, True], ids=["finite", "nan-inf"])
+@pytest.mark.parametrize(("act", "nodes"), ACTS, ids=ACT_IDS)
+def test_the_channels_last_loop_matches_the_reference(act, nodes, special):
+    for seed in range(12):
+        x, w, b, attrs = _case(seed, special=special)
+        want = _reference(x, w, b, attrs, nodes)
+        geo = window_geometry(x.shape, want.shape, tuple(attrs["kernel_shape"]), attrs.get("auto_pad", "NOTSET"),
+                              attrs.get("pads"), attrs["strides"], attrs["dilations"])  # fmt: skip
+        image, taps, rows = (
+            np.full(shape, np.nan, np.float32) for shape, _ in channels_last_layout(x.shape, geo, np.float32)
+        )
+        got = np.full(want.shape, np.nan, np.float32)
+        bounds = {k: v for k, v in act.items() if k != "activation"}
+        spec = jit_activation.spec(act.get("activation", ""), **bounds)
+        jit_depthwise.conv_channels_last(x, w, b, got, geo, image, taps, rows, spec)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}")
 
 
 OVER = [  # (spatial, kernel, attrs): outputs the compiled loop takes, smaller and equal
@@ -161,12 +179,19 @@ OVER = [  # (spatial, kernel, attrs): outputs the compiled loop takes, smaller a
     ((56, 57), 3, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     ((16, 17), 5, {"strides": [1, 1], "pads": [2, 1, 2, 0]}),
     ((20, 20), 3, {"strides": [1, 1]}),  # unpadded: a smaller output
+    ((7, 7), 5, {"strides": [1, 1], "pads": [2, 2, 2, 2]}),  # channels-last from here on
+    ((14, 13), 3, {"strides": [2, 2], "pads": [1, 0, 1, 1]}),
+    ((11, 11), 3, {"strides": [1, 1]}),
 ]
 
 
 @needs_jit
 @pytest.mark.parametrize("op", ["Conv", "ConvAct"])
-@pytest.mark.parametrize(("spatial", "k", "attrs"), OVER, ids=["same", "strided", "asymmetric", "smaller"])
+@pytest.mark.parametrize(
+    ("spatial", "k", "attrs"),
+    OVER,
+    ids=["same", "strided", "asymmetric", "smaller", "cl-same", "cl-strided", "cl-smaller"],
+)
 def test_the_compiled_loop_over_its_own_input_matches_the_reference(spatial, k, attrs, op, monkeypatch):
     rng = np.random.default_rng(77)
     c = 5
