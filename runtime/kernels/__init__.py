@@ -37,6 +37,7 @@ import numpy as np
 # Whether compiled loops run in this process (numba, the `fast` extra), and the variable that turns them off.
 from runtime.kernels._jit import ENABLED as JIT_ENABLED  # noqa: F401
 from runtime.kernels._jit import ENV as JIT_ENV  # noqa: F401
+from runtime.kernels._jit import compiled as compiled_loop  # noqa: F401
 
 # For the session's loop (and its tests): small ufunc buffers set once around every step.
 from runtime.kernels._scratch import UFUNC_BUFFER as UFUNC_BUFFER

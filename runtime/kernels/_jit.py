@@ -14,8 +14,10 @@ What a compiled loop may do:
 - keep IEEE semantics for NaN and infinities: the fast-math flags below allow reassociation
   and contraction (vectorised sums, fused multiply-adds), not assuming finite values.
 
-Loops are compiled lazily, on their first call with a given signature, and cached on disk
-(``cache=True``), so a process pays the compilation once per machine, not once per run.
+Loops are compiled on their first call with a given signature (kernels call theirs when a
+session prepares) and cached on disk, beside the module or in the user's cache folder, so a
+process pays the compilation once per machine, not once per run; where no folder is
+writable, each process compiles its own.
 """
 
 from __future__ import annotations
@@ -49,5 +51,11 @@ def compiled(fn: F) -> F | None:
     numpy route). `fn` must follow the rules in this module's docstring."""
     if not ENABLED:
         return None
-    loop: F = numba.njit(cache=True, nogil=True, fastmath=FASTMATH, error_model="numpy")(fn)
+    options = {"nogil": True, "fastmath": FASTMATH, "error_model": "numpy"}
+    try:
+        loop: F = numba.njit(cache=True, **options)(fn)
+    except RuntimeError:
+        # No writable place for the cache (a read-only install without a home folder):
+        # compile in every process instead of failing to import the kernels.
+        loop = numba.njit(cache=False, **options)(fn)
     return loop

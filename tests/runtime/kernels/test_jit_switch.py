@@ -41,3 +41,21 @@ def test_with_numba_compiled_loops_are_on_by_default() -> None:
         pytest.skip("numba is not installed (the `fast` extra)")
     assert _in_child(None) == "True"
     assert _in_child("1") == "True"
+
+
+def test_a_loop_with_nowhere_to_cache_is_still_compiled() -> None:
+    """A function numba cannot cache (its source is no file, as in a read-only install with no
+    cache folder) is compiled without the cache instead of failing."""
+    from runtime.kernels import JIT_ENABLED, compiled_loop
+
+    if not JIT_ENABLED:
+        pytest.skip("compiled loops are off in this process")
+    namespace: dict = {}
+    exec(compile("def double(x):\n    for i in range(x.shape[0]):\n        x[i] *= 2\n", "<memory>", "exec"), namespace)
+    loop = compiled_loop(namespace["double"])
+    assert loop is not None
+    import numpy as np
+
+    x = np.arange(4, dtype=np.float32)
+    loop(x)
+    assert x.tolist() == [0.0, 2.0, 4.0, 6.0]
