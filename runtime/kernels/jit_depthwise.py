@@ -93,9 +93,42 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
             for start in range(0, total, tile):
                 # The last tile only as far as the output reaches, rounded up to whole vectors.
                 span = min(tile, (total - start + 15) // 16 * 16)
-                for q in range(span):
-                    acc[q] = bias
-                for i in range(k_h):
+                if k_h == 3 and k_w == 3:
+                    # All nine taps in one pass (upper, middle, lower kernel rows): each sum is stored once.
+                    r0 = start
+                    r1 = (dh % sh) * sw * per + (dh // sh) * wq + start
+                    r2 = ((2 * dh) % sh) * sw * per + ((2 * dh) // sh) * wq + start
+                    u0, u1, u2 = (
+                        _tap(flat, r0, 0, dw, sw, per, span),
+                        _tap(flat, r0, 1, dw, sw, per, span),
+                        _tap(flat, r0, 2, dw, sw, per, span),
+                    )
+                    m0, m1, m2 = (
+                        _tap(flat, r1, 0, dw, sw, per, span),
+                        _tap(flat, r1, 1, dw, sw, per, span),
+                        _tap(flat, r1, 2, dw, sw, per, span),
+                    )
+                    l0, l1, l2 = (
+                        _tap(flat, r2, 0, dw, sw, per, span),
+                        _tap(flat, r2, 1, dw, sw, per, span),
+                        _tap(flat, r2, 2, dw, sw, per, span),
+                    )
+                    w00, w01, w02 = taps[0, 0], taps[0, 1], taps[0, 2]
+                    w10, w11, w12 = taps[1, 0], taps[1, 1], taps[1, 2]
+                    w20, w21, w22 = taps[2, 0], taps[2, 1], taps[2, 2]
+                    for q in range(span):
+                        acc[q] = (
+                            bias
+                            + w00 * u0[q] + w01 * u1[q] + w02 * u2[q]
+                            + w10 * m0[q] + w11 * m1[q] + w12 * m2[q]
+                            + w20 * l0[q] + w21 * l1[q] + w22 * l2[q]
+                        )  # fmt: skip
+                    k_rows = 0
+                else:
+                    for q in range(span):
+                        acc[q] = bias
+                    k_rows = k_h
+                for i in range(k_rows):
                     ri = i * dh
                     row = (ri % sh) * sw * per + (ri // sh) * wq + start
                     if k_w == 3:
