@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import cast
 
 import numpy as np
 
@@ -63,16 +65,21 @@ def check_plan(problem: Problem, plan: Plan) -> CheckResult:
     result = CheckResult()
     pools = {p.name: p for p in problem.pools}
     bufs = problem.buffers
-    for extra in sorted(set(plan.offsets) - {b.id for b in bufs}):
-        result.add(f"plan places {extra!r}, which is not a buffer of the problem")
     offsets = plan.offsets
-    placed = [b for b in bufs if b.id in offsets]
-    if len(placed) < len(bufs):
-        for b in bufs:
-            if b.id not in offsets:
+    ids = list(map(_ID, bufs))
+    found = list(map(offsets.get, ids))
+    missing = found.count(None)
+    if len(offsets) > len(bufs) - missing:
+        for extra in sorted(set(offsets) - set(ids)):
+            result.add(f"plan places {extra!r}, which is not a buffer of the problem")
+    placed = list(bufs)
+    where = [w for w in found if w is not None] if missing else cast(list[Placement], found)
+    if missing:
+        placed = [b for b, w in zip(bufs, found, strict=True) if w is not None]
+        for b, w in zip(bufs, found, strict=True):
+            if w is None:
                 result.add(f"buffer {b.id!r} has no placement")
-    where = [offsets[b.id] for b in placed]
-    highest = _check_places(problem, placed, where, result)
+    highest, columns = _check_places(problem, placed, where, result)
     for name in pools:
         claimed = plan.pool_sizes.get(name, 0)
         if claimed != highest[name]:
@@ -80,30 +87,40 @@ def check_plan(problem: Problem, plan: Plan) -> CheckResult:
     aliased = any(b.alias_of is not None for b in bufs)
     if aliased:
         _check_aliases(problem, plan, result)
-    if _any_overlap(problem, placed, where, aliased):
+    if _any_overlap(problem, placed, columns, aliased):
         _report_overlaps(problem, plan, placed, result)
     return result
 
 
+_ID, _SIZE, _FIRST, _LAST = attrgetter("id"), attrgetter("size"), attrgetter("first"), attrgetter("last")
+_POOL, _OFFSET = attrgetter("pool"), attrgetter("offset")
+
+
 def _check_places(
     problem: Problem, placed: list[Buffer], where: list[Placement], result: CheckResult
-) -> dict[str, int]:
-    """Conditions 1-3 for each placed buffer; the highest end in each pool."""
+) -> tuple[dict[str, int], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Conditions 1-3 for each placed buffer; the highest end in each pool, and the
+    columns (pool index among the pools named, sorted; offset; size) of the placed buffers."""
     pools = {p.name: p for p in problem.pools}
     every = tuple(pools)
     highest: dict[str, int] = {name: 0 for name in pools}
     n = len(placed)
-    offset = np.fromiter((w.offset for w in where), dtype=np.int64, count=n)
-    size = np.fromiter((b.size for b in placed), dtype=np.int64, count=n)
-    align = np.fromiter((max(problem.alignment, b.alignment or 1) for b in placed), dtype=np.int64, count=n)
-    names = sorted({w.pool for w in where})
-    index = {name: k for k, name in enumerate(names)}
-    pool = np.fromiter((index[w.pool] for w in where), dtype=np.int64, count=n)
+    offset = np.array(list(map(_OFFSET, where)), dtype=np.int64).reshape(n)
+    size = np.array(list(map(_SIZE, placed)), dtype=np.int64).reshape(n)
+    own = np.array([a or 1 for a in map(attrgetter("alignment"), placed)], dtype=np.int64).reshape(n)
+    align = np.maximum(own, problem.alignment)
+    pool_names = list(map(_POOL, where))
+    names = sorted(set(pool_names))
+    if len(names) == 1:
+        pool = np.zeros(n, dtype=np.int64)
+    else:
+        index = {name: k for k, name in enumerate(names)}
+        pool = np.array([index[name] for name in pool_names], dtype=np.int64).reshape(n)
     known = np.array([name in pools for name in names] + [False], dtype=bool)[pool] if n else np.zeros(0, bool)
     capacity = np.array([_capacity(pools, name) for name in names] + [0], dtype=np.int64)[pool] if n else size
     end = offset + size
     suspect = ~known | (offset < 0) | (offset % align != 0) | (end > capacity)
-    suspect |= np.fromiter((b.pool_candidates is not None for b in placed), dtype=bool, count=n)
+    suspect |= np.array([c is not None for c in map(attrgetter("pool_candidates"), placed)], dtype=bool).reshape(n)
     for i in np.flatnonzero(suspect).tolist():
         b, at = placed[i], where[i]
         if at.pool not in pools:
@@ -121,7 +138,7 @@ def _check_places(
         if name in pools:
             mine = end[(pool == k) & known]
             highest[name] = int(mine.max()) if mine.size else 0
-    return highest
+    return highest, (pool, offset, size)
 
 
 def _capacity(pools: dict[str, Pool], name: str) -> int:
@@ -157,7 +174,9 @@ def _check_aliases(problem: Problem, plan: Plan, result: CheckResult) -> None:
 # ---- condition 5, detected: a sweep over the steps ------------------------------------
 
 
-def _any_overlap(problem: Problem, placed: list[Buffer], where: list[Placement], aliased: bool) -> bool:
+def _any_overlap(
+    problem: Problem, placed: list[Buffer], columns: tuple[np.ndarray, np.ndarray, np.ndarray], aliased: bool
+) -> bool:
     """Whether two buffers of different alias groups overlap in bytes while both live.
 
     Each alias group is first cut into rectangles (steps x bytes) that do not overlap one
@@ -166,23 +185,27 @@ def _any_overlap(problem: Problem, placed: list[Buffer], where: list[Placement],
     to appear is between a rectangle being added and its neighbour in that order, since
     the rectangles live before it were disjoint.
     """
-    names = {name: k for k, name in enumerate(sorted({w.pool for w in where}))}
-    rows = [(names[w.pool], w.offset, w.offset + b.size, b.first, b.last) for b, w in zip(placed, where, strict=True)]
-    sized = [k for k, b in enumerate(placed) if b.size > 0]
+    pool, offset, size = columns
+    first = np.array(list(map(_FIRST, placed)), dtype=np.int64).reshape(len(placed))
+    last = np.array(list(map(_LAST, placed)), dtype=np.int64).reshape(len(placed))
+    sized = np.flatnonzero(size > 0)
     if aliased:
+        rows = list(zip(*(c.tolist() for c in (pool, offset, offset + size, first, last)), strict=True))
         root = _alias_group(problem)
         groups: dict[str, list[int]] = {}
-        for k in sized:
+        for k in sized.tolist():
             groups.setdefault(root[placed[k].id], []).append(k)
-        table = []
+        table: list[tuple[int, int, int, int, int]] = []
         for members in groups.values():
             table += _disjoint_pieces([rows[k] for k in members]) if len(members) > 1 else [rows[members[0]]]
-    else:
-        table = [rows[k] for k in sized]
-    if len(table) < 2:
+        if len(table) < 2:
+            return False
+        data = np.array(table, dtype=np.int64)
+        return _sweep_finds_overlap(data[:, 0], data[:, 1], data[:, 2], data[:, 3], data[:, 4])
+    if len(sized) < 2:
         return False
-    data = np.array(table, dtype=np.int64)
-    return _sweep_finds_overlap(data[:, 0], data[:, 1], data[:, 2], data[:, 3], data[:, 4])
+    start = offset[sized]
+    return _sweep_finds_overlap(pool[sized], start, start + size[sized], first[sized], last[sized])
 
 
 def _disjoint_pieces(rows: list[tuple[int, int, int, int, int]]) -> list[tuple[int, int, int, int, int]]:
