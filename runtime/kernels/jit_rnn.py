@@ -364,8 +364,32 @@ def prepared(op: str, lens: np.dtype | None = None) -> Callable[..., None] | Non
         loop.disable_compile(False)
         loop.compile(_signature(op, lens))
         loop.disable_compile(True)
+        _warm(loop, op, lens)
         _READY.add((op, lens.name))
     return loop
+
+
+def _warm(loop: Callable[..., None], op: str, lens: np.dtype) -> None:
+    """Call `loop` on tiny arrays in the layouts and writabilities the kernel may pass (C or
+    strided, read-only or not): numba's first conversion of an argument type to the compiled
+    one allocates about 45 KB, which a first traced run would count beside the arena."""
+    width, z = {"GRU": 3, "LSTM": 4, "RNN": 1}[op], np.float32(0)
+    for strided in (False, True):
+        step = 2 if strided else 1
+        proj = np.zeros((2 * step, 1, width), np.float32)[::step]
+        ys = np.zeros((2 * step, 1, 1), np.float32)[::step]
+        r, vector = np.zeros((width, 1), np.float32), np.zeros(3 * step, np.float32)[::step]
+        sequence_lens = np.full(1, 2, lens)
+        for a in (r, vector, sequence_lens):
+            a.flags.writeable = strided  # read-only once, writable once
+        h, cell, gates = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), np.zeros((1, width), np.float32)
+        common = (sequence_lens, True, False, z, False)
+        if op == "GRU":
+            loop(proj, r, vector, True, h, ys, True, *common, 0, z, z, 1, z, z, gates, cell)
+        elif op == "LSTM":
+            loop(proj, r, vector, True, False, h, cell, ys, True, *common, 0, z, z, 1, z, z, 1, z, z, gates)
+        else:
+            loop(proj, r, h, ys, True, *common, 1, z, z, gates)
 
 
 # The loops run batch entries one after the other, each reading all of R per step, where BLAS

@@ -30,6 +30,7 @@ def route(request, monkeypatch):
         elif loop is None:
             pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
         else:
+            jit_rnn.prepared(op)  # compiled and warmed before its calls are counted
 
             def counted(*args, _loop=loop, _op=op):
                 calls.append(_op)
