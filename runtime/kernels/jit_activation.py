@@ -163,8 +163,14 @@ def _apply_in_place(y, code, p0, p1):  # type: ignore[no-untyped-def]
             y[i] = _tanh(y[i])
 
 
+def inline(fn):  # type: ignore[no-untyped-def]
+    """`fn` compiled to be inlined into the compiled loops that call it, or None when compiled
+    loops are off."""
+    return numba.njit(inline="always", fastmath=FASTMATH, cache=True)(fn) if ENABLED else None
+
+
 if ENABLED:
-    _inline = numba.njit(inline="always", fastmath=FASTMATH, cache=True)
+    _inline = inline
 
     @_inline
     def _relu(v):  # type: ignore[no-untyped-def]

@@ -171,7 +171,8 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                         activate_row(acc[first - start :], plane[oy, first - oy * wq :], end - first, code, a0, a1)
 
 
-_tap = compiled(_tap) or _tap
+# Inlined into the loops (a call per tap and tile would cost as much as a short tile's sums).
+_tap = jit_activation.inline(_tap) or _tap
 depthwise = compiled(_depthwise) if activate_row is not None else None
 
 
