@@ -19,6 +19,7 @@ them.
 
 from __future__ import annotations
 
+import gc
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -62,6 +63,18 @@ def check_plan(problem: Problem, plan: Plan) -> CheckResult:
     """Check conditions 1-5 (see the module docstring); O(n log n) for n buffers when the
     plan is valid. Overlaps are detected by a sweep; when there are some, every overlapping
     pair is enumerated to count and name them."""
+    # The cyclic collector is paused: the check makes lists of a million items that form
+    # no cycles, and each full collection would walk the problem and plan again.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _check(problem, plan)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _check(problem: Problem, plan: Plan) -> CheckResult:
     result = CheckResult()
     pools = {p.name: p for p in problem.pools}
     bufs = problem.buffers
