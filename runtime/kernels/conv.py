@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import TensorMeta, kernel, window
+from runtime.kernels import TensorMeta, jit_conv, kernel, window
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout, over_route
 from runtime.kernels.depthwise import (
@@ -62,6 +62,7 @@ def conv_workspace(
     geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     over = _over(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     own = _route_workspace(x, w, geo, path)
+    jit_conv.warm()  # the epilogues' loops compiled at prepare, not during a run
     if over is None:
         return own
     return max(own, scratch_bytes(*over_layout(x.shape, w.shape, x.dtype, geo, over)))
@@ -81,6 +82,9 @@ def _route_workspace(x, w, geo: Geometry, path: str) -> int:
         return scratch_bytes(*channels_last_layout(x.shape, geo, x.dtype))
     if path == "depthwise":
         blocks = [((min(channels, _depthwise_block(geo, x.dtype)), *geo.kernel, *geo.out), x.dtype)]
+    elif jit_conv.takes_im2col(geo, x.dtype):
+        jit_conv.warm()  # compiled at prepare, not during a run
+        return scratch_bytes(((channels, *geo.kernel, _band_rows(geo, channels, x.dtype), *geo.out[1:]), x.dtype))
     else:
         blocks = [((channels, *geo.kernel, _band_rows(geo, channels, x.dtype), *geo.out[1:]), x.dtype)]
     if geo.padded:
@@ -101,6 +105,27 @@ def _images(x, geo: Geometry, padded: np.ndarray | None):
 def _band_rows(geo: Geometry, channels: int, dtype) -> int:
     per_row = channels * math.prod(geo.kernel + geo.out[1:]) * np.dtype(dtype).itemsize
     return units_within(window.IM2COL_BLOCK_BYTES, per_row, geo.out[0])
+
+
+def _conv_im2col_compiled(x, w, b, out, geo: Geometry, group: int, scratch: Scratch, spec) -> None:
+    """`_conv_im2col` with each band filled by `jit_conv.im2col_band` straight from the
+    unpadded image, and the bias and activation `spec` applied to the band's output columns
+    right after its matmul, while they are in cache."""
+    channels, filters = x.shape[1], w.shape[0]
+    rows = _band_rows(geo, channels, x.dtype)
+    row_pixels = geo.out[1]
+    col = scratch.take((channels * math.prod(geo.kernel) * rows * row_pixels,), x.dtype)
+    per_group = w.reshape(group, filters // group, -1)
+    for n in range(x.shape[0]):
+        image = out[n].reshape(filters, -1)
+        target = image.reshape(group, filters // group, -1)
+        for r in range(0, geo.out[0], rows):
+            m = min(rows, geo.out[0] - r)
+            band = col[: col.size // rows * m]
+            jit_conv.im2col_into(x[n], band, r, m, geo)
+            start, stop = r * row_pixels, (r + m) * row_pixels
+            np.matmul(per_group, band.reshape(group, -1, m * row_pixels), out=target[:, :, start:stop])
+            jit_conv.epilogue(image, b, start, stop, spec)
 
 
 def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> None:
@@ -334,6 +359,11 @@ def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group
             x.reshape(batch, group, channels // group, pixels),
             out=out.reshape(batch, group, filters // group, pixels),
         )
+        spec = jit_conv.spec_of(finish)
+        if jit_conv.usable(out) and spec is not None:
+            for n in range(batch):  # bias and activation in one compiled pass
+                jit_conv.epilogue(out[n].reshape(filters, pixels), b, 0, pixels, spec)
+            return
         if b is not None:
             out += b.reshape((filters,) + (1,) * len(geo.out))
     elif path == "rows":
@@ -351,6 +381,11 @@ def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group
         conv_depthwise_channels_last(x, w, b, out, geo, Scratch(ws, "Conv"))
     elif path == "depthwise":
         _conv_depthwise(x, w, b, out, geo, Scratch(ws, "Conv"))
+    elif jit_conv.takes_im2col(geo, x.dtype) and jit_conv.usable(x, out):
+        spec = jit_conv.spec_of(finish)
+        _conv_im2col_compiled(x, w, b, out, geo, group, Scratch(ws, "Conv"), spec or jit_conv.NO_ACTIVATION)
+        if spec is not None:
+            return
     else:
         _conv_im2col(x, w, b, out, geo, group, Scratch(ws, "Conv"))
     if finish is not None:

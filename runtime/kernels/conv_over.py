@@ -49,7 +49,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import window
+from runtime.kernels import jit_conv, window
 from runtime.kernels._scratch import Scratch, units_within
 from runtime.kernels.window import Geometry
 
@@ -176,15 +176,20 @@ def conv_rows(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scrat
     rows = _band_rows(x.shape, w.shape, geo, np.dtype(out.dtype))
     compute = _TapsBand(x, w, geo, layout, blocks) if by_taps(x.shape, w.shape) else _Im2colBand(x, w, geo, blocks)
     lag = min(geo.begin[0], height)
+    # Bias and activation in one compiled pass over the band (None: numpy's passes).
+    spec = jit_conv.spec_of(finish) if jit_conv.usable(x, out) else None
     for n in range(batch):
         waiting = 0  # rows held back, starting at output row r0 - waiting
         for r0 in range(0, height, rows):
             m = min(rows, height - r0)
             computed = compute(n, r0, m)  # (filters, m * width), contiguous
-            if b is not None:
-                computed += b[:, None]
-            if finish is not None:
-                finish(computed)
+            if spec is not None:
+                jit_conv.epilogue(computed, b, 0, computed.shape[1], spec)
+            else:
+                if b is not None:
+                    computed += b[:, None]
+                if finish is not None:
+                    finish(computed)
             last = r0 + m >= height
             # Output rows < r0 + m - lag have every reader of their input row computed.
             ready = m if last else m - lag
@@ -204,11 +209,15 @@ class _Im2colBand:
         self.x, self.geo, self.band, self.col = x, geo, blocks[1], blocks[2]
         self.weights = w.reshape(w.shape[0], -1)
         self.taps = (x.shape[1], *geo.kernel)
+        self.compiled = jit_conv.takes_im2col(geo, x.dtype) and jit_conv.usable(x)  # one pass, zeros in the loop
 
     def __call__(self, n: int, r0: int, m: int) -> np.ndarray:
         width = self.x.shape[3]
         cols = self.col[: math.prod(self.taps) * m * width].reshape(*self.taps, m, width)
-        _band_im2col(self.x[n], cols, r0, m, self.geo)
+        if self.compiled:
+            jit_conv.im2col_into(self.x[n], cols.reshape(-1), r0, m, self.geo)
+        else:
+            _band_im2col(self.x[n], cols, r0, m, self.geo)
         computed = self.band[: self.weights.shape[0] * m * width].reshape(self.weights.shape[0], m * width)
         np.matmul(self.weights, cols.reshape(self.weights.shape[1], m * width), out=computed)
         return computed

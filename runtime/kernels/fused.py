@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
-from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, kernel
+from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, jit_conv, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
-from runtime.kernels._scratch import block_bytes, small_ufunc_buffers, units_within
+from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
 from runtime.kernels.conv import CONV_PLANES, conv_workspace, convolve
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
@@ -45,6 +45,7 @@ def _pointwise_add_workspace(
     assert out is not None
     if activation:
         _activation_of(activation, out.dtype, act)  # made at prepare, not during a run
+    jit_conv.warm()
     plane = int(np.prod(out.shape[2:], dtype=np.int64))
     return _band(out.shape[1], plane, out.dtype.itemsize) * plane * out.dtype.itemsize
 
@@ -75,6 +76,10 @@ def pointwise_conv_add(
         scratch = np.empty((rows, plane), dtype=out.dtype)
     finish = _activation_of(activation, out.dtype, act) if activation else None
     weights = w.reshape(channels, -1)
+    spec = jit_conv.spec_of(finish)
+    if spec is not None and jit_conv.usable(out, r, scratch):
+        _pointwise_add_compiled(x, weights, b, r, out, scratch, spec)
+        return
     for i in range(n):
         source = x[i].reshape(weights.shape[1], plane)
         residual = r[i].reshape(channels, plane)
@@ -90,6 +95,30 @@ def pointwise_conv_add(
             if finish is not None:
                 # The band's scratch is free again: the activation's temp.
                 finish(target[c : c + k].reshape(-1), band.reshape(-1))
+
+
+def _pointwise_add_compiled(x, weights, b, r, out, scratch, spec) -> None:
+    """PointwiseConvAdd with each band's bias, residual and activation in one compiled pass
+    (`jit_conv.add_bias_residual`) while the band is in cache."""
+    channels, plane = out.shape[1], math.prod(out.shape[2:])
+    rows = scratch.shape[0]
+    bias = jit_conv.EMPTY if b is None else b
+    apart, in_place_loop = jit_conv.add_bias_residual, jit_conv.add_bias_residual_in_place
+    assert apart is not None and in_place_loop is not None
+    for i in range(out.shape[0]):
+        source = x[i].reshape(weights.shape[1], plane)
+        residual = r[i].reshape(channels, plane)
+        target = out[i].reshape(channels, plane)
+        in_place = same_start(residual, target)
+        for c in range(0, channels, rows):
+            k = min(rows, channels - c)
+            band = scratch[:k]
+            np.matmul(weights[c : c + k], source, out=band)
+            part = bias if b is None else bias[c : c + k]
+            if in_place:
+                in_place_loop(band, part, b is not None, target[c : c + k], *spec)
+            else:
+                apart(band, part, b is not None, residual[c : c + k], target[c : c + k], *spec)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,0 +1,176 @@
+"""Dense Conv's compiled im2col and epilogues (`runtime.kernels.jit_conv`) against onnx.reference:
+1x1, 3x3, 7x7 stride 2 pad 3, strided 1x1, dilation, groups 1 and 2, batches 1 and 2, with and
+without bias, for Conv and each activation ConvAct fuses; the row-lagged route over the Conv's
+own input; PointwiseConvAdd apart from and over its residual. Each also with the numpy route
+forced (the compiled loops set to None), scratch filled with NaN so that a value read but never
+written shows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from runtime.kernels import TensorMeta, get_kernel, jit_conv
+
+ACTS = [  # (ConvAct attributes, the ONNX nodes after the Conv)
+    ({}, []),
+    ({"activation": "Relu"}, [("Relu", {})]),
+    ({"activation": "Clip", "lo": 0.0, "hi": 6.0}, [("Clip", {})]),
+    ({"activation": "HardSigmoid", "alpha": 0.3, "beta": 0.4}, [("HardSigmoid", {"alpha": 0.3, "beta": 0.4})]),
+    ({"activation": "HardSwish"}, [("HardSwish", {})]),
+    ({"activation": "Sigmoid"}, [("Sigmoid", {})]),
+    ({"activation": "Silu"}, [("Sigmoid", {}), ("Mul", {})]),
+]
+ACT_IDS = ["none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "silu"]
+
+SHAPES = [  # (x shape, w shape, Conv attributes)
+    ((1, 6, 9, 10), (8, 6, 1, 1), {}),
+    ((2, 5, 11, 9), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 23, 20), (6, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    ((2, 8, 13, 12), (6, 8, 1, 1), {"strides": [2, 2]}),
+    ((1, 4, 12, 13), (6, 4, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    ((2, 6, 10, 9), (8, 3, 3, 3), {"pads": [1, 0, 2, 1], "group": 2}),
+    ((1, 4, 9, 11), (5, 4, 3, 2), {"strides": [2, 3], "pads": [0, 1, 2, 0]}),
+]
+SHAPE_IDS = ["1x1", "3x3", "7x7-s2-p3", "1x1-s2", "dilated", "groups2", "asymmetric"]
+
+needs_jit = pytest.mark.skipif(jit_conv.im2col_band is None, reason="compiled loops off or numba missing")
+
+
+@pytest.fixture(params=["compiled", "numpy"])
+def route(request, monkeypatch):
+    if request.param == "numpy":
+        monkeypatch.setattr(jit_conv, "im2col_band", None)  # every dense route falls back to numpy
+    elif jit_conv.im2col_band is None:
+        pytest.skip("compiled loops off or numba missing")
+    return request.param
+
+
+def _reference(x, w, b, conv_attrs, act_nodes, residual=None) -> np.ndarray:
+    feeds = {"x": x, "w": w} | ({} if b is None else {"b": b}) | ({} if residual is None else {"r": residual})
+    conv_inputs = [n for n in ("x", "w", "b") if n in feeds]
+    nodes = [helper.make_node("Conv", conv_inputs, ["c"], **conv_attrs)]
+    last = "c"
+    if residual is not None:
+        nodes.append(helper.make_node("Add", ["c", "r"], ["s"]))
+        last = "s"
+    inits = []
+    for k, (op, attrs) in enumerate(act_nodes):
+        inputs = [last]
+        if op == "Clip":
+            inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
+            inputs += ["lo", "hi"]
+        if op == "Mul":
+            inputs = [nodes[-2].output[0], last]
+        nodes.append(helper.make_node(op, inputs, [f"a{k}"], **attrs))
+        last = f"a{k}"
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in feeds.items()],
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with np.errstate(all="ignore"):
+        return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def _data(x_shape, w_shape, bias: bool, seed: int = 0):
+    rng = np.random.default_rng(4200 + seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    return x, w, b
+
+
+def _call(op: str, x, w, b, out, attrs, over: bool = False) -> None:
+    """The registered kernel with its declared workspace (NaN-filled), as a Session calls it."""
+    domain = "memplan" if op != "Conv" else ""
+    kernel = get_kernel(op, domain)
+    assert kernel is not None and kernel.workspace is not None
+    inputs = [x, w] + ([] if b is None else [b])
+    metas = [TensorMeta(a.shape, a.dtype) for a in inputs]
+    size = kernel.workspace(metas, [TensorMeta(out.shape, out.dtype)], **attrs)
+    ws = np.full(size // 4 + 1, np.nan, np.float32).view(np.uint8)[:size]
+    kernel.fn(*inputs, out=out, ws=ws, **attrs)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize(("act", "nodes"), ACTS, ids=ACT_IDS)
+def test_conv_and_conv_act_match_the_reference(x_shape, w_shape, attrs, act, nodes, bias, route):
+    x, w, b = _data(x_shape, w_shape, bias)
+    want = _reference(x, w, b, attrs, nodes)
+    got = np.full(want.shape, np.nan, np.float32)
+    _call("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("act", "nodes"), ACTS[:3] + ACTS[-1:], ids=ACT_IDS[:3] + ACT_IDS[-1:])
+@pytest.mark.parametrize("kernel", [1, 3], ids=["1x1", "3x3"])
+def test_over_its_own_input_matches_the_reference(kernel, act, nodes, route):
+    """Output from the input's first byte: the pixel-wise (1x1) or row-lagged (3x3) route,
+    with the band's bias and activation in one compiled pass; small bands, so that rows wait."""
+    x, w, b = _data((1, 8, 13, 11), (6, 8, kernel, kernel), True)
+    attrs = {"pads": [kernel // 2] * 4} if kernel > 1 else {}
+    want = _reference(x, w, b, attrs, nodes)
+    block = np.zeros(x.size, np.float32)
+    block[:] = x.reshape(-1)
+    view_x = block.reshape(x.shape)
+    out = block[: want.size].reshape(want.shape)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 8 * 9 * 11 * 4 * 2)  # two rows a band
+        _call("ConvAct" if act else "Conv", view_x, w, b, out, {**attrs, **act}, over=True)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("over_residual", [False, True], ids=["apart", "over-residual"])
+@pytest.mark.parametrize(("act", "nodes"), ACTS, ids=ACT_IDS)
+@pytest.mark.parametrize("batch", [1, 2])
+def test_pointwise_conv_add_matches_the_reference(batch, act, nodes, over_residual, bias, route):
+    x, w, b = _data((batch, 6, 9, 7), (10, 6, 1, 1), bias, seed=1)
+    residual = np.random.default_rng(5).standard_normal((batch, 10, 9, 7)).astype(np.float32)
+    want = _reference(x, w, b, {}, nodes, residual=residual)
+    r = residual.copy()
+    out = r if over_residual else np.full(want.shape, np.nan, np.float32)
+    kernel = get_kernel("PointwiseConvAdd", "memplan")
+    assert kernel is not None and kernel.workspace is not None
+    bias_in = b if b is not None else None
+    metas = [TensorMeta(a.shape, a.dtype) for a in (x, w, x, r)]
+    size = kernel.workspace(metas, [TensorMeta(out.shape, out.dtype)], **act)
+    ws = np.full(size // 4 + 1, np.nan, np.float32).view(np.uint8)[:size]
+    kernel.fn(x, w, bias_in, r, out=out, ws=ws, **act)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
+
+
+@needs_jit
+def test_the_compiled_im2col_keeps_nan_and_infinities_and_writes_zeros_outside():
+    x = np.arange(2 * 5 * 6, dtype=np.float32).reshape(2, 5, 6)
+    x[0, 1, 2], x[1, 3, 4], x[1, 0, 0] = np.nan, np.inf, -np.inf
+    from runtime.kernels.window import pad_into, window_geometry, windows
+
+    geo = window_geometry((1, *x.shape), (1, 1, 3, 3), (3, 3), "NOTSET", [2, 1, 0, 2], [2, 2], [1, 1])
+    col = np.full(2 * 9 * 3 * 3, np.nan, np.float32)
+    jit_conv.im2col_into(x, col, 0, 3, geo)
+    padded = np.zeros((2, 5 + 2, 6 + 3), np.float32)
+    pad_into(padded, x, geo, 0)
+    want = windows(padded, geo).transpose(0, 3, 4, 1, 2)
+    np.testing.assert_array_equal(col.reshape(2, 3, 3, 3, 3), want)
+
+
+def test_the_compiled_loops_are_none_when_off_and_the_routes_say_so(monkeypatch):
+    from runtime.kernels.window import window_geometry
+
+    geo = window_geometry((1, 3, 8, 8), (1, 4, 8, 8), (3, 3), "NOTSET", [1, 1, 1, 1], None, None)
+    x = np.zeros((1, 3, 8, 8), np.float32)
+    monkeypatch.setattr(jit_conv, "im2col_band", None)
+    assert not jit_conv.takes_im2col(geo, np.dtype(np.float32)) and not jit_conv.usable(x)
+    monkeypatch.undo()
+    if jit_conv.im2col_band is not None:
+        assert jit_conv.takes_im2col(geo, np.dtype(np.float32)) and jit_conv.usable(x)
+        assert not jit_conv.takes_im2col(geo, np.dtype(np.float64))
+        assert not jit_conv.usable(x.astype(np.float64))
