@@ -227,15 +227,34 @@ if ENABLED:
         return _tanh(v)
 
 
+def _row_max(y):  # type: ignore[no-untyped-def]
+    """The largest of y (a row) in eight independent running maxima, which the processor
+    overlaps (one running maximum waits on each comparison: 2.5x slower on 197-wide rows). A
+    NaN is passed over here; the exponentials make its row NaN, as numpy's route does."""
+    n = y.size
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = y[0]
+    whole = n - n % 8
+    for i in range(0, whole, 8):
+        m0 = y[i] if y[i] > m0 else m0
+        m1 = y[i + 1] if y[i + 1] > m1 else m1
+        m2 = y[i + 2] if y[i + 2] > m2 else m2
+        m3 = y[i + 3] if y[i + 3] > m3 else m3
+        m4 = y[i + 4] if y[i + 4] > m4 else m4
+        m5 = y[i + 5] if y[i + 5] > m5 else m5
+        m6 = y[i + 6] if y[i + 6] > m6 else m6
+        m7 = y[i + 7] if y[i + 7] > m7 else m7
+    for i in range(whole, n):
+        m0 = y[i] if y[i] > m0 else m0
+    m0, m2, m4, m6 = max(m0, m1), max(m2, m3), max(m4, m5), max(m6, m7)
+    return max(max(m0, m2), max(m4, m6))
+
+
 def _softmax_rows(src, dst, log):  # type: ignore[no-untyped-def]
     """dst = (Log)Softmax(src) along each row of 2-D arrays apart: the row's maximum, then its
     exponentials (stored, for Softmax) and their sum, then the scaling, each row in cache."""
     for r in range(src.shape[0]):
         x, y = src[r], dst[r]
-        m = x[0]
-        for i in range(x.size):
-            m = x[i] if x[i] > m else m
-        m = m if m == m else x[0]  # a NaN first element: NaN throughout, as numpy's max
+        m = _row_max(x)
         total = np.float32(0.0)
         if log:
             for i in range(x.size):
@@ -261,10 +280,7 @@ def _softmax_rows_in_place(y2, log):  # type: ignore[no-untyped-def]
     """`_softmax_rows` over one array, in place."""
     for r in range(y2.shape[0]):
         y = y2[r]
-        m = y[0]
-        for i in range(y.size):
-            m = y[i] if y[i] > m else m
-        m = m if m == m else y[0]
+        m = _row_max(y)
         total = np.float32(0.0)
         if log:
             for i in range(y.size):
@@ -284,6 +300,7 @@ def _softmax_rows_in_place(y2, log):  # type: ignore[no-untyped-def]
                 y[i] *= scale
 
 
+_row_max = inline(_row_max) or _row_max
 softmax_rows = compiled(_softmax_rows)
 softmax_rows_in_place = compiled(_softmax_rows_in_place)
 
