@@ -127,7 +127,9 @@ def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
         and batch <= jit_rnn.MAX_BATCH
     ):
         op = {4: "LSTM", 3: "GRU", 1: "RNN"}[w.shape[1] // inputs[2].shape[2]]
-        jit_rnn.prepared(op, None if lens is None else lens.dtype)
+        jit_rnn.prepared(op)  # also taken when every sequence runs all steps
+        if lens is not None:
+            jit_rnn.prepared(op, lens.dtype)
     width = w.shape[1]  # gates * hidden
     hidden = inputs[2].shape[2]
     blocks = [((seq, batch, width), x.dtype)] + [((batch, width), x.dtype)] * 2 + [((width,), x.dtype)]
