@@ -130,6 +130,8 @@ def _band_rows(x_shape, w_shape, geo: Geometry, dtype: np.dtype) -> int:
     else:
         per_row = channels * math.prod(geo.kernel) * width * dtype.itemsize
     rows = units_within(window.IM2COL_BLOCK_BYTES, per_row, height)
+    if not by_taps(x_shape, w_shape):
+        rows = window.band_rows(rows, width, height)
     return min(height, max(rows, geo.begin[0]))
 
 

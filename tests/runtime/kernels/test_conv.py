@@ -54,6 +54,7 @@ def test_conv_by_taps_against_reference(seed):
 @pytest.mark.parametrize("seed", [0, 1, 5, 6])
 def test_conv_by_taps_in_bands_against_reference(seed, monkeypatch):
     monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 64)  # one output row per band
+    monkeypatch.setattr("runtime.kernels.window.MIN_BAND_PIXELS", 1)  # bands as small as the budget says
     test_conv_by_taps_against_reference(seed)
 
 
@@ -79,6 +80,7 @@ def test_conv_random_against_reference(seed):
 def test_conv_in_small_bands_against_reference(seed, monkeypatch):
     # Tiny band budgets force one output row (one channel, depthwise) per im2col band.
     monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 64)
+    monkeypatch.setattr("runtime.kernels.window.MIN_BAND_PIXELS", 1)  # bands as small as the budget says
     monkeypatch.setattr("runtime.kernels.conv.DEPTHWISE_BLOCK_BYTES", 64)
     test_conv_random_against_reference(seed)
 
@@ -115,6 +117,7 @@ def test_conv_transpose_random_against_onnxruntime(seed):
 @pytest.mark.parametrize("seed", [0, 1, 4, 7, 9])
 def test_conv_transpose_in_small_bands_against_onnxruntime(seed, monkeypatch):
     monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 64)  # one input row per band
+    monkeypatch.setattr("runtime.kernels.window.MIN_BAND_PIXELS", 1)  # bands as small as the budget says
     test_conv_transpose_random_against_onnxruntime(seed)
 
 

@@ -98,6 +98,7 @@ def _over_input(kernel, x, w, b, shape, attrs, scratch: bool) -> np.ndarray:
 def test_dense_conv_over_its_own_input_matches_the_reference(batch, cin, cout, k, attrs, act, bands, monkeypatch):
     if bands == "one_row":
         monkeypatch.setattr(window, "IM2COL_BLOCK_BYTES", 1)
+        monkeypatch.setattr(window, "MIN_BAND_PIXELS", 1)  # bands as small as the budget says
         monkeypatch.setattr(conv_over, "COLUMNS_BYTES", 1)
     x, w, b = _case(batch, cin, cout, k, attrs)
     want = _reference(x, w, b, attrs, act)
@@ -121,6 +122,7 @@ def test_without_a_workspace_the_routes_allocate_their_scratch(batch, cin, cout,
 @pytest.mark.parametrize("k", [1, 3, 5])
 def test_the_routes_are_right_on_separate_memory_too(k, monkeypatch):
     monkeypatch.setattr(window, "IM2COL_BLOCK_BYTES", 1)
+    monkeypatch.setattr(window, "MIN_BAND_PIXELS", 1)  # bands as small as the budget says
     attrs = {"pads": [k // 2] * 4}
     x, w, b = _case(2, 6, 4, k, attrs, spatial=(9, 5))
     want = _reference(x, w, b, attrs, "")
@@ -212,6 +214,7 @@ def _random_case(rng: np.random.Generator):
 def test_random_convs_over_their_own_input_match_the_reference(seed, monkeypatch):
     rng = np.random.default_rng(1000 + seed)
     monkeypatch.setattr(window, "IM2COL_BLOCK_BYTES", int(rng.choice([1, 600, 1 << 20])))
+    monkeypatch.setattr(window, "MIN_BAND_PIXELS", 1)  # bands as small as the budget says
     monkeypatch.setattr(conv_over, "COLUMNS_BYTES", int(rng.choice([1, 100, 1 << 18])))
     for _ in range(4):
         batch, cin, cout, k, attrs, spatial = _random_case(rng)

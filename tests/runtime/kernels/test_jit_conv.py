@@ -123,6 +123,7 @@ def test_over_its_own_input_matches_the_reference(kernel, act, nodes, route):
     out = block[: want.size].reshape(want.shape)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 8 * 9 * 11 * 4 * 2)  # two rows a band
+        patch.setattr("runtime.kernels.window.MIN_BAND_PIXELS", 1)  # bands as small as the budget says
         _call("ConvAct" if act else "Conv", view_x, w, b, out, {**attrs, **act}, over=True)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
 
@@ -174,3 +175,31 @@ def test_the_compiled_loops_are_none_when_off_and_the_routes_say_so(monkeypatch)
         assert jit_conv.takes_im2col(geo, np.dtype(np.float32)) and jit_conv.usable(x)
         assert not jit_conv.takes_im2col(geo, np.dtype(np.float64))
         assert not jit_conv.usable(x.astype(np.float64))
+
+
+def test_a_band_spans_at_least_min_band_pixels_within_the_image():
+    from runtime.kernels import window
+
+    assert window.band_rows(1, 80, 6) == 2  # 80-wide rows: two a band (160 pixels)
+    assert window.band_rows(3, 56, 56) == 3  # the budget's rows already span enough
+    assert window.band_rows(1, 7, 5) == 5  # never more rows than the image has
+    assert window.band_rows(1, 400, 9) == 1
+
+
+@pytest.mark.parametrize("over", [False, True], ids=["apart", "over-input"])
+def test_bands_raised_to_min_band_pixels_match_the_reference(over, route, monkeypatch):
+    """A one-row budget on 20-wide rows: eight rows a band (160 pixels), so that three bands
+    and a last short one run (and, over the input, rows wait in the hold)."""
+    from runtime.kernels import window
+
+    monkeypatch.setattr(window, "IM2COL_BLOCK_BYTES", 1)
+    x, w, b = _data((1, 6, 27, 20), (5, 6, 3, 3), True)
+    attrs = {"pads": [1, 1, 1, 1], "activation": "Relu"}
+    want = _reference(x, w, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})])
+    if over:
+        block = x.reshape(-1).copy()
+        got, source = block[: want.size].reshape(want.shape), block.reshape(x.shape)
+    else:
+        got, source = np.full(want.shape, np.nan, np.float32), x
+    _call("ConvAct", source, w, b, got, attrs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
