@@ -1,6 +1,7 @@
-"""Compiled LayerNormalization in float32: one loop per row, the row read three times while it
-is in cache (the sum, the squared deviations, the scaled write) where numpy makes about eight
-passes over the whole tensor (`runtime.kernels.norm`'s route, kept for other dtypes and shapes).
+"""Compiled LayerNormalization and RMSNormalization in float32: one loop per row, the row read
+while it is in cache (LayerNormalization: the sum, the squared deviations, the scaled write),
+where numpy makes several passes over the whole tensor (`runtime.kernels.norm`'s routes, kept
+for other dtypes and shapes).
 
 Statistics are accumulated in float64, so they are at least as accurate as the float32
 statistics of the spec's stash_type 1; NaN and infinities propagate as in the formula.
@@ -43,39 +44,59 @@ def _layer_norm_py(x, y, scale, bias, has_bias, mean, inv_std, epsilon):
 
 
 layer_norm_loop = compiled(_layer_norm_py)
-_ready = False
 
 
-def _signature() -> tuple:
+def _rms_norm_py(x, y, scale, epsilon):
+    """Rows of `x` (rows, cols) divided by their root mean square (plus `epsilon` under the
+    root) into `y`, times `scale` (cols,)."""
+    rows, cols = x.shape
+    for i in range(rows):
+        xi, yi = x[i], y[i]
+        squares = 0.0
+        for j in range(cols):
+            v = np.float64(xi[j])
+            squares += v * v
+        inv32 = np.float32(1.0 / math.sqrt(squares / max(cols, 1) + epsilon))
+        for j in range(cols):
+            yi[j] = xi[j] * inv32 * scale[j]
+
+
+rms_norm_loop = compiled(_rms_norm_py)
+_READY: set[str] = set()
+
+
+def _signature(name: str) -> tuple:
     t = numba.types
     f32 = t.float32
     rows_in, rows_out = t.Array(f32, 2, "C", readonly=True), t.Array(f32, 2, "C")
     vector_in, vector_out = t.Array(f32, 1, "C", readonly=True), t.Array(f32, 1, "C")
+    if name == "rms_norm_loop":
+        return (rows_in, rows_out, vector_in, t.float64)
     return (rows_in, rows_out, vector_in, vector_in, t.boolean, vector_out, vector_out, t.float64)
 
 
-def prepared() -> Callable[..., None] | None:
-    """The compiled loop (looked up when called, so that tests can take it away), compiled for
-    its one signature now if it was not yet: the kernel's workspace function calls this, so
-    that the session compiles when it prepares and no run pays for it."""
-    global _ready
-    loop: Any = layer_norm_loop
+def prepared(name: str = "layer_norm_loop") -> Callable[..., None] | None:
+    """The compiled loop `name` of this module (looked up when called, so that tests can take
+    it away), compiled for its one signature now if it was not yet: the kernels' workspace
+    functions call this, so that the session compiles when it prepares and no run pays for it."""
+    loop: Any = globals()[name]
     if loop is None:
         return None
-    if not _ready:
+    if name not in _READY:
         loop.disable_compile(False)
-        loop.compile(_signature())
+        loop.compile(_signature(name))
         loop.disable_compile(True)
-        _ready = True
+        _READY.add(name)
     return loop
 
 
-def usable(x: np.ndarray, y: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, cols: int) -> bool:
-    """Whether the compiled loop takes these operands: float32, C-contiguous, one scale (and
-    bias) value per normalised element."""
+def usable(x: np.ndarray, y: np.ndarray, scale: np.ndarray, bias: np.ndarray | None, cols: int,
+           name: str = "layer_norm_loop") -> bool:  # fmt: skip
+    """Whether the compiled loop `name` takes these operands: float32, C-contiguous, one scale
+    (and bias) value per normalised element."""
     operands = [x, y, scale] + ([] if bias is None else [bias])
     return (
-        layer_norm_loop is not None
+        globals()[name] is not None
         and all(a.dtype == np.float32 and a.flags.c_contiguous for a in operands)
         and scale.size == cols
         and (bias is None or bias.size == cols)

@@ -3,8 +3,8 @@
 Statistics are small (one value per channel or per normalised row) and computed in at
 least float32; the full-size work happens in the output: centre into `out`, sum squares
 with einsum (which needs no squared temporary), then scale and shift in place. A float32
-LayerNormalization with a scale per normalised element runs as one compiled loop per row
-instead (`runtime.kernels.jit_norm`).
+LayerNormalization or RMSNormalization with a scale per normalised element runs as one
+compiled loop per row instead (`runtime.kernels.jit_norm`).
 """
 
 from __future__ import annotations
@@ -209,12 +209,24 @@ def lrn(x, *, out, ws, size, alpha=0.0001, beta=0.75, bias=1.0):
         np.divide(x[:, j : j + m], d, out=out[:, j : j + m])
 
 
-@kernel("RMSNormalization")
+def rms_normalization_workspace(inputs, outputs, **_) -> int:
+    """No scratch; compiles the float32 loop now (the session asks when it prepares)."""
+    if inputs[0].dtype == np.float32:
+        jit_norm.prepared("rms_norm_loop")
+    return 0
+
+
+@kernel("RMSNormalization", workspace=rms_normalization_workspace)
 @small_ufunc_buffers()
-def rms_normalization(x, scale, *, out, axis=-1, epsilon=1e-5, stash_type=1):
+def rms_normalization(x, scale, *, out, ws=None, axis=-1, epsilon=1e-5, stash_type=1):
     axis = axis + x.ndim if axis < 0 else axis
     rows = int(np.prod(x.shape[:axis], dtype=np.int64))
     x2, y2 = x.reshape(rows, -1), out.reshape(rows, -1)
+    if jit_norm.usable(x, out, scale, None, x2.shape[1], "rms_norm_loop"):
+        loop = jit_norm.prepared("rms_norm_loop")
+        assert loop is not None
+        loop(x2, y2, scale.reshape(-1), float(epsilon))
+        return
     stat = _stat_dtype(x.dtype)
     mean_square = np.einsum("ij,ij->i", x2, x2, dtype=stat) / max(x2.shape[1], 1)
     np.multiply(x2, (1.0 / np.sqrt(mean_square + epsilon))[:, None].astype(out.dtype), out=y2)

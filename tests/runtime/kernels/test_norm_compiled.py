@@ -1,8 +1,9 @@
-"""LayerNormalization through both routes: the compiled row loop (`runtime.kernels.jit_norm`)
-and the numpy route (that loop taken away), against onnx.reference: axes, epsilon, bias or
-none, the optional Mean and InvStdDev outputs, NaN and infinities, a scale broadcast over the
-normalised axes (numpy's route only), and a transformer-sized run through the Session whose
-first, traced run allocates nothing beside the arena."""
+"""LayerNormalization and RMSNormalization through both routes: the compiled row loops
+(`runtime.kernels.jit_norm`) and the numpy routes (those loops taken away), against
+onnx.reference: axes, epsilon, bias or none, the optional Mean and InvStdDev outputs, NaN and
+infinities, a scale broadcast over the normalised axes (numpy's route only), and a
+transformer-sized run through the Session whose first, traced run stays within the bound
+beside the arena."""
 
 from __future__ import annotations
 
@@ -15,25 +16,27 @@ import runtime
 from runtime.kernels import jit_norm
 from tests.runtime.kernels.harness import close, one_node, run_against_reference, run_ort, run_with_workspace
 
+LOOPS = ("layer_norm_loop", "rms_norm_loop")
+
 
 @pytest.fixture(params=["compiled", "numpy"])
 def route(request, monkeypatch):
-    """Which route the kernel takes; "compiled" also counts the compiled loop's calls."""
+    """Which route the kernels take; "compiled" also counts the compiled loops' calls (rows)."""
     calls: list[int] = []
-    loop = jit_norm.layer_norm_loop
-    if request.param == "numpy":
-        monkeypatch.setattr(jit_norm, "layer_norm_loop", None)
-    elif loop is None:
-        pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
-    else:
-        jit_norm.prepared()
+    for name in LOOPS:
+        loop = getattr(jit_norm, name)
+        if request.param == "numpy":
+            monkeypatch.setattr(jit_norm, name, None)
+        elif loop is None:
+            pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
+        else:
+            jit_norm.prepared(name)  # compiled before its calls are counted
 
-        def counted(*args):
-            calls.append(args[0].shape[0])
-            loop(*args)
+            def counted(*args, _loop=loop):
+                calls.append(args[0].shape[0])
+                _loop(*args)
 
-        monkeypatch.setattr(jit_norm, "layer_norm_loop", counted)
-        monkeypatch.setattr(jit_norm, "_ready", True)
+            monkeypatch.setattr(jit_norm, name, counted)
     return request.param, calls
 
 
@@ -122,3 +125,33 @@ def test_layer_norms_through_a_session(route):
     np.testing.assert_allclose(outputs["y"], run_ort(model, feeds)[0], rtol=1e-4, atol=1e-4)
     name, calls = route
     assert calls == ([128, 128] if name == "compiled" else [])
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "epsilon"), [((2, 7, 33), -1, 1e-5), ((3, 4, 5), 1, 0.1), ((1, 16, 384), 2, 1e-6)]
+)
+def test_rms_normalization_against_onnx_reference(shape, axis, epsilon, route):
+    rng = np.random.default_rng(60 + axis)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    x.flat[5] = np.nan  # its row only
+    normalised = shape[axis:] if axis >= 0 else shape[len(shape) + axis :]
+    feeds = {"x": x, "s": rng.standard_normal(normalised).astype(np.float32)}
+    model = one_node("RMSNormalization", feeds, opset=23, axis=axis, epsilon=epsilon)
+    got, expected = run_against_reference(model, feeds)  # newer than this onnxruntime
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-4, atol=1e-5, equal_nan=True)
+    assert np.isnan(got[0]).sum() == int(np.prod(normalised))
+    name, calls = route
+    rows = int(np.prod(shape)) // int(np.prod(normalised))
+    assert calls == ([rows] if name == "compiled" else [])
+
+
+def test_rms_normalization_with_a_broadcast_scale_takes_numpy(route):
+    rng = np.random.default_rng(61)
+    feeds = {
+        "x": rng.standard_normal((2, 3, 4)).astype(np.float32),
+        "s": rng.standard_normal((1, 4)).astype(np.float32),
+    }
+    model = one_node("RMSNormalization", feeds, opset=23, axis=1)
+    got, expected = run_against_reference(model, feeds)
+    close(got, expected, rtol=1e-4, atol=1e-5)
+    assert route[1] == []
