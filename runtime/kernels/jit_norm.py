@@ -10,6 +10,7 @@ statistics of the spec's stash_type 1; NaN and infinities propagate as in the fo
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -63,6 +64,7 @@ def _rms_norm_py(x, y, scale, epsilon):
 
 rms_norm_loop = compiled(_rms_norm_py)
 _READY: set[str] = set()
+_COMPILING = threading.Lock()
 
 
 def _signature(name: str) -> tuple:
@@ -82,11 +84,12 @@ def prepared(name: str = "layer_norm_loop") -> Callable[..., None] | None:
     loop: Any = globals()[name]
     if loop is None:
         return None
-    if name not in _READY:
-        loop.disable_compile(False)
-        loop.compile(_signature(name))
-        loop.disable_compile(True)
-        _READY.add(name)
+    with _COMPILING:  # sessions may prepare in several threads at once
+        if name not in _READY:
+            loop.disable_compile(False)
+            loop.compile(_signature(name))
+            loop.disable_compile(True)
+            _READY.add(name)
     return loop
 
 

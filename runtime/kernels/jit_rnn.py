@@ -20,6 +20,7 @@ leave its state alone and write zeros to Y. Everything is written into the array
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -332,6 +333,7 @@ rnn_loop = compiled(_rnn_py)
 _LOOPS = {"GRU": "gru_loop", "LSTM": "lstm_loop", "RNN": "rnn_loop"}
 _NO_LENS = np.zeros(1, np.int32)  # stands for sequence_lens when every entry runs all steps
 _READY: set[tuple[str, str]] = set()
+_COMPILING = threading.Lock()
 
 
 def _signature(op: str, lens: np.dtype) -> tuple:
@@ -360,12 +362,13 @@ def prepared(op: str, lens: np.dtype | None = None) -> Callable[..., None] | Non
     if loop is None:
         return None
     lens = np.dtype(np.int32 if lens is None else lens)
-    if (op, lens.name) not in _READY:
-        loop.disable_compile(False)
-        loop.compile(_signature(op, lens))
-        loop.disable_compile(True)
-        _warm(loop, op, lens)
-        _READY.add((op, lens.name))
+    with _COMPILING:  # sessions may prepare in several threads at once
+        if (op, lens.name) not in _READY:
+            loop.disable_compile(False)
+            loop.compile(_signature(op, lens))
+            loop.disable_compile(True)
+            _warm(loop, op, lens)
+            _READY.add((op, lens.name))
     return loop
 
 
