@@ -181,6 +181,8 @@ def test_a_band_spans_at_least_min_band_pixels_within_the_image():
     from runtime.kernels import window
 
     assert window.band_rows(1, 80, 6) == 2  # 80-wide rows: two a band (160 pixels)
+    assert window.band_rows(12, 14, 14) == 7  # two bands of 7 rows, not 12 and 2
+    assert window.band_rows(4, 200, 9) == 3  # three bands of 3, not 4, 4 and 1
     assert window.band_rows(3, 56, 56) == 3  # the budget's rows already span enough
     assert window.band_rows(1, 7, 5) == 5  # never more rows than the image has
     assert window.band_rows(1, 400, 9) == 1
