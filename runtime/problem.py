@@ -145,8 +145,7 @@ def workspace_bytes(graph: Graph, node: Node) -> int:
     kernel = kernel_of(node)
     if kernel is None or kernel.workspace is None:
         return 0
-    metas_in = [None if not n else _meta(graph, n) for n in node.inputs]
-    metas_out = [None if not n else _meta(graph, n) for n in node.outputs]
+    metas_in, metas_out = node_metas(graph, node)
     try:
         size = int(kernel.workspace(metas_in, metas_out, **node.attributes))
     except Exception as e:  # a workspace function failing is a kernel bug: say where
@@ -154,6 +153,14 @@ def workspace_bytes(graph: Graph, node: Node) -> int:
     if size < 0:
         raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel asked for {size} bytes of workspace")
     return size
+
+
+def node_metas(graph: Graph, node: Node) -> tuple[list[TensorMeta | None], list[TensorMeta | None]]:
+    """The shapes and dtypes of a node's inputs and outputs (None for an omitted one), as
+    kernels' workspace and prepare functions take them."""
+    return [None if not n else _meta(graph, n) for n in node.inputs], [
+        None if not n else _meta(graph, n) for n in node.outputs
+    ]
 
 
 def _meta(graph: Graph, name: str) -> TensorMeta:

@@ -60,7 +60,7 @@ from runtime.graph import Graph, Node
 from runtime.kernels import Kernel, kernel_of, loop_ufunc_buffers
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
-from runtime.problem import check_aliases, memory_problem, workspace_id
+from runtime.problem import check_aliases, memory_problem, node_metas, workspace_id
 from runtime.stats import RunStats
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
@@ -152,6 +152,7 @@ class Session:
         self.arena = take_arena(self._arena_arg, plan.arena_bytes, max(self.options.alignment, DEFAULT_ALIGNMENT))
         self._bind_views(problem, plan)
         self._io = CallerMemory(self.graph, self._views, self._values, self._slot, self.io_alignment)
+        self._prepare_kernels(kernels)
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
         self._calls = [_bind_call(s, self._none_slot, self.graph) for s in self._steps]
         self._labels = tuple((s.node.name, s.node.op_type) for s in self._steps)
@@ -191,6 +192,18 @@ class Session:
                 f"memplan has no kernel for: {listed}; see runtime.kernels.supported_ops()", missing
             )
         return found
+
+    def _prepare_kernels(self, kernels: dict[str, Kernel]) -> None:
+        """Each kernel's prepare hook, once per node (compiled loops are built here, not in a run)."""
+        for node in self.graph.nodes:
+            k = kernels[node.name]
+            if k.prepare is None:
+                continue
+            metas_in, metas_out = node_metas(self.graph, node)
+            try:
+                k.prepare(metas_in, metas_out, **node.attributes)
+            except Exception as e:  # a prepare hook failing is a kernel bug: say where
+                raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel's prepare failed: {e}") from None
 
     def _check_plan(self, problem: Problem, plan: Plan) -> None:
         missing = [b.id for b in problem.buffers if b.id not in plan.offsets]

@@ -57,6 +57,7 @@ class TensorMeta:
 
 KernelFn = Callable[..., None]
 WorkspaceFn = Callable[..., int]
+PrepareFn = Callable[..., None]
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,10 @@ class Kernel:
     # (when the spec applies): the output may also be smaller than input 0 and start at its
     # first byte (`planes.Planes`).
     planes: Planes | None = None
+    # Called once per node when a session prepares, with the workspace function's arguments
+    # (tensor metas and attributes): compiles the node's loops (`runtime.kernels._jit`) so that
+    # no run compiles, and planning alone never does.
+    prepare: PrepareFn | None = None
 
 
 _KERNELS: dict[str, Kernel] = {}
@@ -99,11 +104,13 @@ def kernel(
     inplace: tuple[int, ...] = (),
     domain: str = "",
     planes: bool | Planes = False,
+    prepare: PrepareFn | None = None,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
     lists the inputs whose memory output 0 may be when shapes and dtypes match; `planes`
     marks a plane-wise kernel, whose output may be planned over input 0 even when smaller
-    (it is then registered wrapped, see `runtime.kernels.planes`)."""
+    (it is then registered wrapped, see `runtime.kernels.planes`); `prepare` is called with
+    the workspace function's arguments when a session prepares the node."""
     if outputs not in ("one", "many"):
         raise ValueError("outputs must be 'one' or 'many'")
     key = _key(op_type, domain)
@@ -125,6 +132,7 @@ def kernel(
             takes_opset,
             tuple(inplace) or ((0,) if spec is not None and not spec.depthwise else ()),
             spec,
+            prepare,
         )
         return fn
 

@@ -75,12 +75,15 @@ def _layer_rows(shape: tuple[int, ...], axis: int) -> tuple[int, int]:
     return math.prod(shape[:axis]), math.prod(shape[axis:])
 
 
-def layer_normalization_workspace(inputs, outputs, *, axis=-1, **_) -> int:
-    """Bytes of scratch; also compiles the float32 loop now (the session asks for the
-    workspace when it prepares, so no run compiles)."""
-    x = inputs[0]
-    if x.dtype == np.float32:
+def layer_normalization_prepare(inputs, outputs, **_) -> None:
+    """Compiles the float32 loop, so that no run compiles."""
+    if inputs[0].dtype == np.float32:
         jit_norm.prepared()
+
+
+def layer_normalization_workspace(inputs, outputs, *, axis=-1, **_) -> int:
+    """Bytes of scratch."""
+    x = inputs[0]
     rows, cols = _layer_rows(tuple(x.shape), axis)
     stat = _stat_dtype(x.dtype)
     return scratch_bytes(((rows, 1), stat), ((rows, 1), stat), ((cols, 1), stat))
@@ -97,7 +100,12 @@ def _row_means(x2: np.ndarray, mean: np.ndarray, ones: np.ndarray) -> None:
     np.multiply(mean, mean.dtype.type(1 / max(x2.shape[1], 1)), out=mean)
 
 
-@kernel("LayerNormalization", outputs="many", workspace=layer_normalization_workspace)
+@kernel(
+    "LayerNormalization",
+    outputs="many",
+    workspace=layer_normalization_workspace,
+    prepare=layer_normalization_prepare,
+)
 @small_ufunc_buffers()
 def layer_normalization(x, scale, bias=None, *, out, ws=None, axis=-1, epsilon=1e-5, stash_type=1):
     """Mean and 1 / std per row in the workspace (in at least float32); `out` is centred,
@@ -209,14 +217,13 @@ def lrn(x, *, out, ws, size, alpha=0.0001, beta=0.75, bias=1.0):
         np.divide(x[:, j : j + m], d, out=out[:, j : j + m])
 
 
-def rms_normalization_workspace(inputs, outputs, **_) -> int:
-    """No scratch; compiles the float32 loop now (the session asks when it prepares)."""
+def rms_normalization_prepare(inputs, outputs, **_) -> None:
+    """Compiles the float32 loop, so that no run compiles."""
     if inputs[0].dtype == np.float32:
         jit_norm.prepared("rms_norm_loop")
-    return 0
 
 
-@kernel("RMSNormalization", workspace=rms_normalization_workspace)
+@kernel("RMSNormalization", prepare=rms_normalization_prepare)
 @small_ufunc_buffers()
 def rms_normalization(x, scale, *, out, ws=None, axis=-1, epsilon=1e-5, stash_type=1):
     axis = axis + x.ndim if axis < 0 else axis

@@ -115,12 +115,11 @@ def _activations(specs: list[list[Spec]]) -> list[list[Activation]]:
     return [[_make_activation(name, alpha, beta) for name, alpha, beta in row] for row in specs]
 
 
-def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
-    """Bytes of scratch; also compiles the node's loop now, when it will take the compiled route
-    (float32), since the session asks for the workspace when it prepares."""
+def rnn_prepare(inputs, outputs, *, layout=0, **_) -> None:
+    """Compiles the node's loop when it will take the compiled route (float32)."""
     x, w = inputs[0], inputs[1]
     lens = inputs[4] if len(inputs) > 4 else None
-    seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
+    batch = x.shape[1] if layout == 0 else x.shape[0]
     if (
         x.dtype == w.dtype == inputs[2].dtype == np.float32
         and (lens is None or lens.dtype in (np.int32, np.int64))
@@ -130,6 +129,12 @@ def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
         jit_rnn.prepared(op)  # also taken when every sequence runs all steps
         if lens is not None:
             jit_rnn.prepared(op, lens.dtype)
+
+
+def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
+    """Bytes of scratch."""
+    x, w = inputs[0], inputs[1]
+    seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     width = w.shape[1]  # gates * hidden
     hidden = inputs[2].shape[2]
     blocks = [((seq, batch, width), x.dtype)] + [((batch, width), x.dtype)] * 2 + [((width,), x.dtype)]
@@ -423,7 +428,7 @@ def _rnn_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
 _STEPS = {"LSTM": _lstm_step, "GRU": _gru_step, "RNN": _rnn_step}
 
 
-@kernel("LSTM", workspace=rnn_workspace, outputs="many")
+@kernel("LSTM", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare)
 def lstm(
     x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, out, ws,
     activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
@@ -436,7 +441,7 @@ def lstm(
     _run("LSTM", x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs)
 
 
-@kernel("GRU", workspace=rnn_workspace, outputs="many")
+@kernel("GRU", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare)
 def gru(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
@@ -449,7 +454,7 @@ def gru(
     _run("GRU", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs)
 
 
-@kernel("RNN", workspace=rnn_workspace, outputs="many")
+@kernel("RNN", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare)
 def rnn(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
