@@ -5,6 +5,9 @@ Conv copies each image's receptive fields into an im2col buffer carved from the 
 the weights, all groups in one batched matmul written straight into the output. A 1x1,
 stride-1, unpadded, ungrouped conv is a plain matmul and takes no workspace at all.
 The window geometry (pads, auto_pad, strides, dilations) is `runtime.kernels.window`'s.
+With compiled loops on, a float32 2-D conv fills each band straight from the unpadded image
+and adds the bias and the activation to each band's output right after its matmul
+(`runtime.kernels.jit_conv`): no padded copy, one pass fewer over the output.
 
 An ungrouped stride-1 Conv whose output keeps the input's size (1x1, or KxK 'same') may be
 planned with its output over its input (`runtime.kernels.conv_over` states why that is
