@@ -65,7 +65,6 @@ def conv_workspace(
     geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     over = _over(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     own = _route_workspace(x, w, geo, path)
-    jit_conv.warm()  # the epilogues' loops compiled at prepare, not during a run
     if over is None:
         return own
     return max(own, scratch_bytes(*over_layout(x.shape, w.shape, x.dtype, geo, over)))
@@ -86,7 +85,6 @@ def _route_workspace(x, w, geo: Geometry, path: str) -> int:
     if path == "depthwise":
         blocks = [((min(channels, _depthwise_block(geo, x.dtype)), *geo.kernel, *geo.out), x.dtype)]
     elif jit_conv.takes_im2col(geo, x.dtype):
-        jit_conv.warm()  # compiled at prepare, not during a run
         return scratch_bytes(((channels, *geo.kernel, _band_rows(geo, channels, x.dtype), *geo.out[1:]), x.dtype))
     else:
         blocks = [((channels, *geo.kernel, _band_rows(geo, channels, x.dtype), *geo.out[1:]), x.dtype)]
@@ -325,7 +323,7 @@ def reads_before_writing(attrs, inputs, out) -> bool:
 CONV_PLANES = Planes(channel_inputs=(1, 2), depthwise=True, direct=reads_before_writing, over=writes_over_input)
 
 
-@kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES)
+@kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES, prepare=jit_conv.prepare)
 @small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None

@@ -45,7 +45,6 @@ def _pointwise_add_workspace(
     assert out is not None
     if activation:
         _activation_of(activation, out.dtype, act)  # made at prepare, not during a run
-    jit_conv.warm()
     plane = int(np.prod(out.shape[2:], dtype=np.int64))
     return _band(out.shape[1], plane, out.dtype.itemsize) * plane * out.dtype.itemsize
 
@@ -55,7 +54,13 @@ def _activation_of(name: str, dtype: np.dtype, act: dict[str, float]):
     return activation(name, np.dtype(dtype), **bounds)
 
 
-@kernel("PointwiseConvAdd", domain=MEMPLAN_DOMAIN, workspace=_pointwise_add_workspace, inplace=(3,))
+@kernel(
+    "PointwiseConvAdd",
+    domain=MEMPLAN_DOMAIN,
+    workspace=_pointwise_add_workspace,
+    inplace=(3,),
+    prepare=jit_conv.prepare,
+)
 def pointwise_conv_add(
     x: np.ndarray,
     w: np.ndarray,
@@ -145,6 +150,7 @@ def _conv_act_workspace(
     domain=MEMPLAN_DOMAIN,
     workspace=_conv_act_workspace,
     planes=CONV_PLANES,
+    prepare=jit_conv.prepare,
 )
 @small_ufunc_buffers()
 def conv_act(

@@ -169,6 +169,12 @@ def epilogue(y: np.ndarray, b: np.ndarray | None, start: int, stop: int, spec: t
 EMPTY = np.zeros(1, DTYPE)
 
 
+def prepare(*_: object, **__: object) -> None:
+    """A dense Conv's prepare hook (`runtime.kernels.kernel`): its loops compiled when a session
+    prepares the node, so that no run compiles and planning alone never does."""
+    warm()
+
+
 @functools.cache
 def warm() -> None:
     """Compile the loops (or load them from numba's cache) on tiny calls, at prepare."""

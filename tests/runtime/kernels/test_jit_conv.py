@@ -205,3 +205,47 @@ def test_bands_raised_to_min_band_pixels_match_the_reference(over, route, monkey
         got, source = np.full(want.shape, np.nan, np.float32), x
     _call("ConvAct", source, w, b, got, attrs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+_CHILD = """
+import sys
+import onnx
+import runtime
+from runtime.kernels import jit_conv
+
+graph = runtime.load_model(onnx.load(sys.argv[1]))
+runtime.memory_problem(graph, runtime.MemoryOptions())
+print(len(jit_conv.im2col_band.signatures))
+session = runtime.Session(graph, "greedy_by_size").prepare()
+before = len(jit_conv.im2col_band.signatures), len(jit_conv.bias_act.signatures)
+session.run({"x": __import__("numpy").ones((1, 3, 9, 9), "float32")})
+print(before[0], before == (len(jit_conv.im2col_band.signatures), len(jit_conv.bias_act.signatures)))
+"""
+
+
+@needs_jit
+def test_a_session_compiles_the_loops_when_it_prepares_and_planning_alone_does_not(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import onnx
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node],
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 9, 9])],
+        [w],
+    )
+    path = tmp_path / "conv.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, cwd=root, check=True
+    )
+    planned, prepared = done.stdout.split("\n")[:2]
+    assert planned == "0"  # planning compiled nothing
+    assert prepared.split()[0] != "0" and prepared.split()[1] == "True"  # prepare did; the run added nothing
