@@ -40,6 +40,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from planner.gapsearch import search, search_unions
+
 SHORT = 32  # blocks covering at most this many points are listed at each of them
 SUB_LEVEL = 2  # nodes this many levels above the leaves (or higher) keep subtree unions
 _NEVER = 1 << 62  # larger than any gap
@@ -127,6 +129,8 @@ def pick_among(unions: list[Union], loose: list[int], size: int, align: int, bes
         for union in unions:
             loose += union
         return pick(loose, size, align, best)
+    if search is not None:  # compiled: cut the few wide gaps of one union by the others
+        return search_unions(unions, loose, size, align, best)
     taken = array("q", loose)
     for union in unions:
         taken.extend(union)  # from an array, a copy of its buffer
