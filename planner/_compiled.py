@@ -8,9 +8,12 @@ Loops are compiled on their first call and cached on disk where a folder is writ
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+import numpy as np
 
 numba: Any
 try:
@@ -40,3 +43,31 @@ def compiled(fn: F) -> F | None:
     except RuntimeError:  # no writable place for the cache: compile in every process
         loop = numba.njit(cache=False, nogil=True)(fn)
     return loop
+
+
+def view(address: int, length: int) -> np.ndarray:
+    """The `length` int64 values at `address` (an ``array("q")``'s buffer, which the caller
+    keeps alive and unchanged while the view is read), without copying them."""
+    return np.ctypeslib.as_array(ctypes.cast(int(address), ctypes.POINTER(ctypes.c_int64)), (length,))
+
+
+if ENABLED:
+    from numba import types
+    from numba.extending import intrinsic, overload
+
+    @intrinsic
+    def _pointer(typingctx: Any, address: Any) -> Any:
+        """An int64 address as a pointer to int64, in compiled code."""
+        signature = types.CPointer(types.int64)(types.int64)
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
+
+        return signature, codegen
+
+    @overload(view)
+    def _view(address, length):  # type: ignore[no-untyped-def]  # numba matches the signatures
+        def impl(address, length):  # type: ignore[no-untyped-def]
+            return numba.carray(_pointer(address), length)
+
+        return impl

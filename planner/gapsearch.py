@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from planner._compiled import compiled
+from planner._compiled import compiled, view
 
 NEVER = 1 << 62  # the upper end of the free run above everything
 
@@ -37,15 +37,13 @@ def _cut(
     highs: np.ndarray,
     n: int,
     flat: np.ndarray,
-    a: int,
-    b: int,
     size: int,
     out_lows: np.ndarray,
     out_highs: np.ndarray,
 ) -> int:
-    """Cut the free runs ``[lows[:n], highs[:n])`` (by offset) by the union ``flat[a:b]``;
+    """Cut the free runs ``[lows[:n], highs[:n])`` (by offset) by the union `flat`;
     write the pieces at least `size` wide to `out_lows`, `out_highs` by offset; their count."""
-    m = 0
+    m, a, b = 0, 0, len(flat)
     i = a  # the runs come by offset: the search for the next one starts where this one ended
     for p in range(n):
         low, high = lows[p], highs[p]
@@ -83,66 +81,62 @@ def _cut(
 
 
 def _merge(loose: np.ndarray) -> np.ndarray:
-    """The union of loose ranges (flat, any order, overlaps allowed): sorted, disjoint."""
+    """The union of loose ranges (flat, any order, overlaps allowed): sorted, disjoint.
+    With starts and ends sorted apart, a range of the union ends at ``ends[i - 1]`` exactly
+    when ``ends[i - 1] < starts[i]`` (as in `planner.timeline.pick`)."""
     count = len(loose) // 2
     merged = np.empty(2 * count, dtype=np.int64)
     if count == 0:
         return merged
-    starts = loose[0::2]
-    ends = loose[1::2]
-    order = np.argsort(starts)
-    m = 0
-    start, end = starts[order[0]], ends[order[0]]
-    for k in range(1, count):
-        s, e = starts[order[k]], ends[order[k]]
-        if s > end:
-            merged[m] = start
-            merged[m + 1] = end
+    starts = np.sort(loose[0::2])
+    ends = np.sort(loose[1::2])
+    merged[0], m = starts[0], 1
+    for i in range(1, count):
+        if ends[i - 1] < starts[i]:
+            merged[m] = ends[i - 1]
+            merged[m + 1] = starts[i]
             m += 2
-            start, end = s, e
-        elif e > end:
-            end = e
-    merged[m] = start
-    merged[m + 1] = end
-    return merged[: m + 2]
+    merged[m] = ends[count - 1]
+    return merged[: m + 1]
 
 
-def gap_search(flat: np.ndarray, bounds: np.ndarray, loose: np.ndarray, size: int, align: int, best: bool) -> int:
-    """`pick` among the unions ``flat[bounds[u]:bounds[u + 1]]`` (at least one, each sorted,
-    disjoint, not empty) and the `loose` ranges (flat, any order)."""
-    k = len(bounds) - 1
+def gap_search(addresses: np.ndarray, lengths: np.ndarray, loose: np.ndarray, size: int, align: int, best: bool) -> int:
+    """`pick` among the unions at `addresses` (int64 buffers of `lengths` values; at least
+    one, each sorted, disjoint, not empty) and the `loose` ranges (flat, any order)."""
+    k = len(addresses)
     sparsest, fewest = 0, NEVER
-    for u in range(k):  # step 1
-        a, b = bounds[u], bounds[u + 1]
-        c = 1 if flat[a] >= size else 0
-        i = a + 1
-        while i + 1 < b and c < fewest:
+    # Shortest first: short unions have few gaps, and a count stops once it reaches the fewest.
+    for u in np.argsort(lengths, kind="mergesort"):  # step 1
+        flat = view(addresses[u], lengths[u])
+        c = 1 if flat[0] >= size else 0
+        i = 1
+        while i + 1 < len(flat) and c < fewest:
             if flat[i + 1] - flat[i] >= size:
                 c += 1
             i += 2
         if c < fewest:
             sparsest, fewest = u, c
     merged = _merge(loose)  # step 2
-    room = (len(flat) + len(merged)) // 2 + 2  # cutting never leaves more pieces than ranges + 1
+    room = (lengths.sum() + len(merged)) // 2 + 2  # cutting never leaves more pieces than ranges + 1
     lows, highs = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
     lows2, highs2 = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
-    a, b = bounds[sparsest], bounds[sparsest + 1]
+    flat = view(addresses[sparsest], lengths[sparsest])
     n = 0
-    if flat[a] >= size:
-        lows[0], highs[0], n = 0, flat[a], 1
-    for g in range(a + 1, b - 1, 2):
+    if flat[0] >= size:
+        lows[0], highs[0], n = 0, flat[0], 1
+    for g in range(1, len(flat) - 1, 2):
         if flat[g + 1] - flat[g] >= size:
             lows[n], highs[n] = flat[g], flat[g + 1]
             n += 1
-    lows[n], highs[n] = flat[b - 1], NEVER
+    lows[n], highs[n] = flat[-1], NEVER
     n += 1
     for v in range(k):  # step 3, all candidates together
         if v != sparsest:
-            n = _cut(lows, highs, n, flat, bounds[v], bounds[v + 1], size, lows2, highs2)
+            n = _cut(lows, highs, n, view(addresses[v], lengths[v]), size, lows2, highs2)
             lows, lows2 = lows2, lows
             highs, highs2 = highs2, highs
     if len(merged):
-        n = _cut(lows, highs, n, merged, 0, len(merged), size, lows2, highs2)
+        n = _cut(lows, highs, n, merged, size, lows2, highs2)
         lows, highs = lows2, highs2
     chosen, least = -1, NEVER
     for p in range(n - 1):  # step 4; the last piece is the free run above everything
@@ -168,12 +162,23 @@ search = compiled(gap_search)
 
 
 def search_unions(unions: Sequence[Sequence[int]], loose: list[int], size: int, align: int, best: bool) -> int:
-    """`planner.timeline.pick_among` by `search` (which must not be None): `unions` at least one."""
+    """`planner.timeline.pick_among` by `search` (which must not be None): `unions` at least
+    one. The unions' buffers are read where they are: none may change during the call."""
     assert search is not None
-    flat = array("q", loose)  # the loose ranges first, then the unions, copied buffer to buffer
-    bounds = array("q", [len(flat)])
-    for union in unions:
-        flat += union if type(union) is array else array("q", union)
-        bounds.append(len(flat))
-    taken = np.frombuffer(flat, dtype=np.int64)
-    return int(search(taken, np.frombuffer(bounds, dtype=np.int64), taken[: bounds[0]], size, align, best))
+    kept = [union if type(union) is array else array("q", union) for union in unions]
+    addresses = array("q")
+    lengths = array("q")
+    for union in kept:
+        address, length = union.buffer_info()
+        addresses.append(address)
+        lengths.append(length)
+    return int(
+        search(
+            np.frombuffer(addresses, dtype=np.int64),
+            np.frombuffer(lengths, dtype=np.int64),
+            np.frombuffer(array("q", loose), dtype=np.int64),
+            size,
+            align,
+            best,
+        )
+    )

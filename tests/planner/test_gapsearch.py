@@ -34,12 +34,13 @@ def flat_of(pairs: list[tuple[int, int]]) -> list[int]:
 def routes(unions: list[list[int]], loose: list[int], size: int, align: int, best: bool) -> dict[str, int]:
     """The answer of every route: the search in Python, compiled (when numba is there),
     through the engine's entry point, and `pick` and numpy on all ranges together."""
-    flat = np.array([x for u in unions for x in u], dtype=np.int64)
-    bounds = np.cumsum([0] + [len(u) for u in unions]).astype(np.int64)
+    buffers = [array("q", u) for u in unions]  # read in place by their addresses
+    addresses = np.array([b.buffer_info()[0] for b in buffers], dtype=np.int64)
+    lengths = np.array([len(u) for u in unions], dtype=np.int64)
     looser = np.array(loose, dtype=np.int64)
-    got = {"python": int(gap_search(flat, bounds, looser, size, align, best))}
+    got = {"python": int(gap_search(addresses, lengths, looser, size, align, best))}
     if search is not None:
-        got["compiled"] = int(search(flat, bounds, looser, size, align, best))
+        got["compiled"] = int(search(addresses, lengths, looser, size, align, best))
         got["entry"] = search_unions([array("q", u) for u in unions[:1]] + unions[1:], list(loose), size, align, best)
     everything = [x for u in unions for x in u] + loose
     got["pick"] = pick(list(everything), size, align, best)
