@@ -107,8 +107,6 @@ def activation(
         "Sigmoid": sigmoid,
         "Silu": silu,
     }
-    if dtype == jit_activation.DTYPE:
-        jit_activation.warm()  # compiled at prepare, where this is asked, not during a run
     return Act(table[name], jit_activation.spec(name, lo=lo, hi=hi, alpha=alpha, beta=beta))
 
 

@@ -35,16 +35,15 @@ def _compiled(name: str, x: np.ndarray, out: np.ndarray, **params: float) -> boo
     return True
 
 
-def warm_workspace(inputs, outputs, **_) -> int:
-    """No scratch; asked at prepare, where the compiled loops are compiled (never in a run)."""
+def warm(inputs, outputs, **_) -> None:
+    """The prepare hook of the kernels with compiled loops: compiled when a session prepares
+    (never in a run, nor when a model is only planned)."""
     if outputs[0] is not None and outputs[0].dtype == jit_activation.DTYPE:
         jit_activation.warm()
-    return 0
 
 
 def copies_workspace(inputs, outputs, **_) -> int:
     """Room for a copy of each input's chunk (see `run_chunks`)."""
-    warm_workspace(inputs, outputs)
     return chunks_workspace(outputs[0].shape, [x.dtype for x in inputs])
 
 
@@ -124,7 +123,7 @@ def celu(x, *, out, ws=None, alpha=1.0):
     run_chunks(block, out, [x], ws, "Celu")
 
 
-@kernel("Sigmoid", inplace=(0,), workspace=warm_workspace)
+@kernel("Sigmoid", inplace=(0,), prepare=warm)
 def sigmoid(x, *, out, ws=None):
     if _compiled("Sigmoid", x, out):
         return
@@ -145,7 +144,7 @@ def tanh(x, *, out):
     np.tanh(x, out=out)
 
 
-@kernel("HardSigmoid", inplace=(0,), workspace=warm_workspace)
+@kernel("HardSigmoid", inplace=(0,), prepare=warm)
 def hard_sigmoid(x, *, out, ws=None, alpha=0.2, beta=0.5):
     if _compiled("HardSigmoid", x, out, alpha=alpha, beta=beta):
         return
@@ -154,7 +153,7 @@ def hard_sigmoid(x, *, out, ws=None, alpha=0.2, beta=0.5):
     np.clip(out, 0, 1, out=out)
 
 
-@kernel("HardSwish", inplace=(0,), workspace=copies_workspace)
+@kernel("HardSwish", inplace=(0,), workspace=copies_workspace, prepare=warm)
 def hard_swish(x, *, out, ws=None):
     if _compiled("HardSwish", x, out):
         return
@@ -207,7 +206,6 @@ def _compute_dtype(dtype: np.dtype) -> np.dtype:
 
 def gelu_workspace(inputs, outputs, *, approximate="none", **_) -> int:
     out = outputs[0]
-    warm_workspace(inputs, outputs)
     return chunks_workspace(out.shape, [_compute_dtype(out.dtype)] * (1 if approximate == "tanh" else 3))
 
 
@@ -253,7 +251,7 @@ def _gelu_tanh_chunk(x, o, a) -> None:
     np.multiply(x, a, out=o, casting="same_kind")
 
 
-@kernel("Gelu", inplace=(0,), workspace=gelu_workspace)
+@kernel("Gelu", inplace=(0,), workspace=gelu_workspace, prepare=warm)
 def gelu(x, *, out, approximate="none", ws=None):
     """x * Phi(x), with Phi exact (erf) or its tanh approximation (approximate="tanh")."""
     if approximate not in ("none", "tanh"):
@@ -305,7 +303,6 @@ def _log_chunk(outer: int, n: int, inner: int) -> tuple[int, int]:
 
 def softmax_workspace(inputs, outputs, *, axis=None, **_) -> int:
     out = outputs[0]
-    warm_workspace(inputs, outputs)
     layouts = _softmax_layouts(tuple(out.shape), axis)
     stats = max(o * i for o, _, i in layouts)
     ones = max((n for _, n, _ in layouts if n <= BLOCK), default=0)  # the column of ones of `_row_sums`
@@ -385,17 +382,17 @@ def _softmax_kernel(x, out, axis, opset, log, ws):
     _softmax(x, out, layout, log, ws, "LogSoftmax" if log else "Softmax")
 
 
-@kernel("Softmax", inplace=(0,), workspace=softmax_workspace)
+@kernel("Softmax", inplace=(0,), workspace=softmax_workspace, prepare=warm)
 def softmax(x, *, out, axis=None, opset, ws=None):
     _softmax_kernel(x, out, axis, opset, False, ws)
 
 
-@kernel("LogSoftmax", inplace=(0,), workspace=log_softmax_workspace)
+@kernel("LogSoftmax", inplace=(0,), workspace=log_softmax_workspace, prepare=warm)
 def log_softmax(x, *, out, axis=None, opset, ws=None):
     _softmax_kernel(x, out, axis, opset, True, ws)
 
 
-@kernel("Clip", inplace=(0,), workspace=warm_workspace)
+@kernel("Clip", inplace=(0,), prepare=warm)
 def clip(x, min=None, max=None, *, out, ws=None):
     """Bounds are inputs from opset 11 and attributes before it; both arrive here as
     `min`/`max`, and an absent bound does not clip."""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import TensorMeta, jit_conv, kernel, window
+from runtime.kernels import TensorMeta, jit_conv, jit_depthwise, kernel, window
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout, over_route
 from runtime.kernels.depthwise import (
@@ -323,7 +323,15 @@ def reads_before_writing(attrs, inputs, out) -> bool:
 CONV_PLANES = Planes(channel_inputs=(1, 2), depthwise=True, direct=reads_before_writing, over=writes_over_input)
 
 
-@kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES, prepare=jit_conv.prepare)
+def conv_prepare(inputs, outputs, *, group=1, **_) -> None:
+    """Conv's prepare hook: its compiled loops (the dense bands', and the depthwise ones for a
+    grouped conv) are compiled when a session prepares, never in a run nor when only planning."""
+    jit_conv.warm()
+    if group > 1:
+        jit_depthwise.warm()
+
+
+@kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES, prepare=conv_prepare)
 @small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None

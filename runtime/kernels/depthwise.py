@@ -210,10 +210,8 @@ def uses_compiled(geo: Geometry, dtype) -> bool:
 
 @functools.lru_cache(maxsize=1024)
 def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
-    """Workspace blocks of `conv_depthwise_compiled`. Asked at prepare, so the loops are
-    compiled here, before any run (and the layout is cached for the runs: a model asks the
-    same few shapes every time)."""
-    jit_depthwise.warm()
+    """Workspace blocks of `conv_depthwise_compiled` (cached: a model asks the same few shapes
+    every run)."""
     if geo.out[1] < CHANNELS_LAST_BELOW:
         return jit_depthwise.channels_last_layout(tuple(x_shape), geo, np.dtype(dtype))
     return jit_depthwise.compiled_layout(tuple(x_shape), geo, np.dtype(dtype))

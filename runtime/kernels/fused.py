@@ -25,7 +25,7 @@ import numpy as np
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, jit_conv, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
 from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
-from runtime.kernels.conv import CONV_PLANES, conv_workspace, convolve
+from runtime.kernels.conv import CONV_PLANES, conv_prepare, conv_workspace, convolve
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -150,7 +150,7 @@ def _conv_act_workspace(
     domain=MEMPLAN_DOMAIN,
     workspace=_conv_act_workspace,
     planes=CONV_PLANES,
-    prepare=jit_conv.prepare,
+    prepare=conv_prepare,
 )
 @small_ufunc_buffers()
 def conv_act(
