@@ -46,12 +46,15 @@ def enabled() -> bool:
 ENABLED = enabled()  # read once, at import: a kernel's route is fixed for the process
 
 
-def compiled(fn: F) -> F | None:
+def compiled(fn: F, *, inline: bool = False) -> F | None:
     """`fn` compiled by numba when compiled loops are enabled, else None (the caller keeps its
-    numpy route). `fn` must follow the rules in this module's docstring."""
+    numpy route). `fn` must follow the rules in this module's docstring. With `inline`, `fn` is
+    a helper inlined into the compiled loops that call it (a scalar formula, say)."""
     if not ENABLED:
         return None
-    options = {"nogil": True, "fastmath": FASTMATH, "error_model": "numpy"}
+    options: dict[str, Any] = {"nogil": True, "fastmath": FASTMATH, "error_model": "numpy"}
+    if inline:
+        options["inline"] = "always"
     try:
         loop: F = numba.njit(cache=True, **options)(fn)
     except RuntimeError:

@@ -166,7 +166,7 @@ def _apply_in_place(y, code, p0, p1):  # type: ignore[no-untyped-def]
 def inline(fn):  # type: ignore[no-untyped-def]
     """`fn` compiled to be inlined into the compiled loops that call it, or None when compiled
     loops are off."""
-    return numba.njit(inline="always", fastmath=FASTMATH, cache=True)(fn) if ENABLED else None
+    return compiled(fn, inline=True)
 
 
 if ENABLED:
