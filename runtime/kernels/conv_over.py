@@ -145,26 +145,33 @@ def conv_columns(x, w, b, out, finish: Finish | None, scratch: Scratch) -> None:
     step = _columns(rows, pixels, out.dtype)
     chunk = scratch.take((rows * step,), out.dtype)
     weights = w.reshape(filters, channels)
+    # Bias and activation in one compiled pass over each block (None: numpy's passes).
+    spec = jit_conv.spec_of(finish) if jit_conv.usable(x, out) else None
     for n in range(batch):
         source = x[n].reshape(channels, pixels)
         target = out[n].reshape(filters, pixels)
         if spill:
             # Planes [Cin, Cout) lie past the input: one matmul, while the input is still whole.
             np.matmul(weights[rows:], source, out=target[rows:])
-            if b is not None:
-                target[rows:] += b[rows:, None]
-            if finish is not None:
-                finish(target[rows:])
+            _bias_and_finish(target[rows:], None if b is None else b[rows:], finish, spec)
         for s in range(0, pixels, step):
             m = min(step, pixels - s)
             block = chunk[: rows * m].reshape(rows, m)
             np.matmul(weights[:rows], source[:, s : s + m], out=block)
-            if b is not None:
-                block += b[:rows, None]
-            if finish is not None:
-                finish(block)
+            _bias_and_finish(block, None if b is None else b[:rows], finish, spec)
             # Columns [s, s + m) of the output channels over the input: its bytes of these columns only.
             np.copyto(target[:rows, s : s + m], block)
+
+
+def _bias_and_finish(y: np.ndarray, bias: np.ndarray | None, finish: Finish | None, spec) -> None:
+    """Bias per row of the 2-D block `y`, then the activation: one compiled pass with a `spec`."""
+    if spec is not None:
+        jit_conv.epilogue(y, bias, 0, y.shape[1], spec)
+        return
+    if bias is not None:
+        y += bias[:, None]
+    if finish is not None:
+        finish(y)
 
 
 def conv_rows(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scratch) -> None:
