@@ -9,8 +9,8 @@ usually has few such gaps. So, in one compiled call:
 1. Per union, count its gaps at least `size` bytes wide (the free run below its first
    range included, the one above its last not); take the union with the fewest.
 2. Merge the loose ranges (flat, any order, overlaps allowed) into a union, sorted once.
-3. Take the wide gaps of that union, and the free run above it, and cut them by every other
-   union (galloping to the first range reaching into each, then a walk over the ranges
+3. Take the wide gaps of that union, and the free run above it (first fit: a few at a time,
+   lowest first), and cut them by every other union (galloping to the first range reaching into each, then a walk over the ranges
    inside) and by the loose ranges, dropping pieces narrower than the block. The
    pieces left are exactly the free runs of `planner.timeline.pick` at least `size` wide.
 4. Apply `pick`'s rule to them: the lowest that fits (``align_up(low) + size <= high``),
@@ -121,35 +121,44 @@ def gap_search(addresses: np.ndarray, lengths: np.ndarray, loose: np.ndarray, si
     lows, highs = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
     lows2, highs2 = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
     flat = view(addresses[sparsest], lengths[sparsest])
-    n = 0
-    if flat[0] >= size:
-        lows[0], highs[0], n = 0, flat[0], 1
-    for g in range(1, len(flat) - 1, 2):
-        if flat[g + 1] - flat[g] >= size:
-            lows[n], highs[n] = flat[g], flat[g + 1]
-            n += 1
-    lows[n], highs[n] = flat[-1], NEVER
-    n += 1
-    for v in range(k):  # step 3, all candidates together
-        if v != sparsest:
-            n = _cut(lows, highs, n, view(addresses[v], lengths[v]), size, lows2, highs2)
+    chosen, least, top = -1, NEVER, 0
+    # First fit wants the lowest: its candidates are cut a few at a time, lowest first (twice
+    # as many each round); best fit compares them all, at once.
+    batch = len(flat) if best else 16
+    g = -1  # the next gap lies above range end flat[g] (below the first range when g < 0)
+    while g < len(flat):
+        n = 0
+        while g < len(flat) and n < batch:
+            low = flat[g] if g >= 0 else 0
+            high = flat[g + 1] if g + 1 < len(flat) else NEVER
+            g += 2
+            if high - low >= size:
+                lows[n], highs[n] = low, high
+                n += 1
+        batch *= 2
+        for v in range(k):  # step 3
+            if v != sparsest and n:
+                n = _cut(lows, highs, n, view(addresses[v], lengths[v]), size, lows2, highs2)
+                lows, lows2 = lows2, lows
+                highs, highs2 = highs2, highs
+        if n and len(merged):
+            n = _cut(lows, highs, n, merged, size, lows2, highs2)
             lows, lows2 = lows2, lows
             highs, highs2 = highs2, highs
-    if len(merged):
-        n = _cut(lows, highs, n, merged, size, lows2, highs2)
-        lows, highs = lows2, highs2
-    chosen, least = -1, NEVER
-    for p in range(n - 1):  # step 4; the last piece is the free run above everything
-        low, high = lows[p], highs[p]
-        at = (low + align - 1) // align * align
-        if at + size <= high:
-            if not best or high - low == size:  # nothing lower, or nothing shorter, can come
-                return at
-            if high - low < least:
-                chosen, least = at, high - low
+        for p in range(n):  # step 4
+            low, high = lows[p], highs[p]
+            if high == NEVER:  # the free run above everything
+                top = low
+                continue
+            at = (low + align - 1) // align * align
+            if at + size <= high:
+                if not best or high - low == size:  # nothing lower, or nothing shorter, can come
+                    return at
+                if high - low < least:
+                    chosen, least = at, high - low
     if chosen >= 0:
         return chosen
-    return (lows[n - 1] + align - 1) // align * align
+    return (top + align - 1) // align * align
 
 
 # Compiled when numba is there: the module's names are rebound so that `gap_search` calls the

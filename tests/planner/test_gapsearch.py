@@ -112,3 +112,16 @@ def test_the_route_follows_the_switch(switch):
     code = "import planner.gapsearch as g; print(g.search is None)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(switch != "1")
+
+
+@settings(max_examples=60, deadline=None)
+@given(blocked=st.integers(0, 150), size=st.sampled_from([4, 8, 10]), best=st.booleans())
+def test_many_candidates_the_first_ones_blocked(blocked, size, best):
+    # 150 gaps of 10 bytes in one union; another union covers the lowest `blocked` of them,
+    # so first fit finds its gap past several rounds of candidates (or above everything).
+    first = [x for k in range(150) for x in (20 * k, 20 * k + 10)]
+    second = [10, 20 * blocked] if blocked else [5000, 5001]
+    expected = 20 * blocked + 10 if blocked < 150 else 3000  # 3000: above the second union
+    assert set(routes([first, second], [], size, 1, best).values()) == {expected}
+    expected = 3010 if blocked >= 149 else expected  # above the loose range
+    assert set(routes([second, first], [2990, 3010], size, 1, best).values()) == {expected}
