@@ -6,13 +6,15 @@ for every such block makes planning grow as n^2. Yet a free run that fits among 
 lies inside a gap at least as wide as the block in each union, and one of the unions
 usually has few such gaps. So, in one compiled call:
 
-1. Per union, count its gaps at least `size` bytes wide (the free run below its first
-   range included, the one above its last not); take the union with the fewest.
+1. Per union, shortest first, count its gaps at least `size` bytes wide (the free run below
+   its first range included, the one above its last not), a count stopping once it reaches
+   the fewest so far; take the union with the fewest.
 2. Merge the loose ranges (flat, any order, overlaps allowed) into a union, sorted once.
 3. Take the wide gaps of that union, and the free run above it (first fit: a few at a time,
-   lowest first), and cut them by every other union (galloping to the first range reaching into each, then a walk over the ranges
-   inside) and by the loose ranges, dropping pieces narrower than the block. The
-   pieces left are exactly the free runs of `planner.timeline.pick` at least `size` wide.
+   lowest first), and cut them by every other union (galloping to the first range reaching
+   into each, then a walk over the ranges inside) and by the loose ranges, dropping pieces
+   narrower than the block. The pieces left are exactly the free runs of
+   `planner.timeline.pick` at least `size` wide.
 4. Apply `pick`'s rule to them: the lowest that fits (``align_up(low) + size <= high``),
    or with `best` the shortest (``high - low``), the lowest on ties; above everything (the
    highest range end, aligned up) when none fits.
@@ -163,7 +165,7 @@ def gap_search(addresses: np.ndarray, lengths: np.ndarray, loose: np.ndarray, si
 
 
 # Compiled when numba is there: the module's names are rebound so that `gap_search` calls the
-# compiled helpers (numba resolves them when it compiles `_search`).
+# compiled helpers (numba resolves them when it compiles `gap_search`).
 _cut_compiled = compiled(_cut)
 if _cut_compiled is not None:
     _cut = _cut_compiled  # type: ignore[assignment]
