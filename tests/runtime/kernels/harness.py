@@ -199,3 +199,48 @@ def run_with_workspace(model: onnx.ModelProto, inputs: list, like: list, mode: s
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     call(k, inputs, outputs, ws, attrs, opset)
     return [o for o in outputs if o is not None], size
+
+
+# The activations ConvAct fuses: (ConvAct attributes, the ONNX nodes after the Conv).
+CONV_ACTS = [
+    ({}, []),
+    ({"activation": "Relu"}, [("Relu", {})]),
+    ({"activation": "Clip", "lo": 0.0, "hi": 6.0}, [("Clip", {})]),
+    ({"activation": "HardSigmoid", "alpha": 0.3, "beta": 0.4}, [("HardSigmoid", {"alpha": 0.3, "beta": 0.4})]),
+    ({"activation": "HardSwish"}, [("HardSwish", {})]),
+    ({"activation": "Sigmoid"}, [("Sigmoid", {})]),
+    ({"activation": "Silu"}, [("Sigmoid", {}), ("Mul", {})]),
+]
+CONV_ACT_IDS = ["none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "silu"]
+
+
+def conv_reference(x, w, b, conv_attrs: dict, act_nodes: list, residual=None) -> np.ndarray:
+    """onnx.reference's Conv (plus `residual` when given), then the activation's nodes (one
+    of `CONV_ACTS`; Silu's Mul takes the Sigmoid's input)."""
+    feeds = {"x": x, "w": w} | ({} if b is None else {"b": b}) | ({} if residual is None else {"r": residual})
+    conv_inputs = [n for n in ("x", "w", "b") if n in feeds]
+    nodes = [helper.make_node("Conv", conv_inputs, ["c"], **conv_attrs)]
+    last = "c"
+    if residual is not None:
+        nodes.append(helper.make_node("Add", ["c", "r"], ["s"]))
+        last = "s"
+    inits = []
+    for k, (op, attrs) in enumerate(act_nodes):
+        inputs = [last]
+        if op == "Clip":
+            inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
+            inputs += ["lo", "hi"]
+        if op == "Mul":
+            inputs = [nodes[-2].output[0], last]
+        nodes.append(helper.make_node(op, inputs, [f"a{k}"], **attrs))
+        last = f"a{k}"
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in feeds.items()],
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with np.errstate(all="ignore"):
+        return ReferenceEvaluator(model).run(None, feeds)[0]

@@ -10,20 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, get_kernel, jit_conv
+from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, conv_reference
 
-ACTS = [  # (ConvAct attributes, the ONNX nodes after the Conv)
-    ({}, []),
-    ({"activation": "Relu"}, [("Relu", {})]),
-    ({"activation": "Clip", "lo": 0.0, "hi": 6.0}, [("Clip", {})]),
-    ({"activation": "HardSigmoid", "alpha": 0.3, "beta": 0.4}, [("HardSigmoid", {"alpha": 0.3, "beta": 0.4})]),
-    ({"activation": "HardSwish"}, [("HardSwish", {})]),
-    ({"activation": "Sigmoid"}, [("Sigmoid", {})]),
-    ({"activation": "Silu"}, [("Sigmoid", {}), ("Mul", {})]),
-]
-ACT_IDS = ["none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "silu"]
+ACTS, ACT_IDS = CONV_ACTS, CONV_ACT_IDS
 
 SHAPES = [  # (x shape, w shape, Conv attributes)
     ((1, 6, 9, 10), (8, 6, 1, 1), {}),
@@ -46,36 +37,6 @@ def route(request, monkeypatch):
     elif jit_conv.im2col_band is None:
         pytest.skip("compiled loops off or numba missing")
     return request.param
-
-
-def _reference(x, w, b, conv_attrs, act_nodes, residual=None) -> np.ndarray:
-    feeds = {"x": x, "w": w} | ({} if b is None else {"b": b}) | ({} if residual is None else {"r": residual})
-    conv_inputs = [n for n in ("x", "w", "b") if n in feeds]
-    nodes = [helper.make_node("Conv", conv_inputs, ["c"], **conv_attrs)]
-    last = "c"
-    if residual is not None:
-        nodes.append(helper.make_node("Add", ["c", "r"], ["s"]))
-        last = "s"
-    inits = []
-    for k, (op, attrs) in enumerate(act_nodes):
-        inputs = [last]
-        if op == "Clip":
-            inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
-            inputs += ["lo", "hi"]
-        if op == "Mul":
-            inputs = [nodes[-2].output[0], last]
-        nodes.append(helper.make_node(op, inputs, [f"a{k}"], **attrs))
-        last = f"a{k}"
-    graph = helper.make_graph(
-        nodes,
-        "conv",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in feeds.items()],
-        [helper.make_tensor_value_info(last, TensorProto.FLOAT, None)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with np.errstate(all="ignore"):
-        return ReferenceEvaluator(model).run(None, feeds)[0]
 
 
 def _data(x_shape, w_shape, bias: bool, seed: int = 0):
@@ -101,9 +62,9 @@ def _call(op: str, x, w, b, out, attrs, over: bool = False) -> None:
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize(("act", "nodes"), ACTS, ids=ACT_IDS)
-def test_conv_and_conv_act_match_the_reference(x_shape, w_shape, attrs, act, nodes, bias, route):
+def test_conv_and_conv_act_match_theconv_reference(x_shape, w_shape, attrs, act, nodes, bias, route):
     x, w, b = _data(x_shape, w_shape, bias)
-    want = _reference(x, w, b, attrs, nodes)
+    want = conv_reference(x, w, b, attrs, nodes)
     got = np.full(want.shape, np.nan, np.float32)
     _call("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -111,12 +72,12 @@ def test_conv_and_conv_act_match_the_reference(x_shape, w_shape, attrs, act, nod
 
 @pytest.mark.parametrize(("act", "nodes"), ACTS[:3] + ACTS[-1:], ids=ACT_IDS[:3] + ACT_IDS[-1:])
 @pytest.mark.parametrize("kernel", [1, 3], ids=["1x1", "3x3"])
-def test_over_its_own_input_matches_the_reference(kernel, act, nodes, route):
+def test_over_its_own_input_matches_theconv_reference(kernel, act, nodes, route):
     """Output from the input's first byte: the pixel-wise (1x1) or row-lagged (3x3) route,
     with the band's bias and activation in one compiled pass; small bands, so that rows wait."""
     x, w, b = _data((1, 8, 13, 11), (6, 8, kernel, kernel), True)
     attrs = {"pads": [kernel // 2] * 4} if kernel > 1 else {}
-    want = _reference(x, w, b, attrs, nodes)
+    want = conv_reference(x, w, b, attrs, nodes)
     block = np.zeros(x.size, np.float32)
     block[:] = x.reshape(-1)
     view_x = block.reshape(x.shape)
@@ -132,10 +93,10 @@ def test_over_its_own_input_matches_the_reference(kernel, act, nodes, route):
 @pytest.mark.parametrize("over_residual", [False, True], ids=["apart", "over-residual"])
 @pytest.mark.parametrize(("act", "nodes"), ACTS, ids=ACT_IDS)
 @pytest.mark.parametrize("batch", [1, 2])
-def test_pointwise_conv_add_matches_the_reference(batch, act, nodes, over_residual, bias, route):
+def test_pointwise_conv_add_matches_theconv_reference(batch, act, nodes, over_residual, bias, route):
     x, w, b = _data((batch, 6, 9, 7), (10, 6, 1, 1), bias, seed=1)
     residual = np.random.default_rng(5).standard_normal((batch, 10, 9, 7)).astype(np.float32)
-    want = _reference(x, w, b, {}, nodes, residual=residual)
+    want = conv_reference(x, w, b, {}, nodes, residual=residual)
     r = residual.copy()
     out = r if over_residual else np.full(want.shape, np.nan, np.float32)
     kernel = get_kernel("PointwiseConvAdd", "memplan")
@@ -189,7 +150,7 @@ def test_a_band_spans_at_least_min_band_pixels_within_the_image():
 
 
 @pytest.mark.parametrize("over", [False, True], ids=["apart", "over-input"])
-def test_bands_raised_to_min_band_pixels_match_the_reference(over, route, monkeypatch):
+def test_bands_raised_to_min_band_pixels_match_theconv_reference(over, route, monkeypatch):
     """A one-row budget on 20-wide rows: eight rows a band (160 pixels), so that three bands
     and a last short one run (and, over the input, rows wait in the hold)."""
     from runtime.kernels import window
@@ -197,7 +158,7 @@ def test_bands_raised_to_min_band_pixels_match_the_reference(over, route, monkey
     monkeypatch.setattr(window, "IM2COL_BLOCK_BYTES", 1)
     x, w, b = _data((1, 6, 27, 20), (5, 6, 3, 3), True)
     attrs = {"pads": [1, 1, 1, 1], "activation": "Relu"}
-    want = _reference(x, w, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})])
+    want = conv_reference(x, w, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})])
     if over:
         block = x.reshape(-1).copy()
         got, source = block[: want.size].reshape(want.shape), block.reshape(x.shape)

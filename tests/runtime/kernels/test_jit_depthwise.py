@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
 
 import runtime
 from runtime.kernels import TensorMeta, get_kernel, jit_activation, jit_depthwise, planes
@@ -20,46 +19,16 @@ from runtime.kernels.depthwise import compiled_layout, uses_compiled
 from runtime.kernels.jit_depthwise import channels_last_layout
 from runtime.kernels.window import window_geometry
 from runtime.oracle import oracle_outputs
+from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, conv_reference
 
 needs_jit = pytest.mark.skipif(jit_depthwise.depthwise is None, reason="compiled loops off or numba missing")
 
-ACTS = [  # (ConvAct attributes, the ONNX nodes after the Conv)
-    ({}, []),
-    ({"activation": "Relu"}, [("Relu", {})]),
-    ({"activation": "Clip", "lo": 0.0, "hi": 6.0}, [("Clip", {})]),
-    ({"activation": "HardSigmoid", "alpha": 0.3, "beta": 0.4}, [("HardSigmoid", {"alpha": 0.3, "beta": 0.4})]),
-    ({"activation": "HardSwish"}, [("HardSwish", {})]),
-    ({"activation": "Sigmoid"}, [("Sigmoid", {})]),
-    ({"activation": "Silu"}, [("Sigmoid", {}), ("Mul", {})]),
-]
-ACT_IDS = ["none", "relu", "clip", "hardsigmoid", "hardswish", "sigmoid", "silu"]
+ACTS, ACT_IDS = CONV_ACTS, CONV_ACT_IDS
 
 
 def _reference(x, w, b, conv_attrs, act_nodes) -> np.ndarray:
-    """onnx.reference's Conv (group = channels) followed by the activation's nodes."""
-    feeds = {"x": x, "w": w} | ({} if b is None else {"b": b})
-    nodes = [helper.make_node("Conv", list(feeds), ["c"], group=x.shape[1], **conv_attrs)]
-    inits = []
-    last = "c"
-    for k, (op, attrs) in enumerate(act_nodes):
-        inputs = [last]
-        if op == "Clip":
-            inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
-            inputs += ["lo", "hi"]
-        if op == "Mul":
-            inputs = ["c", last]
-        nodes.append(helper.make_node(op, inputs, [f"a{k}"], **attrs))
-        last = f"a{k}"
-    graph = helper.make_graph(
-        nodes,
-        "dw",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(a.shape)) for n, a in feeds.items()],
-        [helper.make_tensor_value_info(last, TensorProto.FLOAT, None)],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with np.errstate(all="ignore"):
-        return ReferenceEvaluator(model).run(None, feeds)[0]
+    """onnx.reference's depthwise Conv (group = channels) followed by the activation's nodes."""
+    return conv_reference(x, w, b, {"group": x.shape[1], **conv_attrs}, act_nodes)
 
 
 def _case(seed: int, *, special: bool = False):
