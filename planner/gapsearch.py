@@ -29,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from planner._compiled import compiled, view
+from planner.jit import compiled, view
 
 NEVER = 1 << 62  # the upper end of the free run above everything
 

@@ -2,8 +2,9 @@
 
 numba (the optional ``fast`` extra) compiles the inner loops of a few kernels to machine code:
 a depthwise convolution with its activation, a recurrent cell's step, a normalisation's two
-passes. Without numba, or with ``MEMPLAN_JIT=0`` in the environment, every kernel takes its
-numpy route; both routes are tested against the same oracles.
+passes. Without numba, or with ``MEMPLAN_JIT=0`` in the environment (the switch is
+`planner.jit`'s, shared with the planner's compiled queries), every kernel takes its numpy
+route; both routes are tested against the same oracles.
 
 What a compiled loop may do:
 
@@ -22,43 +23,50 @@ writable, each process compiles its own.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-numba: Any
-try:
-    import numba
-except ImportError:  # the core runs without the `fast` extra
-    numba = None
+from planner.jit import ENABLED as ENABLED
+from planner.jit import ENV as ENV
+from planner.jit import compiled as _compiled
+from planner.jit import enabled as enabled
+from planner.jit import numba as numba
 
-ENV = "MEMPLAN_JIT"
 FASTMATH = {"nsz", "arcp", "contract", "afn", "reassoc"}  # no "nnan"/"ninf": NaN and inf propagate
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def enabled() -> bool:
-    """Whether compiled loops are used: numba importable and ``MEMPLAN_JIT`` not 0/false/off/no."""
-    return numba is not None and os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
-
-
-ENABLED = enabled()  # read once, at import: a kernel's route is fixed for the process
 
 
 def compiled(fn: F, *, inline: bool = False) -> F | None:
     """`fn` compiled by numba when compiled loops are enabled, else None (the caller keeps its
     numpy route). `fn` must follow the rules in this module's docstring. With `inline`, `fn` is
     a helper inlined into the compiled loops that call it (a scalar formula, say)."""
-    if not ENABLED:
-        return None
-    options: dict[str, Any] = {"nogil": True, "fastmath": FASTMATH, "error_model": "numpy"}
+    options: dict[str, Any] = {"fastmath": FASTMATH, "error_model": "numpy"}
     if inline:
         options["inline"] = "always"
-    try:
-        loop: F = numba.njit(cache=True, **options)(fn)
-    except RuntimeError:
-        # No writable place for the cache (a read-only install without a home folder):
-        # compile in every process instead of failing to import the kernels.
-        loop = numba.njit(cache=False, **options)(fn)
-    return loop
+    return _compiled(fn, **options)
+
+
+float32_of_bits: Any = None  # compiled code only
+float64_of_bits: Any = None
+if ENABLED:
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    def _bit_cast(result: Any, bits: Any, llvm_type: Any) -> Any:
+        """An intrinsic taking `bits` (its argument converted to that integer type) to the
+        float of the same IEEE bits: a cast the compiler vectorises, to build powers of two
+        from exponent bits."""
+
+        @intrinsic
+        def cast(typingctx, value):  # type: ignore[no-untyped-def]
+            def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+                return builder.bitcast(args[0], llvm_type)
+
+            return result(bits), codegen
+
+        return cast
+
+    float32_of_bits = _bit_cast(types.float32, types.int32, ir.FloatType())
+    float64_of_bits = _bit_cast(types.float64, types.int64, ir.DoubleType())

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from runtime.kernels._jit import ENABLED, FASTMATH, compiled, numba
+from runtime.kernels._jit import ENABLED, compiled, float32_of_bits
 from runtime.kernels._scratch import same_start
 
 NONE, RELU, CLIP, HARD_SIGMOID, HARD_SWISH, SIGMOID, SILU, GELU, GELU_TANH, TANH = range(10)
@@ -55,18 +55,6 @@ def usable(*arrays: np.ndarray) -> bool:
 
 
 if ENABLED:
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def _float_of_bits(typingctx, bits):  # type: ignore[no-untyped-def]
-        """The float32 whose IEEE bits are the int32 `bits` (a bit cast, vectorisable)."""
-
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            return builder.bitcast(args[0], ir.FloatType())
-
-        return types.float32(types.int32), codegen
 
     def _exp2(t):  # type: ignore[no-untyped-def]
         """2^t for float32 t: 2^k from the exponent bits of k, 2^f from a degree-6 polynomial."""
@@ -81,10 +69,10 @@ if ENABLED:
         p = p * f + np.float32(2.402264791363012e-1)
         p = p * f + np.float32(6.931472028550421e-1)
         p = p * f + np.float32(1.0)
-        r = p * _float_of_bits(k << np.int32(23))
+        r = p * float32_of_bits(k << np.int32(23))
         return r if t == t else t
 
-    exp2 = numba.njit(inline="always", fastmath=FASTMATH, cache=True)(_exp2)
+    exp2 = compiled(_exp2, inline=True)
 else:
     exp2 = None
 

@@ -122,7 +122,7 @@ def _add_bias_residual_in_place(band, b, has_bias, target, code, p0, p1):  # typ
 if jit_activation.activate is not None:
     from runtime.kernels._jit import numba
 
-    _u = numba.njit(inline="always")(lambda i: numba.uint64(i))
+    _u = compiled(lambda i: numba.uint64(i), inline=True)  # an index known not negative
     _act = compiled(_act)  # type: ignore[assignment]
     im2col_band = compiled(_im2col_band)
     bias_act = compiled(_bias_act)

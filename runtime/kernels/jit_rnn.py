@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels._jit import ENABLED, compiled, numba
+from runtime.kernels._jit import compiled, float64_of_bits, numba
 
 ACTIVATIONS = (
     "sigmoid", "tanh", "relu", "leakyrelu", "thresholdedrelu", "elu", "softsign", "softplus", "scaledtanh",
@@ -37,21 +37,6 @@ _LOG2E, _LN2 = 1.4426950408889634, 0.6931471805599453
 _C2, _C3, _C4, _C5, _C6, _C7, _C8 = (1.0 / math.factorial(i) for i in range(2, 9))
 
 
-if ENABLED:
-    from llvmlite import ir
-    from numba.core import types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def _double_of_bits(typingctx, bits):  # type: ignore[no-untyped-def]
-        """The float64 whose IEEE bits are the int64 `bits` (a bit cast, vectorisable)."""
-
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            return builder.bitcast(args[0], ir.DoubleType())
-
-        return types.float64(types.int64), codegen
-
-
 def _exp_neg_py(y):
     """e^-y for float64 0 <= y <= 700, within about 2e-10 relative: 2^-n e^-r with
     r = y - n ln 2 in [-ln 2 / 2, ln 2 / 2] (a Taylor polynomial of degree 8) and 2^-n built
@@ -59,7 +44,7 @@ def _exp_neg_py(y):
     n = int(y * _LOG2E + 0.5)
     r = n * _LN2 - y
     e = 1.0 + r * (1.0 + r * (_C2 + r * (_C3 + r * (_C4 + r * (_C5 + r * (_C6 + r * (_C7 + r * _C8)))))))
-    return e * _double_of_bits((1023 - n) << 52)
+    return e * float64_of_bits((1023 - n) << 52)
 
 
 _exp_neg = compiled(_exp_neg_py)

@@ -1,9 +1,11 @@
-"""Compiled loops for the planner's hottest queries, when numba is installed.
+"""Compiled loops, when numba is installed: the one switch for memplan's planner and kernels.
 
-numba (the optional ``fast`` extra) compiles a few of the engine's loops to machine code.
-Without numba, or with ``MEMPLAN_JIT=0`` in the environment, the engine takes its numpy
-route, which gives the same answers (both routes are tested against the same oracles).
-Loops are compiled on their first call and cached on disk where a folder is writable.
+numba (the optional ``fast`` extra) compiles a few hot loops to machine code: the placement
+engine's big gap queries here, and the kernels' loops (`runtime.kernels._jit` builds on this
+module). Without numba, or with ``MEMPLAN_JIT=0`` in the environment, every caller takes its
+numpy route, which gives the same answers (both routes are tested against the same oracles).
+Loops are compiled on their first call and cached on disk where a folder is writable; where
+none is, each process compiles its own.
 """
 
 from __future__ import annotations
@@ -31,17 +33,21 @@ def enabled() -> bool:
     return numba is not None and os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-ENABLED = enabled()  # read once, at import: the engine's route is fixed for the process
+ENABLED = enabled()  # read once, at import: a caller's route is fixed for the process
 
 
-def compiled(fn: F) -> F | None:
-    """`fn` compiled by numba (integer code only) when enabled, else None."""
+def compiled(fn: F, **options: Any) -> F | None:
+    """`fn` compiled by numba (nogil, and numba's `options`) when enabled, else None (the
+    caller keeps its numpy route)."""
     if not ENABLED:
         return None
+    options = {"nogil": True, **options}
     try:
-        loop: F = numba.njit(cache=True, nogil=True)(fn)
-    except RuntimeError:  # no writable place for the cache: compile in every process
-        loop = numba.njit(cache=False, nogil=True)(fn)
+        loop: F = numba.njit(cache=True, **options)(fn)
+    except RuntimeError:
+        # No writable place for the cache (a read-only install without a home folder, or a
+        # function with no source file): compile in every process instead of failing.
+        loop = numba.njit(cache=False, **options)(fn)
     return loop
 
 
