@@ -218,13 +218,19 @@ _AS_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 
 def _gelu_erf_chunk(x, o, a, b, c) -> None:
     """o = x Phi(x) = relu(x) - |x| e^(-x^2/2) t P(t) / 2, t = 1 / (1 + p |x| / sqrt 2): every
-    term is finite and positive, so no branch. x is read before o is written (in place)."""
+    term is finite and non-negative, so no branch. x is read before o is written (in place)."""
     t = a.dtype.type
-    np.abs(x, out=a)
+    # a = |x|, capped at 1e4 for positive x only (the exponential is 0 long before): +inf
+    # then gives inf, and -inf gives inf * 0 = NaN, as x * Phi(x) does in onnx.reference and
+    # onnxruntime.
+    np.minimum(x, t(1e4), out=a)
+    np.negative(x, out=b)
+    np.maximum(a, b, out=a)
     np.multiply(a, a, out=b)
     b *= t(-0.5 * LOG2E)
     np.exp2(b, out=b)
-    b *= a  # |x| e^(-x^2/2)
+    with np.errstate(invalid="ignore"):  # -inf: the intended NaN
+        b *= a  # |x| e^(-x^2/2)
     a *= t(_AS_P / math.sqrt(2))
     a += t(1)
     np.reciprocal(a, out=a)  # t
