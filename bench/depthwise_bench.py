@@ -37,6 +37,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="repeats per shape; the fastest counts")
     parser.add_argument("--calls", type=int, default=5, help="calls per repeat")
     parser.add_argument("--output", type=Path, default=None, help="a Markdown file to write the section into")
+    parser.add_argument("--only", default="", help="measure only shapes whose label contains this text")
     args = parser.parse_args()
     if args.repeat < 1 or args.calls < 1:
         parser.error(f"--repeat and --calls take a positive count (got {args.repeat} and {args.calls})")
@@ -48,6 +49,8 @@ def main() -> None:
 
     rows = []
     for shape in shapes():
+        if args.only not in label(shape):
+            continue
         mine, theirs, ok = bench_shape(shape, args.repeat, args.calls)
         rows.append((shape, mine, theirs, ok))
         print(f"{label(shape):48s} memplan {mine * 1e6:8.1f} us  onnxruntime {theirs * 1e6:8.1f} us"

@@ -34,6 +34,7 @@ from runtime.kernels._jit import compiled
 from runtime.kernels.jit_activation import DTYPE, activate, activate_row
 from runtime.kernels.window import Geometry
 
+CB = 16  # channels transposed at a time by the channels-last loop: 16 planes' lines stay in L1
 TILE = 512  # output positions summed at a time: 2 KiB of float32, in L1 beside the taps' reads
 
 
@@ -52,16 +53,20 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
     wq = subs.shape[2]
     per = subs.shape[1] * wq
     flat = subs.reshape(-1)
-    tile = acc.shape[0]
-    total = out_h * wq
+    tile_rows = max(1, acc.shape[0] // wq)  # output rows summed at a time
     for q in range(flat.size):
         flat[q] = np.float32(0.0)
     for n in range(batch):
         for c in range(channels):
+            # Input row y goes to sub-plane row (y + top) // sh of parity (y + top) % sh: counted,
+            # not divided (a division per row cost as much as a 14-wide row's copy).
+            ry, qy = top % sh, top // sh
             for y in range(height):
-                yy = y + top
                 src = x[n, c, y]
-                row = (yy % sh) * sw * per + (yy // sh) * wq
+                row = ry * sw * per + qy * wq
+                ry += 1
+                if ry == sh:
+                    ry, qy = 0, qy + 1
                 if sw == 1:
                     dst = flat[row + left : row + left + width]
                     for q in range(width):
@@ -90,9 +95,11 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
             bias = b[c] if has_bias else np.float32(0.0)
             taps = w[c, 0]
             plane = out[n, c]
-            for start in range(0, total, tile):
-                # The last tile only as far as the output reaches, rounded up to whole vectors.
-                span = min(tile, (total - start + 15) // 16 * 16)
+            for oy0 in range(0, out_h, tile_rows):
+                # Whole output rows at a time; the last row's spare columns only as far as whole vectors.
+                start = oy0 * wq
+                oy1 = min(out_h, oy0 + tile_rows)
+                span = min(acc.shape[0], (oy1 * wq - wq + out_w - start + 15) // 16 * 16)
                 if k_h == 3 and k_w == 3:
                     # All nine taps in one pass (upper, middle, lower kernel rows): each sum is stored once.
                     r0 = start
@@ -158,17 +165,13 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                     # Short rows: the activation over the whole tile in one vector loop (the
                     # spare columns' values are never stored), then the rows copied out.
                     activate(acc[:span], code, a0, a1)
-                for oy in range(start // wq, min(out_h, (start + span + wq - 1) // wq)):
-                    first = max(oy * wq, start)
-                    end = min(oy * wq + out_w, start + span)
-                    if end <= first:
-                        continue
-                    if out_w < 32:
-                        src, dst = acc[first - start : end - start], plane[oy, first - oy * wq :]
-                        for q in range(end - first):
+                    for oy in range(oy0, oy1):
+                        src, dst = acc[(oy - oy0) * wq :], plane[oy]
+                        for q in range(out_w):
                             dst[q] = src[q]
-                    else:
-                        activate_row(acc[first - start :], plane[oy, first - oy * wq :], end - first, code, a0, a1)
+                else:
+                    for oy in range(oy0, oy1):
+                        activate_row(acc[(oy - oy0) * wq :], plane[oy], out_w, code, a0, a1)
 
 
 # Inlined into the loops (a call per tap and tile would cost as much as a short tile's sums).
@@ -194,7 +197,8 @@ def _sub_planes(x_shape, geo: Geometry) -> tuple[int, int, int]:
 def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
     """Workspace blocks of `conv_depthwise_compiled`: the sub-planes and a tile's sums."""
     dtype = np.dtype(dtype)
-    return [(_sub_planes(x_shape, geo), dtype), ((TILE,), dtype)]
+    subs = _sub_planes(x_shape, geo)
+    return [(subs, dtype), ((max(TILE, -(-subs[2] // 16) * 16),), dtype)]  # at least one row
 
 
 def conv_depthwise_compiled(x, w, b, out, geo: Geometry, subs, acc, act: tuple[int, float, float]) -> None:
@@ -239,43 +243,79 @@ def warm() -> None:
     conv_channels_last(x, w, None, out, geo, image, taps, rows, (0, 0.0, 0.0))
 
 
-def _channels_last(x, w, b, has_bias, out, image, taps, rows, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
+def _channels_last(x, w, b, has_bias, out, image, taps, sums, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
     batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
     k_h, k_w = w.shape[2], w.shape[3]
+    rows, cols = image.shape[0], image.shape[1]
     for c in range(channels):
         for i in range(k_h):
             for j in range(k_w):
-                taps[i, j, c] = w[c, 0, i, j]
-    flat = image.reshape(-1)
-    for q in range(flat.size):
-        flat[q] = np.float32(0.0)
+                taps[i * k_w + j, c] = w[c, 0, i, j]
+        taps[k_h * k_w, c] = b[c] if has_bias else np.float32(0.0)  # the bias row after the taps
+    bias = taps[k_h * k_w]
+    # The pads only: each image overwrites the interior.
+    for y in range(rows):
+        for xx in range(cols):
+            if top <= y < top + height and left <= xx < left + width:
+                continue
+            pixel = image[y, xx]
+            for c in range(channels):
+                pixel[c] = np.float32(0.0)
     for n in range(batch):
         # The whole image is read before any output is written (over its own input: `direct`).
-        for c in range(channels):
-            plane = x[n, c]
+        # Transposed CB channels at a time: their planes stay in L1 while the pixels are written.
+        for c0 in range(0, channels, CB):
+            c1 = min(c0 + CB, channels)
             for y in range(height):
                 for xx in range(width):
-                    image[top + y, left + xx, c] = plane[y, xx]
+                    pixel = image[top + y, left + xx]
+                    for c in range(c0, c1):
+                        pixel[c] = x[n, c, y, xx]
         for oy in range(out_h):
             for ox in range(out_w):
-                acc = rows[ox]
-                if has_bias:
+                acc = sums[oy * out_w + ox]
+                if k_h == 3 and k_w == 3:
+                    # All nine taps in one vector pass over the channels: each sum stored once.
+                    u, m, d = image[oy * sh], image[oy * sh + dh], image[oy * sh + 2 * dh]
+                    c0, c1, c2 = ox * sw, ox * sw + dw, ox * sw + 2 * dw
+                    u0, u1, u2, m0, m1, m2 = u[c0], u[c1], u[c2], m[c0], m[c1], m[c2]
+                    l0, l1, l2 = d[c0], d[c1], d[c2]
+                    w00, w01, w02, w10, w11, w12 = taps[0], taps[1], taps[2], taps[3], taps[4], taps[5]
+                    w20, w21, w22 = taps[6], taps[7], taps[8]
                     for c in range(channels):
-                        acc[c] = b[c]
-                else:
-                    for c in range(channels):
-                        acc[c] = np.float32(0.0)
+                        acc[c] = (
+                            bias[c]
+                            + w00[c] * u0[c] + w01[c] * u1[c] + w02[c] * u2[c]
+                            + w10[c] * m0[c] + w11[c] * m1[c] + w12[c] * m2[c]
+                            + w20[c] * l0[c] + w21[c] * l1[c] + w22[c] * l2[c]
+                        )  # fmt: skip
+                    continue
+                for c in range(channels):
+                    acc[c] = bias[c]
                 for i in range(k_h):
-                    for j in range(k_w):
-                        src, tap = image[oy * sh + i * dh, ox * sw + j * dw], taps[i, j]
+                    r, t = image[oy * sh + i * dh], taps[i * k_w : (i + 1) * k_w]
+                    base = ox * sw
+                    if k_w == 5:
+                        # A kernel row's five taps in one pass: the sums are read and written once.
+                        s0, s1, s2, s3, s4 = r[base], r[base + dw], r[base + 2 * dw], r[base + 3 * dw], r[base + 4 * dw]
+                        t0, t1, t2, t3, t4 = t[0], t[1], t[2], t[3], t[4]
                         for c in range(channels):
-                            acc[c] += tap[c] * src[c]
-            activate(rows.reshape(-1), code, a0, a1)
-            for c in range(channels):
-                target = out[n, c, oy]
-                for ox in range(out_w):
-                    target[ox] = rows[ox, c]
+                            acc[c] += t0[c] * s0[c] + t1[c] * s1[c] + t2[c] * s2[c] + t3[c] * s3[c] + t4[c] * s4[c]
+                    else:
+                        for j in range(k_w):
+                            src, tap = r[base + j * dw], t[j]
+                            for c in range(channels):
+                                acc[c] += tap[c] * src[c]
+        activate(sums.reshape(-1), code, a0, a1)
+        # Back to planes CB channels at a time: CB output planes written in step.
+        pixels = out_h * out_w
+        for c0 in range(0, channels, CB):
+            c1 = min(c0 + CB, channels)
+            for p in range(pixels):
+                src = sums[p]
+                for c in range(c0, c1):
+                    out[n, c, p // out_w, p % out_w] = src[c]
 
 
 channels_last = compiled(_channels_last) if activate is not None else None
@@ -288,7 +328,8 @@ def channels_last_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int,
     (top, left), (bottom, right) = geo.begin, geo.end
     rows = max(top + x_shape[2] + bottom, (geo.out[0] - 1) * geo.strides[0] + geo.extent[0])
     cols = max(left + x_shape[3] + right, (geo.out[1] - 1) * geo.strides[1] + geo.extent[1])
-    return [((rows, cols, channels), dtype), ((*geo.kernel, channels), dtype), ((geo.out[1], channels), dtype)]
+    taps = geo.kernel[0] * geo.kernel[1] + 1  # and the bias
+    return [((rows, cols, channels), dtype), ((taps, channels), dtype), ((geo.out[0] * geo.out[1], channels), dtype)]
 
 
 def conv_channels_last(x, w, b, out, geo: Geometry, image, taps, rows, act: tuple[int, float, float]) -> None:
