@@ -5,7 +5,9 @@ Conv copies each image's receptive fields into an im2col buffer carved from the 
 the weights, all groups in one batched matmul written straight into the output. A 1x1,
 stride-1, unpadded, ungrouped conv is a plain matmul and takes no workspace at all.
 The window geometry (pads, auto_pad, strides, dilations) is `runtime.kernels.window`'s.
-With compiled loops on, a float32 2-D conv fills each band straight from the unpadded image
+With compiled loops on, a float32 3x3 stride-1 ungrouped conv on a large enough map runs by
+Winograd's F(2x2, 3x3) (`runtime.kernels.winograd`), and any other float32 2-D conv fills
+each band straight from the unpadded image
 and adds the bias and the activation to each band's output right after its matmul
 (`runtime.kernels.jit_conv`): no padded copy, one pass fewer over the output.
 
@@ -23,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import TensorMeta, jit_conv, jit_depthwise, kernel, window
+from runtime.kernels import TensorMeta, jit_conv, jit_depthwise, jit_winograd, kernel, window, winograd
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout, over_route
 from runtime.kernels.depthwise import (
@@ -64,13 +66,16 @@ def conv_workspace(
     # Also fills the route cache at prepare, so that a run adds nothing to it beside the arena.
     geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     over = _over(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
-    own = _route_workspace(x, w, geo, path)
+    own = _route_workspace(x, w, geo, path, group)
     if over is None:
         return own
     return max(own, scratch_bytes(*over_layout(x.shape, w.shape, x.dtype, geo, over)))
 
 
-def _route_workspace(x, w, geo: Geometry, path: str) -> int:
+def _route_workspace(x, w, geo: Geometry, path: str, group: int) -> int:
+    if path in DENSE_ROUTES and winograd.takes(geo, x.shape, w.shape, group, x.dtype):
+        # the dense route's too: a call with a strided or non-float32 weight falls back to it
+        return max(scratch_bytes(*winograd.layout(x.shape, w.shape, geo)), _route_workspace(x, w, geo, path, 0))
     if path in DEPTHWISE_ROUTES and uses_compiled(geo, x.dtype):
         return scratch_bytes(*compiled_layout(x.shape, geo, x.dtype))
     if path == "pointwise":
@@ -91,6 +96,10 @@ def _route_workspace(x, w, geo: Geometry, path: str) -> int:
     if geo.padded:
         blocks.append(((channels, *_padded_shape(x.shape, geo)), x.dtype))
     return scratch_bytes(*blocks)
+
+
+# The routes a dense 3x3 stride-1 conv may leave for Winograd's (`runtime.kernels.winograd`).
+DENSE_ROUTES = ("taps", "im2col")
 
 
 def _images(x, geo: Geometry, padded: np.ndarray | None):
@@ -327,6 +336,7 @@ def conv_prepare(inputs, outputs, *, group=1, **_) -> None:
     """Conv's prepare hook: its compiled loops (the dense bands', and the depthwise ones for a
     grouped conv) are compiled when a session prepares, never in a run nor when only planning."""
     jit_conv.warm()
+    jit_winograd.warm()
     if group > 1:
         jit_depthwise.warm()
 
@@ -385,6 +395,15 @@ def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group
 
         conv_depthwise_rows(x, w, b, out, geo, Scratch(ws, "Conv"), epilogue)
         return
+    elif (
+        path in DENSE_ROUTES
+        and winograd.takes(geo, x.shape, w.shape, group, x.dtype)
+        and jit_conv.usable(x, w, out, *(() if b is None else (b,)))
+    ):
+        spec = jit_conv.spec_of(finish)
+        winograd.conv_winograd(x, w, b, out, geo, Scratch(ws, "Conv"), spec or jit_conv.NO_ACTIVATION)
+        if spec is not None:
+            return
     elif path == "taps":
         _conv_taps(x, w, b, out, geo, Scratch(ws, "Conv"))
     elif path == "channels_last":

@@ -1,0 +1,129 @@
+"""Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3): 16 matmuls of (K, C) @ (C, tiles).
+
+The transforms are `runtime.kernels.jit_winograd`'s compiled loops. Per image, the output's
+2x2 tiles go in bands of tile rows sized so that a band's transformed input V (16, C, tiles)
+and product M (16, K, tiles) stay within `window.IM2COL_BLOCK_BYTES` (cache); per band:
+
+1. `jit_winograd.inputs` writes V from the unpadded image (pads read as zeros);
+2. ``np.matmul(U, V, out=M)``: 16 BLAS sgemms, U (16, K, C) the transformed weights;
+3. `jit_winograd.outputs` writes A^T M A into the band's output rows, then
+   `jit_conv.epilogue` adds bias and activation to those rows while they are in cache.
+
+U is transformed into the workspace on each call (a weight may change between runs: training,
+shared parameters); `prepared_weights` makes one ahead for a caller that knows its weight
+constant. 2.25x fewer multiplications than im2col, at the price of the three
+transforms: it wins on large maps only, so `takes` keeps it to those (measured, see
+docs/BENCHMARKS.md "winograd notes").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from runtime.kernels import jit_conv, jit_winograd, window
+from runtime.kernels._scratch import Scratch, units_within
+from runtime.kernels.window import Geometry
+
+# Output pixels per image below which im2col's single sgemm beats the transforms (measured
+# single-threaded on ResNet's layers, weights transformed per call: 64 channels at 56x56
+# 2.0 ms against im2col's 2.9, 128 at 28x28 1.7 against 2.7, 256 at 14x14 2.0 against 2.7;
+# 512 at 7x7 loses, 5.1 against 3.2: 16 tiles make 16 thin sgemms).
+MIN_PIXELS = 14 * 14
+POSITIONS = jit_winograd.ALPHA * jit_winograd.ALPHA
+
+
+def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
+    """Whether a Conv of this geometry runs by Winograd: compiled loops on, float32, 2-D 3x3,
+    stride 1, dilation 1, ungrouped, on a map of at least `MIN_PIXELS` output pixels."""
+    return (
+        jit_winograd.inputs is not None
+        and np.dtype(dtype) == jit_winograd.DTYPE
+        and group == 1
+        and geo.kernel == (3, 3)
+        and geo.strides == (1, 1)
+        and geo.dilations == (1, 1)
+        and len(x_shape) == 4
+        and math.prod(geo.out) >= MIN_PIXELS
+    )
+
+
+def _tiles(geo: Geometry) -> tuple[int, int]:
+    tile = jit_winograd.TILE
+    return -(-geo.out[0] // tile), -(-geo.out[1] // tile)
+
+
+def _band_tile_rows(x_shape, w_shape, geo: Geometry) -> int:
+    tiles_h, tiles_w = _tiles(geo)
+    per_row = POSITIONS * (x_shape[1] + w_shape[0]) * tiles_w * jit_winograd.DTYPE.itemsize
+    # Half im2col's budget: V and M of 512 KB ran fastest on every layer above (1 MB: 5 to 30% slower).
+    return units_within(window.IM2COL_BLOCK_BYTES // 2, per_row, tiles_h)
+
+
+def _stride(elements: int) -> int:
+    """Elements from one of the 16 planes of U, V or M to the next: at least `elements`, and
+    320 bytes past a multiple of 4 KB, so that the loops' 16 streams (one per plane) fall in
+    different cache sets (at a multiple of 4 KB, 64 channels by 4 rows of 28 tiles, they all
+    share one set and the input transform ran 4.5x slower)."""
+    return -(-elements // 1024) * 1024 + 80
+
+
+def _planes(flat: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """The (16, rows, cols) view of `flat` with planes `_stride(rows * cols)` apart."""
+    stride = _stride(rows * cols)
+    return flat[: POSITIONS * stride].reshape(POSITIONS, stride)[:, : rows * cols].reshape(POSITIONS, rows, cols)
+
+
+def layout(x_shape, w_shape, geo: Geometry, with_weights: bool = True) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Workspace blocks: U (unless prepared), then a band's V and M."""
+    channels, filters = x_shape[1], w_shape[0]
+    band = _band_tile_rows(x_shape, w_shape, geo) * _tiles(geo)[1]
+    dtype: np.dtype = jit_winograd.DTYPE
+    zeros: tuple[tuple[int, ...], np.dtype] = ((x_shape[3],), dtype)  # the row a tile reads above or below the image
+    blocks: list[tuple[tuple[int, ...], np.dtype]] = [
+        zeros,
+        ((POSITIONS * _stride(channels * band),), dtype),
+        ((POSITIONS * _stride(filters * band),), dtype),
+    ]
+    return ([((POSITIONS * _stride(filters * channels),), dtype)] if with_weights else []) + blocks
+
+
+def prepared_weights(w: np.ndarray) -> np.ndarray:
+    """U (16, K, C) of a constant weight, made once (at prepare) instead of per call."""
+    assert jit_winograd.weights is not None
+    u = _planes(np.empty(POSITIONS * _stride(w.shape[0] * w.shape[1]), jit_winograd.DTYPE), w.shape[0], w.shape[1])
+    jit_winograd.weights(np.ascontiguousarray(w, dtype=jit_winograd.DTYPE), u)
+    return u
+
+
+def conv_winograd(x, w, b, out, geo: Geometry, scratch: Scratch, spec, u: np.ndarray | None = None) -> None:
+    """Conv of `x` by `w` (+ `b`, then activation `spec`) into `out`, x and out C-contiguous
+    float32; `u` the weight's prepared transform or None (then made into the workspace)."""
+    assert jit_winograd.weights is not None and jit_winograd.inputs is not None and jit_winograd.outputs is not None
+    blocks = layout(x.shape, w.shape, geo, with_weights=u is None)
+    if u is None:
+        u = _planes(scratch.take(*blocks.pop(0)), w.shape[0], w.shape[1])
+        jit_winograd.weights(w, u)
+    zeros = scratch.take(*blocks[0])
+    zeros.fill(0.0)
+    v_all, m_all = (scratch.take(shape, dtype) for shape, dtype in blocks[1:])
+    channels = x.shape[1]
+    tiles_h, tiles_w = _tiles(geo)
+    band_rows = _band_tile_rows(x.shape, w.shape, geo)
+    filters, out_h, out_w = out.shape[1:]
+    tile = jit_winograd.TILE
+    ph, pw = geo.begin
+    for n in range(x.shape[0]):
+        image = out[n]
+        flat = image.reshape(filters, -1)
+        for row in range(0, tiles_h, band_rows):
+            rows = min(band_rows, tiles_h - row)
+            t0, nt = row * tiles_w, rows * tiles_w
+            # (16, ., nt) views with contiguous planes: the last, shorter band too
+            v, m = _planes(v_all, channels, nt), _planes(m_all, filters, nt)
+            jit_winograd.inputs(x[n], v, zeros, t0, nt, tiles_w, ph, pw)
+            np.matmul(u, v, out=m)
+            jit_winograd.outputs(m, image, t0, nt, tiles_w)
+            start, stop = row * tile * out_w, min(out_h, (row + rows) * tile) * out_w
+            jit_conv.epilogue(flat, b, start, stop, spec)

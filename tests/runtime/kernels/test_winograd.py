@@ -1,0 +1,158 @@
+"""Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3) (`runtime.kernels.winograd`) against
+onnx.reference: pads 0, 1, asymmetric and auto_pad SAME, odd and even sizes, tiny maps, batch
+2, with and without bias, Conv and each activation ConvAct fuses; the route asserted taken
+(or, with compiled loops off, not taken, and the numpy route still right); scratch filled
+with NaN so that a value read before written shows; the weight changed between calls and
+between a session's runs (its transform is never kept from an earlier call)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from runtime import Session
+from runtime.graph import load_model
+from runtime.kernels import TensorMeta, get_kernel, jit_conv, jit_winograd, winograd
+from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, conv_reference
+
+needs_jit = pytest.mark.skipif(jit_winograd.inputs is None, reason="compiled loops off or numba missing")
+
+SHAPES = [  # (x shape, w shape, Conv attributes)
+    ((1, 5, 11, 9), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 10, 12), (6, 4, 3, 3), {}),
+    ((1, 3, 9, 8), (4, 3, 3, 3), {"pads": [0, 1, 2, 1]}),
+    ((1, 6, 7, 10), (5, 6, 3, 3), {"auto_pad": "SAME_UPPER"}),
+    ((2, 3, 8, 7), (3, 3, 3, 3), {"auto_pad": "SAME_LOWER"}),
+    ((1, 4, 3, 3), (5, 4, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 2, 1, 1), (3, 2, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 3, 4, 5), (2, 3, 3, 3), {"pads": [2, 0, 0, 2]}),
+]
+SHAPE_IDS = [
+    "pad1-odd",
+    "pad0-even-batch2",
+    "asymmetric",
+    "same-upper",
+    "same-lower-batch2",
+    "3x3-map",
+    "1x1-map",
+    "wide-pads",
+]
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Every map takes Winograd (not only large ones); counts the calls of the real route."""
+    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+    count = []
+    real = winograd.conv_winograd
+
+    def counted(*args, **kwargs):
+        count.append(1)
+        real(*args, **kwargs)
+
+    monkeypatch.setattr(winograd, "conv_winograd", counted)
+    return count
+
+
+def _data(x_shape, w_shape, bias: bool, seed: int = 0):
+    rng = np.random.default_rng(4300 + seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    return x, w, b
+
+
+def _call(op: str, x, w, b, out, attrs, ws=None) -> np.ndarray:
+    """The registered kernel with exactly its declared workspace (NaN-filled), as a Session calls it."""
+    kernel = get_kernel(op, "memplan" if op != "Conv" else "")
+    assert kernel is not None and kernel.workspace is not None
+    inputs = [x, w] + ([] if b is None else [b])
+    metas = [TensorMeta(a.shape, a.dtype) for a in inputs]
+    size = kernel.workspace(metas, [TensorMeta(out.shape, out.dtype)], **attrs)
+    if ws is None:
+        ws = np.full(size // 4 + 1, np.nan, np.float32).view(np.uint8)[:size]
+    kernel.prepare(metas, [TensorMeta(out.shape, out.dtype)], **attrs) if kernel.prepare else None
+    kernel.fn(*inputs, out=out, ws=ws[:size], **attrs)
+    return ws
+
+
+@needs_jit
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize(("act", "nodes"), CONV_ACTS, ids=CONV_ACT_IDS)
+def test_winograd_matches_the_conv_reference(x_shape, w_shape, attrs, act, nodes, bias, calls):
+    x, w, b = _data(x_shape, w_shape, bias)
+    want = conv_reference(x, w, b, attrs, nodes)
+    got = np.full(want.shape, np.nan, np.float32)
+    _call("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
+    assert calls, "the Winograd route was not taken"
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_jit
+def test_large_map_takes_winograd_by_default_in_bands(monkeypatch):
+    """A 30x30 map with a band budget of a few tile rows: several bands, the last one shorter."""
+    calls = []
+    real = winograd.conv_winograd
+    monkeypatch.setattr(winograd, "conv_winograd", lambda *a, **k: (calls.append(1), real(*a, **k)))
+    monkeypatch.setattr(winograd.window, "IM2COL_BLOCK_BYTES", 2 * 16 * (8 + 8) * 15 * 4 * 4)
+    x, w, b = _data((2, 8, 30, 29), (8, 8, 3, 3), True)
+    attrs = {"pads": [1, 1, 1, 1]}
+    want = conv_reference(x, w, b, attrs, [("Relu", {})])
+    got = np.full(want.shape, np.nan, np.float32)
+    _call("ConvAct", x, w, b, got, {**attrs, "activation": "Relu"})
+    assert calls
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), SHAPES[:4], ids=SHAPE_IDS[:4])
+def test_compiled_loops_off_takes_the_numpy_route(x_shape, w_shape, attrs, calls, monkeypatch):
+    monkeypatch.setattr(jit_winograd, "inputs", None)
+    monkeypatch.setattr(jit_conv, "im2col_band", None)
+    x, w, b = _data(x_shape, w_shape, True)
+    want = conv_reference(x, w, b, attrs, [])
+    got = np.full(want.shape, np.nan, np.float32)
+    _call("Conv", x, w, b, got, attrs)
+    assert not calls
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_jit
+def test_weight_changed_between_calls_is_used(calls):
+    """Same workspace, same weight array changed in place: the second call uses the new values."""
+    x, w, b = _data((1, 4, 8, 8), (5, 4, 3, 3), True)
+    attrs = {"pads": [1, 1, 1, 1]}
+    got = np.empty((1, 5, 8, 8), np.float32)
+    ws = _call("Conv", x, w, b, got, attrs)
+    w *= -2.0
+    _call("Conv", x, w, b, got, attrs, ws=ws)
+    assert len(calls) == 2
+    np.testing.assert_allclose(got, conv_reference(x, w, b, attrs, []), rtol=1e-4, atol=1e-4)
+
+
+def _conv_model(w: np.ndarray) -> bytes:
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[0, 0, 0, 0])],  # smaller output: never over its input
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, w.shape[1], 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, w.shape[0], 14, 14])],
+        [numpy_helper.from_array(w, "w")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@needs_jit
+def test_shared_weight_is_never_stale_across_sessions(calls):
+    """A weight declared unbound (shared parameters) bound to different arrays in two sessions
+    of one model, each run twice: each session's output follows its own weight."""
+    x, w, _ = _data((1, 4, 16, 16), (6, 4, 3, 3), False)
+    graph = load_model(_conv_model(w))
+    for scale in (1.0, -3.0):
+        weight = (w * scale).astype(np.float32)
+        session = Session(graph, unbound=["w"]).prepare()
+        session.set_shared_input("w", weight)
+        for _ in range(2):
+            y = session.run({"x": x})["y"]
+            np.testing.assert_allclose(y, conv_reference(x, weight, None, {}, []), rtol=1e-4, atol=1e-4)
+    assert calls
