@@ -34,7 +34,7 @@ from runtime.kernels._jit import compiled
 from runtime.kernels.jit_activation import DTYPE, activate, activate_row
 from runtime.kernels.window import Geometry
 
-CB = 16  # channels transposed at a time by the channels-last loop: 16 planes' lines stay in L1
+CB = 64  # channels transposed at a time by the channels-last loop: their planes' lines stay in L1
 TILE = 512  # output positions summed at a time: 2 KiB of float32, in L1 beside the taps' reads
 
 
@@ -243,6 +243,90 @@ def warm() -> None:
     conv_channels_last(x, w, None, out, geo, image, taps, rows, (0, 0.0, 0.0))
 
 
+def _pixel(image, taps, bias, acc, y0, x0, dh, dw, k_h, k_w):  # type: ignore[no-untyped-def]
+    """acc = bias + the taps over the window at (y0, x0) of the channels-last image, every
+    channel: vector loops over the channels, 3x3 in one pass, 5x5 one pass per kernel row."""
+    channels = acc.shape[0]
+    if k_h == 3 and k_w == 3:
+        u, m, d = image[y0], image[y0 + dh], image[y0 + 2 * dh]
+        c0, c1, c2 = x0, x0 + dw, x0 + 2 * dw
+        u0, u1, u2, m0, m1, m2, l0, l1, l2 = u[c0], u[c1], u[c2], m[c0], m[c1], m[c2], d[c0], d[c1], d[c2]
+        w00, w01, w02, w10, w11, w12 = taps[0], taps[1], taps[2], taps[3], taps[4], taps[5]
+        w20, w21, w22 = taps[6], taps[7], taps[8]
+        for c in range(channels):
+            acc[c] = (
+                bias[c]
+                + w00[c] * u0[c] + w01[c] * u1[c] + w02[c] * u2[c]
+                + w10[c] * m0[c] + w11[c] * m1[c] + w12[c] * m2[c]
+                + w20[c] * l0[c] + w21[c] * l1[c] + w22[c] * l2[c]
+            )  # fmt: skip
+        return
+    for c in range(channels):
+        acc[c] = bias[c]
+    for i in range(k_h):
+        r, t = image[y0 + i * dh], taps[i * k_w : (i + 1) * k_w]
+        if k_w == 5:
+            s0, s1, s2, s3, s4 = r[x0], r[x0 + dw], r[x0 + 2 * dw], r[x0 + 3 * dw], r[x0 + 4 * dw]
+            t0, t1, t2, t3, t4 = t[0], t[1], t[2], t[3], t[4]
+            for c in range(channels):
+                acc[c] += t0[c] * s0[c] + t1[c] * s1[c] + t2[c] * s2[c] + t3[c] * s3[c] + t4[c] * s4[c]
+        else:
+            for j in range(k_w):
+                src, tap = r[x0 + j * dw], t[j]
+                for c in range(channels):
+                    acc[c] += tap[c] * src[c]
+
+
+def _pair(image, taps, bias, acc, bcc, y0, x0, sw, dh, dw, k_h, k_w):  # type: ignore[no-untyped-def]
+    """`_pixel` for the pixels at (y0, x0) into acc and (y0, x0 + sw) into bcc, in the same
+    passes: each tap loaded once for both."""
+    channels = acc.shape[0]
+    if k_h == 3 and k_w == 3:
+        u, m, d = image[y0], image[y0 + dh], image[y0 + 2 * dh]
+        c0, c1, c2 = x0, x0 + dw, x0 + 2 * dw
+        u0, u1, u2, m0, m1, m2, l0, l1, l2 = u[c0], u[c1], u[c2], m[c0], m[c1], m[c2], d[c0], d[c1], d[c2]
+        e0, e1, e2 = c0 + sw, c1 + sw, c2 + sw
+        v0, v1, v2, n0, n1, n2, k0, k1, k2 = u[e0], u[e1], u[e2], m[e0], m[e1], m[e2], d[e0], d[e1], d[e2]
+        w00, w01, w02, w10, w11, w12 = taps[0], taps[1], taps[2], taps[3], taps[4], taps[5]
+        w20, w21, w22 = taps[6], taps[7], taps[8]
+        for c in range(channels):
+            a00, a01, a02, a10, a11, a12 = w00[c], w01[c], w02[c], w10[c], w11[c], w12[c]
+            a20, a21, a22, z = w20[c], w21[c], w22[c], bias[c]
+            acc[c] = (
+                z + a00 * u0[c] + a01 * u1[c] + a02 * u2[c] + a10 * m0[c] + a11 * m1[c] + a12 * m2[c]
+                + a20 * l0[c] + a21 * l1[c] + a22 * l2[c]
+            )  # fmt: skip
+            bcc[c] = (
+                z + a00 * v0[c] + a01 * v1[c] + a02 * v2[c] + a10 * n0[c] + a11 * n1[c] + a12 * n2[c]
+                + a20 * k0[c] + a21 * k1[c] + a22 * k2[c]
+            )  # fmt: skip
+        return
+    for c in range(channels):
+        acc[c] = bias[c]
+        bcc[c] = bias[c]
+    for i in range(k_h):
+        r, t = image[y0 + i * dh], taps[i * k_w : (i + 1) * k_w]
+        if k_w == 5:
+            s0, s1, s2, s3, s4 = r[x0], r[x0 + dw], r[x0 + 2 * dw], r[x0 + 3 * dw], r[x0 + 4 * dw]
+            x1 = x0 + sw
+            q0, q1, q2, q3, q4 = r[x1], r[x1 + dw], r[x1 + 2 * dw], r[x1 + 3 * dw], r[x1 + 4 * dw]
+            t0, t1, t2, t3, t4 = t[0], t[1], t[2], t[3], t[4]
+            for c in range(channels):
+                b0, b1, b2, b3, b4 = t0[c], t1[c], t2[c], t3[c], t4[c]
+                acc[c] += b0 * s0[c] + b1 * s1[c] + b2 * s2[c] + b3 * s3[c] + b4 * s4[c]
+                bcc[c] += b0 * q0[c] + b1 * q1[c] + b2 * q2[c] + b3 * q3[c] + b4 * q4[c]
+        else:
+            for j in range(k_w):
+                src, other, tap = r[x0 + j * dw], r[x0 + sw + j * dw], t[j]
+                for c in range(channels):
+                    acc[c] += tap[c] * src[c]
+                    bcc[c] += tap[c] * other[c]
+
+
+_pixel = jit_activation.inline(_pixel) or _pixel
+_pair = jit_activation.inline(_pair) or _pair
+
+
 def _channels_last(x, w, b, has_bias, out, image, taps, sums, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
     batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
@@ -264,58 +348,60 @@ def _channels_last(x, w, b, has_bias, out, image, taps, sums, sh, sw, dh, dw, to
                 pixel[c] = np.float32(0.0)
     for n in range(batch):
         # The whole image is read before any output is written (over its own input: `direct`).
-        # Transposed CB channels at a time: their planes stay in L1 while the pixels are written.
+        xn, on = x[n].reshape(-1), out[n].reshape(-1)
+        # Transposed CB channels by four pixels at a time: four contiguous stores per channel
+        # read, the CB planes' lines staying in L1 across the row.
         for c0 in range(0, channels, CB):
             c1 = min(c0 + CB, channels)
             for y in range(height):
-                for xx in range(width):
-                    pixel = image[top + y, left + xx]
+                line = image[top + y]
+                xx = 0
+                while xx + 4 <= width:
+                    d0, d1, d2, d3 = line[left + xx], line[left + xx + 1], line[left + xx + 2], line[left + xx + 3]
                     for c in range(c0, c1):
-                        pixel[c] = x[n, c, y, xx]
+                        q = (c * height + y) * width + xx
+                        d0[c], d1[c], d2[c], d3[c] = xn[q], xn[q + 1], xn[q + 2], xn[q + 3]
+                    xx += 4
+                for q in range(xx, width):
+                    d = line[left + q]
+                    for c in range(c0, c1):
+                        d[c] = x[n, c, y, q]
         for oy in range(out_h):
-            for ox in range(out_w):
-                acc = sums[oy * out_w + ox]
-                if k_h == 3 and k_w == 3:
-                    # All nine taps in one vector pass over the channels: each sum stored once.
-                    u, m, d = image[oy * sh], image[oy * sh + dh], image[oy * sh + 2 * dh]
-                    c0, c1, c2 = ox * sw, ox * sw + dw, ox * sw + 2 * dw
-                    u0, u1, u2, m0, m1, m2 = u[c0], u[c1], u[c2], m[c0], m[c1], m[c2]
-                    l0, l1, l2 = d[c0], d[c1], d[c2]
-                    w00, w01, w02, w10, w11, w12 = taps[0], taps[1], taps[2], taps[3], taps[4], taps[5]
-                    w20, w21, w22 = taps[6], taps[7], taps[8]
-                    for c in range(channels):
-                        acc[c] = (
-                            bias[c]
-                            + w00[c] * u0[c] + w01[c] * u1[c] + w02[c] * u2[c]
-                            + w10[c] * m0[c] + w11[c] * m1[c] + w12[c] * m2[c]
-                            + w20[c] * l0[c] + w21[c] * l1[c] + w22[c] * l2[c]
-                        )  # fmt: skip
-                    continue
-                for c in range(channels):
-                    acc[c] = bias[c]
-                for i in range(k_h):
-                    r, t = image[oy * sh + i * dh], taps[i * k_w : (i + 1) * k_w]
-                    base = ox * sw
-                    if k_w == 5:
-                        # A kernel row's five taps in one pass: the sums are read and written once.
-                        s0, s1, s2, s3, s4 = r[base], r[base + dw], r[base + 2 * dw], r[base + 3 * dw], r[base + 4 * dw]
-                        t0, t1, t2, t3, t4 = t[0], t[1], t[2], t[3], t[4]
-                        for c in range(channels):
-                            acc[c] += t0[c] * s0[c] + t1[c] * s1[c] + t2[c] * s2[c] + t3[c] * s3[c] + t4[c] * s4[c]
-                    else:
-                        for j in range(k_w):
-                            src, tap = r[base + j * dw], t[j]
-                            for c in range(channels):
-                                acc[c] += tap[c] * src[c]
+            # Two output pixels at a time: each tap's vector loaded once for both sums.
+            for ox in range(0, out_w - 1, 2):
+                _pair(
+                    image,
+                    taps,
+                    bias,
+                    sums[oy * out_w + ox],
+                    sums[oy * out_w + ox + 1],
+                    oy * sh,
+                    ox * sw,
+                    sw,
+                    dh,
+                    dw,
+                    k_h,
+                    k_w,
+                )
+            if out_w % 2:
+                ox = out_w - 1
+                _pixel(image, taps, bias, sums[oy * out_w + ox], oy * sh, ox * sw, dh, dw, k_h, k_w)
         activate(sums.reshape(-1), code, a0, a1)
-        # Back to planes CB channels at a time: CB output planes written in step.
+        # Back to planes CB channels by four pixels at a time, as the image came in.
         pixels = out_h * out_w
         for c0 in range(0, channels, CB):
             c1 = min(c0 + CB, channels)
-            for p in range(pixels):
-                src = sums[p]
+            p = 0
+            while p + 4 <= pixels:
+                s0, s1, s2, s3 = sums[p], sums[p + 1], sums[p + 2], sums[p + 3]
                 for c in range(c0, c1):
-                    out[n, c, p // out_w, p % out_w] = src[c]
+                    q = c * pixels + p
+                    on[q], on[q + 1], on[q + 2], on[q + 3] = s0[c], s1[c], s2[c], s3[c]
+                p += 4
+            for q in range(p, pixels):
+                s = sums[q]
+                for c in range(c0, c1):
+                    out[n, c, q // out_w, q % out_w] = s[c]
 
 
 channels_last = compiled(_channels_last) if activate is not None else None
