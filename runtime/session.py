@@ -80,6 +80,7 @@ class _Step:
     ws: np.ndarray | None
     skip: bool  # a view whose output already is its input's bytes: nothing to do
     attributes: dict[str, Any] = field(default_factory=dict)  # parsed once, at prepare
+    constants: dict[str, Any] = field(default_factory=dict)  # the kernel's prepared constants (`Kernel.constants`)
 
 
 class Session:
@@ -194,14 +195,23 @@ class Session:
         return found
 
     def _prepare_kernels(self, kernels: dict[str, Kernel]) -> None:
-        """Each kernel's prepare hook, once per node (compiled loops are built here, not in a run)."""
+        """Each kernel's prepare hook, once per node (compiled loops are built here, not in a run),
+        and its constants hook with the node's true constants: initializers neither unbound
+        (shared, bound later) nor planned into the arena (where a run may write them)."""
+        self._node_constants: dict[str, dict[str, Any]] = {}
+        fixed = self.graph.constants.keys() - set(self._unbound) - self._views.keys()
         for node in self.graph.nodes:
             k = kernels[node.name]
-            if k.prepare is None:
+            if k.prepare is None and k.constants is None:
                 continue
             metas_in, metas_out = node_metas(self.graph, node)
             try:
-                k.prepare(metas_in, metas_out, **node.attributes)
+                if k.prepare is not None:
+                    k.prepare(metas_in, metas_out, **node.attributes)
+                if k.constants is not None:
+                    values = [self._values[self._slot[n]] if n in fixed else None for n in node.inputs]
+                    made = self._node_constants[node.name] = k.constants(values, metas_in, metas_out, **node.attributes)
+                    self.constant_bytes += sum(int(a.nbytes) for a in made.values() if isinstance(a, np.ndarray))
             except Exception as e:  # a prepare hook failing is a kernel bug: say where
                 raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel's prepare failed: {e}") from None
 
@@ -253,7 +263,8 @@ class Session:
             skip = same and not any(node.outputs[1:])
         if node.op_type == "Concat" and node.outputs[0] in self._views:
             kernel, skip = concat_in_place(node, kernel, self.graph, self._views, self._views[node.outputs[0]])
-        return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes))
+        constants = self._node_constants.get(node.name, {})
+        return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes), constants)
 
     def _after_hooks(self) -> dict[int, AfterNode]:
         index = {s.node.name: i for i, s in enumerate(self._steps)}
@@ -453,7 +464,7 @@ def _bind_call(step: _Step, none_slot: int, graph: Graph) -> StepCall:
     if bind is not None:
         metas = [[graph.tensors[n] if n else None for n in names] for names in (step.node.inputs, step.node.outputs)]
         fn = bind(*metas, step.attributes)
-    kwargs = dict(step.attributes)
+    kwargs = dict(step.attributes) | step.constants
     if k.takes_opset:
         kwargs["opset"] = step.node.opset
     if k.workspace is not None:

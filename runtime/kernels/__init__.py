@@ -58,6 +58,7 @@ class TensorMeta:
 KernelFn = Callable[..., None]
 WorkspaceFn = Callable[..., int]
 PrepareFn = Callable[..., None]
+ConstantsFn = Callable[..., dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,11 @@ class Kernel:
     # (tensor metas and attributes): compiles the node's loops (`runtime.kernels._jit`) so that
     # no run compiles, and planning alone never does.
     prepare: PrepareFn | None = None
+    # Called once per node when a session prepares, with the values of its inputs that are
+    # true constants (None for every other input: activations, shared or trained parameters)
+    # and the workspace function's arguments; returns keyword arguments bound into the node's
+    # call (a weight transformed once, say). The session counts their bytes as constants.
+    constants: ConstantsFn | None = None
 
 
 _KERNELS: dict[str, Kernel] = {}
@@ -105,12 +111,14 @@ def kernel(
     domain: str = "",
     planes: bool | Planes = False,
     prepare: PrepareFn | None = None,
+    constants: ConstantsFn | None = None,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
     lists the inputs whose memory output 0 may be when shapes and dtypes match; `planes`
     marks a plane-wise kernel, whose output may be planned over input 0 even when smaller
     (it is then registered wrapped, see `runtime.kernels.planes`); `prepare` is called with
-    the workspace function's arguments when a session prepares the node."""
+    the workspace function's arguments when a session prepares the node; `constants` (see
+    `Kernel.constants`) with the node's constant input values before them."""
     if outputs not in ("one", "many"):
         raise ValueError("outputs must be 'one' or 'many'")
     key = _key(op_type, domain)
@@ -133,6 +141,7 @@ def kernel(
             tuple(inplace) or ((0,) if spec is not None and not spec.depthwise else ()),
             spec,
             prepare,
+            constants,
         )
         return fn
 

@@ -341,19 +341,37 @@ def conv_prepare(inputs, outputs, *, group=1, **_) -> None:
         jit_depthwise.warm()
 
 
-@kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES, prepare=conv_prepare)
+def conv_constants(values, inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None,
+                   pads=None, strides=None, **_) -> dict:  # fmt: skip
+    """Conv's constants hook (`runtime.kernels.Kernel.constants`): a constant weight of a conv
+    that runs by Winograd transformed once (``winograd_u``), not on every call."""
+    x, w, y = inputs[0], inputs[1], outputs[0]
+    weight = values[1] if len(values) > 1 else None
+    if weight is None or weight.dtype != jit_winograd.DTYPE or x is None or y is None:
+        return {}
+    geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    if path not in DENSE_ROUTES or not winograd.takes(geo, x.shape, w.shape, group, x.dtype):
+        return {}
+    return {"winograd_u": winograd.prepared_weights(weight)}
+
+
+@kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES, prepare=conv_prepare, constants=conv_constants)
 @small_ufunc_buffers()
 def conv(
-    x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
-):
-    convolve(x, w, b, out, ws, None, auto_pad, dilations, group, kernel_shape, pads, strides)
+    x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
+    winograd_u=None,
+):  # fmt: skip
+    convolve(x, w, b, out, ws, None, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u)
 
 
 Finish = Callable[[np.ndarray], None]
 
 
-def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group, kernel_shape, pads, strides) -> None:
-    """Conv into `out`, then `finish` (an in-place activation, or None) over the output: each
+def convolve(
+    x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u=None
+) -> None:
+    """Conv into `out`, then `finish` (an in-place activation, or None) over the output (with
+    `winograd_u` the weight's Winograd transform made at prepare, or None): each
     channel block while it is in cache on the banded depthwise route, each image elsewhere (a
     1x1 conv banded by output channels re-reads its input per band, which costs more than
     the cache saves)."""
@@ -401,7 +419,7 @@ def convolve(x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group
         and jit_conv.usable(x, w, out, *(() if b is None else (b,)))
     ):
         spec = jit_conv.spec_of(finish)
-        winograd.conv_winograd(x, w, b, out, geo, Scratch(ws, "Conv"), spec or jit_conv.NO_ACTIVATION)
+        winograd.conv_winograd(x, w, b, out, geo, Scratch(ws, "Conv"), spec or jit_conv.NO_ACTIVATION, winograd_u)
         if spec is not None:
             return
     elif path == "taps":

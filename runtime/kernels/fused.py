@@ -25,7 +25,7 @@ import numpy as np
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, jit_conv, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
 from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
-from runtime.kernels.conv import CONV_PLANES, conv_prepare, conv_workspace, convolve
+from runtime.kernels.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -151,11 +151,12 @@ def _conv_act_workspace(
     workspace=_conv_act_workspace,
     planes=CONV_PLANES,
     prepare=conv_prepare,
+    constants=conv_constants,
 )
 @small_ufunc_buffers()
 def conv_act(
     x, w, b=None, *, out, ws, activation="Relu", lo=-np.inf, hi=np.inf, alpha=0.2, beta=0.5, auto_pad="NOTSET",
-    dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
+    dilations=None, group=1, kernel_shape=None, pads=None, strides=None, winograd_u=None,
 ):  # fmt: skip
     # The temp is sized from the whole output at prepare: a plane-wise chunk of it needs no more.
     fn, size, temp_bytes = _finisher(activation, out.dtype, lo, hi, alpha, beta, out.shape)
@@ -166,4 +167,4 @@ def conv_act(
         temp = ws[ws.size - temp_bytes :][: size * out.dtype.itemsize].view(out.dtype)
 
     finish = Finish(fn, temp)  # its activation's spec lets a compiled route apply it in its loop
-    convolve(x, w, b, out, conv_ws, finish, auto_pad, dilations, group, kernel_shape, pads, strides)
+    convolve(x, w, b, out, conv_ws, finish, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u)

@@ -156,3 +156,46 @@ def test_shared_weight_is_never_stale_across_sessions(calls):
             y = session.run({"x": x})["y"]
             np.testing.assert_allclose(y, conv_reference(x, weight, None, {}, []), rtol=1e-4, atol=1e-4)
     assert calls
+
+
+def _conv_relu_model(w: np.ndarray, b: np.ndarray) -> bytes:
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])],
+        "conv_relu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, w.shape[1], 16, 15])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, w.shape[0], 16, 15])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@needs_jit
+def test_constant_weight_is_transformed_once_at_prepare(monkeypatch):
+    """A constant weight's transform is made when the session prepares (counted with its
+    constants) and every run reuses it: no weight transform in a run, outputs still right."""
+    x, w, b = _data((2, 6, 16, 15), (8, 6, 3, 3), True)
+    session = Session(load_model(_conv_relu_model(w, b))).prepare()
+    prepared = [s.constants["winograd_u"] for s in session._steps if "winograd_u" in s.constants]
+    assert len(prepared) == 1 and session.constant_bytes >= w.nbytes + b.nbytes + prepared[0].nbytes
+    transforms = []
+    real = jit_winograd.weights
+    monkeypatch.setattr(jit_winograd, "weights", lambda *a: (transforms.append(1), real(*a)))
+    for _ in range(2):
+        y = session.run({"x": x})["y"]
+        np.testing.assert_allclose(
+            y, conv_reference(x, w, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})]), rtol=1e-4, atol=1e-4
+        )
+    assert not transforms
+
+
+@needs_jit
+def test_unbound_weight_gets_no_prepared_transform():
+    x, w, b = _data((2, 6, 16, 15), (8, 6, 3, 3), True)
+    session = Session(load_model(_conv_relu_model(w, b)), unbound=["w"]).prepare()
+    assert not any(s.constants for s in session._steps)
+    weight = -w
+    session.set_shared_input("w", weight)
+    y = session.run({"x": x})["y"]
+    np.testing.assert_allclose(
+        y, conv_reference(x, weight, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})]), rtol=1e-4, atol=1e-4
+    )
