@@ -21,6 +21,7 @@ from runtime.constants import Constant, from_initializer, np_dtype
 from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
 from runtime.fuse import fold_batchnorm, fuse_conv_activation, fuse_erf_gelu, fuse_pointwise_conv_add
+from runtime.fuse_se import fuse_squeeze_excite
 from runtime.kernels import attributes_of
 from runtime.shapes import TensorType, bind_inputs, fill_unknown, infer, skeleton, type_of
 
@@ -28,7 +29,13 @@ DEFAULT_MAX_TENSOR_BYTES = 4 << 30
 MAX_FOLD_ROUNDS = 16  # each round may expose more constants (Shape -> Gather -> Reshape chains)
 
 
-FUSIONS = ("batchnorm_into_conv", "pointwise_conv_add", "gelu", "conv_activation")  # the keys of `Graph.fusions`
+FUSIONS = (
+    "batchnorm_into_conv",
+    "pointwise_conv_add",
+    "gelu",
+    "conv_activation",
+    "squeeze_excite",
+)  # the keys of `Graph.fusions`
 
 
 @dataclass(frozen=True)
@@ -151,12 +158,13 @@ def load_model(
         if fused:
             types = infer(skeleton(model, nodes, inputs, constants, named))
     fill_unknown(nodes, types, opset)
-    residual = gelus = activations = 0
+    residual = gelus = activations = excites = 0
     if fuse:
         # After typing: the fused node's output keeps the Add's type, the Conv's output goes.
         nodes, residual = fuse_pointwise_conv_add(nodes, constants, types, keep)
         nodes, gelus = fuse_erf_gelu(nodes, constants, types, keep)
         nodes, activations = fuse_conv_activation(nodes, constants, types, keep)
+        nodes, excites = fuse_squeeze_excite(nodes, constants, types, keep)
     types.update(inputs)
     loaded = _build(model, nodes, inputs, outputs, constants, types, opset, named, max_tensor_bytes, model_dir, folded)
     loaded.fusions = {
@@ -164,6 +172,7 @@ def load_model(
         "pointwise_conv_add": residual,
         "gelu": gelus,
         "conv_activation": activations,
+        "squeeze_excite": excites,
     }
     return loaded
 
