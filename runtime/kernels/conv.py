@@ -381,6 +381,14 @@ def convolve(
         if over == "columns":
             conv_columns(x, w, b, out, finish, Scratch(ws, "Conv"))
             return
+        if over == "rows" and _winograd(x, w, b, out, geo, group) and winograd.over_input(x, out):
+            spec = jit_conv.spec_of(finish)
+            scratch = Scratch(ws, "Conv")
+            winograd.conv_winograd(x, w, b, out, geo, scratch, spec or jit_conv.NO_ACTIVATION, winograd_u, over=True)
+            if spec is None and finish is not None:
+                for n in range(x.shape[0]):
+                    finish(out[n])
+            return
         if over == "rows":
             conv_rows(x, w, b, out, geo, finish, Scratch(ws, "Conv"))
             return
@@ -413,11 +421,7 @@ def convolve(
 
         conv_depthwise_rows(x, w, b, out, geo, Scratch(ws, "Conv"), epilogue)
         return
-    elif (
-        path in DENSE_ROUTES
-        and winograd.takes(geo, x.shape, w.shape, group, x.dtype)
-        and jit_conv.usable(x, w, out, *(() if b is None else (b,)))
-    ):
+    elif path in DENSE_ROUTES and _winograd(x, w, b, out, geo, group):
         spec = jit_conv.spec_of(finish)
         winograd.conv_winograd(x, w, b, out, geo, Scratch(ws, "Conv"), spec or jit_conv.NO_ACTIVATION, winograd_u)
         if spec is not None:
@@ -438,6 +442,13 @@ def convolve(
     if finish is not None:
         for n in range(batch):
             finish(out[n])
+
+
+def _winograd(x, w, b, out, geo: Geometry, group: int) -> bool:
+    """Whether this call runs by Winograd (`winograd.takes`, with arrays its loops take)."""
+    return winograd.takes(geo, x.shape, w.shape, group, x.dtype) and jit_conv.usable(
+        x, w, out, *(() if b is None else (b,))
+    )
 
 
 def _int32(meta) -> TensorMeta:

@@ -61,10 +61,12 @@ def _store_gt(u, i, k, c, a, b, d, half):  # type: ignore[no-untyped-def]
     u[i * 4 + 3, k, c] = d
 
 
-def _inputs(x, v, zeros, t0, nt, tiles_w, ph, pw):  # type: ignore[no-untyped-def]
+def _inputs(x, v, zeros, saved, first_saved, t0, nt, tiles_w, ph, pw):  # type: ignore[no-untyped-def]
     """v (16, C, nt) = B^T d B for tiles [t0, t0 + nt), whole rows of `tiles_w` tiles, of
     image x (C, H, W); tile (ty, tx) reads rows 2ty - ph.. and columns 2tx - pw.., zeros
-    outside the image (rows outside read `zeros`, a zero row at least W long)."""
+    outside the image (rows outside read `zeros`, a zero row at least W long). Rows
+    [first_saved, first_saved + len(saved)) are read from `saved` (S, C, W) instead: the rows
+    an output written over the image has already overwritten."""
     channels, height, width = x.shape
     first = t0 // tiles_w
     lo = min(tiles_w, (pw + 1) // 2)  # tiles [lo, hi) read no column outside the image
@@ -72,10 +74,10 @@ def _inputs(x, v, zeros, t0, nt, tiles_w, ph, pw):  # type: ignore[no-untyped-de
     for c in range(channels):
         for r in range(nt // tiles_w):
             y0 = (first + r) * 2 - ph
-            r0 = x[c, y0] if 0 <= y0 < height else zeros
-            r1 = x[c, y0 + 1] if 0 <= y0 + 1 < height else zeros
-            r2 = x[c, y0 + 2] if 0 <= y0 + 2 < height else zeros
-            r3 = x[c, y0 + 3] if 0 <= y0 + 3 < height else zeros
+            r0 = _row(x, c, y0, height, zeros, saved, first_saved)
+            r1 = _row(x, c, y0 + 1, height, zeros, saved, first_saved)
+            r2 = _row(x, c, y0 + 2, height, zeros, saved, first_saved)
+            r3 = _row(x, c, y0 + 3, height, zeros, saved, first_saved)
             base = r * tiles_w
             for tx in range(lo, hi):
                 q = tx * 2 - pw
@@ -90,6 +92,15 @@ def _inputs(x, v, zeros, t0, nt, tiles_w, ph, pw):  # type: ignore[no-untyped-de
                       _at(r1, q + 3, width), _at(r2, q, width), _at(r2, q + 1, width), _at(r2, q + 2, width),
                       _at(r2, q + 3, width), _at(r3, q, width), _at(r3, q + 1, width), _at(r3, q + 2, width),
                       _at(r3, q + 3, width))  # fmt: skip
+
+
+def _row(x, c, y, height, zeros, saved, first_saved):  # type: ignore[no-untyped-def]
+    """Row y of channel c: from `saved` when it holds it, zeros outside the image."""
+    if y < 0 or y >= height:
+        return zeros
+    if first_saved <= y < first_saved + saved.shape[0]:
+        return saved[y - first_saved, c]
+    return x[c, y]
 
 
 def _at(row, q, width):  # type: ignore[no-untyped-def]
@@ -143,6 +154,7 @@ def _outputs(m, y, t0, nt, tiles_w):  # type: ignore[no-untyped-def]
 
 if compiled(lambda: None) is not None:
     _store_gt = compiled(_store_gt, inline=True)  # type: ignore[assignment]
+    _row = compiled(_row, inline=True)  # type: ignore[assignment]
     _at = compiled(_at, inline=True)  # type: ignore[assignment]
     _tile = compiled(_tile, inline=True)  # type: ignore[assignment]
     weights = compiled(_weights)
@@ -167,5 +179,5 @@ def warm() -> None:
     image_ro = image.view()
     image_ro.flags.writeable = False
     for plane in (image, image_ro):
-        inputs(plane, u, np.zeros(2, DTYPE), 0, 1, 1, 1, 1)
+        inputs(plane, u, np.zeros(2, DTYPE), np.zeros((0, 1, 2), DTYPE), -1, 0, 1, 1, 1, 1)
     outputs(u, np.zeros((1, 2, 2), DTYPE), 0, 1, 1)

@@ -75,14 +75,22 @@ def _planes(flat: np.ndarray, rows: int, cols: int) -> np.ndarray:
     return flat[: POSITIONS * stride].reshape(POSITIONS, stride)[:, : rows * cols].reshape(POSITIONS, rows, cols)
 
 
+def _saved_rows(geo: Geometry) -> int:
+    """Input rows a band over its image overwrites before the next band reads them: its top pad."""
+    return max(0, min(2, geo.begin[0]))
+
+
 def layout(x_shape, w_shape, geo: Geometry, with_weights: bool = True) -> list[tuple[tuple[int, ...], np.dtype]]:
-    """Workspace blocks: U (unless prepared), then a band's V and M."""
+    """Workspace blocks: U (unless prepared), a zero row, the rows saved aside when over the
+    input, then a band's V and M."""
     channels, filters = x_shape[1], w_shape[0]
     band = _band_tile_rows(x_shape, w_shape, geo) * _tiles(geo)[1]
     dtype: np.dtype = jit_winograd.DTYPE
     zeros: tuple[tuple[int, ...], np.dtype] = ((x_shape[3],), dtype)  # the row a tile reads above or below the image
+    saved = ((_saved_rows(geo), channels, x_shape[3]), dtype)  # rows an output over the image overwrote
     blocks: list[tuple[tuple[int, ...], np.dtype]] = [
         zeros,
+        saved,
         ((POSITIONS * _stride(channels * band),), dtype),
         ((POSITIONS * _stride(filters * band),), dtype),
     ]
@@ -97,9 +105,20 @@ def prepared_weights(w: np.ndarray) -> np.ndarray:
     return u
 
 
-def conv_winograd(x, w, b, out, geo: Geometry, scratch: Scratch, spec, u: np.ndarray | None = None) -> None:
+def over_input(x: np.ndarray, out: np.ndarray) -> bool:
+    """Whether `conv_winograd` may run with `out` over `x`: same shape (filters as many as
+    channels) and first byte, so that a band's output rows overwrite only the same rows of
+    the same image, which the next band reads from the workspace (`over=True`)."""
+    return x.shape == out.shape and bool(x.ctypes.data == out.ctypes.data)
+
+
+def conv_winograd(
+    x, w, b, out, geo: Geometry, scratch: Scratch, spec, u: np.ndarray | None = None, over: bool = False
+) -> None:
     """Conv of `x` by `w` (+ `b`, then activation `spec`) into `out`, x and out C-contiguous
-    float32; `u` the weight's prepared transform or None (then made into the workspace)."""
+    float32; `u` the weight's prepared transform or None (then made into the workspace). With
+    `over` (`over_input`), out is x's memory: before a band writes its output rows, the input
+    rows the next band reads among them (its top pad's worth) are copied aside."""
     assert jit_winograd.weights is not None and jit_winograd.inputs is not None and jit_winograd.outputs is not None
     blocks = layout(x.shape, w.shape, geo, with_weights=u is None)
     if u is None:
@@ -107,22 +126,29 @@ def conv_winograd(x, w, b, out, geo: Geometry, scratch: Scratch, spec, u: np.nda
         jit_winograd.weights(w, u)
     zeros = scratch.take(*blocks[0])
     zeros.fill(0.0)
-    v_all, m_all = (scratch.take(shape, dtype) for shape, dtype in blocks[1:])
+    saved = scratch.take(*blocks[1])
+    v_all, m_all = (scratch.take(shape, dtype) for shape, dtype in blocks[2:])
     channels = x.shape[1]
     tiles_h, tiles_w = _tiles(geo)
     band_rows = _band_tile_rows(x.shape, w.shape, geo)
     filters, out_h, out_w = out.shape[1:]
     tile = jit_winograd.TILE
     ph, pw = geo.begin
+    height = x.shape[2]
     for n in range(x.shape[0]):
         image = out[n]
         flat = image.reshape(filters, -1)
+        first_saved, held = -1, saved[:0]
         for row in range(0, tiles_h, band_rows):
             rows = min(band_rows, tiles_h - row)
             t0, nt = row * tiles_w, rows * tiles_w
             # (16, ., nt) views with contiguous planes: the last, shorter band too
             v, m = _planes(v_all, channels, nt), _planes(m_all, filters, nt)
-            jit_winograd.inputs(x[n], v, zeros, t0, nt, tiles_w, ph, pw)
+            jit_winograd.inputs(x[n], v, zeros, held, first_saved, t0, nt, tiles_w, ph, pw)
+            if over:
+                first_saved = (row + rows) * tile - ph
+                held = saved[: max(0, min(saved.shape[0], height - first_saved))]
+                np.copyto(held, x[n, :, first_saved : first_saved + held.shape[0]].transpose(1, 0, 2))
             np.matmul(u, v, out=m)
             jit_winograd.outputs(m, image, t0, nt, tiles_w)
             start, stop = row * tile * out_w, min(out_h, (row + rows) * tile) * out_w
