@@ -6,16 +6,19 @@ that tap (i, j) of every output pixel reads one sub-plane at a constant offset f
 output's position: output (oy, ox) is position p = oy * wq + ox of a plane `wq` wide, and
 tap (i, j) reads sub-plane (i dh mod sh, j dw mod sw) at p + (i dh div sh) wq + (j dw div sw).
 No tap needs a bounds check and every tap is one long contiguous multiply-add, vectorised:
-the output is summed `TILE` positions at a time into an accumulator (in L1), the bias
-first, then each tap; the tile's output rows then go through the fused activation
-(`runtime.kernels.jit_activation`) into the output. The spare columns of each row (`wq` is
-at least the output's width plus the filter's reach) and of the last tile are computed and
-never stored; the sub-planes' pads are zeroed once per call, only the image is written per
-channel.
+the output is summed a tile of whole output rows at a time (about `TILE` positions, at least
+one row) into an accumulator (in L1), the bias first, then each tap (a 3x3 filter's nine in one
+pass, a 5x5 filter's five per kernel row); the tile's rows then go through the fused
+activation (`runtime.kernels.jit_activation`) into the output. The spare columns of each row
+(`wq` is at least the output's width plus the filter's reach) are computed and never stored;
+the sub-planes' pads are zeroed once per call, only the image is written per channel, its rows
+placed by counters (a division per row cost as much as copying a 14-wide row).
 
 Many channels over a small output (7 wide) run channels-last instead (`channels_last`): the
-padded image and the taps copied into (H, W, C) scratch, each tap one vector loop over the
-channels of an output pixel, each output row activated in one loop and stored back planar.
+padded image copied into (H, W, C) scratch four pixels by `CB` channels at a time (the planes'
+lines stay in L1), the taps and bias into rows of C; two output pixels per pass, each a vector
+loop over the channels that loads each tap once for both sums (3x3 in one pass, 5x5 one per
+kernel row); the whole image's sums activated in one loop and transposed back the same way.
 
 Over its own input (`runtime.kernels.planes`: the output starts at the input's first byte,
 each plane no larger than the input's), output plane c covers only input planes up to c,
@@ -348,7 +351,6 @@ def _channels_last(x, w, b, has_bias, out, image, taps, sums, sh, sw, dh, dw, to
                 pixel[c] = np.float32(0.0)
     for n in range(batch):
         # The whole image is read before any output is written (over its own input: `direct`).
-        xn, on = x[n].reshape(-1), out[n].reshape(-1)
         # Transposed CB channels by four pixels at a time: four contiguous stores per channel
         # read, the CB planes' lines staying in L1 across the row.
         for c0 in range(0, channels, CB):
@@ -359,8 +361,8 @@ def _channels_last(x, w, b, has_bias, out, image, taps, sums, sh, sw, dh, dw, to
                 while xx + 4 <= width:
                     d0, d1, d2, d3 = line[left + xx], line[left + xx + 1], line[left + xx + 2], line[left + xx + 3]
                     for c in range(c0, c1):
-                        q = (c * height + y) * width + xx
-                        d0[c], d1[c], d2[c], d3[c] = xn[q], xn[q + 1], xn[q + 2], xn[q + 3]
+                        d0[c], d1[c] = x[n, c, y, xx], x[n, c, y, xx + 1]
+                        d2[c], d3[c] = x[n, c, y, xx + 2], x[n, c, y, xx + 3]
                     xx += 4
                 for q in range(xx, width):
                     d = line[left + q]
@@ -388,28 +390,29 @@ def _channels_last(x, w, b, has_bias, out, image, taps, sums, sh, sw, dh, dw, to
                 _pixel(image, taps, bias, sums[oy * out_w + ox], oy * sh, ox * sw, dh, dw, k_h, k_w)
         activate(sums.reshape(-1), code, a0, a1)
         # Back to planes CB channels by four pixels at a time, as the image came in.
-        pixels = out_h * out_w
         for c0 in range(0, channels, CB):
             c1 = min(c0 + CB, channels)
-            p = 0
-            while p + 4 <= pixels:
-                s0, s1, s2, s3 = sums[p], sums[p + 1], sums[p + 2], sums[p + 3]
-                for c in range(c0, c1):
-                    q = c * pixels + p
-                    on[q], on[q + 1], on[q + 2], on[q + 3] = s0[c], s1[c], s2[c], s3[c]
-                p += 4
-            for q in range(p, pixels):
-                s = sums[q]
-                for c in range(c0, c1):
-                    out[n, c, q // out_w, q % out_w] = s[c]
+            for oy in range(out_h):
+                line = sums[oy * out_w : (oy + 1) * out_w]
+                ox = 0
+                while ox + 4 <= out_w:
+                    s0, s1, s2, s3 = line[ox], line[ox + 1], line[ox + 2], line[ox + 3]
+                    for c in range(c0, c1):
+                        out[n, c, oy, ox], out[n, c, oy, ox + 1] = s0[c], s1[c]
+                        out[n, c, oy, ox + 2], out[n, c, oy, ox + 3] = s2[c], s3[c]
+                    ox += 4
+                for q in range(ox, out_w):
+                    s = line[q]
+                    for c in range(c0, c1):
+                        out[n, c, oy, q] = s[c]
 
 
 channels_last = compiled(_channels_last) if activate is not None else None
 
 
 def channels_last_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
-    """Workspace blocks of `conv_channels_last`: the padded image and the taps channels-last,
-    and one output row's sums (every pixel's channels contiguous)."""
+    """Workspace blocks of `conv_channels_last`: the padded image, the taps and bias, channels-last,
+    and the output's sums (every pixel's channels contiguous)."""
     dtype, channels = np.dtype(dtype), x_shape[1]
     (top, left), (bottom, right) = geo.begin, geo.end
     rows = max(top + x_shape[2] + bottom, (geo.out[0] - 1) * geo.strides[0] + geo.extent[0])

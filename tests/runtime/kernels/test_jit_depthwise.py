@@ -143,6 +143,59 @@ def test_the_channels_last_loop_matches_the_reference(act, nodes, special):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}")
 
 
+# (spatial, kernel, strides, dilations, pads): each specialisation of the two loops. The flat
+# loop: 3x3 in one pass, 5x5 one pass per kernel row, other kernels tap by tap; stride-2 rows
+# split into their two parities, larger strides column by column; tiles of several short rows,
+# one row per tile, a row wider than a tile. Channels-last: pixel pairs and an odd last pixel,
+# 3x3 and 5x5 passes and other kernels, 70 channels (a block of 64 and a rest), widths not a
+# multiple of the four pixels transposed at a time.
+GEOMETRIES = [
+    ((13, 15), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    ((14, 17), (3, 3), (2, 2), (1, 1), (0, 1, 1, 0)),
+    ((9, 10), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),
+    ((15, 14), (5, 5), (2, 2), (1, 1), (2, 1, 2, 2)),
+    ((12, 13), (3, 3), (1, 1), (2, 2), (2, 2, 2, 2)),
+    ((16, 11), (5, 5), (1, 2), (2, 1), (4, 2, 3, 1)),
+    ((10, 9), (4, 2), (1, 3), (1, 1), (1, 0, 2, 1)),
+    ((11, 12), (7, 7), (1, 1), (1, 1), (3, 3, 3, 3)),
+    ((8, 9), (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),
+    ((40, 70), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
+    ((6, 600), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),
+    ((33, 66), (3, 3), (3, 3), (1, 1), (1, 2, 0, 1)),
+]
+GEOMETRY_IDS = ["3x3", "3x3-s2-asym", "5x5", "5x5-s2", "3x3-d2", "5x5-s12-d21", "4x2-s13", "7x7", "1x1",
+                "3x3-wide", "5x5-wider-than-a-tile", "3x3-s3"]  # fmt: skip
+
+
+@needs_jit
+@pytest.mark.parametrize("loop", ["flat", "channels_last"])
+@pytest.mark.parametrize(("act", "nodes"), ACTS, ids=ACT_IDS)
+@pytest.mark.parametrize(("spatial", "kernel", "strides", "dilations", "pads"), GEOMETRIES, ids=GEOMETRY_IDS)
+def test_each_specialisation_of_both_loops_matches_the_reference(spatial, kernel, strides, dilations, pads, act,
+                                                                  nodes, loop):  # fmt: skip
+    rng = np.random.default_rng(sum(spatial) + 7 * kernel[0] + kernel[1])
+    c = 70 if loop == "channels_last" else 5
+    attrs = {"kernel_shape": list(kernel), "strides": list(strides), "dilations": list(dilations), "pads": list(pads)}
+    for bias in (True, False):
+        x = rng.standard_normal((2, c, *spatial)).astype(np.float32) * 3
+        w = rng.standard_normal((c, 1, *kernel)).astype(np.float32)
+        b = rng.standard_normal(c).astype(np.float32) if bias else None
+        want = _reference(x, w, b, attrs, nodes)
+        geo = window_geometry(x.shape, want.shape, kernel, "NOTSET", list(pads), list(strides), list(dilations))
+        bounds = {k: v for k, v in act.items() if k != "activation"}
+        spec = jit_activation.spec(act.get("activation", ""), **bounds)
+        got = np.full(want.shape, np.nan, np.float32)
+        if loop == "flat":
+            layout = jit_depthwise.compiled_layout(x.shape, geo, np.float32)
+            subs, acc = (np.full(shape, np.nan, np.float32) for shape, _ in layout)
+            jit_depthwise.conv_depthwise_compiled(x, w, b, got, geo, subs, acc, spec)
+        else:
+            layout = channels_last_layout(x.shape, geo, np.float32)
+            image, taps, sums = (np.full(shape, np.nan, np.float32) for shape, _ in layout)
+            jit_depthwise.conv_channels_last(x, w, b, got, geo, image, taps, sums, spec)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"bias {bias}")
+
+
 OVER = [  # (spatial, kernel, attrs): outputs the compiled loop takes, smaller and equal
     ((28, 30), 3, {"strides": [1, 1], "pads": [1, 1, 1, 1]}),
     ((56, 57), 3, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
