@@ -77,10 +77,11 @@ def se_model(
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _compiled_calls(monkeypatch) -> list[int]:
-    """Counts calls of the compiled loop (skips when compiled loops are off)."""
+def _compiled_calls(monkeypatch) -> list[int] | None:
+    """Counts calls of the compiled loop; None when compiled loops are off (no numba, or
+    MEMPLAN_JIT=0: the cases still run, on numpy's route)."""
     if squeeze_excite._se is None:
-        pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
+        return None
     calls: list[int] = []
     loop = squeeze_excite._se
 
@@ -120,7 +121,7 @@ def test_block_fused_matches_the_oracles_compiled(monkeypatch, squeeze, gate, sw
     assert graph.fusions["squeeze_excite"] == 1
     assert ("SqueezeExcite", MEMPLAN_DOMAIN) in _ops(graph)
     assert not {"p", "s", "s_conv", "g", "g_conv"} & set(graph.tensors)
-    assert calls, "the compiled loop did not run"
+    assert calls is None or calls, "the compiled loop did not run"
 
 
 @pytest.mark.parametrize("gate", GATES)

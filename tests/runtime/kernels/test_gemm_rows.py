@@ -54,9 +54,11 @@ def _check(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-5, atol=1e-5)
 
 
-def _counted(monkeypatch) -> list[str]:
+def _counted(monkeypatch) -> list[str] | None:
+    """The names of the compiled loops called from now on; None when compiled loops are off
+    (no numba, or MEMPLAN_JIT=0: the cases still run, on numpy's route)."""
     if matmul._rows_dot is None:
-        pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
+        return None
     matmul._warm()  # compiled before counting: a session's prepare does it once per process
     calls: list[str] = []
     for name in ("_rows_dot", "_rows_axpy"):
@@ -83,6 +85,8 @@ def test_few_rows_match_onnx_reference(monkeypatch, m, trans_a, trans_b, alpha, 
     _check(*gemm_model(m, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta, bias=bias))
     takes_bias = bias in ("none", "scalar", "one", "row", "row2d") or beta == 0.0 or m == 1
     contiguous_a = not trans_a or m == 1
+    if calls is None:
+        return
     if takes_bias and contiguous_a:
         assert calls == ["_rows_dot" if trans_b else "_rows_axpy"]
     else:
@@ -101,20 +105,20 @@ def test_numpy_route_matches_onnx_reference(monkeypatch, trans_b, bias):
 def test_b_as_a_graph_input(monkeypatch, trans_b):
     calls = _counted(monkeypatch)
     _check(*gemm_model(1, trans_a=0, trans_b=trans_b, alpha=1.0, beta=1.0, bias="row", b_constant=False))
-    assert len(calls) == 1
+    assert calls is None or len(calls) == 1
 
 
 def test_more_rows_than_the_loop_takes_go_to_blas(monkeypatch):
     calls = _counted(monkeypatch)
     _check(*gemm_model(matmul.FEW_ROWS + 1, trans_a=0, trans_b=1, alpha=1.0, beta=1.0, bias="row"))
     _check(*gemm_model(matmul.FEW_ROWS, trans_a=0, trans_b=1, alpha=1.0, beta=1.0, bias="row"))
-    assert len(calls) == 1
+    assert calls is None or len(calls) == 1
 
 
 def test_double_stays_on_numpy(monkeypatch):
     calls = _counted(monkeypatch)
     _check(*gemm_model(1, trans_a=0, trans_b=1, alpha=1.0, beta=1.0, bias="row", elem=TensorProto.DOUBLE))
-    assert calls == []
+    assert not calls
 
 
 def test_special_values_pass_through():
