@@ -212,9 +212,9 @@ def machine() -> str:
         blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]["name"]
     except Exception:
         blas = "unknown BLAS"
-    from runtime.kernels import jit_activation
+    from planner import jit as compiled_loops
 
-    jit = f"on (numba {jit_activation.numba.__version__})" if jit_activation.ENABLED else "off (numpy routes only)"
+    jit = f"on (numba {compiled_loops.numba.__version__})" if compiled_loops.ENABLED else "off (numpy routes only)"
     return (
         f"{cpu}, {os.cpu_count()} logical CPUs (shared), {platform.system()} {platform.machine()}; Python "
         f"{platform.python_version()}, numpy {np.__version__} ({blas}), onnxruntime {ort.__version__}; "
