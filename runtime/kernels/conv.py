@@ -381,7 +381,7 @@ def convolve(
         if over == "columns":
             conv_columns(x, w, b, out, finish, Scratch(ws, "Conv"))
             return
-        if over == "rows" and _winograd(x, w, b, out, geo, group) and winograd.over_input(x, out):
+        if over == "rows" and _winograd(x, w, b, out, geo, group, winograd_u) and winograd.over_input(x, out):
             spec = jit_conv.spec_of(finish)
             scratch = Scratch(ws, "Conv")
             winograd.conv_winograd(x, w, b, out, geo, scratch, spec or jit_conv.NO_ACTIVATION, winograd_u, over=True)
@@ -421,7 +421,7 @@ def convolve(
 
         conv_depthwise_rows(x, w, b, out, geo, Scratch(ws, "Conv"), epilogue)
         return
-    elif path in DENSE_ROUTES and _winograd(x, w, b, out, geo, group):
+    elif path in DENSE_ROUTES and _winograd(x, w, b, out, geo, group, winograd_u):
         spec = jit_conv.spec_of(finish)
         winograd.conv_winograd(x, w, b, out, geo, Scratch(ws, "Conv"), spec or jit_conv.NO_ACTIVATION, winograd_u)
         if spec is not None:
@@ -444,10 +444,13 @@ def convolve(
             finish(out[n])
 
 
-def _winograd(x, w, b, out, geo: Geometry, group: int) -> bool:
-    """Whether this call runs by Winograd (`winograd.takes`, with arrays its loops take)."""
-    return winograd.takes(geo, x.shape, w.shape, group, x.dtype) and jit_conv.usable(
-        x, w, out, *(() if b is None else (b,))
+def _winograd(x, w, b, out, geo: Geometry, group: int, u) -> bool:
+    """Whether this call runs by Winograd (`winograd.takes`, with arrays its loops take, and
+    the weight prepared or small enough to transform per call)."""
+    return (
+        winograd.takes(geo, x.shape, w.shape, group, x.dtype)
+        and (u is not None or winograd.per_call(w.shape))
+        and jit_conv.usable(x, w, out, *(() if b is None else (b,)))
     )
 
 

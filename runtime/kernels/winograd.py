@@ -32,6 +32,10 @@ from runtime.kernels.window import Geometry
 # 512 at 7x7 loses, 5.1 against 3.2: 16 tiles make 16 thin sgemms).
 MIN_PIXELS = 14 * 14
 POSITIONS = jit_winograd.ALPHA * jit_winograd.ALPHA
+# Transformed weights (16 K C floats) up to this size are made per call in the workspace (any
+# weight); larger ones only at prepare, for a constant weight (`prepared_weights`): 512 by 512
+# channels would add 16 MB to the arena (crnn_ocr's 6.8 -> 23.5 MB) for a per-call transform.
+WEIGHTS_PER_CALL_BYTES = 2 << 20
 
 
 def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
@@ -80,9 +84,16 @@ def _saved_rows(geo: Geometry) -> int:
     return max(0, min(2, geo.begin[0]))
 
 
-def layout(x_shape, w_shape, geo: Geometry, with_weights: bool = True) -> list[tuple[tuple[int, ...], np.dtype]]:
-    """Workspace blocks: U (unless prepared), a zero row, the rows saved aside when over the
-    input, then a band's V and M."""
+def per_call(w_shape) -> bool:
+    """Whether a weight of this shape may be transformed per call (into the workspace)."""
+    return POSITIONS * w_shape[0] * w_shape[1] * jit_winograd.DTYPE.itemsize <= WEIGHTS_PER_CALL_BYTES
+
+
+def layout(x_shape, w_shape, geo: Geometry, with_weights: bool | None = None) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Workspace blocks: U (when made per call: by default as `per_call` says), a zero row,
+    the rows saved aside when over the input, then a band's V and M."""
+    if with_weights is None:
+        with_weights = per_call(w_shape)
     channels, filters = x_shape[1], w_shape[0]
     band = _band_tile_rows(x_shape, w_shape, geo) * _tiles(geo)[1]
     dtype: np.dtype = jit_winograd.DTYPE
@@ -118,7 +129,8 @@ def conv_winograd(
     """Conv of `x` by `w` (+ `b`, then activation `spec`) into `out`, x and out C-contiguous
     float32; `u` the weight's prepared transform or None (then made into the workspace). With
     `over` (`over_input`), out is x's memory: before a band writes its output rows, the input
-    rows the next band reads among them (its top pad's worth) are copied aside."""
+    rows the next band reads among them (its top pad's worth) are copied aside. Without `u`
+    the weight must be `per_call`."""
     assert jit_winograd.weights is not None and jit_winograd.inputs is not None and jit_winograd.outputs is not None
     blocks = layout(x.shape, w.shape, geo, with_weights=u is None)
     if u is None:

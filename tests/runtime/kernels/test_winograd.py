@@ -220,3 +220,18 @@ def test_over_its_own_input_matches_the_conv_reference(shape, pads, act, nodes, 
     _call("ConvAct" if act else "Conv", view_x, w, b, out, {**attrs, **act})
     assert calls
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+@needs_jit
+@pytest.mark.parametrize("unbound", [False, True], ids=["constant", "unbound"])
+def test_weight_too_large_for_the_workspace_takes_winograd_only_when_prepared(unbound, calls, monkeypatch):
+    """Weights whose transform is not made per call (`winograd.per_call`): a constant one
+    runs by Winograd from its prepared transform, a shared one by im2col; both right."""
+    monkeypatch.setattr(winograd, "WEIGHTS_PER_CALL_BYTES", 0)
+    x, w, b = _data((2, 6, 16, 15), (8, 6, 3, 3), True)
+    session = Session(load_model(_conv_relu_model(w, b)), unbound=["w"] if unbound else ()).prepare()
+    if unbound:
+        session.set_shared_input("w", w)
+    y = session.run({"x": x})["y"]
+    np.testing.assert_allclose(y, conv_reference(x, w, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})]), rtol=1e-4, atol=1e-4)
+    assert bool(calls) is not unbound
