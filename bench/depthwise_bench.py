@@ -171,6 +171,8 @@ def bench_shape(shape: tuple, repeat: int, calls: int) -> tuple[float, float, bo
 
 def section(rows: list, args) -> str:
     lines = [
+        "## Depthwise Conv per shape, against onnxruntime",
+        "",
         f"`python bench/depthwise_bench.py --repeat {args.repeat} --calls {args.calls}`: each distinct depthwise "
         f"Conv of {', '.join(MODELS)} with its fused activation, memplan's kernel against onnxruntime running "
         "Conv + activation at one thread, the fastest of the repeats, CPU time per call (us).",
