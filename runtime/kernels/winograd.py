@@ -31,6 +31,10 @@ from runtime.kernels.window import Geometry
 # 2.0 ms against im2col's 2.9, 128 at 28x28 1.7 against 2.7, 256 at 14x14 2.0 against 2.7;
 # 512 at 7x7 loses, 5.1 against 3.2: 16 tiles make 16 thin sgemms).
 MIN_PIXELS = 14 * 14
+# Input channels below which im2col wins: each of the 16 matmuls is then only that deep
+# (crnn_ocr's first conv, 3 channels to 64 over 48 x 320: 1.75 ms against im2col's 1.20;
+# 16 channels to 32 over the same map: 1.87 against 2.13).
+MIN_CHANNELS = 16
 POSITIONS = jit_winograd.ALPHA * jit_winograd.ALPHA
 # Transformed weights (16 K C floats) up to this size are made per call in the workspace (any
 # weight); larger ones only at prepare, for a constant weight (`prepared_weights`): 512 by 512
@@ -40,7 +44,8 @@ WEIGHTS_PER_CALL_BYTES = 2 << 20
 
 def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
     """Whether a Conv of this geometry runs by Winograd: compiled loops on, float32, 2-D 3x3,
-    stride 1, dilation 1, ungrouped, on a map of at least `MIN_PIXELS` output pixels."""
+    stride 1, dilation 1, ungrouped, on a map of at least `MIN_PIXELS` output pixels from at
+    least `MIN_CHANNELS` channels."""
     return (
         jit_winograd.inputs is not None
         and np.dtype(dtype) == jit_winograd.DTYPE
@@ -50,6 +55,7 @@ def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
         and geo.dilations == (1, 1)
         and len(x_shape) == 4
         and math.prod(geo.out) >= MIN_PIXELS
+        and x_shape[1] >= MIN_CHANNELS
     )
 
 

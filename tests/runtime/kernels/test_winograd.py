@@ -44,6 +44,7 @@ SHAPE_IDS = [
 def calls(monkeypatch):
     """Every map takes Winograd (not only large ones); counts the calls of the real route."""
     monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
     count = []
     real = winograd.conv_winograd
 
@@ -96,8 +97,9 @@ def test_large_map_takes_winograd_by_default_in_bands(monkeypatch):
     calls = []
     real = winograd.conv_winograd
     monkeypatch.setattr(winograd, "conv_winograd", lambda *a, **k: (calls.append(1), real(*a, **k)))
-    monkeypatch.setattr(winograd.window, "IM2COL_BLOCK_BYTES", 2 * 16 * (8 + 8) * 15 * 4 * 4)
-    x, w, b = _data((2, 8, 30, 29), (8, 8, 3, 3), True)
+    # bands of 2 of the 15 tile rows (the budget halved, 16 positions x 32 channels x 15 tiles)
+    monkeypatch.setattr(winograd.window, "IM2COL_BLOCK_BYTES", 2 * 2 * 16 * (16 + 16) * 15 * 4)
+    x, w, b = _data((2, 16, 30, 29), (16, 16, 3, 3), True)
     attrs = {"pads": [1, 1, 1, 1]}
     want = conv_reference(x, w, b, attrs, [("Relu", {})])
     got = np.full(want.shape, np.nan, np.float32)
@@ -170,7 +172,7 @@ def _conv_relu_model(w: np.ndarray, b: np.ndarray) -> bytes:
 
 
 @needs_jit
-def test_constant_weight_is_transformed_once_at_prepare(monkeypatch):
+def test_constant_weight_is_transformed_once_at_prepare(calls, monkeypatch):
     """A constant weight's transform is made when the session prepares (counted with its
     constants) and every run reuses it: no weight transform in a run, outputs still right."""
     x, w, b = _data((2, 6, 16, 15), (8, 6, 3, 3), True)
@@ -189,7 +191,7 @@ def test_constant_weight_is_transformed_once_at_prepare(monkeypatch):
 
 
 @needs_jit
-def test_unbound_weight_gets_no_prepared_transform():
+def test_unbound_weight_gets_no_prepared_transform(calls):
     x, w, b = _data((2, 6, 16, 15), (8, 6, 3, 3), True)
     session = Session(load_model(_conv_relu_model(w, b)), unbound=["w"]).prepare()
     assert not any(s.constants for s in session._steps)
@@ -199,6 +201,7 @@ def test_unbound_weight_gets_no_prepared_transform():
     np.testing.assert_allclose(
         y, conv_reference(x, weight, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})]), rtol=1e-4, atol=1e-4
     )
+    assert calls  # transformed per call
 
 
 @needs_jit
