@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import runtime
-from runtime.kernels import MEMPLAN_DOMAIN, squeeze_excite
+from runtime.kernels import MEMPLAN_DOMAIN, get_kernel, squeeze_excite, supported_ops
 from runtime.oracle import oracle_outputs
 
 RNG = np.random.default_rng(41)
@@ -197,3 +197,8 @@ def test_little_beside_the_arena():
 def test_an_activation_the_kernel_does_not_take_is_named():
     with pytest.raises(ValueError, match="Gelu.*accepted"):
         squeeze_excite._activations(np.dtype(np.float32), "Gelu", "Sigmoid", (0.0,) * 8)
+
+
+def test_squeeze_excite_is_memplans_own_op_not_an_onnx_one():
+    assert "SqueezeExcite" not in supported_ops() and get_kernel("SqueezeExcite") is None
+    assert get_kernel("SqueezeExcite", MEMPLAN_DOMAIN) is not None
