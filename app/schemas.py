@@ -32,7 +32,10 @@ class MemoryRequest(BaseModel):
     )
     fuse: bool = Field(
         default=DEFAULT_MEMORY.fuse,
-        description="load-time fusions: BatchNorm into Conv, a 1x1 Conv with its residual Add, the exact GELU",
+        description=(
+            "load-time fusions: BatchNorm into Conv, a 1x1 Conv with its residual Add, the exact GELU, "
+            "a Conv with its activation, a squeeze-and-excitation block"
+        ),
     )
 
     def memory(self) -> MemoryOptions:

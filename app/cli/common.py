@@ -98,7 +98,13 @@ InplaceSwitch = Annotated[
 ]
 ConcatSwitch = Annotated[str, typer.Option(help="Concat's producers write straight into their slices: on|off.")]
 FuseSwitch = Annotated[
-    str, typer.Option(help="Fuse BatchNorm into Conv, a 1x1 Conv with its residual Add, the exact GELU: on|off.")
+    str,
+    typer.Option(
+        help=(
+            "Fuse BatchNorm into Conv, a 1x1 Conv with its residual Add, the exact GELU, a Conv with its "
+            "activation, a squeeze-and-excitation block: on|off."
+        )
+    ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
