@@ -123,10 +123,13 @@ def prepared_weights(w: np.ndarray) -> np.ndarray:
 
 
 def over_input(x: np.ndarray, out: np.ndarray) -> bool:
-    """Whether `conv_winograd` may run with `out` over `x`: same shape (filters as many as
-    channels) and first byte, so that a band's output rows overwrite only the same rows of
-    the same image, which the next band reads from the workspace (`over=True`)."""
-    return x.shape == out.shape and bool(x.ctypes.data == out.ctypes.data)
+    """Whether `conv_winograd` may run with `out` over `x`: same map size and first byte, and
+    one image or as many filters as channels, so that output row y of filter k lands on input
+    row y of channel k of the same image (or past the image): a band's output rows overwrite
+    only input rows of that band and the rows above it, which the next band reads from the
+    workspace (`over=True`)."""
+    same_image = x.shape[0] == 1 or x.shape[1] == out.shape[1]
+    return x.shape[2:] == out.shape[2:] and same_image and bool(x.ctypes.data == out.ctypes.data)
 
 
 def conv_winograd(

@@ -208,17 +208,21 @@ def test_unbound_weight_gets_no_prepared_transform(calls):
 @pytest.mark.parametrize(
     "pads", [[1, 1, 1, 1], [2, 0, 0, 2], [0, 2, 2, 0], [1, 0, 1, 2]], ids=["1", "top2", "bottom2", "mixed"]
 )
-@pytest.mark.parametrize("shape", [(1, 6, 13, 11), (2, 6, 12, 9)], ids=["odd", "even-batch2"])
+@pytest.mark.parametrize(
+    ("shape", "filters"),
+    [((1, 6, 13, 11), 6), ((2, 6, 12, 9), 6), ((1, 6, 12, 9), 9), ((1, 7, 11, 10), 4)],
+    ids=["odd", "even-batch2", "more-filters", "fewer-filters"],
+)
 @pytest.mark.parametrize(("act", "nodes"), CONV_ACTS[:2] + CONV_ACTS[-1:], ids=CONV_ACT_IDS[:2] + CONV_ACT_IDS[-1:])
-def test_over_its_own_input_matches_the_conv_reference(shape, pads, act, nodes, calls, monkeypatch):
+def test_over_its_own_input_matches_the_conv_reference(shape, filters, pads, act, nodes, calls, monkeypatch):
     """Output from the input's first byte (as planned over a dying input): bands of one or two
     tile rows, so that each band overwrites rows the next one reads (saved aside first)."""
-    x, w, b = _data(shape, (shape[1], shape[1], 3, 3), True)
+    x, w, b = _data(shape, (filters, shape[1], 3, 3), True)
     attrs = {"pads": pads}
     want = conv_reference(x, w, b, attrs, nodes)
-    block = np.zeros(x.size, np.float32)
-    block[:] = x.reshape(-1)
-    view_x, out = block.reshape(x.shape), block.reshape(want.shape)
+    block = np.zeros(max(x.size, want.size), np.float32)
+    block[: x.size] = x.reshape(-1)
+    view_x, out = block[: x.size].reshape(x.shape), block[: want.size].reshape(want.shape)
     monkeypatch.setattr(winograd.window, "IM2COL_BLOCK_BYTES", 2 * 16 * 12 * 6 * 4 * 2)  # two tile rows a band
     _call("ConvAct" if act else "Conv", view_x, w, b, out, {**attrs, **act})
     assert calls
