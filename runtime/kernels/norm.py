@@ -114,7 +114,7 @@ def layer_normalization(x, scale, bias=None, *, out, ws=None, axis=-1, epsilon=1
     rows, cols = _layer_rows(x.shape, axis)
     stat = _stat_dtype(x.dtype)
     scratch = Scratch(ws, "LayerNormalization")
-    mean, inv_std, ones = scratch.take((rows, 1), stat), scratch.take((rows, 1), stat), scratch.take((cols, 1), stat)
+    mean, inv_std = scratch.take((rows, 1), stat), scratch.take((rows, 1), stat)
     x2, y2 = x.reshape(rows, cols), y.reshape(rows, cols)
     loop = jit_norm.prepared() if jit_norm.usable(x, y, scale, bias, cols) else None
     if loop is not None:
@@ -122,6 +122,7 @@ def layer_normalization(x, scale, bias=None, *, out, ws=None, axis=-1, epsilon=1
         flat_bias = flat_scale if bias is None else bias.reshape(cols)
         loop(x2, y2, flat_scale, flat_bias, bias is not None, mean[:, 0], inv_std[:, 0], float(epsilon))
     else:
+        ones = scratch.take((cols, 1), stat)
         _layer_norm_numpy(x2, y2, x, y, scale, bias, mean, inv_std, ones, epsilon)
     if len(out) > 1 and out[1] is not None:
         out[1][...] = mean.reshape(out[1].shape)
