@@ -233,26 +233,24 @@ if ENABLED:
         return _tanh(v)
 
 
+def _ordered(bits):  # type: ignore[no-untyped-def]
+    """The int32 whose order is the float32 order of the float with these bits (and back: the
+    map is its own inverse): negatives have their other 31 bits flipped. int32 throughout, as
+    numba widens int32 arithmetic to int64, which halves the vector lanes."""
+    return np.int32(bits ^ np.int32(np.int32(bits >> np.int32(31)) & np.int32(0x7FFFFFFF)))
+
+
 def _row_max(y):  # type: ignore[no-untyped-def]
-    """The largest of y (a row) in eight independent running maxima, which the processor
-    overlaps (one running maximum waits on each comparison: 2.5x slower on 197-wide rows). A
-    NaN is passed over here; the exponentials make its row NaN, as numpy's route does."""
-    n = y.size
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = y[0]
-    whole = n - n % 8
-    for i in range(0, whole, 8):
-        m0 = y[i] if y[i] > m0 else m0
-        m1 = y[i + 1] if y[i + 1] > m1 else m1
-        m2 = y[i + 2] if y[i + 2] > m2 else m2
-        m3 = y[i + 3] if y[i + 3] > m3 else m3
-        m4 = y[i + 4] if y[i + 4] > m4 else m4
-        m5 = y[i + 5] if y[i + 5] > m5 else m5
-        m6 = y[i + 6] if y[i + 6] > m6 else m6
-        m7 = y[i + 7] if y[i + 7] > m7 else m7
-    for i in range(whole, n):
-        m0 = y[i] if y[i] > m0 else m0
-    m0, m2, m4, m6 = max(m0, m1), max(m2, m3), max(m4, m5), max(m6, m7)
-    return max(max(m0, m2), max(m4, m6))
+    """The largest of y (a non-empty row) as the largest of its ordered integers
+    (`_ordered`), a reduction the compiler vectorises, where a float maximum stays one lane
+    wide without a no-NaN promise: 0.35x the time of eight running float maxima on 197-wide
+    rows. A NaN gives a NaN or a value of the row; either way the exponentials make its row
+    NaN, as numpy's route does."""
+    bits = y.view(np.int32)
+    top = np.int32(-2147483648)
+    for i in range(bits.size):
+        top = max(top, _ordered(bits[i]))
+    return float32_of_bits(_ordered(top))
 
 
 def _softmax_rows(src, dst, log):  # type: ignore[no-untyped-def]
@@ -306,6 +304,7 @@ def _softmax_rows_in_place(y2, log):  # type: ignore[no-untyped-def]
                 y[i] *= scale
 
 
+_ordered = inline(_ordered) or _ordered
 _row_max = inline(_row_max) or _row_max
 softmax_rows = compiled(_softmax_rows)
 softmax_rows_in_place = compiled(_softmax_rows_in_place)

@@ -163,8 +163,9 @@ def test_gelu_in_one_pass_is_as_close_as_the_numpy_route():
 @pytest.mark.parametrize("route", ["compiled", "numpy"])
 def test_masked_attention_scores_softmax_matches_onnxruntime(route, in_place, monkeypatch):
     """Attention scores (batch 2, 3 heads, 197 queries by 197 keys, an odd row length) with a
-    mask of float32's minimum added to the last keys of the second batch, one row all masked
-    and one row holding NaN: Softmax against onnxruntime, apart and in place."""
+    mask of float32's minimum added to the last keys of the second batch, one row all masked,
+    one holding NaN, rows of negatives only, of -inf every other key, of signed zeros:
+    Softmax against onnxruntime, apart and in place."""
     import onnxruntime as ort
 
     if route == "numpy":
@@ -177,6 +178,10 @@ def test_masked_attention_scores_softmax_matches_onnxruntime(route, in_place, mo
     x[1, :, :, 150:] += lowest  # a padding mask: those keys get 0
     x[0, 1, 5, :] = lowest  # a row masked throughout: uniform, as onnxruntime gives it
     x[0, 2, 9, 17] = np.nan
+    x[0, 0, 3] = -np.abs(x[0, 0, 3]) - 100  # negatives only: the maximum from ordered integers
+    x[0, 0, 4, ::2] = -np.inf
+    x[0, 0, 6, :] = -0.0
+    x[0, 0, 6, 100] = 0.0
     model = _model("Softmax", {"axis": -1}, {}, x.shape)
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
