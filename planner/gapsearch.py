@@ -178,19 +178,6 @@ def search_unions(unions: Sequence[Sequence[int]], loose: list[int], size: int, 
     one. The unions' buffers are read where they are: none may change during the call."""
     assert search is not None
     kept = [union if type(union) is array else array("q", union) for union in unions]
-    addresses = array("q")
-    lengths = array("q")
-    for union in kept:
-        address, length = union.buffer_info()
-        addresses.append(address)
-        lengths.append(length)
-    return int(
-        search(
-            np.frombuffer(addresses, dtype=np.int64),
-            np.frombuffer(lengths, dtype=np.int64),
-            np.frombuffer(array("q", loose), dtype=np.int64),
-            size,
-            align,
-            best,
-        )
-    )
+    # (address, length) of each buffer, as two rows of int64.
+    addresses, lengths = np.array([union.buffer_info() for union in kept], dtype=np.int64).T.copy()
+    return int(search(addresses, lengths, np.array(loose, dtype=np.int64), size, align, best))

@@ -36,16 +36,18 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
 from planner.gapsearch import search, search_unions
+from planner.treepaths import canonical_nodes, gather_path, gather_points, nearest_marked_ancestor
 
 SHORT = 32  # blocks covering at most this many points are listed at each of them
 SUB_LEVEL = 2  # nodes this many levels above the leaves (or higher) keep subtree unions
 _NEVER = 1 << 62  # larger than any gap
 MANY = 1024  # `pick` hands queries meeting more than this many range ends to numpy
+FEW = 192  # `pick_among` hands queries meeting more than this many to the compiled search
 LONG = 64  # a union growing past this many range ends becomes an array("q")
 
 Union = list[int] | array  # a union: a list while short, an array("q") once long
@@ -125,12 +127,13 @@ def pick_among(unions: list[Union], loose: list[int], size: int, align: int, bes
     """`pick` among the ranges of `unions` (each sorted, disjoint, not touching, not empty) and of `loose` (flat, any order; it may be extended)."""
     if not unions:
         return pick(loose, size, align, best)
-    if len(loose) + sum(map(len, unions)) <= MANY:
+    ends = len(loose) + sum(map(len, unions))
+    if search is not None and ends > FEW:  # compiled: cut the few wide gaps of one union by the others
+        return search_unions(unions, loose, size, align, best)
+    if ends <= MANY:
         for union in unions:
             loose += union
         return pick(loose, size, align, best)
-    if search is not None:  # compiled: cut the few wide gaps of one union by the others
-        return search_unions(unions, loose, size, align, best)
     taken = array("q", loose)
     for union in unions:
         taken.extend(union)  # from an array, a copy of its buffer
@@ -159,16 +162,16 @@ class Timeline:
         self.sub_limit = leaves >> (SUB_LEVEL - 1) if SUB_LEVEL else 2 * leaves
         long = hi - lo >= self.short
         has_own = np.zeros(2 * leaves, dtype=bool)
-        has_own[_canonical_nodes(lo[long], hi[long], leaves)] = True
-        asking = _canonical_nodes(lo[long & asks], hi[long & asks], leaves)
+        has_own[canonical_nodes(lo[long], hi[long], leaves)] = True
+        asking = canonical_nodes(lo[long & asks], hi[long & asks], leaves)
         asking = asking[asking < self.sub_limit]
         # How many long queries will read each node's sub union.
         self.wants = np.bincount(asking, minlength=2 * leaves).astype(np.int32)
         self.long_queries = int((long & asks).sum())
         # The nearest strict ancestor that can hold an own union, and one that may keep a
         # sub union: paths jump between them instead of walking every level.
-        self.own_up = array("i", _nearest_marked_ancestor(has_own, leaves).tobytes())
-        self.sub_up = array("i", _nearest_marked_ancestor(self.wants > 0, leaves).tobytes())
+        self.own_up = array("i", nearest_marked_ancestor(has_own, leaves).tobytes())
+        self.sub_up = array("i", nearest_marked_ancestor(self.wants > 0, leaves).tobytes())
 
     def canonical(self, block: int) -> list[int]:
         """The canonical nodes of a block: first the one holding its left end, last the one
@@ -219,7 +222,7 @@ class Occupancy:
         unions: list[Union] = []
         found: list[int] = []
         if hi - lo < t.short:
-            _gather_points(listed, self.starting, lo, hi, found)
+            gather_points(listed, self.starting, lo, hi, found)
         elif lo == 0 and hi == t.leaves - 1 and t.sub_limit > 1:
             # Live throughout: it meets every placed block, all in the root's sub union.
             every = self.sub[1]
@@ -234,9 +237,9 @@ class Occupancy:
             self._inside(nodes, unions, found)
             # The own unions on the paths up to its canonical nodes were read with those.
             up = t.own_up
-            _gather_path(self.own, up, up[nodes[0]], up[nodes[-1]], found, unions)
+            gather_path(self.own, up, up[nodes[0]], up[nodes[-1]], found, unions)
             return unions, found
-        _gather_path(self.own, t.own_up, lo + t.leaves, hi + t.leaves, found, unions)
+        gather_path(self.own, t.own_up, lo + t.leaves, hi + t.leaves, found, unions)
         return unions, found
 
     def pick(self, block: int, size: int, align: int, best: bool, nodes: list[int] | None = None) -> int:
@@ -275,8 +278,8 @@ class Occupancy:
             else:
                 found: list[int] = []
                 unions: list[Union] = []
-                _gather_points(listed, starting, lo, hi, found)
-                _gather_path(own, up, lo + leaves, hi + leaves, found, unions)
+                gather_points(listed, starting, lo, hi, found)
+                gather_path(own, up, lo + leaves, hi + leaves, found, unions)
                 at = pick_among(unions, found, size, align, best) if unions else pick(found, size, align, best)
                 end = at + size
                 if self.open:
@@ -355,36 +358,36 @@ class Occupancy:
             return
         if nodes is None:
             nodes = t.canonical(block)
-        own = self.own
-        for node in nodes:
-            union = own[node]
-            if union is None:
-                own[node] = [start, end]
-            else:
-                add(union, start, end)
-                if len(union) > LONG and type(union) is list:
-                    own[node] = array("q", union)
+        _add_each(self.own, nodes, start, end)
         if self.open:
-            sub, wants, limit = self.sub, self.wants, t.sub_limit
-            for node in nodes:
-                if node < limit and wants[node]:
-                    _add_sub(sub, node, start, end)
+            wants, limit = self.wants, t.sub_limit
+            _add_each(self.sub, [node for node in nodes if node < limit and wants[node]], start, end)
             # Every ancestor of a canonical node lies above the leftmost or the rightmost one.
             self._subs(t.sub_up[nodes[0]], t.sub_up[nodes[-1]], start, end)
 
     def _subs(self, x: int, y: int, start: int, end: int) -> None:
-        """Add bytes to the sub unions still read on the paths up from nodes x and y."""
+        """Add bytes to the sub unions still read on the paths up from nodes x and y.
+
+        A sub union still read holds every range added to one below it (both took every
+        add since the first, and a node is dropped for good): once the bytes lie inside a
+        range of one, they lie inside one of each still-read node above it, and those are
+        skipped."""
         sub, wants, up = self.sub, self.wants, self.timeline.sub_up
+        inside_x = inside_y = False  # the bytes lie inside a range of a node on x's (y's) path
         while x != y:
             if x > y:
                 node, x = x, up[x]
+                if wants[node] and not inside_x:
+                    inside_x = _add_one(sub, node, start, end)
             else:
                 node, y = y, up[y]
-            if wants[node]:
-                _add_sub(sub, node, start, end)
+                if wants[node] and not inside_y:
+                    inside_y = _add_one(sub, node, start, end)
+        if inside_x or inside_y:
+            return
         while x:
-            if wants[x]:
-                _add_sub(sub, x, start, end)
+            if wants[x] and _add_one(sub, x, start, end):
+                return
             x = up[x]
 
     def answered(self, block: int, occupancies: list[Occupancy], nodes: list[int] | None = None) -> None:
@@ -399,96 +402,64 @@ class Occupancy:
                         occupancy.sub[node] = None
 
 
-def _add_sub(sub: list[Union | None], node: int, start: int, end: int) -> None:
-    got = sub[node]
-    if got is None:
-        sub[node] = [start, end]
-    else:
-        add(got, start, end)
-        if len(got) > LONG and type(got) is list:
-            sub[node] = array("q", got)
+def _add_one(table: list[Union | None], node: int, start: int, end: int) -> bool:
+    """`add` bytes ``[start, end)`` to the union of `node` in `table` (a new one where there
+    is none), a list growing past `LONG` turned into an array; True when they lay inside
+    one of its ranges already, touching neither end (nothing changed)."""
+    flat = table[node]
+    if flat is None:
+        table[node] = [start, end]
+        return False
+    i = bisect_left(flat, start)
+    j = bisect_right(flat, end)
+    if i == j:
+        if i & 1:
+            return True
+        flat.insert(i, end)  # in a gap, touching nothing
+        flat.insert(i, start)
+        if len(flat) > LONG and type(flat) is list:
+            table[node] = array("q", flat)
+        return False
+    if i & 1:
+        i -= 1
+        start = flat[i]
+    if j & 1:
+        end = flat[j]
+        j += 1
+    if j > i + 2:
+        del flat[i + 2 : j]
+    flat[i] = start
+    flat[i + 1] = end
+    return False
 
 
-def _canonical_nodes(lo: np.ndarray, hi: np.ndarray, leaves: int) -> np.ndarray:
-    """Every block's canonical nodes, all blocks at once (with repeats)."""
-    left, right = lo + leaves, hi + leaves + 1
-    nodes = []
-    while True:
-        active = left < right
-        if not active.any():
-            break
-        take = active & (left & 1).astype(bool)
-        nodes.append(left[take])
-        left = left + take
-        take = active & (right & 1).astype(bool)
-        right = right - take
-        nodes.append(right[take])
-        left >>= 1
-        right >>= 1
-    return np.concatenate(nodes) if nodes else np.zeros(0, dtype=np.int64)
-
-
-def _nearest_marked_ancestor(marked: np.ndarray, leaves: int) -> np.ndarray:
-    """For every node, its nearest strict ancestor that is marked (0: none)."""
-    up = np.zeros(2 * leaves, dtype=np.int32)
-    width = 1
-    while width < leaves:
-        parents = np.arange(width, 2 * width)
-        nearest = np.where(marked[parents], parents, up[parents]).astype(np.int32)
-        up[2 * width : 4 * width : 2] = nearest
-        up[2 * width + 1 : 4 * width : 2] = nearest
-        width *= 2
-    return up
-
-
-def _gather_points(
-    listed: Sequence[list[int] | None], starting: Sequence[list[int] | None], lo: int, hi: int, found: list[int]
-) -> None:
-    """Append the ranges of the short blocks live somewhere in [lo, hi]: those listed at `lo`
-    and those starting after it, each once."""
-    got = listed[lo]
-    if got:
-        found += got
-    for point in range(lo + 1, hi + 1):
-        got = starting[point]
-        if got:
-            found += got
-
-
-def _gather_path(
-    own: Sequence[Union | None], up: Sequence[int], x: int, y: int, found: list[int], unions: list[Union]
-) -> None:
-    """Collect the own unions of nodes `x` and `y` and of every ancestor of either, each
-    node once: short ones (lists) into `found`, long ones (arrays) into `unions`."""
-    got = own[x]
-    if got:
-        if type(got) is list:
-            found += got
-        else:
-            unions.append(got)
-    if y != x:
-        got = own[y]
-        if got:
-            if type(got) is list:
-                found += got
-            else:
-                unions.append(got)
-    x, y = up[x], up[y]
-    while x != y:
-        if x > y:
-            got, x = own[x], up[x]
-        else:
-            got, y = own[y], up[y]
-        if got:
-            if type(got) is list:
-                found += got
-            else:
-                unions.append(got)
-    while x:
-        got = own[x]
-        if got:
-            if type(got) is list:
-                found += got
-            else:
-                unions.append(got)
-        x = up[x]
+def _add_each(table: list[Union | None], nodes: list[int], start: int, end: int) -> None:
+    """`add` bytes ``[start, end)`` to the union of each of `nodes` in `table` (a new one
+    where there is none), a list growing past `LONG` turned into an array: inlined, since
+    every placed block goes into a dozen unions."""
+    for node in nodes:
+        flat = table[node]
+        if flat is None:
+            table[node] = [start, end]
+            continue
+        i = bisect_left(flat, start)
+        j = bisect_right(flat, end)
+        if i == j:
+            if i & 1:
+                continue  # inside a range already
+            flat.insert(i, end)  # in a gap, touching nothing
+            flat.insert(i, start)
+            if len(flat) > LONG and type(flat) is list:
+                table[node] = array("q", flat)
+            continue
+        low, high = start, end
+        if i & 1:
+            i -= 1
+            low = flat[i]
+        if j & 1:
+            high = flat[j]
+            j += 1
+        if j > i + 2:
+            del flat[i + 2 : j]
+        flat[i] = low
+        flat[i + 1] = high

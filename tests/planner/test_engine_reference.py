@@ -79,6 +79,7 @@ def test_engine_places_traces_like_the_pairwise_scan(problem):
                 with pytest.MonkeyPatch.context() as patch:
                     patch.setattr(planner.timeline, "MANY", many)  # 0: every query read by numpy
                     patch.setattr(planner.timeline, "LONG", long)  # 0: unions become arrays at once
+                    patch.setattr(planner.timeline, "FEW", many)  # 0: every union query compiled, if it can be
                     placer = Placer(problem)
                     placer.place_all(order, rule=rule)
                 assert placer.offset.tolist() == expected, (name, rule, many)

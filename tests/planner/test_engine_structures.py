@@ -128,6 +128,30 @@ def test_union_merges_what_it_meets_or_touches(ranges):
     assert {x for s, e in zip(flat[::2], flat[1::2], strict=True) for x in range(s, e)} == covered
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 100), st.integers(1, 20)), max_size=15), st.booleans())
+def test_unions_of_a_table_take_bytes_as_add_does(ranges, as_arrays):
+    # The occupancy's inlined insertions (one node, or several at once) against `add`, and
+    # against the bytes covered; `_add_one` says when the bytes lay strictly inside a range.
+    with pytest.MonkeyPatch.context() as patch:
+        if as_arrays:
+            patch.setattr(planner.timeline, "LONG", 0)  # lists become arrays at their first growth
+        one: list = [None]
+        each: list = [None, None]
+        flat: list[int] = []
+        covered: set[int] = set()
+        for start, length in ranges:
+            span = set(range(start, start + length))
+            # Strictly inside a range (touching neither end): the one case it reports.
+            inside = any(s < start and start + length < e for s, e in zip(flat[::2], flat[1::2], strict=True))
+            assert planner.timeline._add_one(one, 0, start, start + length) == inside
+            planner.timeline._add_each(each, [1, 0], start, start + length)
+            add(flat, start, start + length)
+            covered |= span
+            assert list(one[0]) == list(each[0]) == list(each[1]) == flat
+    assert {x for s, e in zip(flat[::2], flat[1::2], strict=True) for x in range(s, e)} == covered
+
+
 def test_canonical_nodes_tile_a_range_with_maximal_nodes():
     rng = random.Random(0)
     first = [rng.randrange(0, 50) for _ in range(300)]
