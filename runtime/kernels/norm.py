@@ -106,10 +106,16 @@ def _row_means(x2: np.ndarray, mean: np.ndarray, ones: np.ndarray) -> None:
     workspace=layer_normalization_workspace,
     prepare=layer_normalization_prepare,
 )
-@small_ufunc_buffers()
 def layer_normalization(x, scale, bias=None, *, out, ws=None, axis=-1, epsilon=1e-5, stash_type=1):
     """Mean and 1 / std per row in the workspace (in at least float32); `out` is centred,
     scaled per row, then by `scale` and shifted by `bias` in place."""
+    if len(out) == 1 and jit_norm.layer_norm_last_axis(x, out[0], scale, bias, ws, axis, epsilon):
+        return
+    _layer_normalization(x, scale, bias, out, ws, axis, epsilon)
+
+
+@small_ufunc_buffers()
+def _layer_normalization(x, scale, bias, out, ws, axis, epsilon) -> None:
     y = out[0]
     rows, cols = _layer_rows(x.shape, axis)
     stat = _stat_dtype(x.dtype)

@@ -47,7 +47,8 @@ def _model(feeds: dict, n: int, **attrs) -> onnx.ModelProto:
 @pytest.mark.parametrize(
     ("shape", "axis", "epsilon", "with_bias", "outputs"),
     [((2, 7, 33), -1, 1e-5, True, 1), ((2, 7, 33), 1, 1e-3, False, 3), ((3, 5), 0, 1e-5, True, 3),
-     ((1, 16, 384), 2, 1e-12, True, 2), ((4, 3, 2, 5), -2, 0.1, True, 3), ((6, 1), -1, 1e-5, False, 3)],
+     ((1, 16, 384), 2, 1e-12, True, 2), ((4, 3, 2, 5), -2, 0.1, True, 3), ((6, 1), -1, 1e-5, False, 3),
+     ((3, 11, 197), 2, 1e-5, False, 1), ((197, 192), -1, 1e-6, True, 1)],
 )  # fmt: skip
 def test_layer_normalization_against_onnx_reference(shape, axis, epsilon, with_bias, outputs, route):
     rng = np.random.default_rng(len(shape) * 10 + axis)
