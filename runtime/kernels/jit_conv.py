@@ -137,6 +137,11 @@ def usable(*arrays: np.ndarray) -> bool:
     return im2col_band is not None and all(a.dtype == DTYPE and a.flags.c_contiguous for a in arrays)
 
 
+def takes_epilogue(dtype: np.dtype) -> bool:
+    """Whether the compiled bias and activation loop (`bias_act`) takes an output of `dtype`."""
+    return bias_act is not None and np.dtype(dtype) == DTYPE
+
+
 def takes_im2col(geo: Geometry, dtype: np.dtype) -> bool:
     """Whether a dense Conv of this geometry and dtype fills its im2col bands by `im2col_band`."""
     return im2col_band is not None and len(geo.kernel) == 2 and np.dtype(dtype) == DTYPE

@@ -120,7 +120,13 @@ class PlaneWise:
         def bound(*inputs: Any, out: Any, ws: np.ndarray | None = None, **attrs: Any) -> None:
             self._run(inputs, out, ws, attrs, decision)
 
-        return bound
+        # A kernel may bind its own call for these shapes (`bind_static`), falling back to
+        # `bound` where a run's arrays are not the ones it was bound for; not for a plane-wise
+        # op, whose output over its input goes through this class's chunks.
+        own = getattr(self.fn, "bind_static", None)
+        if own is None or decision[0]:
+            return bound
+        return own(inputs, outputs, attrs, bound) or bound
 
     def _decide(self, attrs: dict[str, Any], inputs: Sequence[Any], y: Any) -> tuple[bool, bool, int, bool]:
         """(plane-wise, direct, bytes of the chunk at the end of the workspace, over)."""
