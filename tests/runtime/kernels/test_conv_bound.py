@@ -1,0 +1,144 @@
+"""Conv and ConvAct called through their binding (`PlaneWise.bind`, as a session prepares
+each step) and called directly give the same bytes, on every route (pointwise, im2col, taps,
+the depthwise routes, Winograd, and the over-input columns and rows), and both match
+onnx.reference. Also: the bound pointwise call allocates nothing beside its arguments, and
+a bound call whose output is over its input still takes the over-input route."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from runtime.kernels import TensorMeta, get_kernel, jit_conv, winograd
+from runtime.kernels._scratch import loop_ufunc_buffers
+from runtime.kernels.conv import conv_route, writes_over_input
+from tests.runtime.kernels.harness import conv_reference
+
+RNG = np.random.default_rng(907)
+
+CASES = {  # route: (x shape, w shape, attrs)
+    "pointwise": ((1, 8, 7, 6), (24, 8, 1, 1), {}),
+    "pointwise_batch2": ((2, 8, 5, 4), (6, 8, 1, 1), {}),
+    "pointwise_1x1_map": ((1, 96, 1, 1), (40, 96, 1, 1), {}),
+    "im2col": ((1, 8, 9, 9), (12, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "taps": ((1, 16, 9, 9), (6, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "winograd": ((1, 16, 16, 16), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "depthwise_3x3": ((1, 8, 12, 12), (8, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 8}),
+    "depthwise_5x5_s2": ((1, 16, 14, 14), (16, 1, 5, 5), {"pads": [2, 2, 2, 2], "strides": [2, 2], "group": 16}),
+    "depthwise_wide": ((1, 64, 6, 6), (64, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 64}),
+}
+ACTS = {
+    "": ({}, []),
+    "Relu": ({"activation": "Relu"}, [("Relu", {})]),
+    "HardSigmoid": (
+        {"activation": "HardSigmoid", "alpha": 0.2, "beta": 0.5},
+        [("HardSigmoid", {"alpha": 0.2, "beta": 0.5})],
+    ),
+}
+
+
+def _kernel(act: str):
+    kernel = get_kernel("ConvAct", "memplan") if act else get_kernel("Conv")
+    assert kernel is not None and kernel.workspace is not None
+    return kernel
+
+
+def _arrays(x_shape, w_shape, bias: bool):
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = (RNG.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)
+    b = RNG.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    return x, w, b
+
+
+def _metas(*arrays):
+    return [None if a is None else TensorMeta(tuple(a.shape), a.dtype) for a in arrays]
+
+
+def _both(kernel, x, w, b, shape, attrs):
+    """(direct call's output, bound call's output), each with its own declared workspace."""
+    metas = _metas(x, w, b), _metas(np.empty(shape, np.float32))
+    size = kernel.workspace(*metas, **attrs)
+    outs = []
+    for bind in (False, True):
+        y = np.full(shape, np.nan, np.float32)
+        ws = np.zeros(size, np.uint8)
+        fn = kernel.fn.bind(*metas, attrs) if bind else kernel.fn
+        with loop_ufunc_buffers():
+            fn(x, w, b, out=y, ws=ws, **attrs)
+        outs.append(y)
+    return outs
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("act", list(ACTS))
+@pytest.mark.parametrize("case", list(CASES))
+def test_bound_and_direct_calls_agree_with_the_reference(case, act, bias):
+    x_shape, w_shape, conv_attrs = CASES[case]
+    x, w, b = _arrays(x_shape, w_shape, bias)
+    want = conv_reference(x, w, b, conv_attrs, ACTS[act][1])
+    geo, path = conv_route(x.shape, w.shape, want.shape, conv_attrs.get("group", 1), "NOTSET",
+                           conv_attrs.get("pads"), conv_attrs.get("strides"), None, None)  # fmt: skip
+    expected_path = {"pointwise_batch2": "pointwise", "pointwise_1x1_map": "pointwise", "winograd": "taps"}
+    if not case.startswith("depthwise"):
+        assert path in (expected_path.get(case, case), "im2col"), path
+    if case == "winograd" and jit_conv.usable(x):
+        assert winograd.takes(geo, x.shape, w.shape, 1, x.dtype)
+    direct, bound = _both(_kernel(act), x, w, b, want.shape, {**conv_attrs, **ACTS[act][0]})
+    np.testing.assert_array_equal(bound, direct)
+    np.testing.assert_allclose(direct, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("act", ["", "HardSigmoid"])
+def test_the_bound_pointwise_call_allocates_nothing(act):
+    if jit_conv.bias_act is None:
+        pytest.skip("compiled loops off: the pointwise route is not bound apart")
+    x, w, b = _arrays((1, 96, 7, 7), (576, 96, 1, 1), True)
+    attrs = ACTS[act][0]
+    y = np.empty((1, 576, 7, 7), np.float32)
+    kernel = _kernel(act)
+    metas = _metas(x, w, b), _metas(y)
+    ws = np.zeros(kernel.workspace(*metas, **attrs), np.uint8)
+    bound = kernel.fn.bind(*metas, attrs)
+    with loop_ufunc_buffers():
+        bound(x, w, b, out=y, ws=ws, **attrs)  # warm
+        tracemalloc.start()
+        try:
+            bound(x, w, b, out=y, ws=ws, **attrs)
+            snapshot = tracemalloc.take_snapshot()
+        finally:
+            tracemalloc.stop()
+    # Array data only (numpy's own tracemalloc domain): Python's small objects are not bytes of a tensor.
+    arrays = snapshot.filter_traces([tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)])
+    peak = sum(stat.size for stat in arrays.statistics("filename"))
+    assert peak == 0, f"{peak} bytes allocated beside the arguments"
+    np.testing.assert_allclose(y, conv_reference(x, w, b, {}, ACTS[act][1]), rtol=1e-4, atol=1e-4)
+
+
+OVER = {  # route over the input: (x shape, w shape, attrs)
+    "columns_wider": ((1, 8, 7, 6), (24, 8, 1, 1), {}),
+    "columns_narrower": ((2, 24, 7, 6), (8, 24, 1, 1), {}),
+    "rows_3x3": ((1, 16, 9, 8), (6, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "rows_same_channels": ((2, 8, 12, 12), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+}
+
+
+@pytest.mark.parametrize("act", ["", "Relu"])
+@pytest.mark.parametrize("case", list(OVER))
+def test_a_bound_call_over_its_own_input_matches_the_reference(case, act):
+    x_shape, w_shape, conv_attrs = OVER[case]
+    x, w, b = _arrays(x_shape, w_shape, True)
+    want = conv_reference(x, w, b, conv_attrs, ACTS[act][1])
+    assert writes_over_input(conv_attrs, [x, w, b], want)
+    attrs = {**conv_attrs, **ACTS[act][0]}
+    kernel = _kernel(act)
+    metas = _metas(x, w, b), _metas(want)
+    ws = np.zeros(kernel.workspace(*metas, **attrs), np.uint8)
+    bound = kernel.fn.bind(*metas, attrs)
+    block = np.full(max(x.size, want.size), np.nan, np.float32)
+    block[: x.size] = x.reshape(-1)
+    xv, yv = block[: x.size].reshape(x.shape), block[: want.size].reshape(want.shape)
+    with loop_ufunc_buffers():
+        bound(xv, w, b, out=yv, ws=ws, **attrs)
+    np.testing.assert_allclose(yv, want, rtol=1e-4, atol=1e-4)
