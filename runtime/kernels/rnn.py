@@ -131,6 +131,17 @@ def rnn_prepare(inputs, outputs, *, layout=0, **_) -> None:
             jit_rnn.prepared(op, lens.dtype)
 
 
+def rnn_constants(values, inputs, outputs, **_) -> dict:
+    """The kernels' constants hook (`runtime.kernels.Kernel.constants`): a constant W kept
+    transposed and contiguous (``w_t``, directions x input x gates), which BLAS multiplies
+    faster than W's transposed view (80 x 512 by 512 x 1024: about 1.0 ms against 1.14 at one
+    thread). A shared or trained W has no value here and keeps the view."""
+    w = values[1] if len(values) > 1 else None
+    if w is None or w.ndim != 3 or w.dtype not in (np.float32, np.float64):
+        return {}
+    return {"w_t": np.ascontiguousarray(w.transpose(0, 2, 1))}
+
+
 def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
     """Bytes of scratch."""
     x, w = inputs[0], inputs[1]
@@ -167,7 +178,7 @@ class _Buffers:
 
 
 @small_ufunc_buffers()  # the biases broadcast over all steps' projections
-def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs) -> None:
+def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs, w_t=None) -> None:
     layout = attrs["layout"]
     seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
     directions, hidden = w.shape[0], r.shape[2]
@@ -183,12 +194,12 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
         lens = None
     buffers = _Buffers(ws, op, seq, batch, hidden, x.dtype, layout)
     specs = _activation_specs(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], directions)
-    funcs = _activations(specs)
     reverse = attrs["direction"] == "reverse"
     loop = jit_rnn.loop_for(op, x, r, lens, batch, w, b, initial_h, initial_c, p)
+    funcs = _activations(specs) if loop is None else []  # numpy's activations, built only for its route
     for d in range(directions):
         bias = None if b is None else b[d]
-        _project(op, x, w[d], bias, hidden, attrs, buffers)
+        _project(op, x, w[d].T if w_t is None else w_t[d], bias, hidden, attrs, buffers)
         buffers.r_t = r[d].T
         buffers.h[...] = 0 if initial_h is None else initial_h[d]
         buffers.c[...] = 0 if initial_c is None else initial_c[d]
@@ -232,13 +243,14 @@ def _numpy_direction(op: str, buffers: _Buffers, backwards: bool, bias, p, funcs
                 ys[t][~active] = 0
 
 
-def _project(op: str, x, w, bias, hidden: int, attrs: dict, buf: _Buffers) -> None:
-    """All steps' input projections X_t W^T plus the biases that do not depend on the state.
+def _project(op: str, x, w_t, bias, hidden: int, attrs: dict, buf: _Buffers) -> None:
+    """All steps' input projections X_t W^T (`w_t`: W^T, a view or a contiguous copy) plus the
+    biases that do not depend on the state.
     `buf.projected` is a time-major view of a buffer laid out like `x` (either layout)."""
     projected = buf.projected
     width = projected.shape[2]
     flat = projected if attrs["layout"] == 0 else projected.transpose(1, 0, 2)
-    np.matmul(x.reshape(-1, x.shape[2]), w.T, out=flat.reshape(-1, width))
+    np.matmul(x.reshape(-1, x.shape[2]), w_t, out=flat.reshape(-1, width))
     if bias is None:
         return
     # Wb + Rb summed once, then one add over all steps (adding part of it over a strided
@@ -428,39 +440,39 @@ def _rnn_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
 _STEPS = {"LSTM": _lstm_step, "GRU": _gru_step, "RNN": _rnn_step}
 
 
-@kernel("LSTM", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare)
+@kernel("LSTM", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
 def lstm(
     x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, out, ws,
     activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
-    hidden_size=None, input_forget=0, layout=0,
+    hidden_size=None, input_forget=0, layout=0, w_t=None,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=input_forget, layout=layout, linear_before_reset=0,
     )  # fmt: skip
-    _run("LSTM", x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs)
+    _run("LSTM", x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs, w_t)
 
 
-@kernel("GRU", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare)
+@kernel("GRU", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
 def gru(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
-    linear_before_reset=0,
+    linear_before_reset=0, w_t=None,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=0, layout=layout, linear_before_reset=linear_before_reset,
     )  # fmt: skip
-    _run("GRU", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs)
+    _run("GRU", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs, w_t)
 
 
-@kernel("RNN", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare)
+@kernel("RNN", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
 def rnn(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
-    activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
+    activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0, w_t=None,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=0, layout=layout, linear_before_reset=0,
     )  # fmt: skip
-    _run("RNN", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs)
+    _run("RNN", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs, w_t)

@@ -269,3 +269,63 @@ def test_a_fresh_process_first_run_allocates_as_little_as_numpy(tmp_path):
         )  # fmt: skip
         measured[value] = int(done.stdout.split()[-1])
     assert measured["1"] <= measured["0"] + 8 * 1024, measured
+
+
+def _weights_as_initializers(
+    model: onnx.ModelProto, feeds: dict, names: tuple[str, ...], outputs: list
+) -> onnx.ModelProto:
+    """`model` with the inputs `names` turned into initializers: true constants, which the
+    kernels' constants hook sees (and keeps W transposed for); its outputs shaped like `outputs`."""
+    from onnx import numpy_helper
+
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    kept = [v for v in model.graph.input if v.name not in names]
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    model.graph.initializer.extend(numpy_helper.from_array(feeds[n], n) for n in names if feeds[n] is not None)
+    shaped = [
+        helper.make_tensor_value_info(v.name, TensorProto.FLOAT, a.shape)
+        for v, a in zip(model.graph.output, outputs, strict=True)
+    ]
+    del model.graph.output[:]
+    model.graph.output.extend(shaped)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "batch", "peepholes"),
+    [
+        ("GRU", {"direction": "bidirectional", "linear_before_reset": 1}, 1, False),
+        ("GRU", {"direction": "forward", "clip": 0.9}, 3, False),
+        ("LSTM", {"direction": "bidirectional"}, 1, True),
+        ("LSTM", {"direction": "reverse", "input_forget": 1}, 3, False),
+        ("RNN", {"direction": "bidirectional"}, 2, False),
+    ],
+)
+def test_constant_weights_through_a_session_use_the_prepared_transpose(op, attrs, batch, peepholes, route):
+    """W as an initializer reaches the kernel as a contiguous W^T made once at prepare (the
+    constants hook); a session run with it, sequence lengths and initial states matches
+    onnxruntime on both routes, and the hook's copy is W transposed."""
+    rng = np.random.default_rng(5)
+    lens = [6, 3, 5][:batch]
+    feeds = _case(op, seq=6, batch=batch, size=9, hidden=21, direction=attrs["direction"], layout=0, rng=rng,
+                  lens=lens, peepholes=peepholes)  # fmt: skip
+    n = 3 if op == "LSTM" else 2
+    attrs = {"hidden_size": 21, **attrs}
+    expected = _expected(op, feeds, {**attrs, "layout": 0}, n)
+    model = one_node(op, feeds, n_outputs=n, opset=14, out_types=[np.float32] * n, **attrs)
+    constant = _weights_as_initializers(
+        model, feeds, ("w", "r", "b", "p") if op == "LSTM" else ("w", "r", "b"), expected
+    )
+    session = runtime.Session(runtime.load_model(constant), "greedy_by_size").prepare()
+    got = session.run({k: v for k, v in feeds.items() if k in ("x", "lens", "h0", "c0") and v is not None})
+    close(list(got.values()), expected, rtol=1e-4, atol=2e-5)
+    kernel = runtime.kernels.get_kernel(op)
+    assert kernel is not None and kernel.constants is not None
+    made = kernel.constants([None, feeds["w"]], [], [])
+    assert made["w_t"].flags.c_contiguous
+    np.testing.assert_array_equal(made["w_t"], feeds["w"].transpose(0, 2, 1))
+    assert kernel.constants([None, None], [], []) == {}  # a shared or trained W: no copy, W's view
+    name, calls = route
+    dirs = 2 if attrs["direction"] == "bidirectional" else 1
+    assert calls == ([op] * dirs if name == "compiled" else [])
