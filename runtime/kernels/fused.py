@@ -126,6 +126,35 @@ def _pointwise_add_compiled(x, weights, b, r, out, scratch, spec) -> None:
                 apart(band, part, b is not None, residual[c : c + k], target[c : c + k], *spec)
 
 
+def _bind_pointwise_add(inputs, outputs, attrs: dict):
+    """PointwiseConvAdd's call for these shapes and attributes (a session's prepare, through
+    `bind`): the band, the activation's compiled code and the scratch's shape worked out once,
+    the compiled route called straight; the kernel itself where that route does not apply."""
+    out = outputs[0] if outputs else None
+    if out is None or not jit_conv.takes_epilogue(out.dtype) or len(out.shape) < 3:
+        return pointwise_conv_add
+    name = attrs.get("activation", "")
+    act = {k: v for k, v in attrs.items() if k in ("lo", "hi", "alpha", "beta")}
+    spec = jit_conv.spec_of(_activation_of(name, out.dtype, act) if name else None)
+    if spec is None:
+        return pointwise_conv_add
+    channels, plane = out.shape[1], math.prod(out.shape[2:])
+    rows = _band(channels, plane, out.dtype.itemsize)
+    nbytes = rows * plane * out.dtype.itemsize
+
+    def bound(x, w, b, r, *, out, ws=None, **given):
+        if ws is None or ws.size < nbytes or not jit_conv.usable(out, r):
+            pointwise_conv_add(x, w, b, r, out=out, ws=ws, **given)
+            return
+        scratch = ws[:nbytes].view(jit_conv.DTYPE).reshape(rows, plane)
+        _pointwise_add_compiled(x, w.reshape(channels, -1), b, r, out, scratch, spec)
+
+    return bound
+
+
+pointwise_conv_add.bind = _bind_pointwise_add  # type: ignore[attr-defined]
+
+
 @functools.lru_cache(maxsize=1024)
 def _finisher(name: str, dtype: np.dtype, lo: float, hi: float, alpha: float, beta: float, out_shape: tuple[int, ...]):
     """(activation function, temp elements, temp bytes) of one ConvAct: worked out once per

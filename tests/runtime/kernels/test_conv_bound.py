@@ -142,3 +142,27 @@ def test_a_bound_call_over_its_own_input_matches_the_reference(case, act):
     with loop_ufunc_buffers():
         bound(xv, w, b, out=yv, ws=ws, **attrs)
     np.testing.assert_allclose(yv, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["apart", "over_residual"])
+@pytest.mark.parametrize("act", ["", "Relu", "HardSigmoid"])
+@pytest.mark.parametrize("shape", [(1, 24, 7, 6), (2, 16, 5, 5), (1, 96, 1, 1)], ids=["7x6", "batch2", "1x1_map"])
+def test_pointwise_conv_add_bound_and_direct_agree_with_the_reference(shape, act, in_place):
+    kernel = get_kernel("PointwiseConvAdd", "memplan")
+    assert kernel is not None and kernel.workspace is not None
+    batch, filters = shape[0], shape[1]
+    x, w, b = _arrays((batch, 40, *shape[2:]), (filters, 40, 1, 1), True)
+    r = RNG.standard_normal(shape).astype(np.float32)
+    want = conv_reference(x, w, b, {}, ACTS[act][1], residual=r)
+    attrs = ACTS[act][0]
+    metas = _metas(x, w, b, r), _metas(r)
+    ws_size = kernel.workspace(*metas, **attrs)
+    bound = kernel.fn.bind(*metas, attrs)
+    outs = []
+    for fn in (kernel.fn, bound):
+        residual = r.copy()
+        y = residual if in_place else np.full(shape, np.nan, np.float32)
+        fn(x, w, b, residual, out=y, ws=np.zeros(ws_size, np.uint8), **attrs)
+        outs.append(y)
+    np.testing.assert_array_equal(outs[1], outs[0])
+    np.testing.assert_allclose(outs[0], want, rtol=1e-4, atol=1e-4)
