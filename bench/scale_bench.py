@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import json
 import os
 import platform
@@ -110,13 +111,19 @@ def measure(generator: str, size: int, names: list[str]) -> dict:
     found: dict = {"generate_seconds": time.perf_counter() - started, "load": planner.load(problem), "runs": {}}
     for name in names:
         gc.collect()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         plan = planner.plan(problem, name)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        # Every offset, so that two versions of the engine can be shown to plan alike.
+        where = sorted((key, p.pool, p.offset) for key, p in plan.offsets.items())
+        digest = hashlib.sha256(repr(where).encode()).hexdigest()[:16]
         started = time.perf_counter()
         verdict = planner.check_plan(problem, plan)
         found["runs"][name] = {
             "seconds": seconds,
+            "cpu_seconds": cpu,
+            "digest": digest,
+            "arena_bytes": plan.arena_bytes,
             "ratio": plan.ratio,
             "valid": verdict.ok,
             "check_seconds": time.perf_counter() - started,
