@@ -444,52 +444,6 @@ def convolve(
             finish(out[n])
 
 
-def bind_pointwise(inputs, outputs, attrs: dict, spec: tuple[int, float, float] | None, slow) -> Callable | None:
-    """The call of a Conv (with `spec`, its activation's compiled code, for ConvAct) on the
-    pointwise route, worked out once for these shapes and attributes (`PlaneWise.bind`): one
-    matmul and one compiled epilogue per run, or None where the route is another (or compiled
-    loops are off). `slow` (the kernel itself) takes a call whose output is over its input."""
-    x, w, y = inputs[0], inputs[1], outputs[0] if outputs else None
-    if x is None or w is None or y is None or spec is None or not jit_conv.takes_epilogue(y.dtype):
-        return None
-    group = attrs.get("group", 1)
-    geo, path = conv_route(
-        x.shape, w.shape, y.shape, group, attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
-        attrs.get("strides"), attrs.get("dilations"), attrs.get("kernel_shape"),
-    )  # fmt: skip
-    if path != "pointwise" or group != 1 or len(x.shape) < 3:
-        return None
-    batch, channels, filters = x.shape[0], x.shape[1], w.shape[0]
-    pixels = math.prod(geo.out)
-    weights, source, target = (filters, channels), (batch, channels, pixels), (batch, filters, pixels)
-    may_overlap = writes_over_input(attrs, inputs, y)
-    bias_act, empty = jit_conv.bias_act, jit_conv.EMPTY
-    code, p0, p1 = spec
-
-    def bound(x, w, b=None, *, out, ws=None, **given):
-        if (may_overlap and np.may_share_memory(x, out)) or not out.flags.c_contiguous or out.dtype != jit_conv.DTYPE:
-            slow(x, w, b, out=out, ws=ws, **given)
-            return
-        flat = out.reshape(target)
-        if batch == 1:  # a plain 2-D matmul: numpy's broadcast loop costs a few us more
-            np.matmul(w.reshape(weights), x.reshape(source[1:]), out=flat[0])
-        else:
-            np.matmul(w.reshape(weights), x.reshape(source), out=flat)
-        has_bias = b is not None
-        for n in range(batch):
-            bias_act(flat[n], b if has_bias else empty, has_bias, 0, pixels, code, p0, p1)
-
-    return bound
-
-
-def _bind_conv(inputs, outputs, attrs: dict, slow) -> Callable | None:
-    """Conv's `bind_static` (`runtime.kernels.planes.PlaneWise.bind`)."""
-    return bind_pointwise(inputs, outputs, attrs, jit_conv.NO_ACTIVATION, slow)
-
-
-conv.bind_static = _bind_conv  # type: ignore[attr-defined]
-
-
 def _winograd(x, w, b, out, geo: Geometry, group: int, u) -> bool:
     """Whether this call runs by Winograd (`winograd.takes`, with arrays its loops take, and
     the weight prepared or small enough to transform per call)."""

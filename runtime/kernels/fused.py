@@ -25,7 +25,8 @@ import numpy as np
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, jit_conv, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
 from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
-from runtime.kernels.conv import CONV_PLANES, bind_pointwise, conv_constants, conv_prepare, conv_workspace, convolve
+from runtime.kernels.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
+from runtime.kernels.conv_bound import bind_pointwise
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -209,7 +210,8 @@ def _bind_conv_act(inputs, outputs, attrs: dict, slow):
     defaults = {"lo": -np.inf, "hi": np.inf, "alpha": 0.2, "beta": 0.5}
     bounds = [attrs.get(k, defaults[k]) for k in names]
     fn, _, _ = _finisher(attrs.get("activation", "Relu"), y.dtype, *bounds, tuple(y.shape))
-    return bind_pointwise(inputs, outputs, attrs, jit_conv.spec_of(Finish(fn, jit_conv.EMPTY)), slow)
+    # The temp is never read: the bound call takes only compiled routes, which apply `spec`.
+    return bind_pointwise(inputs, outputs, attrs, Finish(fn, jit_conv.EMPTY), slow)
 
 
 conv_act.bind_static = _bind_conv_act  # type: ignore[attr-defined]

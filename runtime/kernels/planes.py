@@ -121,12 +121,13 @@ class PlaneWise:
             self._run(inputs, out, ws, attrs, decision)
 
         # A kernel may bind its own call for these shapes (`bind_static`), falling back to
-        # `bound` where a run's arrays are not the ones it was bound for; not for a plane-wise
-        # op, whose output over its input goes through this class's chunks.
+        # `fallback(inputs, out, ws, attrs)` (`bound`'s work, the attributes passed as the dict
+        # the call got, not splatted again) where a run's arrays are not the ones it was bound
+        # for; not for a plane-wise op, whose output over its input goes through this class's chunks.
         own = getattr(self.fn, "bind_static", None)
         if own is None or decision[0]:
             return bound
-        return own(inputs, outputs, attrs, bound) or bound
+        return own(inputs, outputs, attrs, functools.partial(self._run, decision=decision)) or bound
 
     def _decide(self, attrs: dict[str, Any], inputs: Sequence[Any], y: Any) -> tuple[bool, bool, int, bool]:
         """(plane-wise, direct, bytes of the chunk at the end of the workspace, over)."""
