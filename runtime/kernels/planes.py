@@ -168,7 +168,9 @@ class PlaneWise:
             # Item i's output ends at byte (i + 1) * C * P_out <= (i + 1) * C * P_in: it only
             # overwrites items already read, and within the item the kernel keeps block order.
             for item in range(y.shape[0]):
-                fn(x[item : item + 1], *inputs[1:], out=y[item : item + 1], **extra, **attrs)
+                part = y[item : item + 1]
+                item_out = (part, *(None for _ in out[1:])) if isinstance(out, tuple) else part
+                fn(x[item : item + 1], *inputs[1:], out=item_out, **extra, **attrs)
             return
         scratch = (
             ws[ws.size - chunk :].view(y.dtype) if ws is not None else np.empty(chunk // y.dtype.itemsize, y.dtype)
