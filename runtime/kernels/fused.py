@@ -26,7 +26,7 @@ from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, jit_conv, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
 from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
 from runtime.kernels.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
-from runtime.kernels.conv_bound import bind_pointwise
+from runtime.kernels.conv_bound import bind_conv
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -201,8 +201,8 @@ def conv_act(
 
 
 def _bind_conv_act(inputs, outputs, attrs: dict, slow):
-    """ConvAct's `bind_static` (`runtime.kernels.planes.PlaneWise.bind`): the pointwise route
-    with its activation's compiled code, worked out once."""
+    """ConvAct's `bind_static` (`runtime.kernels.planes.PlaneWise.bind`): the pointwise or
+    compiled depthwise route with its activation's compiled code, worked out once."""
     y = outputs[0] if outputs else None
     if y is None:
         return None
@@ -211,7 +211,7 @@ def _bind_conv_act(inputs, outputs, attrs: dict, slow):
     bounds = [attrs.get(k, defaults[k]) for k in names]
     fn, _, _ = _finisher(attrs.get("activation", "Relu"), y.dtype, *bounds, tuple(y.shape))
     # The temp is never read: the bound call takes only compiled routes, which apply `spec`.
-    return bind_pointwise(inputs, outputs, attrs, Finish(fn, jit_conv.EMPTY), slow)
+    return bind_conv(inputs, outputs, attrs, Finish(fn, jit_conv.EMPTY), slow)
 
 
 conv_act.bind_static = _bind_conv_act  # type: ignore[attr-defined]

@@ -123,9 +123,11 @@ class PlaneWise:
         # A kernel may bind its own call for these shapes (`bind_static`), falling back to
         # `fallback(inputs, out, ws, attrs)` (`bound`'s work, the attributes passed as the dict
         # the call got, not splatted again) where a run's arrays are not the ones it was bound
-        # for; not for a plane-wise op, whose output over its input goes through this class's chunks.
+        # for; not for a plane-wise op whose output over its input goes through this class's
+        # chunks (a direct one runs whole on one item: its own call may too).
         own = getattr(self.fn, "bind_static", None)
-        if own is None or decision[0]:
+        plane_wise, direct = decision[0], decision[1]
+        if own is None or (plane_wise and not direct):
             return bound
         return own(inputs, outputs, attrs, functools.partial(self._run, decision=decision)) or bound
 

@@ -156,3 +156,31 @@ def test_a_bound_call_over_its_own_input_matches_the_reference(case, act):
     # here. (With compiled loops off the numpy route's bias pass buffers 8 KiB: not this binding's.)
     if jit_conv.bias_act is not None:
         assert peak < CALL_OBJECTS, f"{peak} bytes allocated beside the arguments"
+
+
+DEPTHWISE_OVER = {  # a depthwise conv over its own input (its output no larger): (x shape, w shape, attrs)
+    "one_image_s2": ((1, 16, 14, 14), (16, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "group": 16}),
+    "one_image_same": ((1, 24, 9, 9), (24, 1, 5, 5), {"pads": [2, 2, 2, 2], "group": 24}),
+    "two_images_s2": ((2, 8, 12, 12), (8, 1, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2], "group": 8}),
+}
+
+
+@pytest.mark.parametrize("act", ["", "Relu"])
+@pytest.mark.parametrize("case", list(DEPTHWISE_OVER))
+def test_the_bound_depthwise_call_over_its_own_input_matches_the_reference(case, act):
+    x_shape, w_shape, conv_attrs = DEPTHWISE_OVER[case]
+    x, w, b = _arrays(x_shape, w_shape, True)
+    want = conv_reference(x, w, b, conv_attrs, ACTS[act][1])
+    attrs = {**conv_attrs, **ACTS[act][0]}
+    kernel = _kernel(act)
+    metas = _metas(x, w, b), _metas(want)
+    ws = np.zeros(kernel.workspace(*metas, **attrs), np.uint8)
+    bound = kernel.fn.bind(*metas, attrs)
+    if jit_conv.bias_act is not None:
+        assert bound.__qualname__.startswith("bind_depthwise"), "the depthwise conv was not bound apart"
+    block = np.full(x.size, np.nan, np.float32)
+    block[:] = x.reshape(-1)
+    xv, yv = block.reshape(x.shape), block[: want.size].reshape(want.shape)
+    with loop_ufunc_buffers():
+        bound(xv, w, b, out=yv, ws=ws, **attrs)
+    np.testing.assert_allclose(yv, want, rtol=1e-4, atol=1e-4)
