@@ -1,0 +1,46 @@
+"""`SameArrays`, the memo of what a bound call derives from its arrays: made once for the same
+array objects, again as soon as one of them is another object (even one equal in value), and
+a bound SqueezeExcite called with other arrays computes from them, not from the first call's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.kernels import TensorMeta, get_kernel, loop_ufunc_buffers
+from runtime.kernels._bound import SameArrays
+
+
+def test_made_once_per_set_of_array_objects():
+    made: list[tuple] = []
+
+    def make(*arrays):
+        made.append(arrays)
+        return len(made)
+
+    memo = SameArrays(make)
+    a, b = np.zeros(3), np.zeros(3)
+    assert memo(a, None) == 1
+    assert memo(a, None) == 1
+    assert memo(b, None) == 2  # equal values, another object
+    assert memo(b, a) == 3
+    assert memo(b, a) == 3
+    assert memo(b) == 4  # fewer arrays
+
+
+def test_a_bound_squeeze_excite_follows_new_arrays():
+    kernel = get_kernel("SqueezeExcite", "memplan")
+    assert kernel is not None and kernel.workspace is not None
+    rng = np.random.default_rng(5)
+    shapes = [(1, 8, 5, 5), (2, 8, 1, 1), (2,), (8, 2, 1, 1), (8,)]
+    metas = [TensorMeta(s, np.dtype(np.float32)) for s in shapes]
+    attrs = {"squeeze": "Relu", "gate": "Sigmoid"}
+    ws = np.zeros(kernel.workspace(metas, metas[:1], **attrs), np.uint8)
+    bound = kernel.fn.bind(metas, metas[:1], attrs) if hasattr(kernel.fn, "bind") else kernel.fn
+    weights = [rng.standard_normal(s).astype(np.float32) for s in shapes[1:]]
+    for _ in range(2):  # each time new input and output objects
+        x = rng.standard_normal(shapes[0]).astype(np.float32)
+        got, want = np.empty_like(x), np.empty_like(x)
+        with loop_ufunc_buffers():
+            bound(x, *weights, out=got, ws=ws, **attrs)
+            kernel.fn(x, *weights, out=want, ws=None, **attrs)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
