@@ -13,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 
 import planner
 import runtime
-from runtime.kernels import MEMPLAN_DOMAIN, get_kernel, supported_ops
+from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, fused, get_kernel, supported_ops
 from runtime.oracle import oracle_outputs
 
 RNG = np.random.default_rng(11)
@@ -143,8 +143,6 @@ def test_kernel_matches_the_reference_conv_and_add(in_place, scratch):
     residual = out if in_place else r
     ws = None
     if scratch:
-        from runtime.kernels import TensorMeta
-
         metas = [TensorMeta(a.shape, a.dtype) for a in (x, w, b, r)]
         ws = np.empty(kernel.workspace(metas, [TensorMeta(r.shape, r.dtype)]), dtype=np.uint8)  # type: ignore[misc]
     kernel.fn(x, w, b, residual, out=out, ws=ws)
@@ -206,3 +204,30 @@ def test_chains_that_are_not_the_exact_gelu_are_left_alone(variant):
     _, want, notes = oracle_outputs(model.SerializeToString(), {"x": x})
     assert want is not None, notes
     np.testing.assert_allclose(got["y"], want["y"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(("channels", "budget_rows"), [(256, 83), (512, 334), (300, 7), (10, 3), (64, 64), (5, 9)])
+def test_channel_bands_are_even_and_near_the_budget(channels, budget_rows, monkeypatch):
+    plane, itemsize = 21, 4
+    monkeypatch.setattr(fused, "BAND_BYTES", budget_rows * plane * itemsize)
+    rows = fused._band(channels, plane, itemsize)
+    bands = -(-channels // rows)
+    assert 8 * rows <= 9 * min(budget_rows, channels)  # at most 1/8 past the budget
+    assert channels - (bands - 1) * rows >= rows - bands  # the last band about as wide as the others
+
+
+def test_kernel_in_evened_bands_matches_the_reference_conv_and_add(monkeypatch):
+    monkeypatch.setattr(fused, "BAND_BYTES", 83 * 21 * 4)  # 256 channels: 86, 86, 84 (not 83, 83, 83, 7)
+    x = RNG.standard_normal((1, 8, 7, 3)).astype(np.float32)
+    w = RNG.standard_normal((256, 8, 1, 1)).astype(np.float32)
+    b = RNG.standard_normal(256).astype(np.float32)
+    r = RNG.standard_normal((1, 256, 7, 3)).astype(np.float32)
+    want = np.maximum(np.einsum("kc,nchw->nkhw", w[:, :, 0, 0], x) + b[:, None, None] + r, 0)
+    kernel = get_kernel("PointwiseConvAdd", MEMPLAN_DOMAIN)
+    assert kernel is not None and kernel.workspace is not None
+    metas = [TensorMeta(a.shape, a.dtype) for a in (x, w, b, r)]
+    ws = np.empty(kernel.workspace(metas, [TensorMeta(r.shape, r.dtype)], activation="Relu"), np.uint8)
+    assert fused._band(256, 21, 4) == 86
+    out = r.copy()
+    kernel.fn(x, w, b, out, out=out, ws=ws, activation="Relu")
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
