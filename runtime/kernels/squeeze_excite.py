@@ -22,10 +22,10 @@ import math
 import numpy as np
 
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, jit_activation, kernel
-from runtime.kernels._bound import SameArrays
 from runtime.kernels._epilogue import activation
 from runtime.kernels._jit import compiled
 from runtime.kernels._scratch import Scratch, same_start, scratch_bytes, small_ufunc_buffers
+from runtime.kernels.same_arrays import SameArrays
 
 _PARAMS = ("lo", "hi", "alpha", "beta")
 _DEFAULTS = {"lo": -math.inf, "hi": math.inf, "alpha": 0.2, "beta": 0.5}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from runtime.kernels import TensorMeta, get_kernel, loop_ufunc_buffers
-from runtime.kernels._bound import SameArrays
+from runtime.kernels.same_arrays import SameArrays
 
 
 def test_made_once_per_set_of_array_objects():
