@@ -455,7 +455,8 @@ def _bind_call(step: _Step, none_slot: int, graph: Graph) -> StepCall:
     """`step`'s kernel call with its output views, workspace, attributes and opset bound once (the
     contract of `runtime.kernels.call`): a run then only reads the input slots. Outputs computed
     outside the arena are read from their slot, which each run fills. A kernel function with a
-    `bind` (`runtime.kernels.planes.PlaneWise`) is bound to the step's static shapes first."""
+    `bind` (`runtime.kernels.planes.PlaneWise`) is bound to the step's static shapes first; a
+    bound call marked `attributes_bound` took them there, and is called without them."""
     if step.skip:
         return _nothing
     k = step.kernel
@@ -464,7 +465,7 @@ def _bind_call(step: _Step, none_slot: int, graph: Graph) -> StepCall:
     if bind is not None:
         metas = [[graph.tensors[n] if n else None for n in names] for names in (step.node.inputs, step.node.outputs)]
         fn = bind(*metas, step.attributes)
-    kwargs = dict(step.attributes) | step.constants
+    kwargs = {} if getattr(fn, "attributes_bound", False) else dict(step.attributes) | step.constants
     if k.takes_opset:
         kwargs["opset"] = step.node.opset
     if k.workspace is not None:

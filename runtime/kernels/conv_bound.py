@@ -18,8 +18,9 @@ import numpy as np
 from runtime.kernels import jit_conv
 from runtime.kernels._scratch import Scratch, same_start
 from runtime.kernels.conv import conv, conv_route, writes_over_input
-from runtime.kernels.conv_over import conv_columns, over_route
+from runtime.kernels.conv_over import over_layout, over_route
 from runtime.kernels.depthwise import DEPTHWISE_ROUTES, conv_depthwise_compiled, uses_compiled
+from runtime.kernels.same_arrays import SameArrays
 
 
 def bind_conv(inputs, outputs, attrs: dict, finish, slow) -> Callable | None:
@@ -46,20 +47,22 @@ def bind_depthwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
 
     def bound(x, w, b=None, *, out, ws=None, **given):
         if not single and np.may_share_memory(x, out):
-            slow((x, w, b), out, ws, given)
+            slow((x, w, b), out, ws, attrs)
             return
         conv_depthwise_compiled(x, w, b, out, geo, Scratch(ws, "Conv"), finish)
 
+    bound.attributes_bound = True  # type: ignore[attr-defined]
     return bound
 
 
 def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | None:
     """The call of a Conv (with `finish`, its activation carrying its compiled code, for
     ConvAct) on the pointwise route, worked out once for these shapes and attributes
-    (`PlaneWise.bind`): one matmul and one compiled epilogue per run, the pixel-wise route
-    (`conv_over.conv_columns`) straight when the output starts at the input's first byte, or
-    None where the route is another (or compiled loops are off). `slow(inputs, out, ws, attrs)`,
-    the general call, takes any other call whose output is over its input."""
+    (`PlaneWise.bind`): one matmul and one compiled epilogue per run, the pixel-wise route's
+    chunks (`conv_over.conv_columns`) when the output starts at the input's first byte, the
+    views of both made once per set of arrays (`SameArrays`); or None where the route is
+    another (or compiled loops are off). `slow(inputs, out, ws, attrs)`, the general call,
+    takes any other call whose output is over its input."""
     x, w, y = inputs[0], inputs[1], outputs[0] if outputs else None
     spec = jit_conv.spec_of(finish)
     if x is None or w is None or y is None or spec is None or not jit_conv.takes_epilogue(y.dtype):
@@ -73,31 +76,52 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
         return None
     batch, channels, filters = x.shape[0], x.shape[1], w.shape[0]
     pixels = math.prod(geo.out)
-    weights, source, target = (filters, channels), (batch, channels, pixels), (batch, filters, pixels)
     may_overlap = writes_over_input(attrs, inputs, y)
     columns = may_overlap and over_route(x.shape, w.shape, y.shape, group, geo) == "columns"
-    bias_act, empty = jit_conv.bias_act, jit_conv.EMPTY
+    (rows, step), _ = over_layout(x.shape, w.shape, y.dtype, geo, "columns")[0] if columns else ((0, 0), None)
     code, p0, p1 = spec
+    bias_act, empty = jit_conv.bias_act, jit_conv.EMPTY
+
+    def passes(x, w, b, out, ws) -> list | None:
+        """Each run's (weights, input, result, bias, has bias, width, copy to) per matmul, or None
+        for the general call: straight into `out`, or over the input a chunk of columns at a
+        time through the workspace, as `conv_over.conv_columns` does."""
+        bias, has_bias = (empty, False) if b is None else (b, True)
+        if not jit_conv.usable(x, out):
+            return None
+        weights = w.reshape(filters, channels)
+        sources, targets = x.reshape(batch, channels, pixels), out.reshape(batch, filters, pixels)
+        if not (may_overlap and np.may_share_memory(x, out)):
+            return [(weights, sources[n], targets[n], bias, has_bias, pixels, None) for n in range(batch)]
+        if not columns or not same_start(x, out) or ws is None or ws.size < rows * step * 4:
+            return None
+        chunk = ws[: rows * step * 4].view(jit_conv.DTYPE)
+        made = []
+        for n in range(batch):
+            if rows < filters:  # planes past the input's end: straight, while the input is whole
+                spill_bias = bias[rows:] if has_bias else empty
+                made.append((weights[rows:], sources[n], targets[n, rows:], spill_bias, has_bias, pixels, None))
+            for s in range(0, pixels, step):
+                m = min(step, pixels - s)
+                block, source = chunk[: rows * m].reshape(rows, m), sources[n, :, s : s + m]
+                part = bias[:rows] if has_bias else empty
+                made.append((weights[:rows], source, block, part, has_bias, m, targets[n, :rows, s : s + m]))
+        return made
+
+    made = SameArrays(passes)
 
     def bound(x, w, b=None, *, out, ws=None, **given):
-        if may_overlap and np.may_share_memory(x, out):
-            if columns and same_start(x, out) and jit_conv.usable(x, out):
-                conv_columns(x, w, b, out, finish, Scratch(ws, "Conv"))  # its compiled epilogue: `finish.spec`
-            else:
-                slow((x, w, b), out, ws, given)
+        todo = made(x, w, b, out, ws)
+        if todo is None:
+            slow((x, w, b), out, ws, attrs)
             return
-        if not out.flags.c_contiguous or out.dtype != jit_conv.DTYPE:
-            slow((x, w, b), out, ws, given)
-            return
-        flat = out.reshape(target)
-        if batch == 1:  # a plain 2-D matmul: numpy's broadcast loop costs a few us more
-            np.matmul(w.reshape(weights), x.reshape(source[1:]), out=flat[0])
-        else:
-            np.matmul(w.reshape(weights), x.reshape(source), out=flat)
-        has_bias = b is not None
-        for n in range(batch):
-            bias_act(flat[n], b if has_bias else empty, has_bias, 0, pixels, code, p0, p1)
+        for weights, source, result, bias, has_bias, width, copy_to in todo:
+            np.matmul(weights, source, out=result)
+            bias_act(result, bias, has_bias, 0, width, code, p0, p1)
+            if copy_to is not None:  # over the input: these columns' bytes only, all read already
+                np.copyto(copy_to, result)
 
+    bound.attributes_bound = True  # type: ignore[attr-defined]
     return bound
 
 

@@ -27,6 +27,7 @@ from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
 from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
 from runtime.kernels.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
 from runtime.kernels.conv_bound import bind_conv
+from runtime.kernels.same_arrays import SameArrays
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -112,11 +113,16 @@ def pointwise_conv_add(
 def _pointwise_add_compiled(x, weights, b, r, out, scratch, spec) -> None:
     """PointwiseConvAdd with each band's bias, residual and activation in one compiled pass
     (`jit_conv.add_bias_residual`) while the band is in cache."""
+    _run_bands(_bands(x, weights, b, r, out, scratch), spec)
+
+
+def _bands(x, weights, b, r, out, scratch) -> list[tuple]:
+    """Each band's (weights, input, scratch, bias, has bias, residual or None when the target
+    is the residual's own memory, target)."""
     channels, plane = out.shape[1], math.prod(out.shape[2:])
     rows = scratch.shape[0]
     bias = jit_conv.EMPTY if b is None else b
-    apart, in_place_loop = jit_conv.add_bias_residual, jit_conv.add_bias_residual_in_place
-    assert apart is not None and in_place_loop is not None
+    made = []
     for i in range(out.shape[0]):
         source = x[i].reshape(weights.shape[1], plane)
         residual = r[i].reshape(channels, plane)
@@ -124,19 +130,28 @@ def _pointwise_add_compiled(x, weights, b, r, out, scratch, spec) -> None:
         in_place = same_start(residual, target)
         for c in range(0, channels, rows):
             k = min(rows, channels - c)
-            band = scratch[:k]
-            np.matmul(weights[c : c + k], source, out=band)
             part = bias if b is None else bias[c : c + k]
-            if in_place:
-                in_place_loop(band, part, b is not None, target[c : c + k], *spec)
-            else:
-                apart(band, part, b is not None, residual[c : c + k], target[c : c + k], *spec)
+            apart = None if in_place else residual[c : c + k]
+            made.append((weights[c : c + k], source, scratch[:k], part, b is not None, apart, target[c : c + k]))
+    return made
+
+
+def _run_bands(bands: list[tuple], spec) -> None:
+    apart, in_place_loop = jit_conv.add_bias_residual, jit_conv.add_bias_residual_in_place
+    assert apart is not None and in_place_loop is not None
+    for weights, source, band, bias, has_bias, residual, target in bands:
+        np.matmul(weights, source, out=band)
+        if residual is None:
+            in_place_loop(band, bias, has_bias, target, *spec)
+        else:
+            apart(band, bias, has_bias, residual, target, *spec)
 
 
 def _bind_pointwise_add(inputs, outputs, attrs: dict):
     """PointwiseConvAdd's call for these shapes and attributes (a session's prepare, through
     `bind`): the band, the activation's compiled code and the scratch's shape worked out once,
-    the compiled route called straight; the kernel itself where that route does not apply."""
+    each band's views once per set of arrays (`SameArrays`), the compiled route called
+    straight; the kernel itself where that route does not apply."""
     out = outputs[0] if outputs else None
     if out is None or not jit_conv.takes_epilogue(out.dtype) or len(out.shape) < 3:
         return pointwise_conv_add
@@ -149,13 +164,22 @@ def _bind_pointwise_add(inputs, outputs, attrs: dict):
     rows = _band(channels, plane, out.dtype.itemsize)
     nbytes = rows * plane * out.dtype.itemsize
 
-    def bound(x, w, b, r, *, out, ws=None, **given):
+    def bands(x, w, b, r, out, ws) -> list | None:
         if ws is None or ws.size < nbytes or not jit_conv.usable(out, r):
-            pointwise_conv_add(x, w, b, r, out=out, ws=ws, **given)
-            return
+            return None
         scratch = ws[:nbytes].view(jit_conv.DTYPE).reshape(rows, plane)
-        _pointwise_add_compiled(x, w.reshape(channels, -1), b, r, out, scratch, spec)
+        return _bands(x, w.reshape(channels, -1), b, r, out, scratch)
 
+    made = SameArrays(bands)
+
+    def bound(x, w, b, r, *, out, ws=None, **given):
+        todo = made(x, w, b, r, out, ws)
+        if todo is None:
+            pointwise_conv_add(x, w, b, r, out=out, ws=ws, **attrs)
+        else:
+            _run_bands(todo, spec)
+
+    bound.attributes_bound = True  # type: ignore[attr-defined]  # a session calls it without them
     return bound
 
 

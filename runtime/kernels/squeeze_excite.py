@@ -202,10 +202,11 @@ def _bind(inputs, outputs, attrs: dict):
     def bound(x, w1, b1, w2, b2, *, out, ws=None, **given):
         args = made(x, w1, b1, w2, b2, out, ws)
         if args is None:
-            squeeze_excite(x, w1, b1, w2, b2, out=out, ws=ws, **given)
+            squeeze_excite(x, w1, b1, w2, b2, out=out, ws=ws, **attrs)
         else:
             _se(*args)
 
+    bound.attributes_bound = True  # type: ignore[attr-defined]  # a session calls it without them
     return bound
 
 

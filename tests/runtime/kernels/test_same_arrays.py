@@ -44,3 +44,46 @@ def test_a_bound_squeeze_excite_follows_new_arrays():
             bound(x, *weights, out=got, ws=ws, **attrs)
             kernel.fn(x, *weights, out=want, ws=None, **attrs)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_bound_pointwise_conv_follows_new_arrays_apart_and_over_its_input():
+    from tests.runtime.kernels.harness import conv_reference
+
+    kernel = get_kernel("ConvAct", "memplan")
+    assert kernel is not None and kernel.workspace is not None
+    rng = np.random.default_rng(6)
+    x_shape, w_shape = (1, 8, 6, 5), (24, 8, 1, 1)
+    attrs = {"activation": "Relu"}
+    w, b = rng.standard_normal(w_shape).astype(np.float32), rng.standard_normal(24).astype(np.float32)
+    metas = [TensorMeta(s, np.dtype(np.float32)) for s in (x_shape, w_shape, (24,))]
+    out_meta = [TensorMeta((1, 24, 6, 5), np.dtype(np.float32))]
+    ws = np.zeros(kernel.workspace(metas, out_meta, **attrs), np.uint8)
+    bound = kernel.fn.bind(metas, out_meta, attrs)
+    for over in (False, True, False):
+        x = rng.standard_normal(x_shape).astype(np.float32)
+        want = conv_reference(x, w, b, {}, [("Relu", {})])
+        block = np.zeros(want.size, np.float32)
+        block[: x.size] = x.reshape(-1)
+        source = block[: x.size].reshape(x_shape) if over else x
+        out = block.reshape(want.shape) if over else np.empty_like(want)
+        with loop_ufunc_buffers():
+            bound(source, w, b, out=out, ws=ws)  # as a session calls a bound call: no attributes
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_bound_pointwise_conv_add_follows_new_arrays():
+    kernel = get_kernel("PointwiseConvAdd", "memplan")
+    assert kernel is not None and kernel.workspace is not None
+    rng = np.random.default_rng(7)
+    shapes = [(1, 16, 4, 4), (8, 16, 1, 1), (8,), (1, 8, 4, 4)]
+    metas = [TensorMeta(s, np.dtype(np.float32)) for s in shapes]
+    ws = np.zeros(kernel.workspace(metas, metas[3:], activation="Relu"), np.uint8)
+    bound = kernel.fn.bind(metas, metas[3:], {"activation": "Relu"}) if hasattr(kernel.fn, "bind") else kernel.fn
+    w, b = (rng.standard_normal(s).astype(np.float32) for s in shapes[1:3])
+    for in_place in (False, True):
+        x, r = (rng.standard_normal(s).astype(np.float32) for s in (shapes[0], shapes[3]))
+        want = np.maximum(np.einsum("oc,nchw->nohw", w[:, :, 0, 0], x) + b[:, None, None] + r, 0)
+        out = r if in_place else np.empty_like(r)
+        with loop_ufunc_buffers():
+            bound(x, w, b, r, out=out, ws=ws, activation="Relu")
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
