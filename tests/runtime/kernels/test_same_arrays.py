@@ -1,6 +1,7 @@
 """`SameArrays`, the memo of what a bound call derives from its arrays: made once for the same
-array objects, again as soon as one of them is another object (even one equal in value), and
-a bound SqueezeExcite called with other arrays computes from them, not from the first call's."""
+array objects, again as soon as one of them is another object (even one equal in value); a
+bound SqueezeExcite, 1x1 ConvAct (apart and over its input) and PointwiseConvAdd (apart and
+over its residual) called with other arrays compute from them, not from the first call's."""
 
 from __future__ import annotations
 
