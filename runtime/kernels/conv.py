@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import TensorMeta, jit_conv, jit_depthwise, jit_winograd, kernel, window, winograd
+from runtime.kernels import TensorMeta, jit_conv, jit_depthwise, jit_phases, jit_winograd, kernel, window, winograd
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout, over_route
 from runtime.kernels.depthwise import (
@@ -90,7 +90,12 @@ def _route_workspace(x, w, geo: Geometry, path: str, group: int) -> int:
     if path == "depthwise":
         blocks = [((min(channels, _depthwise_block(geo, x.dtype)), *geo.kernel, *geo.out), x.dtype)]
     elif jit_conv.takes_im2col(geo, x.dtype):
-        return scratch_bytes(((channels, *geo.kernel, _band_rows(geo, channels, x.dtype), *geo.out[1:]), x.dtype))
+        rows = _band_rows(geo, channels, x.dtype)
+        col = ((channels, *geo.kernel, rows, *geo.out[1:]), x.dtype)
+        if not jit_phases.takes(geo, x.dtype):
+            return scratch_bytes(col)
+        phases = jit_phases.phase_shape(channels, rows, geo.kernel[0], geo.kernel[1], geo.out[1])
+        return scratch_bytes(col, (phases, x.dtype))  # and a band's phases
     else:
         blocks = [((channels, *geo.kernel, _band_rows(geo, channels, x.dtype), *geo.out[1:]), x.dtype)]
     if geo.padded:
@@ -126,6 +131,9 @@ def _conv_im2col_compiled(x, w, b, out, geo: Geometry, group: int, scratch: Scra
     rows = _band_rows(geo, channels, x.dtype)
     row_pixels = geo.out[1]
     col = scratch.take((channels * math.prod(geo.kernel) * rows * row_pixels,), x.dtype)
+    phases = None
+    if jit_phases.takes(geo, x.dtype):  # a stride-2 window of many taps: through the image's phases
+        phases = scratch.take(jit_phases.phase_shape(channels, rows, geo.kernel[0], geo.kernel[1], row_pixels), x.dtype)
     per_group = w.reshape(group, filters // group, -1)
     for n in range(x.shape[0]):
         image = out[n].reshape(filters, -1)
@@ -133,7 +141,10 @@ def _conv_im2col_compiled(x, w, b, out, geo: Geometry, group: int, scratch: Scra
         for r in range(0, geo.out[0], rows):
             m = min(rows, geo.out[0] - r)
             band = col[: col.size // rows * m]
-            jit_conv.im2col_into(x[n], band, r, m, geo)
+            if phases is None:
+                jit_conv.im2col_into(x[n], band, r, m, geo)
+            else:
+                jit_phases.im2col_into(x[n], band, phases, r, m, geo)
             start, stop = r * row_pixels, (r + m) * row_pixels
             np.matmul(per_group, band.reshape(group, -1, m * row_pixels), out=target[:, :, start:stop])
             jit_conv.epilogue(image, b, start, stop, spec)
@@ -337,6 +348,7 @@ def conv_prepare(inputs, outputs, *, group=1, **_) -> None:
     grouped conv) are compiled when a session prepares, never in a run nor when only planning."""
     jit_conv.warm()
     jit_winograd.warm()
+    jit_phases.warm()
     if group > 1:
         jit_depthwise.warm()
 
