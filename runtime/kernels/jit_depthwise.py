@@ -49,6 +49,92 @@ def _tap(flat, row, j, dw, sw, per, span):  # type: ignore[no-untyped-def]
     return flat[base : base + span]
 
 
+def _row(i, start, g):  # type: ignore[no-untyped-def]
+    """Where kernel row i of the tile starting at `start` begins in the flat sub-planes, unsigned
+    (`g` is (sh, sw, dh, dw, per, wq)): a loop indexing by an unsigned counter plus such offsets
+    has no wraparound check to make, and vectorises (signed computed indexes: 10x slower)."""
+    sh, sw, dh, _, per, wq = g
+    ri = i * dh
+    return np.uint64((ri % sh) * sw * per + (ri // sh) * wq + start)
+
+
+def _col(j, g):  # type: ignore[no-untyped-def]
+    """The offset of kernel column j from its kernel row's start (`_row`), unsigned."""
+    _, sw, _, dw, per, _ = g
+    cj = j * dw
+    return np.uint64((cj % sw) * per + cj // sw)
+
+
+def _sum3x3(flat, acc, span, start, g, taps, bias):  # type: ignore[no-untyped-def]
+    """acc[:span] = bias + the nine taps over the tile at `start`, one pass: each sum stored once."""
+    r0, r1, r2 = _row(0, start, g), _row(1, start, g), _row(2, start, g)
+    c0, c1, c2 = _col(0, g), _col(1, g), _col(2, g)
+    w00, w01, w02 = taps[0, 0], taps[0, 1], taps[0, 2]
+    w10, w11, w12 = taps[1, 0], taps[1, 1], taps[1, 2]
+    w20, w21, w22 = taps[2, 0], taps[2, 1], taps[2, 2]
+    for q in range(span):
+        u = np.uint64(q)
+        a, m, d = u + r0, u + r1, u + r2
+        acc[u] = (
+            bias
+            + w00 * flat[a + c0] + w01 * flat[a + c1] + w02 * flat[a + c2]
+            + w10 * flat[m + c0] + w11 * flat[m + c1] + w12 * flat[m + c2]
+            + w20 * flat[d + c0] + w21 * flat[d + c1] + w22 * flat[d + c2]
+        )  # fmt: skip
+
+
+def _sum5x5(flat, acc, span, r, taps, bias):  # type: ignore[no-untyped-def]
+    """`_sum3x3` for a 5x5 filter at stride 1, all 25 taps in one pass with their weights in
+    registers: kernel row i reads columns r[i] to r[i] + 4. Constant displacements keep the
+    compiler from spilling a pointer per tap (runtime column offsets made the pass twice as
+    slow), and no pass reads the sums back."""
+    r0, r1, r2, r3, r4 = r
+    w00, w01, w02, w03, w04 = taps[0, 0], taps[0, 1], taps[0, 2], taps[0, 3], taps[0, 4]
+    w10, w11, w12, w13, w14 = taps[1, 0], taps[1, 1], taps[1, 2], taps[1, 3], taps[1, 4]
+    w20, w21, w22, w23, w24 = taps[2, 0], taps[2, 1], taps[2, 2], taps[2, 3], taps[2, 4]
+    w30, w31, w32, w33, w34 = taps[3, 0], taps[3, 1], taps[3, 2], taps[3, 3], taps[3, 4]
+    w40, w41, w42, w43, w44 = taps[4, 0], taps[4, 1], taps[4, 2], taps[4, 3], taps[4, 4]
+    one, two, three, four = np.uint64(1), np.uint64(2), np.uint64(3), np.uint64(4)
+    for q in range(0, span, 16):  # whole vectors (span is a multiple of 16): no scalar remainder
+        for k in range(16):
+            u = np.uint64(q + k)
+            a, m, d, e, f = u + r0, u + r1, u + r2, u + r3, u + r4
+            acc[u] = (
+                bias
+                + w00 * flat[a] + w01 * flat[a + one] + w02 * flat[a + two] + w03 * flat[a + three] + w04 * flat[a + four]
+                + w10 * flat[m] + w11 * flat[m + one] + w12 * flat[m + two] + w13 * flat[m + three] + w14 * flat[m + four]
+                + w20 * flat[d] + w21 * flat[d + one] + w22 * flat[d + two] + w23 * flat[d + three] + w24 * flat[d + four]
+                + w30 * flat[e] + w31 * flat[e + one] + w32 * flat[e + two] + w33 * flat[e + three] + w34 * flat[e + four]
+                + w40 * flat[f] + w41 * flat[f + one] + w42 * flat[f + two] + w43 * flat[f + three] + w44 * flat[f + four]
+            )  # fmt: skip
+
+
+def _sum5x5_s2(flat, acc, span, r, o, taps, bias):  # type: ignore[no-untyped-def]
+    """`_sum5x5` at column stride 2: kernel row i reads columns r[i], o[i], r[i] + 1, o[i] + 1,
+    r[i] + 2, o[i] being the odd columns' sub-plane."""
+    r0, r1, r2, r3, r4 = r
+    o0, o1, o2, o3, o4 = o
+    w00, w01, w02, w03, w04 = taps[0, 0], taps[0, 1], taps[0, 2], taps[0, 3], taps[0, 4]
+    w10, w11, w12, w13, w14 = taps[1, 0], taps[1, 1], taps[1, 2], taps[1, 3], taps[1, 4]
+    w20, w21, w22, w23, w24 = taps[2, 0], taps[2, 1], taps[2, 2], taps[2, 3], taps[2, 4]
+    w30, w31, w32, w33, w34 = taps[3, 0], taps[3, 1], taps[3, 2], taps[3, 3], taps[3, 4]
+    w40, w41, w42, w43, w44 = taps[4, 0], taps[4, 1], taps[4, 2], taps[4, 3], taps[4, 4]
+    one, two = np.uint64(1), np.uint64(2)
+    for q in range(0, span, 16):
+        for k in range(16):
+            u = np.uint64(q + k)
+            a, m, d, e, f = u + r0, u + r1, u + r2, u + r3, u + r4
+            a_, m_, d_, e_, f_ = u + o0, u + o1, u + o2, u + o3, u + o4
+            acc[u] = (
+                bias
+                + w00 * flat[a] + w01 * flat[a_] + w02 * flat[a + one] + w03 * flat[a_ + one] + w04 * flat[a + two]
+                + w10 * flat[m] + w11 * flat[m_] + w12 * flat[m + one] + w13 * flat[m_ + one] + w14 * flat[m + two]
+                + w20 * flat[d] + w21 * flat[d_] + w22 * flat[d + one] + w23 * flat[d_ + one] + w24 * flat[d + two]
+                + w30 * flat[e] + w31 * flat[e_] + w32 * flat[e + one] + w33 * flat[e_ + one] + w34 * flat[e + two]
+                + w40 * flat[f] + w41 * flat[f_] + w42 * flat[f + one] + w43 * flat[f_ + one] + w44 * flat[f + two]
+            )  # fmt: skip
+
+
 def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
     batch, channels, height, width = x.shape
     out_h, out_w = out.shape[2], out.shape[3]
@@ -97,88 +183,53 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                         dst[q] = picked[q * sw]
             bias = b[c] if has_bias else np.float32(0.0)
             taps = w[c, 0]
-            plane = out[n, c]
+            plane = out[n, c].reshape(-1)
             for oy0 in range(0, out_h, tile_rows):
                 # Whole output rows at a time; the last row's spare columns only as far as whole vectors.
                 start = oy0 * wq
                 oy1 = min(out_h, oy0 + tile_rows)
                 span = min(acc.shape[0], (oy1 * wq - wq + out_w - start + 15) // 16 * 16)
+                g = (sh, sw, dh, dw, per, wq)
                 if k_h == 3 and k_w == 3:
-                    # All nine taps in one pass (upper, middle, lower kernel rows): each sum is stored once.
-                    r0 = start
-                    r1 = (dh % sh) * sw * per + (dh // sh) * wq + start
-                    r2 = ((2 * dh) % sh) * sw * per + ((2 * dh) // sh) * wq + start
-                    u0, u1, u2 = (
-                        _tap(flat, r0, 0, dw, sw, per, span),
-                        _tap(flat, r0, 1, dw, sw, per, span),
-                        _tap(flat, r0, 2, dw, sw, per, span),
-                    )
-                    m0, m1, m2 = (
-                        _tap(flat, r1, 0, dw, sw, per, span),
-                        _tap(flat, r1, 1, dw, sw, per, span),
-                        _tap(flat, r1, 2, dw, sw, per, span),
-                    )
-                    l0, l1, l2 = (
-                        _tap(flat, r2, 0, dw, sw, per, span),
-                        _tap(flat, r2, 1, dw, sw, per, span),
-                        _tap(flat, r2, 2, dw, sw, per, span),
-                    )
-                    w00, w01, w02 = taps[0, 0], taps[0, 1], taps[0, 2]
-                    w10, w11, w12 = taps[1, 0], taps[1, 1], taps[1, 2]
-                    w20, w21, w22 = taps[2, 0], taps[2, 1], taps[2, 2]
-                    for q in range(span):
-                        acc[q] = (
-                            bias
-                            + w00 * u0[q] + w01 * u1[q] + w02 * u2[q]
-                            + w10 * m0[q] + w11 * m1[q] + w12 * m2[q]
-                            + w20 * l0[q] + w21 * l1[q] + w22 * l2[q]
-                        )  # fmt: skip
-                    k_rows = 0
+                    _sum3x3(flat, acc, span, start, g, taps, bias)
+                elif k_h == 5 and k_w == 5 and dw == 1 and sw <= 2:
+                    r = (_row(0, start, g), _row(1, start, g), _row(2, start, g), _row(3, start, g), _row(4, start, g))
+                    if sw == 1:
+                        _sum5x5(flat, acc, span, r, taps, bias)
+                    else:
+                        o = _col(1, g)
+                        _sum5x5_s2(flat, acc, span, r, (r[0] + o, r[1] + o, r[2] + o, r[3] + o, r[4] + o), taps, bias)
                 else:
                     for q in range(span):
                         acc[q] = bias
-                    k_rows = k_h
-                for i in range(k_rows):
-                    ri = i * dh
-                    row = (ri % sh) * sw * per + (ri // sh) * wq + start
-                    if k_w == 3:
-                        # A kernel row's taps in one pass: the accumulator is read and written once.
-                        s0 = _tap(flat, row, 0, dw, sw, per, span)
-                        s1 = _tap(flat, row, 1, dw, sw, per, span)
-                        s2 = _tap(flat, row, 2, dw, sw, per, span)
-                        t0, t1, t2 = taps[i, 0], taps[i, 1], taps[i, 2]
-                        for q in range(span):
-                            acc[q] += t0 * s0[q] + t1 * s1[q] + t2 * s2[q]
-                    elif k_w == 5:
-                        s0 = _tap(flat, row, 0, dw, sw, per, span)
-                        s1 = _tap(flat, row, 1, dw, sw, per, span)
-                        s2 = _tap(flat, row, 2, dw, sw, per, span)
-                        s3 = _tap(flat, row, 3, dw, sw, per, span)
-                        s4 = _tap(flat, row, 4, dw, sw, per, span)
-                        t0, t1, t2, t3, t4 = taps[i, 0], taps[i, 1], taps[i, 2], taps[i, 3], taps[i, 4]
-                        for q in range(span):
-                            acc[q] += t0 * s0[q] + t1 * s1[q] + t2 * s2[q] + t3 * s3[q] + t4 * s4[q]
-                    else:
+                    for i in range(k_h):
+                        ri = i * dh
+                        row = (ri % sh) * sw * per + (ri // sh) * wq + start
                         for j in range(k_w):
                             src = _tap(flat, row, j, dw, sw, per, span)
                             tap = taps[i, j]
                             for q in range(span):
                                 acc[q] += tap * src[q]
-                if out_w < 32:
-                    # Short rows: the activation over the whole tile in one vector loop (the
-                    # spare columns' values are never stored), then the rows copied out.
-                    activate(acc[:span], code, a0, a1)
-                    for oy in range(oy0, oy1):
-                        src, dst = acc[(oy - oy0) * wq :], plane[oy]
-                        for q in range(out_w):
-                            dst[q] = src[q]
-                else:
-                    for oy in range(oy0, oy1):
-                        activate_row(acc[(oy - oy0) * wq :], plane[oy], out_w, code, a0, a1)
+                # The activation over the whole tile in one vector loop (the spare columns'
+                # values are never stored), then the rows copied out: a compiled call per
+                # row cost about 20 ns, more than copying a 56-wide row.
+                activate(acc[:span], code, a0, a1)
+                for oy in range(oy0, oy1):
+                    src, dst = np.uint64((oy - oy0) * wq), np.uint64(oy * out_w)
+                    for q in range(out_w):
+                        u = np.uint64(q)
+                        plane[dst + u] = acc[src + u]
 
 
 # Inlined into the loops (a call per tap and tile would cost as much as a short tile's sums).
 _tap = jit_activation.inline(_tap) or _tap
+_row = jit_activation.inline(_row) or _row
+_col = jit_activation.inline(_col) or _col
+_sum3x3 = jit_activation.inline(_sum3x3) or _sum3x3
+# Called, not inlined: in a function of their own the 25 weights stay in registers (inlined,
+# the loop around them spilled most of them, 1.5x the time).
+_sum5x5 = compiled(_sum5x5) or _sum5x5
+_sum5x5_s2 = compiled(_sum5x5_s2) or _sum5x5_s2
 depthwise = compiled(_depthwise) if activate_row is not None else None
 
 
@@ -193,6 +244,10 @@ def _sub_planes(x_shape, geo: Geometry) -> tuple[int, int, int]:
     (sh, sw), (dh, dw), (top, left) = geo.strides, geo.dilations, geo.begin
     reach_rows, reach_cols = (geo.kernel[0] - 1) * dh // sh, (geo.kernel[1] - 1) * dw // sw
     wq = max(geo.out[1] + reach_cols, (left + x_shape[3] - 1) // sw + 1)
+    if sw == 1:
+        # A row's right pad is the next row's left pad: the taps past a row's end read the
+        # zeros before the next row's image (at most `right` columns wide), fewer spare sums.
+        wq = max(geo.out[1], left + x_shape[3], x_shape[3] + geo.end[1])
     rows = max(geo.out[0] + reach_rows, (top + x_shape[2] - 1) // sh + 1) + -(-TILE // wq) + 1
     return sh * sw, rows, wq
 
