@@ -1,8 +1,10 @@
 """Conv and ConvAct called through their binding (`PlaneWise.bind`, as a session prepares
 each step) and called directly give the same bytes, on every route (pointwise, im2col, taps,
 the depthwise routes, Winograd, and the over-input columns and rows), and both match
-onnx.reference. Also: the bound pointwise call allocates nothing beside its arguments, and
-a bound call whose output is over its input still takes the over-input route."""
+onnx.reference. Also: the bound pointwise call allocates nothing beside its arguments, a
+bound call whose output is over its input still takes the over-input route, maps large enough
+to be multiplied in `small_columns` chunks (apart and over the input), and a depthwise bound
+call over its own input."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ CASES = {  # route: (x shape, w shape, attrs)
     "pointwise": ((1, 8, 7, 6), (24, 8, 1, 1), {}),
     "pointwise_batch2": ((2, 8, 5, 4), (6, 8, 1, 1), {}),
     "pointwise_1x1_map": ((1, 96, 1, 1), (40, 96, 1, 1), {}),
+    "pointwise_chunked": ((1, 32, 48, 48), (16, 32, 1, 1), {}),  # matmuls in `small_columns` chunks
     "im2col": ((1, 8, 9, 9), (12, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "taps": ((1, 16, 9, 9), (6, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     "winograd": ((1, 16, 16, 16), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
@@ -94,7 +97,7 @@ def test_bound_and_direct_calls_agree_with_the_reference(case, act, bias):
     want = conv_reference(x, w, b, conv_attrs, ACTS[act][1])
     geo, path = conv_route(x.shape, w.shape, want.shape, conv_attrs.get("group", 1), "NOTSET",
                            conv_attrs.get("pads"), conv_attrs.get("strides"), None, None)  # fmt: skip
-    expected_path = {"pointwise_batch2": "pointwise", "pointwise_1x1_map": "pointwise", "winograd": "taps"}
+    expected_path = {"winograd": "taps"} | {k: "pointwise" for k in CASES if k.startswith("pointwise")}
     if not case.startswith("depthwise"):
         assert path in (expected_path.get(case, case), "im2col"), path
     if case == "winograd" and jit_conv.usable(x):
@@ -127,6 +130,8 @@ def test_the_bound_pointwise_call_allocates_nothing(act):
 OVER = {  # route over the input: (x shape, w shape, attrs)
     "columns_wider": ((1, 8, 28, 24), (24, 8, 1, 1), {}),
     "columns_narrower": ((2, 24, 14, 12), (8, 24, 1, 1), {}),
+    "columns_chunked": ((1, 16, 48, 48), (96, 16, 1, 1), {}),  # the planes past the input in chunks
+    "columns_chunked_narrower": ((1, 32, 48, 48), (16, 32, 1, 1), {}),
     "rows_3x3": ((1, 16, 9, 8), (6, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     "rows_same_channels": ((2, 8, 12, 12), (8, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
 }
@@ -184,3 +189,12 @@ def test_the_bound_depthwise_call_over_its_own_input_matches_the_reference(case,
     with loop_ufunc_buffers():
         bound(xv, w, b, out=yv, ws=ws, **attrs)
     np.testing.assert_allclose(yv, want, rtol=1e-4, atol=1e-4)
+
+
+def test_small_columns_keep_a_matmul_within_the_small_kernel_or_take_the_whole_map():
+    from runtime.kernels.conv_bound import MIN_COLUMNS, SMALL_GEMM, small_columns
+
+    width = small_columns(16, 32, 12544)
+    assert width % 16 == 0 and width >= MIN_COLUMNS and 16 * 32 * width <= SMALL_GEMM < 16 * 32 * (width + 16)
+    assert small_columns(16, 32, 1000) == 1000  # one chunk would hold the whole map
+    assert small_columns(576, 96, 196) == 196  # chunks would be narrower than MIN_COLUMNS
