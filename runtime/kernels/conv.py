@@ -146,7 +146,9 @@ def _conv_im2col_compiled(x, w, b, out, geo: Geometry, group: int, scratch: Scra
             else:
                 jit_phases.im2col_into(x[n], band, phases, r, m, geo)
             start, stop = r * row_pixels, (r + m) * row_pixels
-            np.matmul(per_group, band.reshape(group, -1, m * row_pixels), out=target[:, :, start:stop])
+            cols = band.reshape(group, -1, stop - start)
+            for s, e in window.column_chunks(filters // group, cols.shape[1], start, stop):  # OpenBLAS's small kernel
+                np.matmul(per_group, cols[:, :, s - start : e - start], out=target[:, :, s:e])
             jit_conv.epilogue(image, b, start, stop, spec)
 
 

@@ -21,6 +21,7 @@ from runtime.kernels.conv import conv, conv_route, writes_over_input
 from runtime.kernels.conv_over import over_layout, over_route
 from runtime.kernels.depthwise import DEPTHWISE_ROUTES, conv_depthwise_compiled, uses_compiled
 from runtime.kernels.same_arrays import SameArrays
+from runtime.kernels.window import small_columns
 
 
 def bind_conv(inputs, outputs, attrs: dict, finish, slow) -> Callable | None:
@@ -130,22 +131,6 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
 
     bound.attributes_bound = True  # type: ignore[attr-defined]
     return bound
-
-
-# OpenBLAS multiplies without packing (its small-matrix kernel) up to M * N * K = 100^3 (its
-# SkylakeX builds): a 1x1 conv with few filters and channels over a large map runs faster in
-# column chunks within that (MobileNetV2's 32 -> 16 at 112 x 112: 190 -> 149 us with the
-# epilogue), each chunk's epilogue in cache. Chunks narrower than `MIN_COLUMNS` lose more in
-# calls than they gain (576 -> 96 at 14 x 14: 229 -> 300 us in 16-column chunks).
-SMALL_GEMM = 100**3
-MIN_COLUMNS = 256
-
-
-def small_columns(rows: int, depth: int, pixels: int) -> int:
-    """Columns per matmul of a (rows, depth) @ (depth, pixels) product: within `SMALL_GEMM`
-    (a multiple of 16) when that leaves at least `MIN_COLUMNS`, else all of them."""
-    width = SMALL_GEMM // max(1, rows * depth) // 16 * 16
-    return width if MIN_COLUMNS <= width < pixels else pixels
 
 
 def _bind_conv(inputs, outputs, attrs: dict, slow) -> Callable | None:

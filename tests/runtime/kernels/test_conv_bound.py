@@ -25,6 +25,8 @@ CASES = {  # route: (x shape, w shape, attrs)
     "pointwise_1x1_map": ((1, 96, 1, 1), (40, 96, 1, 1), {}),
     "pointwise_chunked": ((1, 32, 48, 48), (16, 32, 1, 1), {}),  # matmuls in `small_columns` chunks
     "im2col": ((1, 8, 9, 9), (12, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    # a stem: each band's matmul in `window.column_chunks`
+    "im2col_chunked": ((1, 3, 112, 112), (16, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     "taps": ((1, 16, 9, 9), (6, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     "winograd": ((1, 16, 16, 16), (24, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
     "depthwise_3x3": ((1, 8, 12, 12), (8, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 8}),
@@ -97,7 +99,8 @@ def test_bound_and_direct_calls_agree_with_the_reference(case, act, bias):
     want = conv_reference(x, w, b, conv_attrs, ACTS[act][1])
     geo, path = conv_route(x.shape, w.shape, want.shape, conv_attrs.get("group", 1), "NOTSET",
                            conv_attrs.get("pads"), conv_attrs.get("strides"), None, None)  # fmt: skip
-    expected_path = {"winograd": "taps"} | {k: "pointwise" for k in CASES if k.startswith("pointwise")}
+    expected_path = {"winograd": "taps", "im2col_chunked": "im2col"}
+    expected_path |= {k: "pointwise" for k in CASES if k.startswith("pointwise")}
     if not case.startswith("depthwise"):
         assert path in (expected_path.get(case, case), "im2col"), path
     if case == "winograd" and jit_conv.usable(x):
@@ -192,9 +195,12 @@ def test_the_bound_depthwise_call_over_its_own_input_matches_the_reference(case,
 
 
 def test_small_columns_keep_a_matmul_within_the_small_kernel_or_take_the_whole_map():
-    from runtime.kernels.conv_bound import MIN_COLUMNS, SMALL_GEMM, small_columns
+    from runtime.kernels.window import MIN_COLUMNS, SMALL_GEMM, column_chunks, small_columns
 
     width = small_columns(16, 32, 12544)
     assert width % 16 == 0 and width >= MIN_COLUMNS and 16 * 32 * width <= SMALL_GEMM < 16 * 32 * (width + 16)
     assert small_columns(16, 32, 1000) == 1000  # one chunk would hold the whole map
     assert small_columns(576, 96, 196) == 196  # chunks would be narrower than MIN_COLUMNS
+    chunks = column_chunks(32, 27, 6272, 12544)  # a stem's band of 56 rows of 112
+    assert chunks[0][0] == 6272 and chunks[-1][1] == 12544
+    assert all(a[1] == b[0] for a, b in zip(chunks, chunks[1:], strict=False)) and len(chunks) > 1
