@@ -14,11 +14,8 @@ activation (`runtime.kernels.jit_activation`) into the output. The spare columns
 the sub-planes' pads are zeroed once per call, only the image is written per channel, its rows
 placed by counters (a division per row cost as much as copying a 14-wide row).
 
-Many channels over a small output (7 wide) run channels-last instead (`channels_last`): the
-padded image copied into (H, W, C) scratch four pixels by `CB` channels at a time (the planes'
-lines stay in L1), the taps and bias into rows of C; two output pixels per pass, each a vector
-loop over the channels that loads each tap once for both sums (3x3 in one pass, 5x5 one per
-kernel row); the whole image's sums activated in one loop and transposed back the same way.
+Many channels over a small output (7 wide) run channels-last instead
+(`runtime.kernels.jit_channels_last`).
 
 Over its own input (`runtime.kernels.planes`: the output starts at the input's first byte,
 each plane no larger than the input's), output plane c covers only input planes up to c,
@@ -35,9 +32,12 @@ import numpy as np
 from runtime.kernels import jit_activation
 from runtime.kernels._jit import compiled
 from runtime.kernels.jit_activation import DTYPE, activate, activate_row
+from runtime.kernels.jit_channels_last import channels_last as channels_last
+from runtime.kernels.jit_channels_last import channels_last_layout as channels_last_layout
+from runtime.kernels.jit_channels_last import conv_channels_last as conv_channels_last
+from runtime.kernels.jit_channels_last import read_only
 from runtime.kernels.window import Geometry
 
-CB = 64  # channels transposed at a time by the channels-last loop: their planes' lines stay in L1
 TILE = 512  # output positions summed at a time: 2 KiB of float32, in L1 beside the taps' reads
 
 
@@ -264,22 +264,12 @@ def conv_depthwise_compiled(x, w, b, out, geo: Geometry, subs, acc, act: tuple[i
     blocks of `compiled_layout`; `act` is a `jit_activation.spec`."""
     assert depthwise is not None
     code, p0, p1 = act
-    x, w, bias = _read_only(x), _read_only(w), _read_only(w.reshape(-1) if b is None else b)
+    x, w, bias = read_only(x), read_only(w), read_only(w.reshape(-1) if b is None else b)
     depthwise(
         x, w, bias, b is not None, out, subs, acc,
         geo.strides[0], geo.strides[1], geo.dilations[0], geo.dilations[1], geo.begin[0], geo.begin[1],
         code, p0, p1,
     )  # fmt: skip
-
-
-def _read_only(a: np.ndarray) -> np.ndarray:
-    """`a`, or a read-only view of it: the loop is compiled for read-only inputs (a session's
-    tensors are), so that one compilation serves every call."""
-    if not a.flags.writeable:
-        return a
-    view = a.view()
-    view.flags.writeable = False
-    return view
 
 
 @functools.cache
@@ -299,191 +289,3 @@ def warm() -> None:
     )
     image, taps, rows = (np.empty(shape, DTYPE) for shape, _ in channels_last_layout(x.shape, geo, DTYPE))
     conv_channels_last(x, w, None, out, geo, image, taps, rows, (0, 0.0, 0.0))
-
-
-def _pixel(image, taps, bias, acc, y0, x0, dh, dw, k_h, k_w):  # type: ignore[no-untyped-def]
-    """acc = bias + the taps over the window at (y0, x0) of the channels-last image, every
-    channel: vector loops over the channels, 3x3 in one pass, 5x5 one pass per kernel row."""
-    channels = acc.shape[0]
-    if k_h == 3 and k_w == 3:
-        u, m, d = image[y0], image[y0 + dh], image[y0 + 2 * dh]
-        c0, c1, c2 = x0, x0 + dw, x0 + 2 * dw
-        u0, u1, u2, m0, m1, m2, l0, l1, l2 = u[c0], u[c1], u[c2], m[c0], m[c1], m[c2], d[c0], d[c1], d[c2]
-        w00, w01, w02, w10, w11, w12 = taps[0], taps[1], taps[2], taps[3], taps[4], taps[5]
-        w20, w21, w22 = taps[6], taps[7], taps[8]
-        for c in range(channels):
-            acc[c] = (
-                bias[c]
-                + w00[c] * u0[c] + w01[c] * u1[c] + w02[c] * u2[c]
-                + w10[c] * m0[c] + w11[c] * m1[c] + w12[c] * m2[c]
-                + w20[c] * l0[c] + w21[c] * l1[c] + w22[c] * l2[c]
-            )  # fmt: skip
-        return
-    for c in range(channels):
-        acc[c] = bias[c]
-    for i in range(k_h):
-        r, t = image[y0 + i * dh], taps[i * k_w : (i + 1) * k_w]
-        if k_w == 5:
-            s0, s1, s2, s3, s4 = r[x0], r[x0 + dw], r[x0 + 2 * dw], r[x0 + 3 * dw], r[x0 + 4 * dw]
-            t0, t1, t2, t3, t4 = t[0], t[1], t[2], t[3], t[4]
-            for c in range(channels):
-                acc[c] += t0[c] * s0[c] + t1[c] * s1[c] + t2[c] * s2[c] + t3[c] * s3[c] + t4[c] * s4[c]
-        else:
-            for j in range(k_w):
-                src, tap = r[x0 + j * dw], t[j]
-                for c in range(channels):
-                    acc[c] += tap[c] * src[c]
-
-
-def _pair(image, taps, bias, acc, bcc, y0, x0, sw, dh, dw, k_h, k_w):  # type: ignore[no-untyped-def]
-    """`_pixel` for the pixels at (y0, x0) into acc and (y0, x0 + sw) into bcc, in the same
-    passes: each tap loaded once for both."""
-    channels = acc.shape[0]
-    if k_h == 3 and k_w == 3:
-        u, m, d = image[y0], image[y0 + dh], image[y0 + 2 * dh]
-        c0, c1, c2 = x0, x0 + dw, x0 + 2 * dw
-        u0, u1, u2, m0, m1, m2, l0, l1, l2 = u[c0], u[c1], u[c2], m[c0], m[c1], m[c2], d[c0], d[c1], d[c2]
-        e0, e1, e2 = c0 + sw, c1 + sw, c2 + sw
-        v0, v1, v2, n0, n1, n2, k0, k1, k2 = u[e0], u[e1], u[e2], m[e0], m[e1], m[e2], d[e0], d[e1], d[e2]
-        w00, w01, w02, w10, w11, w12 = taps[0], taps[1], taps[2], taps[3], taps[4], taps[5]
-        w20, w21, w22 = taps[6], taps[7], taps[8]
-        for c in range(channels):
-            a00, a01, a02, a10, a11, a12 = w00[c], w01[c], w02[c], w10[c], w11[c], w12[c]
-            a20, a21, a22, z = w20[c], w21[c], w22[c], bias[c]
-            acc[c] = (
-                z + a00 * u0[c] + a01 * u1[c] + a02 * u2[c] + a10 * m0[c] + a11 * m1[c] + a12 * m2[c]
-                + a20 * l0[c] + a21 * l1[c] + a22 * l2[c]
-            )  # fmt: skip
-            bcc[c] = (
-                z + a00 * v0[c] + a01 * v1[c] + a02 * v2[c] + a10 * n0[c] + a11 * n1[c] + a12 * n2[c]
-                + a20 * k0[c] + a21 * k1[c] + a22 * k2[c]
-            )  # fmt: skip
-        return
-    for c in range(channels):
-        acc[c] = bias[c]
-        bcc[c] = bias[c]
-    for i in range(k_h):
-        r, t = image[y0 + i * dh], taps[i * k_w : (i + 1) * k_w]
-        if k_w == 5:
-            s0, s1, s2, s3, s4 = r[x0], r[x0 + dw], r[x0 + 2 * dw], r[x0 + 3 * dw], r[x0 + 4 * dw]
-            x1 = x0 + sw
-            q0, q1, q2, q3, q4 = r[x1], r[x1 + dw], r[x1 + 2 * dw], r[x1 + 3 * dw], r[x1 + 4 * dw]
-            t0, t1, t2, t3, t4 = t[0], t[1], t[2], t[3], t[4]
-            for c in range(channels):
-                b0, b1, b2, b3, b4 = t0[c], t1[c], t2[c], t3[c], t4[c]
-                acc[c] += b0 * s0[c] + b1 * s1[c] + b2 * s2[c] + b3 * s3[c] + b4 * s4[c]
-                bcc[c] += b0 * q0[c] + b1 * q1[c] + b2 * q2[c] + b3 * q3[c] + b4 * q4[c]
-        else:
-            for j in range(k_w):
-                src, other, tap = r[x0 + j * dw], r[x0 + sw + j * dw], t[j]
-                for c in range(channels):
-                    acc[c] += tap[c] * src[c]
-                    bcc[c] += tap[c] * other[c]
-
-
-_pixel = jit_activation.inline(_pixel) or _pixel
-_pair = jit_activation.inline(_pair) or _pair
-
-
-def _channels_last(x, w, b, has_bias, out, image, taps, sums, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
-    batch, channels, height, width = x.shape
-    out_h, out_w = out.shape[2], out.shape[3]
-    k_h, k_w = w.shape[2], w.shape[3]
-    rows, cols = image.shape[0], image.shape[1]
-    for c in range(channels):
-        for i in range(k_h):
-            for j in range(k_w):
-                taps[i * k_w + j, c] = w[c, 0, i, j]
-        taps[k_h * k_w, c] = b[c] if has_bias else np.float32(0.0)  # the bias row after the taps
-    bias = taps[k_h * k_w]
-    # The pads only: each image overwrites the interior.
-    for y in range(rows):
-        for xx in range(cols):
-            if top <= y < top + height and left <= xx < left + width:
-                continue
-            pixel = image[y, xx]
-            for c in range(channels):
-                pixel[c] = np.float32(0.0)
-    for n in range(batch):
-        # The whole image is read before any output is written (over its own input: `direct`).
-        # Transposed CB channels by four pixels at a time: four contiguous stores per channel
-        # read, the CB planes' lines staying in L1 across the row.
-        for c0 in range(0, channels, CB):
-            c1 = min(c0 + CB, channels)
-            for y in range(height):
-                line = image[top + y]
-                xx = 0
-                while xx + 4 <= width:
-                    d0, d1, d2, d3 = line[left + xx], line[left + xx + 1], line[left + xx + 2], line[left + xx + 3]
-                    for c in range(c0, c1):
-                        d0[c], d1[c] = x[n, c, y, xx], x[n, c, y, xx + 1]
-                        d2[c], d3[c] = x[n, c, y, xx + 2], x[n, c, y, xx + 3]
-                    xx += 4
-                for q in range(xx, width):
-                    d = line[left + q]
-                    for c in range(c0, c1):
-                        d[c] = x[n, c, y, q]
-        for oy in range(out_h):
-            # Two output pixels at a time: each tap's vector loaded once for both sums.
-            for ox in range(0, out_w - 1, 2):
-                _pair(
-                    image,
-                    taps,
-                    bias,
-                    sums[oy * out_w + ox],
-                    sums[oy * out_w + ox + 1],
-                    oy * sh,
-                    ox * sw,
-                    sw,
-                    dh,
-                    dw,
-                    k_h,
-                    k_w,
-                )
-            if out_w % 2:
-                ox = out_w - 1
-                _pixel(image, taps, bias, sums[oy * out_w + ox], oy * sh, ox * sw, dh, dw, k_h, k_w)
-        activate(sums.reshape(-1), code, a0, a1)
-        # Back to planes CB channels by four pixels at a time, as the image came in.
-        for c0 in range(0, channels, CB):
-            c1 = min(c0 + CB, channels)
-            for oy in range(out_h):
-                line = sums[oy * out_w : (oy + 1) * out_w]
-                ox = 0
-                while ox + 4 <= out_w:
-                    s0, s1, s2, s3 = line[ox], line[ox + 1], line[ox + 2], line[ox + 3]
-                    for c in range(c0, c1):
-                        out[n, c, oy, ox], out[n, c, oy, ox + 1] = s0[c], s1[c]
-                        out[n, c, oy, ox + 2], out[n, c, oy, ox + 3] = s2[c], s3[c]
-                    ox += 4
-                for q in range(ox, out_w):
-                    s = line[q]
-                    for c in range(c0, c1):
-                        out[n, c, oy, q] = s[c]
-
-
-channels_last = compiled(_channels_last) if activate is not None else None
-
-
-def channels_last_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
-    """Workspace blocks of `conv_channels_last`: the padded image, the taps and bias, channels-last,
-    and the output's sums (every pixel's channels contiguous)."""
-    dtype, channels = np.dtype(dtype), x_shape[1]
-    (top, left), (bottom, right) = geo.begin, geo.end
-    rows = max(top + x_shape[2] + bottom, (geo.out[0] - 1) * geo.strides[0] + geo.extent[0])
-    cols = max(left + x_shape[3] + right, (geo.out[1] - 1) * geo.strides[1] + geo.extent[1])
-    taps = geo.kernel[0] * geo.kernel[1] + 1  # and the bias
-    return [((rows, cols, channels), dtype), ((taps, channels), dtype), ((geo.out[0] * geo.out[1], channels), dtype)]
-
-
-def conv_channels_last(x, w, b, out, geo: Geometry, image, taps, rows, act: tuple[int, float, float]) -> None:
-    """`out` = act(depthwise Conv(x, w) + b) channels-last: for many channels over small maps,
-    each tap one vector loop over the channels; the blocks are `channels_last_layout`'s."""
-    assert channels_last is not None
-    code, p0, p1 = act
-    x, w, bias = _read_only(x), _read_only(w), _read_only(w.reshape(-1) if b is None else b)
-    channels_last(
-        x, w, bias, b is not None, out, image, taps, rows,
-        geo.strides[0], geo.strides[1], geo.dilations[0], geo.dilations[1], geo.begin[0], geo.begin[1],
-        code, p0, p1,
-    )  # fmt: skip
