@@ -196,11 +196,22 @@ def conv_depthwise_rows(x, w, b, out, geo: Geometry, scratch: Scratch, epilogue:
 DEPTHWISE_ROUTES = ("rows", "depthwise", "channels_last")
 
 
-# Outputs narrower than this run the compiled loop channels-last (`jit_depthwise.channels_last`),
-# wider ones over sub-planes (`jit_depthwise.depthwise`); both measured per layer of
-# MobileNetV2/V3 and EfficientNet-B0 against the numpy routes: 1.1x to 3.3x faster on the
-# outputs at least 14 wide, 1.2x to 2x on the 7-wide ones (576 to 1152 channels).
+# Outputs narrower than CHANNELS_LAST_BELOW run the compiled loop channels-last
+# (`jit_channels_last`), and so do outputs up to CHANNELS_LAST_UP_TO wide from
+# CHANNELS_LAST_FROM channels; the others run over sub-planes (`jit_depthwise.depthwise`).
+# Measured per layer of MobileNetV2/V3 and EfficientNet-B0, alternating in one process: on the
+# 14-wide outputs of 192 to 672 channels channels-last takes 0.72x to 0.96x the time of the
+# sub-planes (their 14-value rows cost more to copy in and out than the transposes, done in
+# registers), on 120 channels 1.17x, on 28-wide outputs 1.1x to 1.6x.
 CHANNELS_LAST_BELOW = 14
+CHANNELS_LAST_UP_TO = 14
+CHANNELS_LAST_FROM = 192
+
+
+def compiled_channels_last(channels: int, geo: Geometry) -> bool:
+    """Whether the compiled depthwise conv runs channels-last (else over sub-planes)."""
+    width = geo.out[1]
+    return width < CHANNELS_LAST_BELOW or (width <= CHANNELS_LAST_UP_TO and channels >= CHANNELS_LAST_FROM)
 
 
 def uses_compiled(geo: Geometry, dtype) -> bool:
@@ -212,7 +223,7 @@ def uses_compiled(geo: Geometry, dtype) -> bool:
 def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
     """Workspace blocks of `conv_depthwise_compiled` (cached: a model asks the same few shapes
     every run)."""
-    if geo.out[1] < CHANNELS_LAST_BELOW:
+    if compiled_channels_last(x_shape[1], geo):
         return jit_depthwise.channels_last_layout(tuple(x_shape), geo, np.dtype(dtype))
     return jit_depthwise.compiled_layout(tuple(x_shape), geo, np.dtype(dtype))
 
@@ -228,7 +239,7 @@ def conv_depthwise_compiled(x, w, b, out, geo: Geometry, scratch: Scratch, finis
     blocks = [scratch.take(shape, dtype) for shape, dtype in compiled_layout(x.shape, geo, x.dtype)]
     spec = getattr(finish, "spec", None) if finish is not None else NO_ACTIVATION
     act = spec or NO_ACTIVATION
-    if geo.out[1] < CHANNELS_LAST_BELOW:
+    if compiled_channels_last(x.shape[1], geo):
         image, taps, rows = blocks
         jit_depthwise.conv_channels_last(x, w, b, out, geo, image, taps, rows, act)
     else:
