@@ -103,7 +103,8 @@ def layout(x_shape, w_shape, geo: Geometry, with_weights: bool | None = None) ->
     channels, filters = x_shape[1], w_shape[0]
     band = _band_tile_rows(x_shape, w_shape, geo) * _tiles(geo)[1]
     dtype: np.dtype = jit_winograd.DTYPE
-    zeros: tuple[tuple[int, ...], np.dtype] = ((x_shape[3],), dtype)  # the row a tile reads above or below the image
+    # the row a tile reads above or below the image, then the transforms' scratch
+    zeros: tuple[tuple[int, ...], np.dtype] = ((x_shape[3] + jit_winograd.scratch_elements(_tiles(geo)[1]),), dtype)
     saved = ((_saved_rows(geo), channels, x_shape[3]), dtype)  # rows an output over the image overwrote
     blocks: list[tuple[tuple[int, ...], np.dtype]] = [
         zeros,
@@ -145,7 +146,8 @@ def conv_winograd(
     if u is None:
         u = _planes(scratch.take(*blocks.pop(0)), w.shape[0], w.shape[1])
         jit_winograd.weights(w, u)
-    zeros = scratch.take(*blocks[0])
+    zeros_and_z = scratch.take(*blocks[0])
+    zeros, z = zeros_and_z[: x.shape[3]], zeros_and_z[x.shape[3] :]
     zeros.fill(0.0)
     saved = scratch.take(*blocks[1])
     v_all, m_all = (scratch.take(shape, dtype) for shape, dtype in blocks[2:])
@@ -165,12 +167,14 @@ def conv_winograd(
             t0, nt = row * tiles_w, rows * tiles_w
             # (16, ., nt) views with contiguous planes: the last, shorter band too
             v, m = _planes(v_all, channels, nt), _planes(m_all, filters, nt)
-            jit_winograd.inputs(x[n], v, zeros, held, first_saved, t0, nt, tiles_w, ph, pw)
+            jit_winograd.inputs(
+                x[n], v_all, _stride(channels * nt), zeros, held, first_saved, t0, nt, tiles_w, ph, pw, z
+            )
             if over:
                 first_saved = (row + rows) * tile - ph
                 held = saved[: max(0, min(saved.shape[0], height - first_saved))]
                 np.copyto(held, x[n, :, first_saved : first_saved + held.shape[0]].transpose(1, 0, 2))
             np.matmul(u, v, out=m)
-            jit_winograd.outputs(m, image, t0, nt, tiles_w)
+            jit_winograd.outputs(m_all, _stride(filters * nt), image, t0, nt, tiles_w, z)
             start, stop = row * tile * out_w, min(out_h, (row + rows) * tile) * out_w
             jit_conv.epilogue(flat, b, start, stop, spec)
