@@ -21,7 +21,7 @@ from runtime.kernels.conv import conv, conv_route, writes_over_input
 from runtime.kernels.conv_over import over_layout, over_route
 from runtime.kernels.depthwise import DEPTHWISE_ROUTES, conv_depthwise_compiled, uses_compiled
 from runtime.kernels.same_arrays import SameArrays
-from runtime.kernels.window import small_columns
+from runtime.kernels.window import small_columns, small_rows
 
 
 def bind_conv(inputs, outputs, attrs: dict, finish, slow) -> Callable | None:
@@ -86,8 +86,9 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
     def passes(x, w, b, out, ws) -> list | None:
         """Each run's matmuls as (weights, input, result, bias, has bias, image, start, stop, copy
         to): the epilogue runs over columns [start, stop) of `image`, which holds the result.
-        None for the general call. Straight into `out` (in `small_columns` chunks), or over the
-        input a chunk of columns at a time through the workspace, as `conv_over.conv_columns`."""
+        None for the general call. Straight into `out` (in `small_columns` or `small_rows`
+        chunks), or over the input a chunk of columns at a time through the workspace, as
+        `conv_over.conv_columns`."""
         bias, has_bias = (empty, False) if b is None else (b, True)
         if not jit_conv.usable(x, out):
             return None
@@ -105,6 +106,8 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
                 for s in range(0, pixels, width):
                     e = min(pixels, s + width)
                     made.append((weights[spill:], sources[n, :, s:e], image[:, s:e], part, has_bias, image, s, e, None))
+                if width == pixels:  # whole rows: in `small_rows` chunks instead
+                    made[len(made) - 1 :] = _row_chunks(made[-1], channels, pixels)
             if not over:
                 continue
             chunk = ws[: rows * step * 4].view(jit_conv.DTYPE)
@@ -131,6 +134,18 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
 
     bound.attributes_bound = True  # type: ignore[attr-defined]
     return bound
+
+
+def _row_chunks(whole: tuple, depth: int, pixels: int) -> list[tuple]:
+    """A straight matmul's pass (see `passes`) as `small_rows` chunks of its rows."""
+    weights, source, result, bias, has_bias, _, _, _, _ = whole
+    rows = weights.shape[0]
+    height = small_rows(rows, depth, pixels)
+    return [
+        (weights[r : r + height], source, result[r : r + height], bias[r : r + height] if has_bias else bias,
+         has_bias, result[r : r + height], 0, pixels, None)
+        for r in range(0, rows, height)
+    ]  # fmt: skip
 
 
 def _bind_conv(inputs, outputs, attrs: dict, slow) -> Callable | None:

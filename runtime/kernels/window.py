@@ -29,6 +29,10 @@ MIN_BAND_PIXELS = 160
 # at 14 x 14: 229 -> 300 us in 16-column chunks).
 SMALL_GEMM = 100**3
 MIN_COLUMNS = 256
+# Likewise many rows of a short product (a 1x1 conv's filters on a 7 x 7 map: 1280 x 320 by 49
+# columns 637 -> 556 us from memory) in row chunks of at least MIN_ROWS; fewer rows a call
+# (a depth of 960 or more) lose (192 x 1152 by 49: 350 -> 366 us).
+MIN_ROWS = 32
 # `pad_into` fills a whole padded buffer, then copies the image in, when its rows are shorter
 # than this; longer rows get only their border slabs filled.
 NARROW_ROWS = 100
@@ -60,6 +64,13 @@ def small_columns(rows: int, depth: int, columns: int) -> int:
     (a multiple of 16) when that leaves at least `MIN_COLUMNS`, else all of them."""
     width = SMALL_GEMM // max(1, rows * depth) // 16 * 16
     return width if MIN_COLUMNS <= width < columns else columns
+
+
+def small_rows(rows: int, depth: int, columns: int) -> int:
+    """Rows per matmul of a (rows, depth) @ (depth, columns) product: within `SMALL_GEMM` when
+    that leaves at least `MIN_ROWS`, else all of them."""
+    height = SMALL_GEMM // max(1, depth * columns)
+    return height if MIN_ROWS <= height < rows else rows
 
 
 def column_chunks(rows: int, depth: int, start: int, stop: int) -> list[tuple[int, int]]:
