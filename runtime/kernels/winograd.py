@@ -40,6 +40,8 @@ POSITIONS = jit_winograd.ALPHA * jit_winograd.ALPHA
 # weight); larger ones only at prepare, for a constant weight (`prepared_weights`): 512 by 512
 # channels would add 16 MB to the arena (crnn_ocr's 6.8 -> 23.5 MB) for a per-call transform.
 WEIGHTS_PER_CALL_BYTES = 2 << 20
+# Transformed weights up to this size leave room in cache for bands twice as large (`_band_tile_rows`).
+U_IN_CACHE_BYTES = 1 << 20
 
 
 def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
@@ -67,8 +69,12 @@ def _tiles(geo: Geometry) -> tuple[int, int]:
 def _band_tile_rows(x_shape, w_shape, geo: Geometry) -> int:
     tiles_h, tiles_w = _tiles(geo)
     per_row = POSITIONS * (x_shape[1] + w_shape[0]) * tiles_w * jit_winograd.DTYPE.itemsize
-    # Half im2col's budget: V and M of 512 KB ran fastest on every layer above (1 MB: 5 to 30% slower).
-    return units_within(window.IM2COL_BLOCK_BYTES // 2, per_row, tiles_h)
+    # V and M within im2col's budget while U fits in cache beside them (ResNet's 64 channels at
+    # 56 x 56: 1.62 -> 1.47 ms, 128 at 28 x 28: 1.61 -> 1.52), else half of it (256 channels
+    # at 14 x 14, U 4 MB: 1.53 ms against 1.93).
+    u_bytes = POSITIONS * x_shape[1] * w_shape[0] * jit_winograd.DTYPE.itemsize
+    budget = window.IM2COL_BLOCK_BYTES if u_bytes <= U_IN_CACHE_BYTES else window.IM2COL_BLOCK_BYTES // 2
+    return units_within(budget, per_row, tiles_h)
 
 
 def _stride(elements: int) -> int:
