@@ -146,9 +146,9 @@ def test_the_channels_last_loop_matches_the_reference(act, nodes, special):
 # (spatial, kernel, strides, dilations, pads): each specialisation of the two loops. The flat
 # loop: 3x3 in one pass, 5x5 one pass per kernel row, other kernels tap by tap; stride-2 rows
 # split into their two parities, larger strides column by column; tiles of several short rows,
-# one row per tile, a row wider than a tile. Channels-last: pixel pairs and an odd last pixel,
-# 3x3 and 5x5 passes and other kernels, 70 channels (a block of 64 and a rest), widths not a
-# multiple of the four pixels transposed at a time.
+# one row per tile, a row wider than a tile. Channels-last: 5x5 quads of pixels at strides 1 and
+# 2, pixel pairs and an odd last pixel, 3x3 and 5x5 passes and other kernels, 70 channels (four
+# blocks of 16 transposed in registers and a rest), pixel counts not a multiple of 16.
 GEOMETRIES = [
     ((13, 15), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
     ((14, 17), (3, 3), (2, 2), (1, 1), (0, 1, 1, 0)),
