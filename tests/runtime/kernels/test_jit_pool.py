@@ -102,3 +102,21 @@ def test_rows_that_would_overwrite_unread_input_go_through_chunks(attrs):
     if "dilations" not in attrs:
         assert not direct
     np.testing.assert_array_equal(_over_input(x, attrs, want.shape), want)
+
+
+@needs_jit
+@pytest.mark.parametrize("kernel", [2, 3, 4, 5])
+@pytest.mark.parametrize("width", [15, 16])
+@pytest.mark.parametrize("ceil_mode", [0, 1])
+def test_column_stride_two_against_onnxruntime(kernel, width, ceil_mode, compiled_only):
+    # the even and odd columns' route, spans of either parity
+    x = np.random.default_rng(kernel * width).standard_normal((1, 3, 11, width)).astype(np.float32)
+    attrs = {
+        "kernel_shape": [3, kernel],
+        "strides": [1, 2],
+        "pads": [1, kernel // 2, 0, kernel - 1],
+        "ceil_mode": ceil_mode,
+    }
+    model = one_node("MaxPool", {"x": x}, opset=12, **attrs)
+    expected = run_ort(model, {"x": x})
+    close(run_kernel(model, [x], like=expected), expected)
