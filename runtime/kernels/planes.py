@@ -123,11 +123,11 @@ class PlaneWise:
         # A kernel may bind its own call for these shapes (`bind_static`), falling back to
         # `fallback(inputs, out, ws, attrs)` (`bound`'s work, the attributes passed as the dict
         # the call got, not splatted again) where a run's arrays are not the ones it was bound
-        # for; not for a plane-wise op whose output over its input goes through this class's
-        # chunks (a direct one runs whole on one item: its own call may too).
+        # for. A plane-wise kernel binding its own call takes its output over its input on
+        # itself (a depthwise Conv's route reads each plane before writing it, GlobalAveragePool
+        # writes each mean past the planes read), or leaves that call to `fallback`, the chunks.
         own = getattr(self.fn, "bind_static", None)
-        plane_wise, direct = decision[0], decision[1]
-        if own is None or (plane_wise and not direct):
+        if own is None:
             return bound
         return own(inputs, outputs, attrs, functools.partial(self._run, decision=decision)) or bound
 
