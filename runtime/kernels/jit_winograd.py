@@ -13,11 +13,11 @@ several passes over memory, are the loops here:
 * `outputs` writes A^T M A, the 2x2 output block of every filter and tile of the band,
   into the output image (the blocks that fall past an odd edge dropped).
 
-V and M are flat, each of their 16 planes `ps` floats apart, and both transforms run a row
-of tiles at a time through a small scratch (`scratch_elements`), in loops over contiguous
-runs the compiler vectorises across tiles: a tile at a time, with 16 stores (or loads)
-scattered over strided planes, ran scalar (ResNet-50's 64 channels of 56 x 56: input
-transform 0.78 -> 0.39 ms, output 0.20 -> 0.14 ms).
+V and M are flat, each of their 16 planes `ps` floats apart, and both transforms go through
+a small scratch (`scratch_elements`: a row of tiles of an input channel, a band's tiles of a
+filter) in loops over contiguous runs the compiler vectorises across tiles: a tile at a
+time, with 16 stores (or loads) scattered over strided planes, ran scalar (ResNet-50's 64
+channels of 56 x 56: input transform 0.78 -> 0.39 ms, output 0.20 -> 0.14 ms).
 
 Bias and activation then go over the band's output rows by `jit_conv.epilogue`, in cache.
 Loops allocate nothing and keep NaN and infinities (`_jit`'s rules); with compiled loops off
@@ -73,7 +73,7 @@ def _inputs(x, v, ps, zeros, saved, first_saved, t0, nt, tiles_w, ph, pw, z):  #
     reads rows 2ty - ph.. and columns 2tx - pw.., zeros outside the image (rows outside read
     `zeros`, a zero row at least W long). Rows [first_saved, first_saved + len(saved)) are
     read from `saved` (S, C, W) instead: the rows an output written over the image has
-    already overwritten. `z` is scratch of `scratch_elements(tiles_w)`.
+    already overwritten. `z` is scratch of `scratch_elements` floats.
 
     Separably, in passes the compiler vectorises (a tile at a time, 16 scattered stores, ran
     scalar): the rows of B^T d over a whole row of tiles (4 combinations of the 4 input
@@ -116,9 +116,9 @@ def _inputs(x, v, ps, zeros, saved, first_saved, t0, nt, tiles_w, ph, pw, z):  #
                     v[o0 + t], v[o1 + t], v[o2 + t], v[o3 + t] = e0 - e1, o_0 + e1, e1 - o_0, o_0 - o_1
 
 
-def scratch_elements(tiles_w: int) -> int:
-    """Floats of the scratch `z` of `inputs` and `outputs` for rows of `tiles_w` tiles."""
-    return 4 * (2 * tiles_w + 2) + 2 * (tiles_w + 1)
+def scratch_elements(tiles_w: int, band: int) -> int:
+    """Floats of the scratch `z` of `inputs` and `outputs` for bands of `band` tiles in rows of `tiles_w`."""
+    return max(4 * (2 * tiles_w + 2) + 2 * (tiles_w + 1), 4 * band)
 
 
 def _row(x, c, y, height, zeros, saved, first_saved):  # type: ignore[no-untyped-def]
@@ -133,57 +133,57 @@ def _row(x, c, y, height, zeros, saved, first_saved):  # type: ignore[no-untyped
 def _outputs(m, ps, y, t0, nt, tiles_w, z):  # type: ignore[no-untyped-def]
     """y (K, OH, OW) tile blocks = A^T M A for tiles [t0, t0 + nt), whole rows of `tiles_w`
     tiles, M[i, k, t] at m[i * ps + k * nt + t] (flat); the row and column past an odd edge
-    are dropped. `z` is scratch of at least 4 * tiles_w floats: each tile's four outputs go
-    there first, a row of tiles at a time (vectorised across tiles), then into the output rows
-    as pairs of columns."""
+    are dropped. `z` is scratch of at least 4 * nt floats: each tile's four outputs go there
+    first, the band's tiles of a filter at a time (vectorised across tiles), then into the
+    output rows as pairs of columns."""
     filters, out_h, out_w = y.shape
     first = t0 // tiles_w
     full = out_w // 2  # tiles whose two columns are both inside
-    n = _u(tiles_w)
-    te, to, be, bo = z[:tiles_w], z[tiles_w : 2 * tiles_w], z[2 * tiles_w : 3 * tiles_w], z[3 * tiles_w : 4 * tiles_w]
+    te, to, be, bo = z[:nt], z[nt : 2 * nt], z[2 * nt : 3 * nt], z[3 * nt : 4 * nt]
     for k in range(filters):
+        # the band's tiles of filter k in one run per plane (longer vectorised loops than a row's)
+        base = k * nt
+        m0, m1, m2, m3 = (
+            _plane(m, 0, ps, base, nt),
+            _plane(m, 1, ps, base, nt),
+            _plane(m, 2, ps, base, nt),
+            _plane(m, 3, ps, base, nt),
+        )
+        m4, m5, m6, m7 = (
+            _plane(m, 4, ps, base, nt),
+            _plane(m, 5, ps, base, nt),
+            _plane(m, 6, ps, base, nt),
+            _plane(m, 7, ps, base, nt),
+        )
+        m8, m9, m10, m11 = (
+            _plane(m, 8, ps, base, nt),
+            _plane(m, 9, ps, base, nt),
+            _plane(m, 10, ps, base, nt),
+            _plane(m, 11, ps, base, nt),
+        )
+        m12, m13, m14, m15 = (
+            _plane(m, 12, ps, base, nt),
+            _plane(m, 13, ps, base, nt),
+            _plane(m, 14, ps, base, nt),
+            _plane(m, 15, ps, base, nt),
+        )
+        for t in range(_u(nt)):
+            # s = A^T m: rows (m0 + m1 + m2, m1 - m2 - m3) of each column j; then A on the right
+            s00 = m0[t] + m4[t] + m8[t]
+            s01 = m1[t] + m5[t] + m9[t]
+            s02 = m2[t] + m6[t] + m10[t]
+            s03 = m3[t] + m7[t] + m11[t]
+            s10 = m4[t] - m8[t] - m12[t]
+            s11 = m5[t] - m9[t] - m13[t]
+            s12 = m6[t] - m10[t] - m14[t]
+            s13 = m7[t] - m11[t] - m15[t]
+            te[t], to[t] = s00 + s01 + s02, s01 - s02 - s03
+            be[t], bo[t] = s10 + s11 + s12, s11 - s12 - s13
         for r in range(nt // tiles_w):
-            base = k * nt + r * tiles_w
-            m0, m1, m2, m3 = (
-                _plane(m, 0, ps, base, tiles_w),
-                _plane(m, 1, ps, base, tiles_w),
-                _plane(m, 2, ps, base, tiles_w),
-                _plane(m, 3, ps, base, tiles_w),
-            )
-            m4, m5, m6, m7 = (
-                _plane(m, 4, ps, base, tiles_w),
-                _plane(m, 5, ps, base, tiles_w),
-                _plane(m, 6, ps, base, tiles_w),
-                _plane(m, 7, ps, base, tiles_w),
-            )
-            m8, m9, m10, m11 = (
-                _plane(m, 8, ps, base, tiles_w),
-                _plane(m, 9, ps, base, tiles_w),
-                _plane(m, 10, ps, base, tiles_w),
-                _plane(m, 11, ps, base, tiles_w),
-            )
-            m12, m13, m14, m15 = (
-                _plane(m, 12, ps, base, tiles_w),
-                _plane(m, 13, ps, base, tiles_w),
-                _plane(m, 14, ps, base, tiles_w),
-                _plane(m, 15, ps, base, tiles_w),
-            )
-            for t in range(n):
-                # s = A^T m: rows (m0 + m1 + m2, m1 - m2 - m3) of each column j; then A on the right
-                s00 = m0[t] + m4[t] + m8[t]
-                s01 = m1[t] + m5[t] + m9[t]
-                s02 = m2[t] + m6[t] + m10[t]
-                s03 = m3[t] + m7[t] + m11[t]
-                s10 = m4[t] - m8[t] - m12[t]
-                s11 = m5[t] - m9[t] - m13[t]
-                s12 = m6[t] - m10[t] - m14[t]
-                s13 = m7[t] - m11[t] - m15[t]
-                te[t], to[t] = s00 + s01 + s02, s01 - s02 - s03
-                be[t], bo[t] = s10 + s11 + s12, s11 - s12 - s13
-            oy = (first + r) * 2
-            _interleave(y[k, oy], te, to, full, tiles_w)
+            oy, at = (first + r) * 2, r * tiles_w
+            _interleave(y[k, oy], te[at:], to[at:], full, tiles_w)
             if oy + 1 < out_h:
-                _interleave(y[k, oy + 1], be, bo, full, tiles_w)
+                _interleave(y[k, oy + 1], be[at:], bo[at:], full, tiles_w)
 
 
 def _plane(m, i, ps, base, n):  # type: ignore[no-untyped-def]
@@ -229,6 +229,6 @@ def warm() -> None:
     image_ro.flags.writeable = False
     flat = np.zeros(32, DTYPE)
     for plane in (image, image_ro):
-        z = np.zeros(scratch_elements(1), DTYPE)
+        z = np.zeros(scratch_elements(1, 1), DTYPE)
         inputs(plane, flat, 2, np.zeros(2, DTYPE), np.zeros((0, 1, 2), DTYPE), -1, 0, 1, 1, 1, 1, z)
-    outputs(flat, 2, np.zeros((1, 2, 2), DTYPE), 0, 1, 1, np.zeros(scratch_elements(1), DTYPE))
+    outputs(flat, 2, np.zeros((1, 2, 2), DTYPE), 0, 1, 1, np.zeros(scratch_elements(1, 1), DTYPE))

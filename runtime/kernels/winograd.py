@@ -110,7 +110,10 @@ def layout(x_shape, w_shape, geo: Geometry, with_weights: bool | None = None) ->
     band = _band_tile_rows(x_shape, w_shape, geo) * _tiles(geo)[1]
     dtype: np.dtype = jit_winograd.DTYPE
     # the row a tile reads above or below the image, then the transforms' scratch
-    zeros: tuple[tuple[int, ...], np.dtype] = ((x_shape[3] + jit_winograd.scratch_elements(_tiles(geo)[1]),), dtype)
+    zeros: tuple[tuple[int, ...], np.dtype] = (
+        (x_shape[3] + jit_winograd.scratch_elements(_tiles(geo)[1], band),),
+        dtype,
+    )
     saved = ((_saved_rows(geo), channels, x_shape[3]), dtype)  # rows an output over the image overwrote
     blocks: list[tuple[tuple[int, ...], np.dtype]] = [
         zeros,
