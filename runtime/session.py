@@ -7,7 +7,7 @@ listed in one error before anything runs), builds the memory problem of `options
 tensor a view ``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`).
 ``run(inputs)`` is then a flat loop over the steps; a Concat planned in place copies only the
 inputs not already in their slice (`runtime.concat_in_place`). Each step's kernel call is bound
-at prepare (output views, workspace, attributes, opset), so that a run only reads input slots;
+at prepare (`runtime.step_calls`: output views, workspace, attributes, opset), so that a run only reads input slots;
 without a canary, `after_node` hooks or an `on_step` callback the loop is those calls and one
 clock read per step, and `RunStats.trace` is made from the step times only when read.
 
@@ -42,7 +42,6 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -62,13 +61,13 @@ from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.problem import check_aliases, memory_problem, node_metas, workspace_id
 from runtime.stats import RunStats
+from runtime.step_calls import bind_call
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
 AfterNode = Callable[[], None]  # runs right after its node, before the next step; may raise to stop the run
 Measure = Literal["time", "memory"]  # what a run measures: honest times (no tracing), or bytes beside the arena
 MEASURES = ("time", "memory")
 DEFAULT_MAX_ARENA_BYTES = 16 << 30
-StepCall = Callable[[list[Any]], None]  # one step's kernel call, bound at prepare: reads the slots it is given
 
 
 @dataclass
@@ -155,7 +154,7 @@ class Session:
         self._io = CallerMemory(self.graph, self._views, self._values, self._slot, self.io_alignment)
         self._prepare_kernels(kernels)
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
-        self._calls = [_bind_call(s, self._none_slot, self.graph) for s in self._steps]
+        self._calls = [bind_call(s, self._none_slot, self.graph, self._values) for s in self._steps]
         self._labels = tuple((s.node.name, s.node.op_type) for s in self._steps)
         self._after = self._after_hooks()
         self._canary = None
@@ -449,49 +448,6 @@ class Session:
     def _failure(self, index: int, error: Exception) -> ExecutionError:
         node = self._steps[index].node
         return ExecutionError(f"node {node.name!r} ({node.op_type}) failed: {type(error).__name__}: {error}", node.name)
-
-
-def _bind_call(step: _Step, none_slot: int, graph: Graph) -> StepCall:
-    """`step`'s kernel call with its output views, workspace, attributes and opset bound once (the
-    contract of `runtime.kernels.call`): a run then only reads the input slots. Outputs computed
-    outside the arena are read from their slot, which each run fills. A kernel function with a
-    `bind` (`runtime.kernels.planes.PlaneWise`) is bound to the step's static shapes first; a
-    bound call marked `attributes_bound` took them there, and is called without them."""
-    if step.skip:
-        return _nothing
-    k = step.kernel
-    fn = k.fn
-    bind = getattr(fn, "bind", None)
-    if bind is not None:
-        metas = [[graph.tensors[n] if n else None for n in names] for names in (step.node.inputs, step.node.outputs)]
-        fn = bind(*metas, step.attributes)
-    kwargs = {} if getattr(fn, "attributes_bound", False) else dict(step.attributes) | step.constants
-    if k.takes_opset:
-        kwargs["opset"] = step.node.opset
-    if k.workspace is not None:
-        kwargs["ws"] = step.ws
-    slots = [i if i >= 0 else none_slot for i in step.inputs]
-    outputs = step.outputs
-    if any(isinstance(o, int) for o in outputs):
-        multi = k.multi_output
-
-        def external(values: list[Any]) -> None:
-            resolved = [values[o] if isinstance(o, int) else o for o in outputs]
-            fn(*[values[i] for i in slots], out=tuple(resolved) if multi else resolved[0], **kwargs)
-
-        return external
-    out = tuple(outputs) if k.multi_output else outputs[0]
-    if len(slots) == 1:
-        only = slots[0]
-        return lambda values: fn(values[only], out=out, **kwargs)
-    if not slots:
-        return lambda values: fn(out=out, **kwargs)
-    read = itemgetter(*slots)
-    return lambda values: fn(*read(values), out=out, **kwargs)
-
-
-def _nothing(values: list[Any]) -> None:
-    """A view whose output already is its input's bytes."""
 
 
 def _checked_measure(measure: str) -> Measure:

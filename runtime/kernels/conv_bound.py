@@ -132,7 +132,10 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
             if copy_to is not None:  # over the input: these columns' bytes only, all read already
                 np.copyto(copy_to, result)
 
-    bound.attributes_bound = True  # type: ignore[attr-defined]
+    def prime(x, w, b=None, *, out, ws=None, **given):
+        made(x, w, b, out, ws)
+
+    bound.attributes_bound, bound.prime = True, prime  # type: ignore[attr-defined]
     return bound
 
 

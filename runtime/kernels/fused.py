@@ -179,7 +179,11 @@ def _bind_pointwise_add(inputs, outputs, attrs: dict):
         else:
             _run_bands(todo, spec)
 
-    bound.attributes_bound = True  # type: ignore[attr-defined]  # a session calls it without them
+    def prime(x, w, b, r, *, out, ws=None, **given):
+        made(x, w, b, r, out, ws)
+
+    # A session calls it without the attributes, and primes it at prepare (`runtime.step_calls`).
+    bound.attributes_bound, bound.prime = True, prime  # type: ignore[attr-defined]
     return bound
 
 

@@ -206,7 +206,11 @@ def _bind(inputs, outputs, attrs: dict):
         else:
             _se(*args)
 
-    bound.attributes_bound = True  # type: ignore[attr-defined]  # a session calls it without them
+    def prime(x, w1, b1, w2, b2, *, out, ws=None, **given):
+        made(x, w1, b1, w2, b2, out, ws)
+
+    # A session calls it without the attributes, and primes it at prepare (`runtime.step_calls`).
+    bound.attributes_bound, bound.prime = True, prime  # type: ignore[attr-defined]
     return bound
 
 

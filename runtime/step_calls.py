@@ -1,0 +1,67 @@
+"""Each step's kernel call, bound once when a `runtime.Session` prepares (the contract of
+`runtime.kernels.call`): output views, workspace, attributes and opset fixed, so that a run
+only reads the input slots.
+
+A kernel function with a `bind` (`runtime.kernels.planes.PlaneWise`) is bound to the step's
+static shapes first. A bound call marked `attributes_bound` took the attributes there and is
+called without them. A bound call with a `prime` (same arguments as the call) makes what it
+derives from the step's arrays (`runtime.kernels.same_arrays`) here, at prepare, so that no
+run, the first traced one included, allocates it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from runtime.graph import Graph
+
+StepCall = Callable[[list[Any]], None]  # one step's kernel call, bound at prepare: reads the slots it is given
+
+
+def bind_call(step: Any, none_slot: int, graph: Graph, values: list[Any]) -> StepCall:
+    """`step`'s call (a session's `_Step`), reading its inputs from `values` by slot (an omitted
+    input from `none_slot`, always None). Outputs computed outside the arena are read from
+    their slot, which each run fills."""
+    if step.skip:
+        return _nothing
+    k = step.kernel
+    fn = k.fn
+    bind = getattr(fn, "bind", None)
+    if bind is not None:
+        metas = [[graph.tensors[n] if n else None for n in names] for names in (step.node.inputs, step.node.outputs)]
+        fn = bind(*metas, step.attributes)
+    kwargs = {} if getattr(fn, "attributes_bound", False) else dict(step.attributes) | step.constants
+    if k.takes_opset:
+        kwargs["opset"] = step.node.opset
+    if k.workspace is not None:
+        kwargs["ws"] = step.ws
+    slots = [i if i >= 0 else none_slot for i in step.inputs]
+    outputs = step.outputs
+    if any(isinstance(o, int) for o in outputs):
+        multi = k.multi_output
+
+        def external(values: list[Any]) -> None:
+            resolved = [values[o] if isinstance(o, int) else o for o in outputs]
+            fn(*[values[i] for i in slots], out=tuple(resolved) if multi else resolved[0], **kwargs)
+
+        return external
+    out = tuple(outputs) if k.multi_output else outputs[0]
+    prime = getattr(fn, "prime", None)
+    arrays = [values[i] for i in slots]
+    if prime is not None and all(a is None or isinstance(a, np.ndarray) for a in arrays):
+        prime(*arrays, out=out, **kwargs)
+    if len(slots) == 1:
+        only = slots[0]
+        return lambda values: fn(values[only], out=out, **kwargs)
+    if not slots:
+        return lambda values: fn(out=out, **kwargs)
+    read = itemgetter(*slots)
+    return lambda values: fn(*read(values), out=out, **kwargs)
+
+
+def _nothing(values: list[Any]) -> None:
+    """A view whose output already is its input's bytes."""
