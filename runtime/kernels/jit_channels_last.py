@@ -200,7 +200,34 @@ def _quad(image, taps, bias, sums, first, y0, x0, sw, dh):  # type: ignore[no-un
                 d[k] += w0 * e6 + w1 * e7 + w2 * e8 + w3 * e9 + w4 * e10
 
 
+def _pair3(fi, ft, fs, channels, cols, first, y0, x0, sw, dh, dw):  # type: ignore[no-untyped-def]
+    """`_pair` for a 3x3 filter over the flat image, taps and sums, indexed by unsigned offsets:
+    no view of a row (a pair made thirty)."""
+    n = np.uint64(channels)
+    rs, cs, a = np.uint64(dh * cols) * n, np.uint64(dw) * n, np.uint64(y0 * cols + x0) * n
+    a0, a1, a2 = a, a + cs, a + cs + cs
+    a3, a4, a5, a6, a7, a8 = a0 + rs, a1 + rs, a2 + rs, a0 + rs + rs, a1 + rs + rs, a2 + rs + rs
+    step = np.uint64(sw) * n  # to the second pixel's window
+    t1, t2, t3, t4, t5 = n, n + n, np.uint64(3) * n, np.uint64(4) * n, np.uint64(5) * n
+    t6, t7, t8, t9 = np.uint64(6) * n, np.uint64(7) * n, np.uint64(8) * n, np.uint64(9) * n
+    o, p = np.uint64(first) * n, np.uint64(first + 1) * n
+    for c in range(channels):
+        u = np.uint64(c)
+        w0, w1, w2, w3, w4 = ft[u], ft[t1 + u], ft[t2 + u], ft[t3 + u], ft[t4 + u]
+        w5, w6, w7, w8, z = ft[t5 + u], ft[t6 + u], ft[t7 + u], ft[t8 + u], ft[t9 + u]
+        fs[o + u] = (
+            z + w0 * fi[a0 + u] + w1 * fi[a1 + u] + w2 * fi[a2 + u] + w3 * fi[a3 + u] + w4 * fi[a4 + u]
+            + w5 * fi[a5 + u] + w6 * fi[a6 + u] + w7 * fi[a7 + u] + w8 * fi[a8 + u]
+        )  # fmt: skip
+        v = u + step
+        fs[p + u] = (
+            z + w0 * fi[a0 + v] + w1 * fi[a1 + v] + w2 * fi[a2 + v] + w3 * fi[a3 + v] + w4 * fi[a4 + v]
+            + w5 * fi[a5 + v] + w6 * fi[a6 + v] + w7 * fi[a7 + v] + w8 * fi[a8 + v]
+        )  # fmt: skip
+
+
 _pixel = jit_activation.inline(_pixel) or _pixel
+_pair3 = jit_activation.inline(_pair3) or _pair3
 _quad = jit_activation.inline(_quad) or _quad
 _pair = jit_activation.inline(_pair) or _pair
 
@@ -226,7 +253,7 @@ def _channels_last(x, xs, w, b, has_bias, out, outs, image, taps, sums, sh, sw, 
             for c in range(channels):
                 pixel[c] = np.float32(0.0)
     pixels = height * width
-    staged, whole = sums.reshape(-1), image.reshape(-1)
+    staged, whole, flat_taps = sums.reshape(-1), image.reshape(-1), taps.reshape(-1)
     for n in range(batch):
         # The whole image read before any output is written: transposed into the sums' rows,
         # then each image row (width * C contiguous values) copied into the padded image.
@@ -241,6 +268,9 @@ def _channels_last(x, xs, w, b, has_bias, out, outs, image, taps, sums, sh, sw, 
             for ox in range(0, quads, 4):
                 _quad(image, taps, bias, sums, oy * out_w + ox, oy * sh, ox * sw, sw, dh)
             for ox in range(quads, out_w - 1, 2):
+                if k_h == 3 and k_w == 3:
+                    _pair3(whole, flat_taps, staged, channels, cols, oy * out_w + ox, oy * sh, ox * sw, sw, dh, dw)
+                    continue
                 _pair(
                     image,
                     taps,
