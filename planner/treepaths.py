@@ -62,21 +62,11 @@ def gather_path(
     own: Sequence[Union | None], up: Sequence[int], x: int, y: int, found: list[int], unions: list[Union]
 ) -> None:
     """Collect the own unions of nodes `x` and `y` and of every ancestor of either, each
-    node once: short ones (lists) into `found`, long ones (arrays) into `unions`."""
-    got = own[x]
-    if got:
-        if type(got) is list:
-            found += got
-        else:
-            unions.append(got)
-    if y != x:
-        got = own[y]
-        if got:
-            if type(got) is list:
-                found += got
-            else:
-                unions.append(got)
-    x, y = up[x], up[y]
+    node once: short ones (lists) into `found`, long ones (arrays) into `unions`.
+
+    An ancestor has a smaller index than its descendants, so the larger of x and y is never
+    an ancestor of the other: reading it and moving it up meets each node once, also when
+    one of x and y lies above the other (a long block's outer canonical nodes often do)."""
     while x != y:
         if x > y:
             got, x = own[x], up[x]

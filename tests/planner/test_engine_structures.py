@@ -9,6 +9,7 @@ whatever the cut between short and long blocks.
 from __future__ import annotations
 
 import random
+from array import array
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from planner import Buffer, Problem
 from planner.placement import Placer
 from planner.sweep import sweep
 from planner.timeline import Timeline, add, pick
+from planner.treepaths import gather_path, nearest_marked_ancestor
 
 
 def reference_pick(ranges: list[tuple[int, int]], size: int, align: int, best: bool) -> int:
@@ -168,6 +170,30 @@ def test_canonical_nodes_tile_a_range_with_maximal_nodes():
             parent_start = ((node >> 1) << (level + 1)) - leaves
             assert not (lo <= parent_start and parent_start + (2 << level) - 1 <= hi)  # maximal
         assert covered == list(range(lo, hi + 1))
+
+
+def test_path_gathering_reads_each_ancestor_once():
+    """Against a set of ancestors walked one by one: nodes x and y and every ancestor of
+    either, each once, also when one of x and y lies above the other."""
+    leaves = 32
+    marked = np.zeros(2 * leaves, dtype=bool)
+    marked[[1, 2, 3, 5, 6, 11, 12, 22, 23, 45, 46, 50]] = True
+    up = nearest_marked_ancestor(marked, leaves).tolist()
+    own = [array("q", [node, node + 1]) if node % 2 else [node, node + 1] for node in range(2 * leaves)]
+    for x in range(1, 2 * leaves):
+        for y in range(1, 2 * leaves):
+            expected: list[int] = []
+            for start in (x, y):
+                node = start
+                while node:
+                    expected.append(node)
+                    node = up[node]
+            found: list[int] = []
+            unions: list = []
+            gather_path(own, up, x, y, found, unions)
+            read = found[::2] + [union[0] for union in unions]
+            assert sorted(read) == sorted(set(expected))
+            assert all(type(union) is array for union in unions)
 
 
 def test_empty_blocks_sit_at_zero_and_take_no_bytes():
