@@ -18,7 +18,7 @@ from runtime.kernels._jit import ENABLED, compiled
 from runtime.kernels.jit_activation import activate
 from runtime.kernels.window import Geometry
 
-transpose16 = None
+transpose16 = move = None
 if ENABLED:
     from llvmlite import ir
     from numba.core import types
@@ -52,10 +52,25 @@ if ENABLED:
 
         return signature, codegen
 
+    @intrinsic
+    def move(typingctx, src, src_at, dst, dst_at):  # type: ignore[no-untyped-def]
+        """dst's element dst_at = src's element src_at, counted from each array's first element
+        whatever its shape and strides (`transpose16`'s edges)."""
+        signature = types.void(src, types.intp, dst, types.intp)
+
+        def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+            source = context.make_array(sig.args[0])(context, builder, args[0]).data
+            target = context.make_array(sig.args[2])(context, builder, args[2]).data
+            builder.store(builder.load(builder.gep(source, [args[1]])), builder.gep(target, [args[3]]))
+            return context.get_dummy_value()
+
+        return signature, codegen
+
 
 def _transpose(src, s_at, s_step, dst, d_at, d_step, rows, cols):  # type: ignore[no-untyped-def]
-    """dst[d_at + j * d_step + i] = src[s_at + i * s_step + j] for i < rows, j < cols (flat
-    float32 arrays): 16 x 16 blocks in registers, the edges one element at a time."""
+    """dst[d_at + j * d_step + i] = src[s_at + i * s_step + j] for i < rows, j < cols, offsets
+    counted in elements from each float32 array's first one (any shape: a session's planes may
+    lie apart): 16 x 16 blocks in registers, the edges one element at a time."""
     i = 0
     while i + 16 <= rows:
         j = 0
@@ -64,11 +79,11 @@ def _transpose(src, s_at, s_step, dst, d_at, d_step, rows, cols):  # type: ignor
             j += 16
         for jj in range(j, cols):
             for ii in range(i, i + 16):
-                dst[d_at + jj * d_step + ii] = src[s_at + ii * s_step + jj]
+                move(src, s_at + ii * s_step + jj, dst, d_at + jj * d_step + ii)
         i += 16
     for ii in range(i, rows):
         for jj in range(cols):
-            dst[d_at + jj * d_step + ii] = src[s_at + ii * s_step + jj]
+            move(src, s_at + ii * s_step + jj, dst, d_at + jj * d_step + ii)
 
 
 _transpose = jit_activation.inline(_transpose) or _transpose
@@ -232,10 +247,16 @@ _quad = jit_activation.inline(_quad) or _quad
 _pair = jit_activation.inline(_pair) or _pair
 
 
-def _channels_last(x, xs, w, b, has_bias, out, outs, image, taps, sums, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
-    # x and out: the flat memory of the input and output from their first element on, and
-    # (batch, channels, height, width) with the strides of their items and planes.
-    (batch, channels, height, width, x_item, x_plane), (out_h, out_w, out_item, out_plane) = x, out
+def _channels_last(x, w, b, has_bias, out, image, taps, sums, sh, sw, dh, dw, top, left, code, a0, a1):  # type: ignore[no-untyped-def]
+    batch, channels, height, width = x.shape
+    out_h, out_w = out.shape[2], out.shape[3]
+    # Items and planes may lie apart (over the input), each plane contiguous: strides in elements.
+    x_item, x_plane, out_item, out_plane = (
+        x.strides[0] // 4,
+        x.strides[1] // 4,
+        out.strides[0] // 4,
+        out.strides[1] // 4,
+    )
     k_h, k_w = w.shape[2], w.shape[3]
     rows, cols = image.shape[0], image.shape[1]
     for c in range(channels):
@@ -257,7 +278,7 @@ def _channels_last(x, xs, w, b, has_bias, out, outs, image, taps, sums, sh, sw, 
     for n in range(batch):
         # The whole image read before any output is written: transposed into the sums' rows,
         # then each image row (width * C contiguous values) copied into the padded image.
-        _transpose(xs, n * x_item, x_plane, staged, 0, channels, channels, pixels)
+        _transpose(x, n * x_item, x_plane, staged, 0, channels, channels, pixels)
         for y in range(height):
             at, start = np.uint64(((top + y) * cols + left) * channels), np.uint64(y * width * channels)
             for q in range(width * channels):
@@ -290,10 +311,10 @@ def _channels_last(x, xs, w, b, has_bias, out, outs, image, taps, sums, sh, sw, 
                 _pixel(image, taps, bias, sums[oy * out_w + ox], oy * sh, ox * sw, dh, dw, k_h, k_w)
         done = out_h * out_w
         activate(staged[: done * channels], code, a0, a1)
-        _transpose(staged, 0, channels, outs, n * out_item, out_plane, done, channels)
+        _transpose(staged, 0, channels, out, n * out_item, out_plane, done, channels)
 
 
-channels_last = compiled(_channels_last) if activate is not None and transpose16 is not None else None
+channels_last = compiled(_channels_last) if activate is not None and move is not None else None
 
 
 def channels_last_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...], np.dtype]]:
@@ -311,27 +332,16 @@ def channels_last_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int,
 
 def conv_channels_last(x, w, b, out, geo: Geometry, image, taps, rows, act: tuple[int, float, float]) -> None:
     """`out` = act(depthwise Conv(x, w) + b) channels-last: for many channels over small maps,
-    each tap one vector loop over the channels; the blocks are `channels_last_layout`'s. The
-    planes of `x` and `out` are contiguous, the planes and items may lie apart (`planes`)."""
+    each tap one vector loop over the channels; the blocks are `channels_last_layout`'s. Each
+    plane of `x` and `out` is contiguous; planes and items may lie apart (`planes`)."""
     assert channels_last is not None
     code, p0, p1 = act
-    w, bias = read_only(w), read_only(w.reshape(-1) if b is None else b)
-    size = x.dtype.itemsize
-    shape = (*x.shape, x.strides[0] // size, x.strides[1] // size)
-    out_shape = (*out.shape[2:], out.strides[0] // size, out.strides[1] // size)
+    x, w, bias = read_only(x), read_only(w), read_only(w.reshape(-1) if b is None else b)
     channels_last(
-        shape, read_only(_flat(x)), w, bias, b is not None, out_shape, _flat(out), image, taps, rows,
+        x, w, bias, b is not None, out, image, taps, rows,
         geo.strides[0], geo.strides[1], geo.dilations[0], geo.dilations[1], geo.begin[0], geo.begin[1],
         code, p0, p1,
     )  # fmt: skip
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    """The memory of `a` (NCHW, each plane contiguous) from its first element to its last, flat:
-    what lies between its planes or items is never written."""
-    assert a.strides[2:] == (a.shape[3] * a.itemsize, a.itemsize), "each plane contiguous"
-    span = 1 + sum((n - 1) * s // a.itemsize for n, s in zip(a.shape, a.strides, strict=True))
-    return np.lib.stride_tricks.as_strided(a, (span,), (a.itemsize,), writeable=a.flags.writeable)
 
 
 def read_only(a: np.ndarray) -> np.ndarray:
