@@ -30,7 +30,7 @@ import functools
 import numpy as np
 
 from runtime.kernels import jit_activation
-from runtime.kernels._jit import compiled
+from runtime.kernels._jit import ENABLED, compiled
 from runtime.kernels.jit_activation import DTYPE, activate, activate_row
 from runtime.kernels.jit_channels_last import channels_last as channels_last
 from runtime.kernels.jit_channels_last import channels_last_layout as channels_last_layout
@@ -39,6 +39,39 @@ from runtime.kernels.jit_channels_last import read_only
 from runtime.kernels.window import Geometry
 
 TILE = 2048  # output positions summed at a time: 8 KiB of float32, in L1 beside the rows the taps read
+
+
+split16 = split8 = None
+if ENABLED:
+    from llvmlite import ir
+    from numba.core import types
+    from numba.extending import intrinsic
+
+    def _splitter(lanes: int):  # type: ignore[no-untyped-def]
+        @intrinsic
+        def split(typingctx, src, src_at, dst, even_at, odd_at):  # type: ignore[no-untyped-def]
+            """dst[even_at + k] = src[src_at + 2k] and dst[odd_at + k] = src[src_at + 2k + 1] for
+            k < lanes, offsets in elements from each float32 array's first: one vector load, two
+            shuffles, two stores (the loop over a row's pairs vectorised only past 32 pairs, and
+            split rows of 14 to 56 pairs at 0.2 to 0.3 ns an element)."""
+            signature = types.void(src, types.intp, dst, types.intp, types.intp)
+
+            def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+                pair, half = ir.VectorType(ir.FloatType(), 2 * lanes), ir.VectorType(ir.FloatType(), lanes)
+                source = context.make_array(sig.args[0])(context, builder, args[0]).data
+                target = context.make_array(sig.args[2])(context, builder, args[2]).data
+                both = builder.load(builder.bitcast(builder.gep(source, [args[1]]), pair.as_pointer()), align=4)
+                for at, parity in ((args[3], 0), (args[4], 1)):
+                    mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [2 * k + parity for k in range(lanes)])
+                    picked = builder.shuffle_vector(both, both, mask)
+                    builder.store(picked, builder.bitcast(builder.gep(target, [at]), half.as_pointer()), align=4)
+                return context.get_dummy_value()
+
+            return signature, codegen
+
+        return split
+
+    split16, split8 = _splitter(16), _splitter(8)
 
 
 def _tap(flat, row, j, dw, sw, per, span):  # type: ignore[no-untyped-def]
@@ -162,14 +195,27 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                         dst[q] = src[q]
                     continue
                 if sw == 2:
-                    # Columns 2k and 2k + 1 go to the two parities: one pass, both loads in step.
-                    even = flat[row + (left % 2) * per + left // 2 :]
-                    odd = flat[row + (1 - left % 2) * per + (left + 1) // 2 :]
-                    for k in range(width // 2):
-                        even[k] = src[2 * k]
-                        odd[k] = src[2 * k + 1]
+                    # Columns 2k and 2k + 1 go to the two parities, 16 or 8 pairs at a time in
+                    # registers, the last chunk overlapping the one before (the same values again).
+                    e, o, half = (
+                        row + (left % 2) * per + left // 2,
+                        row + (1 - left % 2) * per + (left + 1) // 2,
+                        width // 2,
+                    )
+                    lanes = 16 if half >= 16 else 8
+                    if half >= 8 and x.strides[3] == 4:
+                        for k0 in range(0, half, lanes):
+                            k = min(k0, half - lanes)
+                            if lanes == 16:
+                                split16(src, 2 * k, flat, e + k, o + k)
+                            else:
+                                split8(src, 2 * k, flat, e + k, o + k)
+                    else:
+                        for k in range(half):
+                            flat[e + k] = src[2 * k]
+                            flat[o + k] = src[2 * k + 1]
                     if width % 2:
-                        even[width // 2] = src[width - 1]
+                        flat[e + half] = src[width - 1]
                     continue
                 # Input column q goes to sub-plane column (q + left) // sw of parity (q + left) % sw.
                 for parity in range(sw):

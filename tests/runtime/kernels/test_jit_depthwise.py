@@ -144,8 +144,9 @@ def test_the_channels_last_loop_matches_the_reference(act, nodes, special):
 
 
 # (spatial, kernel, strides, dilations, pads): each specialisation of the two loops. The flat
-# loop: 3x3 in one pass, 5x5 one pass per kernel row, other kernels tap by tap; stride-2 rows
-# split into their two parities, larger strides column by column; tiles of several short rows,
+# loop: 3x3 and 5x5 (column stride 1 or 2) in one pass, other kernels tap by tap; stride-2 rows
+# split into their two parities (8 or 16 pairs at a time, an overlapping last chunk, an odd last
+# column, either pad parity), larger strides column by column; tiles of several short rows,
 # one row per tile, a row wider than a tile. Channels-last: 5x5 quads of pixels at strides 1 and
 # 2, pixel pairs and an odd last pixel, 3x3 and 5x5 passes and other kernels, 70 channels (four
 # blocks of 16 transposed in registers and a rest), pixel counts not a multiple of 16.
@@ -162,9 +163,11 @@ GEOMETRIES = [
     ((40, 70), (3, 3), (1, 1), (1, 1), (1, 1, 1, 1)),
     ((4, 2100), (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),
     ((33, 66), (3, 3), (3, 3), (1, 1), (1, 2, 0, 1)),
+    ((9, 50), (3, 3), (2, 2), (1, 1), (1, 0, 1, 1)),
+    ((7, 51), (5, 5), (2, 2), (1, 1), (2, 1, 2, 2)),
 ]
 GEOMETRY_IDS = ["3x3", "3x3-s2-asym", "5x5", "5x5-s2", "3x3-d2", "5x5-s12-d21", "4x2-s13", "7x7", "1x1",
-                "3x3-wide", "5x5-wider-than-a-tile", "3x3-s3"]  # fmt: skip
+                "3x3-wide", "5x5-wider-than-a-tile", "3x3-s3", "3x3-s2-wide", "5x5-s2-wide-odd"]  # fmt: skip
 
 
 @needs_jit
