@@ -28,6 +28,7 @@ from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffer
 from runtime.kernels.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
 from runtime.kernels.conv_bound import bind_conv
 from runtime.kernels.same_arrays import SameArrays
+from runtime.kernels.window import small_rows
 
 # Bytes of one band of output channels (at least one channel): at 1 MiB the banded matmuls
 # run as fast as one whole matmul followed by the Add (measured single-threaded on
@@ -161,7 +162,8 @@ def _bind_pointwise_add(inputs, outputs, attrs: dict):
     if spec is None:
         return pointwise_conv_add
     channels, plane = out.shape[1], math.prod(out.shape[2:])
-    rows = _band(channels, plane, out.dtype.itemsize)
+    # Bands within OpenBLAS's small-matrix kernel where they hold enough rows (`window.small_rows`).
+    rows = min(_band(channels, plane, out.dtype.itemsize), small_rows(channels, inputs[0].shape[1], plane))
     nbytes = rows * plane * out.dtype.itemsize
 
     def bands(x, w, b, r, out, ws) -> list | None:

@@ -6,6 +6,7 @@ over its residual) called with other arrays compute from them, not from the firs
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from runtime.kernels import TensorMeta, get_kernel, loop_ufunc_buffers
 from runtime.kernels.same_arrays import SameArrays
@@ -72,11 +73,12 @@ def test_a_bound_pointwise_conv_follows_new_arrays_apart_and_over_its_input():
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
-def test_a_bound_pointwise_conv_add_follows_new_arrays():
+@pytest.mark.parametrize(("inner", "outer", "side"), [(16, 8, 4), (576, 96, 7)], ids=["one-band", "small-kernel-bands"])
+def test_a_bound_pointwise_conv_add_follows_new_arrays(inner, outer, side):
     kernel = get_kernel("PointwiseConvAdd", "memplan")
     assert kernel is not None and kernel.workspace is not None
     rng = np.random.default_rng(7)
-    shapes = [(1, 16, 4, 4), (8, 16, 1, 1), (8,), (1, 8, 4, 4)]
+    shapes = [(1, inner, side, side), (outer, inner, 1, 1), (outer,), (1, outer, side, side)]
     metas = [TensorMeta(s, np.dtype(np.float32)) for s in shapes]
     ws = np.zeros(kernel.workspace(metas, metas[3:], activation="Relu"), np.uint8)
     bound = kernel.fn.bind(metas, metas[3:], {"activation": "Relu"}) if hasattr(kernel.fn, "bind") else kernel.fn
