@@ -41,7 +41,7 @@ from runtime.kernels.window import Geometry
 TILE = 2048  # output positions summed at a time: 8 KiB of float32, in L1 beside the rows the taps read
 
 
-split16 = split8 = None
+split16 = split8 = copy16 = None
 if ENABLED:
     from llvmlite import ir
     from numba.core import types
@@ -72,6 +72,23 @@ if ENABLED:
         return split
 
     split16, split8 = _splitter(16), _splitter(8)
+
+    @intrinsic
+    def copy16(typingctx, src, src_at, dst, dst_at):  # type: ignore[no-untyped-def]
+        """dst[dst_at + k] = src[src_at + k] for k < 16, offsets as `split`'s: rows copied 16 values
+        at a time, the last chunk overlapping the one before, with no remainder loop and no
+        runtime check that the two arrays are apart (a loop over a 28- to 112-value row had both)."""
+        signature = types.void(src, types.intp, dst, types.intp)
+
+        def codegen(context, builder, sig, args):  # type: ignore[no-untyped-def]
+            vector = ir.VectorType(ir.FloatType(), 16).as_pointer()
+            source = context.make_array(sig.args[0])(context, builder, args[0]).data
+            target = context.make_array(sig.args[2])(context, builder, args[2]).data
+            value = builder.load(builder.bitcast(builder.gep(source, [args[1]]), vector), align=4)
+            builder.store(value, builder.bitcast(builder.gep(target, [args[3]]), vector), align=4)
+            return context.get_dummy_value()
+
+        return signature, codegen
 
 
 def _tap(flat, row, j, dw, sw, per, span):  # type: ignore[no-untyped-def]
@@ -190,9 +207,13 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                 if ry == sh:
                     ry, qy = 0, qy + 1
                 if sw == 1:
-                    dst = flat[row + left : row + left + width]
-                    for q in range(width):
-                        dst[q] = src[q]
+                    if width >= 16 and x.strides[3] == 4:
+                        for q0 in range(0, width, 16):
+                            q = min(q0, width - 16)
+                            copy16(src, q, flat, row + left + q)
+                    else:
+                        for q in range(width):
+                            flat[row + left + q] = src[q]
                     continue
                 if sw == 2:
                     # Columns 2k and 2k + 1 go to the two parities, 16 or 8 pairs at a time in
@@ -229,7 +250,9 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                         dst[q] = picked[q * sw]
             bias = b[c] if has_bias else np.float32(0.0)
             taps = w[c, 0]
-            plane = out[n, c].reshape(-1)
+            plane = out[n, c]
+            at = n * (out.strides[0] // 4) + c * (out.strides[1] // 4)  # the plane's first element
+            whole_rows = out_w >= 16 and out.strides[3] == 4 and out.strides[2] == 4 * out_w
             for oy0 in range(0, out_h, tile_rows):
                 # Whole output rows at a time; the last row's spare columns only as far as whole vectors.
                 start = oy0 * wq
@@ -261,10 +284,15 @@ def _depthwise(x, w, b, has_bias, out, subs, acc, sh, sw, dh, dw, top, left, cod
                 # row cost about 20 ns, more than copying a 56-wide row.
                 activate(acc[:span], code, a0, a1)
                 for oy in range(oy0, oy1):
-                    src, dst = np.uint64((oy - oy0) * wq), np.uint64(oy * out_w)
-                    for q in range(out_w):
-                        u = np.uint64(q)
-                        plane[dst + u] = acc[src + u]
+                    first = (oy - oy0) * wq
+                    if whole_rows:
+                        for q0 in range(0, out_w, 16):
+                            q = min(q0, out_w - 16)
+                            copy16(acc, first + q, out, at + oy * out_w + q)
+                    else:
+                        line, u = plane[oy], np.uint64(first)
+                        for q in range(out_w):
+                            line[np.uint64(q)] = acc[u + np.uint64(q)]
 
 
 # Inlined into the loops (a call per tap and tile would cost as much as a short tile's sums).
