@@ -244,3 +244,29 @@ def conv_reference(x, w, b, conv_attrs: dict, act_nodes: list, residual=None) ->
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     with np.errstate(all="ignore"):
         return ReferenceEvaluator(model).run(None, feeds)[0]
+
+
+def conv_data(x_shape, w_shape, bias: bool, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Standard-normal float32 image, filters and (when `bias`) one bias per filter."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
+    return x, w, b
+
+
+def call_conv(op: str, x, w, b, out, attrs: dict, ws: np.ndarray | None = None) -> np.ndarray:
+    """The registered Conv (or memplan's `op`) prepared and called as a Session does, with
+    exactly its declared workspace (NaN-filled unless `ws` is given); returns that workspace."""
+    kernel = get_kernel(op, "memplan" if op != "Conv" else "")
+    assert kernel is not None and kernel.workspace is not None
+    inputs = [x, w] + ([] if b is None else [b])
+    metas = [TensorMeta(a.shape, a.dtype) for a in inputs]
+    out_metas = [TensorMeta(out.shape, out.dtype)]
+    size = kernel.workspace(metas, out_metas, **attrs)
+    if ws is None:
+        ws = np.full(size // 4 + 1, np.nan, np.float32).view(np.uint8)[:size]
+    if kernel.prepare is not None:
+        kernel.prepare(metas, out_metas, **attrs)
+    kernel.fn(*inputs, out=out, ws=ws[:size], **attrs)
+    return ws

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from runtime.kernels import TensorMeta, get_kernel, jit_conv
-from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, conv_reference
+from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, call_conv, conv_data, conv_reference
 
 ACTS, ACT_IDS = CONV_ACTS, CONV_ACT_IDS
 
@@ -39,34 +39,14 @@ def route(request, monkeypatch):
     return request.param
 
 
-def _data(x_shape, w_shape, bias: bool, seed: int = 0):
-    rng = np.random.default_rng(4200 + seed)
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
-    return x, w, b
-
-
-def _call(op: str, x, w, b, out, attrs, over: bool = False) -> None:
-    """The registered kernel with its declared workspace (NaN-filled), as a Session calls it."""
-    domain = "memplan" if op != "Conv" else ""
-    kernel = get_kernel(op, domain)
-    assert kernel is not None and kernel.workspace is not None
-    inputs = [x, w] + ([] if b is None else [b])
-    metas = [TensorMeta(a.shape, a.dtype) for a in inputs]
-    size = kernel.workspace(metas, [TensorMeta(out.shape, out.dtype)], **attrs)
-    ws = np.full(size // 4 + 1, np.nan, np.float32).view(np.uint8)[:size]
-    kernel.fn(*inputs, out=out, ws=ws, **attrs)
-
-
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize(("act", "nodes"), ACTS, ids=ACT_IDS)
 def test_conv_and_conv_act_match_theconv_reference(x_shape, w_shape, attrs, act, nodes, bias, route):
-    x, w, b = _data(x_shape, w_shape, bias)
+    x, w, b = conv_data(x_shape, w_shape, bias, 4200)
     want = conv_reference(x, w, b, attrs, nodes)
     got = np.full(want.shape, np.nan, np.float32)
-    _call("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
+    call_conv("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
@@ -75,7 +55,7 @@ def test_conv_and_conv_act_match_theconv_reference(x_shape, w_shape, attrs, act,
 def test_over_its_own_input_matches_theconv_reference(kernel, act, nodes, route):
     """Output from the input's first byte: the pixel-wise (1x1) or row-lagged (3x3) route,
     with the band's bias and activation in one compiled pass; small bands, so that rows wait."""
-    x, w, b = _data((1, 8, 13, 11), (6, 8, kernel, kernel), True)
+    x, w, b = conv_data((1, 8, 13, 11), (6, 8, kernel, kernel), True, 4200)
     attrs = {"pads": [kernel // 2] * 4} if kernel > 1 else {}
     want = conv_reference(x, w, b, attrs, nodes)
     block = np.zeros(x.size, np.float32)
@@ -85,7 +65,7 @@ def test_over_its_own_input_matches_theconv_reference(kernel, act, nodes, route)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 8 * 9 * 11 * 4 * 2)  # two rows a band
         patch.setattr("runtime.kernels.window.MIN_BAND_PIXELS", 1)  # bands as small as the budget says
-        _call("ConvAct" if act else "Conv", view_x, w, b, out, {**attrs, **act}, over=True)
+        call_conv("ConvAct" if act else "Conv", view_x, w, b, out, {**attrs, **act})
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5)
 
 
@@ -94,7 +74,7 @@ def test_over_its_own_input_matches_theconv_reference(kernel, act, nodes, route)
 @pytest.mark.parametrize(("act", "nodes"), ACTS, ids=ACT_IDS)
 @pytest.mark.parametrize("batch", [1, 2])
 def test_pointwise_conv_add_matches_theconv_reference(batch, act, nodes, over_residual, bias, route):
-    x, w, b = _data((batch, 6, 9, 7), (10, 6, 1, 1), bias, seed=1)
+    x, w, b = conv_data((batch, 6, 9, 7), (10, 6, 1, 1), bias, 4201)
     residual = np.random.default_rng(5).standard_normal((batch, 10, 9, 7)).astype(np.float32)
     want = conv_reference(x, w, b, {}, nodes, residual=residual)
     r = residual.copy()
@@ -156,7 +136,7 @@ def test_bands_raised_to_min_band_pixels_match_theconv_reference(over, route, mo
     from runtime.kernels import window
 
     monkeypatch.setattr(window, "IM2COL_BLOCK_BYTES", 1)
-    x, w, b = _data((1, 6, 27, 20), (5, 6, 3, 3), True)
+    x, w, b = conv_data((1, 6, 27, 20), (5, 6, 3, 3), True, 4200)
     attrs = {"pads": [1, 1, 1, 1], "activation": "Relu"}
     want = conv_reference(x, w, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})])
     if over:
@@ -164,7 +144,7 @@ def test_bands_raised_to_min_band_pixels_match_theconv_reference(over, route, mo
         got, source = block[: want.size].reshape(want.shape), block.reshape(x.shape)
     else:
         got, source = np.full(want.shape, np.nan, np.float32), x
-    _call("ConvAct", source, w, b, got, attrs)
+    call_conv("ConvAct", source, w, b, got, attrs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from runtime import Session
 from runtime.graph import load_model
-from runtime.kernels import TensorMeta, get_kernel, jit_conv, jit_winograd, winograd
-from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, conv_reference
+from runtime.kernels import jit_conv, jit_winograd, winograd
+from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, call_conv, conv_data, conv_reference
 
 needs_jit = pytest.mark.skipif(jit_winograd.inputs is None, reason="compiled loops off or numba missing")
 
@@ -56,37 +56,15 @@ def calls(monkeypatch):
     return count
 
 
-def _data(x_shape, w_shape, bias: bool, seed: int = 0):
-    rng = np.random.default_rng(4300 + seed)
-    x = rng.standard_normal(x_shape).astype(np.float32)
-    w = rng.standard_normal(w_shape).astype(np.float32)
-    b = rng.standard_normal(w_shape[0]).astype(np.float32) if bias else None
-    return x, w, b
-
-
-def _call(op: str, x, w, b, out, attrs, ws=None) -> np.ndarray:
-    """The registered kernel with exactly its declared workspace (NaN-filled), as a Session calls it."""
-    kernel = get_kernel(op, "memplan" if op != "Conv" else "")
-    assert kernel is not None and kernel.workspace is not None
-    inputs = [x, w] + ([] if b is None else [b])
-    metas = [TensorMeta(a.shape, a.dtype) for a in inputs]
-    size = kernel.workspace(metas, [TensorMeta(out.shape, out.dtype)], **attrs)
-    if ws is None:
-        ws = np.full(size // 4 + 1, np.nan, np.float32).view(np.uint8)[:size]
-    kernel.prepare(metas, [TensorMeta(out.shape, out.dtype)], **attrs) if kernel.prepare else None
-    kernel.fn(*inputs, out=out, ws=ws[:size], **attrs)
-    return ws
-
-
 @needs_jit
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
 @pytest.mark.parametrize(("x_shape", "w_shape", "attrs"), SHAPES, ids=SHAPE_IDS)
 @pytest.mark.parametrize(("act", "nodes"), CONV_ACTS, ids=CONV_ACT_IDS)
 def test_winograd_matches_the_conv_reference(x_shape, w_shape, attrs, act, nodes, bias, calls):
-    x, w, b = _data(x_shape, w_shape, bias)
+    x, w, b = conv_data(x_shape, w_shape, bias, 4300)
     want = conv_reference(x, w, b, attrs, nodes)
     got = np.full(want.shape, np.nan, np.float32)
-    _call("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
+    call_conv("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
     assert calls, "the Winograd route was not taken"
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
@@ -99,11 +77,11 @@ def test_large_map_takes_winograd_by_default_in_bands(monkeypatch):
     monkeypatch.setattr(winograd, "conv_winograd", lambda *a, **k: (calls.append(1), real(*a, **k)))
     # bands of 2 of the 15 tile rows (the budget halved, 16 positions x 32 channels x 15 tiles)
     monkeypatch.setattr(winograd.window, "IM2COL_BLOCK_BYTES", 2 * 2 * 16 * (16 + 16) * 15 * 4)
-    x, w, b = _data((2, 16, 30, 29), (16, 16, 3, 3), True)
+    x, w, b = conv_data((2, 16, 30, 29), (16, 16, 3, 3), True, 4300)
     attrs = {"pads": [1, 1, 1, 1]}
     want = conv_reference(x, w, b, attrs, [("Relu", {})])
     got = np.full(want.shape, np.nan, np.float32)
-    _call("ConvAct", x, w, b, got, {**attrs, "activation": "Relu"})
+    call_conv("ConvAct", x, w, b, got, {**attrs, "activation": "Relu"})
     assert calls
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
@@ -112,10 +90,10 @@ def test_large_map_takes_winograd_by_default_in_bands(monkeypatch):
 def test_compiled_loops_off_takes_the_numpy_route(x_shape, w_shape, attrs, calls, monkeypatch):
     monkeypatch.setattr(jit_winograd, "inputs", None)
     monkeypatch.setattr(jit_conv, "im2col_band", None)
-    x, w, b = _data(x_shape, w_shape, True)
+    x, w, b = conv_data(x_shape, w_shape, True, 4300)
     want = conv_reference(x, w, b, attrs, [])
     got = np.full(want.shape, np.nan, np.float32)
-    _call("Conv", x, w, b, got, attrs)
+    call_conv("Conv", x, w, b, got, attrs)
     assert not calls
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
@@ -123,12 +101,12 @@ def test_compiled_loops_off_takes_the_numpy_route(x_shape, w_shape, attrs, calls
 @needs_jit
 def test_weight_changed_between_calls_is_used(calls):
     """Same workspace, same weight array changed in place: the second call uses the new values."""
-    x, w, b = _data((1, 4, 8, 8), (5, 4, 3, 3), True)
+    x, w, b = conv_data((1, 4, 8, 8), (5, 4, 3, 3), True, 4300)
     attrs = {"pads": [1, 1, 1, 1]}
     got = np.empty((1, 5, 8, 8), np.float32)
-    ws = _call("Conv", x, w, b, got, attrs)
+    ws = call_conv("Conv", x, w, b, got, attrs)
     w *= -2.0
-    _call("Conv", x, w, b, got, attrs, ws=ws)
+    call_conv("Conv", x, w, b, got, attrs, ws=ws)
     assert len(calls) == 2
     np.testing.assert_allclose(got, conv_reference(x, w, b, attrs, []), rtol=1e-4, atol=1e-4)
 
@@ -148,7 +126,7 @@ def _conv_model(w: np.ndarray) -> bytes:
 def test_shared_weight_is_never_stale_across_sessions(calls):
     """A weight declared unbound (shared parameters) bound to different arrays in two sessions
     of one model, each run twice: each session's output follows its own weight."""
-    x, w, _ = _data((1, 4, 16, 16), (6, 4, 3, 3), False)
+    x, w, _ = conv_data((1, 4, 16, 16), (6, 4, 3, 3), False, 4300)
     graph = load_model(_conv_model(w))
     for scale in (1.0, -3.0):
         weight = (w * scale).astype(np.float32)
@@ -175,7 +153,7 @@ def _conv_relu_model(w: np.ndarray, b: np.ndarray) -> bytes:
 def test_constant_weight_is_transformed_once_at_prepare(calls, monkeypatch):
     """A constant weight's transform is made when the session prepares (counted with its
     constants) and every run reuses it: no weight transform in a run, outputs still right."""
-    x, w, b = _data((2, 6, 16, 15), (8, 6, 3, 3), True)
+    x, w, b = conv_data((2, 6, 16, 15), (8, 6, 3, 3), True, 4300)
     session = Session(load_model(_conv_relu_model(w, b))).prepare()
     prepared = [s.constants["winograd_u"] for s in session._steps if "winograd_u" in s.constants]
     assert len(prepared) == 1 and session.constant_bytes >= w.nbytes + b.nbytes + prepared[0].nbytes
@@ -192,7 +170,7 @@ def test_constant_weight_is_transformed_once_at_prepare(calls, monkeypatch):
 
 @needs_jit
 def test_unbound_weight_gets_no_prepared_transform(calls):
-    x, w, b = _data((2, 6, 16, 15), (8, 6, 3, 3), True)
+    x, w, b = conv_data((2, 6, 16, 15), (8, 6, 3, 3), True, 4300)
     session = Session(load_model(_conv_relu_model(w, b)), unbound=["w"]).prepare()
     assert not any(s.constants for s in session._steps)
     weight = -w
@@ -217,14 +195,14 @@ def test_unbound_weight_gets_no_prepared_transform(calls):
 def test_over_its_own_input_matches_the_conv_reference(shape, filters, pads, act, nodes, calls, monkeypatch):
     """Output from the input's first byte (as planned over a dying input): bands of one or two
     tile rows, so that each band overwrites rows the next one reads (saved aside first)."""
-    x, w, b = _data(shape, (filters, shape[1], 3, 3), True)
+    x, w, b = conv_data(shape, (filters, shape[1], 3, 3), True, 4300)
     attrs = {"pads": pads}
     want = conv_reference(x, w, b, attrs, nodes)
     block = np.zeros(max(x.size, want.size), np.float32)
     block[: x.size] = x.reshape(-1)
     view_x, out = block[: x.size].reshape(x.shape), block[: want.size].reshape(want.shape)
     monkeypatch.setattr(winograd.window, "IM2COL_BLOCK_BYTES", 2 * 16 * 12 * 6 * 4 * 2)  # two tile rows a band
-    _call("ConvAct" if act else "Conv", view_x, w, b, out, {**attrs, **act})
+    call_conv("ConvAct" if act else "Conv", view_x, w, b, out, {**attrs, **act})
     assert calls
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
@@ -235,7 +213,7 @@ def test_weight_too_large_for_the_workspace_takes_winograd_only_when_prepared(un
     """Weights whose transform is not made per call (`winograd.per_call`): a constant one
     runs by Winograd from its prepared transform, a shared one by im2col; both right."""
     monkeypatch.setattr(winograd, "WEIGHTS_PER_CALL_BYTES", 0)
-    x, w, b = _data((2, 6, 16, 15), (8, 6, 3, 3), True)
+    x, w, b = conv_data((2, 6, 16, 15), (8, 6, 3, 3), True, 4300)
     session = Session(load_model(_conv_relu_model(w, b)), unbound=["w"] if unbound else ()).prepare()
     if unbound:
         session.set_shared_input("w", w)
