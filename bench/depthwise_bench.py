@@ -22,11 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, when loaded by file path
+
+from sidebyside import fastest_per_call  # noqa: E402
 
 FOLDER = ROOT / "bench" / ".models"
 MODELS = ("mobilenetv2", "mobilenetv3_small", "efficientnet_b0")
@@ -47,10 +49,12 @@ def main() -> None:
     if missing:
         sys.exit(f"missing {', '.join(missing)} in {FOLDER}: run python bench/real_models.py {FOLDER} first")
 
+    picked = [shape for shape in shapes() if args.only in label(shape)]
+    if not picked:
+        labels = ', '.join(label(shape) for shape in shapes())
+        sys.exit(f"--only {args.only!r} matches no shape; the labels are: {labels}")
     rows = []
-    for shape in shapes():
-        if args.only not in label(shape):
-            continue
+    for shape in picked:
         mine, theirs, ok = bench_shape(shape, args.repeat, args.calls)
         rows.append((shape, mine, theirs, ok))
         print(f"{label(shape):48s} memplan {mine * 1e6:8.1f} us  onnxruntime {theirs * 1e6:8.1f} us"
@@ -159,13 +163,7 @@ def bench_shape(shape: tuple, repeat: int, calls: int) -> tuple[float, float, bo
 
     mine()
     ok = bool(np.allclose(out, want, rtol=1e-3, atol=1e-4))
-    best = [float("inf"), float("inf")]
-    for _ in range(repeat):
-        for side, fn in enumerate((mine, theirs)):
-            start = time.process_time()
-            for _ in range(calls):
-                fn()
-            best[side] = min(best[side], (time.process_time() - start) / calls)
+    best = fastest_per_call((mine, theirs), repeat, calls)
     return best[0], best[1], ok
 
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its neighbours, when loaded by file path
+
+from sidebyside import fastest_per_call  # noqa: E402
 
 # (label, op, steps, features, hidden, directions, extra attributes)
 SHAPES = (
@@ -117,13 +119,7 @@ def bench_shape(shape: tuple, repeat: int, calls: int) -> tuple[float, float, bo
 
     mine()
     ok = bool(np.allclose(out, want, rtol=0, atol=1e-4))
-    best = [float("inf"), float("inf")]
-    for _ in range(repeat):
-        for side, fn in enumerate((mine, theirs)):
-            start = time.process_time()
-            for _ in range(calls):
-                fn()
-            best[side] = min(best[side], (time.process_time() - start) / calls)
+    best = fastest_per_call((mine, theirs), repeat, calls)
     return best[0], best[1], ok
 
 
