@@ -51,7 +51,7 @@ def main() -> None:
 
     picked = [shape for shape in shapes() if args.only in label(shape)]
     if not picked:
-        labels = ', '.join(label(shape) for shape in shapes())
+        labels = ", ".join(label(shape) for shape in shapes())
         sys.exit(f"--only {args.only!r} matches no shape; the labels are: {labels}")
     rows = []
     for shape in picked:
