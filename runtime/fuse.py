@@ -24,42 +24,23 @@ intermediate as large as x live together (a transformer MLP's peak).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import onnx
 
 from runtime.constants import Constant
-from runtime.kernels import DEFAULT_DOMAINS, MEMPLAN_DOMAIN, attributes_of
+from runtime.kernels import MEMPLAN_DOMAIN, attributes_of
 from runtime.shapes import TensorType
-
-
-def _is_op(node: onnx.NodeProto | None, *op_types: str) -> bool:
-    """`node` is one of ONNX's own `op_types` (not another domain's op of that name)."""
-    return node is not None and node.op_type in op_types and node.domain in DEFAULT_DOMAINS
-
-
-@dataclass(frozen=True)
-class _Wiring:
-    """Who reads and who writes each tensor, for the pattern matchers below."""
-
-    readers: Counter[str]
-    producer: dict[str, onnx.NodeProto]
-
-    @classmethod
-    def of(cls, nodes: Sequence[onnx.NodeProto]) -> _Wiring:
-        readers = Counter(name for node in nodes for name in node.input if name)
-        return cls(readers, {out: node for node in nodes for out in node.output if out})
+from runtime.wiring import Wiring, is_onnx_op
 
 
 def fold_batchnorm(
     nodes: Sequence[onnx.NodeProto], constants: dict[str, Constant], keep: set[str]
 ) -> tuple[list[onnx.NodeProto], int]:
     """The nodes with every foldable Conv -> BatchNormalization pair merged; and how many."""
-    wiring = _Wiring.of(nodes)
+    wiring = Wiring.of(nodes)
     merged: dict[str, onnx.NodeProto] = {}  # conv name -> its replacement
     dropped: set[str] = set()  # batch norm names
     for bn in nodes:
@@ -74,11 +55,11 @@ def fold_batchnorm(
 
 def _foldable_conv(
     bn: onnx.NodeProto,
-    wiring: _Wiring,
+    wiring: Wiring,
     constants: dict[str, Constant],
     keep: set[str],
 ) -> onnx.NodeProto | None:
-    if not _is_op(bn, "BatchNormalization"):
+    if not is_onnx_op(bn, "BatchNormalization"):
         return None
     if any(bn.output[1:]) or attributes_of(bn).get("training_mode", 0):
         return None  # training statistics are asked for
@@ -86,7 +67,7 @@ def _foldable_conv(
         return None
     x = bn.input[0]
     conv = wiring.producer.get(x)
-    if conv is None or not _is_op(conv, "Conv"):
+    if conv is None or not is_onnx_op(conv, "Conv"):
         return None
     if wiring.readers[x] != 1 or x in keep or conv.input[1] not in constants:
         return None
@@ -148,12 +129,12 @@ def fuse_pointwise_conv_add(
     """The nodes with every fusable 1x1 Conv -> Add pair made one PointwiseConvAdd; and how
     many. The Conv's output leaves `types`. The fused node takes the Add's place in the
     order (both of its inputs are ready there)."""
-    wiring = _Wiring.of(nodes)
+    wiring = Wiring.of(nodes)
     fused: dict[str, onnx.NodeProto] = {}  # add name -> fused node
     dropped: set[str] = set()  # conv names
     for add in nodes:
         # Sum of two inputs is an Add (older exporters, ResNet-50 among them, write Sum).
-        if not _is_op(add, "Add", "Sum") or len(add.input) != 2:
+        if not is_onnx_op(add, "Add", "Sum") or len(add.input) != 2:
             continue
         for k in (0, 1):
             y, r = add.input[k], add.input[1 - k]
@@ -176,7 +157,7 @@ def fuse_pointwise_conv_add(
 
 def _pointwise(conv: onnx.NodeProto, constants: dict[str, Constant]) -> bool:
     """A default-domain Conv that is a plain matrix product per pixel."""
-    if not _is_op(conv, "Conv") or len(conv.output) != 1:
+    if not is_onnx_op(conv, "Conv") or len(conv.output) != 1:
         return False
     if len(conv.input) < 2 or conv.input[1] not in constants:
         return False
@@ -218,12 +199,12 @@ def fuse_erf_gelu(
 ) -> tuple[list[onnx.NodeProto], int]:
     """The nodes with every Div -> Erf -> Add -> Mul -> Mul spelling of the exact GELU made
     one Gelu; and how many. The chain's intermediates leave `types`."""
-    wiring = _Wiring.of(nodes)
+    wiring = Wiring.of(nodes)
     reader_of = {name: node for node in nodes for name in node.input if name}  # the last one; only ones matter
 
     def only_reader(name: str, op: str) -> onnx.NodeProto | None:
         node = reader_of.get(name)
-        if wiring.readers[name] != 1 or name in keep or not _is_op(node, op):
+        if wiring.readers[name] != 1 or name in keep or not is_onnx_op(node, op):
             return None
         return node
 
@@ -242,10 +223,10 @@ def fuse_erf_gelu(
     replaced: dict[str, onnx.NodeProto] = {}  # last node's name -> Gelu
     dropped: set[str] = set()
     for erf in nodes:
-        if not _is_op(erf, "Erf"):
+        if not is_onnx_op(erf, "Erf"):
             continue
         div = wiring.producer.get(erf.input[0])
-        if div is None or not _is_op(div, "Div") or len(div.input) != 2 or not scalar(div.input[1], np.sqrt(2.0)):
+        if div is None or not is_onnx_op(div, "Div") or len(div.input) != 2 or not scalar(div.input[1], np.sqrt(2.0)):
             continue
         x = div.input[0]
         if only_reader(div.output[0], "Erf") is not erf:
@@ -281,7 +262,7 @@ def fuse_conv_activation(
     constant bounds, HardSigmoid, HardSwish, Sigmoid, or x * Sigmoid(x)) made one memplan
     ConvAct in the Conv's place, and every PointwiseConvAdd so followed given the activation
     as attributes (a ResNet block's last Relu); and how many. The Conv's output leaves `types`."""
-    wiring = _Wiring.of(nodes)
+    wiring = Wiring.of(nodes)
     readers: dict[str, list[onnx.NodeProto]] = {}
     for node in nodes:
         for name in dict.fromkeys(n for n in node.input if n):
@@ -290,7 +271,7 @@ def fuse_conv_activation(
     dropped: set[str] = set()
     for conv in nodes:
         residual = conv.op_type == "PointwiseConvAdd" and conv.domain == MEMPLAN_DOMAIN
-        if not (_is_op(conv, "Conv") or residual) or len(conv.output) != 1 or conv.output[0] in keep:
+        if not (is_onnx_op(conv, "Conv") or residual) or len(conv.output) != 1 or conv.output[0] in keep:
             continue
         y = conv.output[0]
         t = types.get(y)
@@ -309,27 +290,27 @@ def fuse_conv_activation(
 
 
 def _activation_after(
-    y: str, after: list[onnx.NodeProto], wiring: _Wiring, constants: dict[str, Constant], keep: set[str]
+    y: str, after: list[onnx.NodeProto], wiring: Wiring, constants: dict[str, Constant], keep: set[str]
 ) -> tuple[dict[str, Any], str, list[onnx.NodeProto]] | None:
     """(ConvAct attributes, output, nodes replaced) of the activation reading Conv output `y`, or None."""
     if wiring.readers[y] == 1 and len(after) == 1:
         act = after[0]
         if len(act.output) != 1 or act.input[0] != y:
             return None
-        if _is_op(act, "Relu", "HardSwish", "Sigmoid"):
+        if is_onnx_op(act, "Relu", "HardSwish", "Sigmoid"):
             return {"activation": act.op_type}, act.output[0], [act]
-        if _is_op(act, "HardSigmoid"):
+        if is_onnx_op(act, "HardSigmoid"):
             a = attributes_of(act)
             return {"activation": "HardSigmoid", "alpha": a.get("alpha", 0.2), "beta": a.get("beta", 0.5)}, act.output[0], [act]  # fmt: skip
-        if _is_op(act, "Clip"):
+        if is_onnx_op(act, "Clip"):
             bounds = _clip_bounds(act, constants)
             return None if bounds is None else ({"activation": "Clip", **bounds}, act.output[0], [act])
         return None
     # x * Sigmoid(x): the Conv output read by a Sigmoid and by the Mul of the two.
     if wiring.readers[y] != 2 or len(after) != 2:
         return None
-    sigmoid = next((n for n in after if _is_op(n, "Sigmoid")), None)
-    mul = next((n for n in after if _is_op(n, "Mul")), None)
+    sigmoid = next((n for n in after if is_onnx_op(n, "Sigmoid")), None)
+    mul = next((n for n in after if is_onnx_op(n, "Mul")), None)
     if sigmoid is None or mul is None or len(sigmoid.output) != 1 or len(mul.input) != 2:
         return None
     gate = sigmoid.output[0]

@@ -17,39 +17,20 @@ float shape.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import onnx
 
 from runtime.constants import Constant
-from runtime.kernels import DEFAULT_DOMAINS, MEMPLAN_DOMAIN, attributes_of
+from runtime.kernels import MEMPLAN_DOMAIN, attributes_of
 from runtime.shapes import TensorType
+from runtime.wiring import Wiring, is_onnx_op
 
 # The activations accepted after each Conv, as ConvAct names them ("" = a plain Conv).
 SQUEEZE_ACTIVATIONS = ("", "Relu", "Silu", "HardSwish", "Clip")
 GATE_ACTIVATIONS = ("Sigmoid", "HardSigmoid", "Clip")
 _FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
-
-
-def _is_op(node: onnx.NodeProto | None, *op_types: str) -> bool:
-    """`node` is one of ONNX's own `op_types` (not another domain's op of that name)."""
-    return node is not None and node.op_type in op_types and node.domain in DEFAULT_DOMAINS
-
-
-@dataclass(frozen=True)
-class _Wiring:
-    """How many nodes read each tensor, and which node writes it."""
-
-    readers: Counter[str]
-    producer: dict[str, onnx.NodeProto]
-
-    @classmethod
-    def of(cls, nodes: Sequence[onnx.NodeProto]) -> _Wiring:
-        readers = Counter(name for node in nodes for name in node.input if name)
-        return cls(readers, {out: node for node in nodes for out in node.output if out})
 
 
 def _map_type(types: dict[str, TensorType], x: str, y: str) -> TensorType | None:
@@ -67,11 +48,11 @@ def fuse_squeeze_excite(
 ) -> tuple[list[onnx.NodeProto], int]:
     """The nodes with every squeeze-and-excitation block made one SqueezeExcite in its Mul's
     place (X and the weights are ready there); and how many. The intermediates leave `types`."""
-    wiring = _Wiring.of(nodes)
+    wiring = Wiring.of(nodes)
     fused: dict[str, onnx.NodeProto] = {}  # mul name -> SqueezeExcite
     dropped: set[str] = set()
     for mul in nodes:
-        if not _is_op(mul, "Mul") or len(mul.input) != 2 or len(mul.output) != 1:
+        if not is_onnx_op(mul, "Mul") or len(mul.input) != 2 or len(mul.output) != 1:
             continue
         for k in (0, 1):
             block = _block(mul.input[1 - k], mul.input[k], wiring, constants, keep)
@@ -91,7 +72,7 @@ def fuse_squeeze_excite(
 
 
 def _block(
-    x: str, gate: str, wiring: _Wiring, constants: dict[str, Constant], keep: set[str]
+    x: str, gate: str, wiring: Wiring, constants: dict[str, Constant], keep: set[str]
 ) -> tuple[onnx.NodeProto, onnx.NodeProto, onnx.NodeProto] | None:
     """(GlobalAveragePool, squeeze Conv, gate Conv) making `gate` from `x`, each output read by
     the next only, or None."""
@@ -109,7 +90,7 @@ def _block(
     if squeeze is None or _activation(squeeze, constants) not in SQUEEZE_ACTIVATIONS:
         return None
     pool = only_once(squeeze.input[0])
-    if pool is None or not _is_op(pool, "GlobalAveragePool") or pool.input[0] != x:
+    if pool is None or not is_onnx_op(pool, "GlobalAveragePool") or pool.input[0] != x:
         return None
     return pool, squeeze, expand
 
@@ -117,7 +98,7 @@ def _block(
 def _activation(conv: onnx.NodeProto, constants: dict[str, Constant]) -> str | None:
     """The activation of a 1x1 Conv or ConvAct with constant weights ("" for none), or None
     when `conv` is neither."""
-    if _is_op(conv, "Conv"):
+    if is_onnx_op(conv, "Conv"):
         name = ""
     elif conv.op_type == "ConvAct" and conv.domain == MEMPLAN_DOMAIN:
         name = str(attributes_of(conv).get("activation", "Relu"))
