@@ -349,7 +349,7 @@ def conv_prepare(inputs, outputs, *, group=1, **_) -> None:
     """Conv's prepare hook: its compiled loops (the dense bands', and the depthwise ones for a
     grouped conv) are compiled when a session prepares, never in a run nor when only planning."""
     jit_conv.warm()
-    jit_winograd.warm()
+    winograd.warm()
     jit_phases.warm()
     if group > 1:
         jit_depthwise.warm()
@@ -366,7 +366,7 @@ def conv_constants(values, inputs, outputs, *, auto_pad="NOTSET", dilations=None
     geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     if path not in DENSE_ROUTES or not winograd.takes(geo, x.shape, w.shape, group, x.dtype):
         return {}
-    return {"winograd_u": winograd.prepared_weights(weight)}
+    return {"winograd_u": winograd.prepared_weights(weight, winograd.tile_of(geo, x.shape, w.shape))}
 
 
 @kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES, prepare=conv_prepare, constants=conv_constants)
@@ -463,7 +463,7 @@ def _winograd(x, w, b, out, geo: Geometry, group: int, u) -> bool:
     the weight prepared or small enough to transform per call)."""
     return (
         winograd.takes(geo, x.shape, w.shape, group, x.dtype)
-        and (u is not None or winograd.per_call(w.shape))
+        and (u is not None or winograd.per_call(w.shape, winograd.tile_of(geo, x.shape, w.shape)))
         and jit_conv.usable(x, w, out, *(() if b is None else (b,)))
     )
 

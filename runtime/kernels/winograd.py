@@ -1,11 +1,13 @@
-"""Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3): 16 matmuls of (K, C) @ (C, tiles).
+"""Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3): 16 matmuls of (K, C) @ (C, tiles), or
+on large maps F(4x4, 3x3): 36 matmuls over 4x fewer tiles (`tile_of`).
 
-The transforms are `runtime.kernels.jit_winograd`'s compiled loops. Per image, the output's
-2x2 tiles go in bands of tile rows sized so that a band's transformed input V (16, C, tiles)
-and product M (16, K, tiles) stay within `window.IM2COL_BLOCK_BYTES` (cache); per band:
+The transforms are `runtime.kernels.jit_winograd`'s (`jit_winograd4`'s) compiled loops. Per
+image, the output's tiles go in bands of tile rows sized so that a band's transformed input V
+(16 or 36, C, tiles) and product M (16 or 36, K, tiles) stay within
+`window.IM2COL_BLOCK_BYTES` (cache); per band:
 
 1. `jit_winograd.inputs` writes V from the unpadded image (pads read as zeros);
-2. ``np.matmul(U, V, out=M)``: 16 BLAS sgemms, U (16, K, C) the transformed weights;
+2. ``np.matmul(U, V, out=M)``: 16 (36) BLAS sgemms, U (16 or 36, K, C) the transformed weights;
 3. `jit_winograd.outputs` writes A^T M A into the band's output rows, then
    `jit_conv.epilogue` adds bias and activation to those rows while they are in cache.
 
@@ -19,10 +21,11 @@ docs/BENCHMARKS.md "winograd notes").
 from __future__ import annotations
 
 import math
+from types import ModuleType
 
 import numpy as np
 
-from runtime.kernels import jit_conv, jit_winograd, window
+from runtime.kernels import jit_conv, jit_winograd, jit_winograd4, window
 from runtime.kernels._scratch import Scratch, units_within
 from runtime.kernels.window import Geometry
 
@@ -36,6 +39,12 @@ MIN_PIXELS = 14 * 14
 # 16 channels to 32 over the same map: 1.87 against 2.13).
 MIN_CHANNELS = 16
 POSITIONS = jit_winograd.ALPHA * jit_winograd.ALPHA
+# Output pixels per image from which F(4x4, 3x3) (`jit_winograd4`) beats F(2x2): half the
+# sgemms' work against larger transforms and weights (36 K C floats, not 16). Measured one
+# thread, prepared weights, both alternating: 64 channels at 56 x 56 1.38 against 1.45 ms,
+# 128 at 28 x 28 1.24 against 1.41; 256 at 14 x 14 loses, 2.45 against 1.90 (16 tiles, and
+# its 9.4 MB of weights come from memory on every call), as 512 at 7 x 7 does (6.5 against 6.1).
+F4_MIN_PIXELS = 28 * 28
 # Transformed weights (16 K C floats) up to this size are made per call in the workspace (any
 # weight); larger ones only at prepare, for a constant weight (`prepared_weights`): 512 by 512
 # channels would add 16 MB to the arena (crnn_ocr's 6.8 -> 23.5 MB) for a per-call transform.
@@ -61,19 +70,38 @@ def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
     )
 
 
-def _tiles(geo: Geometry) -> tuple[int, int]:
-    tile = jit_winograd.TILE
+def tile_of(geo: Geometry, x_shape, w_shape) -> int:
+    """Output pixels per tile side of the Winograd variant a conv that `takes` Winograd runs:
+    4 (F(4x4, 3x3)) where compiled and measured to win, else 2."""
+    return 4 if jit_winograd4.inputs is not None and math.prod(geo.out) >= F4_MIN_PIXELS else 2
+
+
+def _loops(tile: int) -> ModuleType:
+    """The module of the compiled transforms of F(tile x tile, 3x3)."""
+    return jit_winograd4 if tile == 4 else jit_winograd
+
+
+def _positions(tile: int) -> int:
+    return (tile + 2) * (tile + 2)
+
+
+def _tiles(geo: Geometry, tile: int) -> tuple[int, int]:
     return -(-geo.out[0] // tile), -(-geo.out[1] // tile)
 
 
-def _band_tile_rows(x_shape, w_shape, geo: Geometry) -> int:
-    tiles_h, tiles_w = _tiles(geo)
-    per_row = POSITIONS * (x_shape[1] + w_shape[0]) * tiles_w * jit_winograd.DTYPE.itemsize
+def _band_tile_rows(x_shape, w_shape, geo: Geometry, tile: int) -> int:
+    tiles_h, tiles_w = _tiles(geo, tile)
+    positions = _positions(tile)
+    per_row = positions * (x_shape[1] + w_shape[0]) * tiles_w * jit_winograd.DTYPE.itemsize
     # V and M within im2col's budget while U fits in cache beside them (ResNet's 64 channels at
     # 56 x 56: 1.62 -> 1.47 ms, 128 at 28 x 28: 1.61 -> 1.52), else half of it (256 channels
-    # at 14 x 14, U 4 MB: 1.53 ms against 1.93).
-    u_bytes = POSITIONS * x_shape[1] * w_shape[0] * jit_winograd.DTYPE.itemsize
-    budget = window.IM2COL_BLOCK_BYTES if u_bytes <= U_IN_CACHE_BYTES else window.IM2COL_BLOCK_BYTES // 2
+    # at 14 x 14, U 4 MB: 1.53 ms against 1.93). F(4x4) keeps the whole budget: its rows of
+    # tiles are 2.25x larger, and half of it gives sgemms of one row of 7 tiles at 28 x 28
+    # (128 channels, U 2.4 MB: 1.63 ms at 1 MB against 1.71 at 512 KB; 2 MB, 1.60, grows
+    # ResNet-50's arena by 5%).
+    u_bytes = positions * x_shape[1] * w_shape[0] * jit_winograd.DTYPE.itemsize
+    halved = u_bytes > U_IN_CACHE_BYTES and tile == 2
+    budget = window.IM2COL_BLOCK_BYTES // 2 if halved else window.IM2COL_BLOCK_BYTES
     return units_within(budget, per_row, tiles_h)
 
 
@@ -85,10 +113,10 @@ def _stride(elements: int) -> int:
     return -(-elements // 1024) * 1024 + 80
 
 
-def _planes(flat: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """The (16, rows, cols) view of `flat` with planes `_stride(rows * cols)` apart."""
+def _planes(flat: np.ndarray, rows: int, cols: int, positions: int = POSITIONS) -> np.ndarray:
+    """The (positions, rows, cols) view of `flat` with planes `_stride(rows * cols)` apart."""
     stride = _stride(rows * cols)
-    return flat[: POSITIONS * stride].reshape(POSITIONS, stride)[:, : rows * cols].reshape(POSITIONS, rows, cols)
+    return flat[: positions * stride].reshape(positions, stride)[:, : rows * cols].reshape(positions, rows, cols)
 
 
 def _saved_rows(geo: Geometry) -> int:
@@ -96,39 +124,45 @@ def _saved_rows(geo: Geometry) -> int:
     return max(0, min(2, geo.begin[0]))
 
 
-def per_call(w_shape) -> bool:
-    """Whether a weight of this shape may be transformed per call (into the workspace)."""
-    return POSITIONS * w_shape[0] * w_shape[1] * jit_winograd.DTYPE.itemsize <= WEIGHTS_PER_CALL_BYTES
+def per_call(w_shape, tile: int = 2) -> bool:
+    """Whether a weight of this shape may be transformed per call (into the workspace) for
+    F(tile x tile, 3x3)."""
+    return _positions(tile) * w_shape[0] * w_shape[1] * jit_winograd.DTYPE.itemsize <= WEIGHTS_PER_CALL_BYTES
 
 
 def layout(x_shape, w_shape, geo: Geometry, with_weights: bool | None = None) -> list[tuple[tuple[int, ...], np.dtype]]:
     """Workspace blocks: U (when made per call: by default as `per_call` says), a zero row,
-    the rows saved aside when over the input, then a band's V and M."""
+    the rows saved aside when over the input, then a band's V and M, for the variant `tile_of`."""
+    tile = tile_of(geo, x_shape, w_shape)
+    positions = _positions(tile)
     if with_weights is None:
-        with_weights = per_call(w_shape)
+        with_weights = per_call(w_shape, tile)
     channels, filters = x_shape[1], w_shape[0]
-    band = _band_tile_rows(x_shape, w_shape, geo) * _tiles(geo)[1]
+    band = _band_tile_rows(x_shape, w_shape, geo, tile) * _tiles(geo, tile)[1]
     dtype: np.dtype = jit_winograd.DTYPE
     # the row a tile reads above or below the image, then the transforms' scratch
     zeros: tuple[tuple[int, ...], np.dtype] = (
-        (x_shape[3] + jit_winograd.scratch_elements(_tiles(geo)[1], band),),
+        (x_shape[3] + _loops(tile).scratch_elements(_tiles(geo, tile)[1], band),),
         dtype,
     )
     saved = ((_saved_rows(geo), channels, x_shape[3]), dtype)  # rows an output over the image overwrote
     blocks: list[tuple[tuple[int, ...], np.dtype]] = [
         zeros,
         saved,
-        ((POSITIONS * _stride(channels * band),), dtype),
-        ((POSITIONS * _stride(filters * band),), dtype),
+        ((positions * _stride(channels * band),), dtype),
+        ((positions * _stride(filters * band),), dtype),
     ]
-    return ([((POSITIONS * _stride(filters * channels),), dtype)] if with_weights else []) + blocks
+    return ([((positions * _stride(filters * channels),), dtype)] if with_weights else []) + blocks
 
 
-def prepared_weights(w: np.ndarray) -> np.ndarray:
-    """U (16, K, C) of a constant weight, made once (at prepare) instead of per call."""
-    assert jit_winograd.weights is not None
-    u = _planes(np.empty(POSITIONS * _stride(w.shape[0] * w.shape[1]), jit_winograd.DTYPE), w.shape[0], w.shape[1])
-    jit_winograd.weights(np.ascontiguousarray(w, dtype=jit_winograd.DTYPE), u)
+def prepared_weights(w: np.ndarray, tile: int = 2) -> np.ndarray:
+    """U (positions, K, C) of a constant weight for F(tile x tile, 3x3), made once (at prepare)
+    instead of per call."""
+    loops, positions = _loops(tile), _positions(tile)
+    assert loops.weights is not None
+    flat = np.empty(positions * _stride(w.shape[0] * w.shape[1]), jit_winograd.DTYPE)
+    u = _planes(flat, w.shape[0], w.shape[1], positions)
+    loops.weights(np.ascontiguousarray(w, dtype=jit_winograd.DTYPE), u)
     return u
 
 
@@ -149,22 +183,24 @@ def conv_winograd(
     float32; `u` the weight's prepared transform or None (then made into the workspace). With
     `over` (`over_input`), out is x's memory: before a band writes its output rows, the input
     rows the next band reads among them (its top pad's worth) are copied aside. Without `u`
-    the weight must be `per_call`."""
-    assert jit_winograd.weights is not None and jit_winograd.inputs is not None and jit_winograd.outputs is not None
+    the weight must be `per_call`; `u`, when given, made for the variant `tile_of`."""
+    tile = tile_of(geo, x.shape, w.shape)
+    loops, positions = _loops(tile), _positions(tile)
+    assert loops.weights is not None and loops.inputs is not None and loops.outputs is not None
     blocks = layout(x.shape, w.shape, geo, with_weights=u is None)
     if u is None:
-        u = _planes(scratch.take(*blocks.pop(0)), w.shape[0], w.shape[1])
-        jit_winograd.weights(w, u)
+        u = _planes(scratch.take(*blocks.pop(0)), w.shape[0], w.shape[1], positions)
+        loops.weights(w, u)
+    assert u.shape[0] == positions, "a Winograd transform made for another variant"
     zeros_and_z = scratch.take(*blocks[0])
     zeros, z = zeros_and_z[: x.shape[3]], zeros_and_z[x.shape[3] :]
     zeros.fill(0.0)
     saved = scratch.take(*blocks[1])
     v_all, m_all = (scratch.take(shape, dtype) for shape, dtype in blocks[2:])
     channels = x.shape[1]
-    tiles_h, tiles_w = _tiles(geo)
-    band_rows = _band_tile_rows(x.shape, w.shape, geo)
+    tiles_h, tiles_w = _tiles(geo, tile)
+    band_rows = _band_tile_rows(x.shape, w.shape, geo, tile)
     filters, out_h, out_w = out.shape[1:]
-    tile = jit_winograd.TILE
     ph, pw = geo.begin
     height = x.shape[2]
     for n in range(x.shape[0]):
@@ -175,15 +211,19 @@ def conv_winograd(
             rows = min(band_rows, tiles_h - row)
             t0, nt = row * tiles_w, rows * tiles_w
             # (16, ., nt) views with contiguous planes: the last, shorter band too
-            v, m = _planes(v_all, channels, nt), _planes(m_all, filters, nt)
-            jit_winograd.inputs(
-                x[n], v_all, _stride(channels * nt), zeros, held, first_saved, t0, nt, tiles_w, ph, pw, z
-            )
+            v, m = _planes(v_all, channels, nt, positions), _planes(m_all, filters, nt, positions)
+            loops.inputs(x[n], v_all, _stride(channels * nt), zeros, held, first_saved, t0, nt, tiles_w, ph, pw, z)
             if over:
                 first_saved = (row + rows) * tile - ph
                 held = saved[: max(0, min(saved.shape[0], height - first_saved))]
                 np.copyto(held, x[n, :, first_saved : first_saved + held.shape[0]].transpose(1, 0, 2))
             np.matmul(u, v, out=m)
-            jit_winograd.outputs(m_all, _stride(filters * nt), image, t0, nt, tiles_w, z)
+            loops.outputs(m_all, _stride(filters * nt), image, t0, nt, tiles_w, z)
             start, stop = row * tile * out_w, min(out_h, (row + rows) * tile) * out_w
             jit_conv.epilogue(flat, b, start, stop, spec)
+
+
+def warm() -> None:
+    """Compile both variants' loops (or load them from numba's cache), at prepare."""
+    jit_winograd.warm()
+    jit_winograd4.warm()

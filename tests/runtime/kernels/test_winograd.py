@@ -1,5 +1,5 @@
-"""Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3) (`runtime.kernels.winograd`) against
-onnx.reference: pads 0, 1, asymmetric and auto_pad SAME, odd and even sizes, tiny maps, batch
+"""Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3) and F(4x4, 3x3) (`runtime.kernels.winograd`)
+against onnx.reference: pads 0, 1, asymmetric and auto_pad SAME, odd and even sizes, tiny maps, batch
 2, with and without bias, Conv and each activation ConvAct fuses; the route asserted taken
 (or, with compiled loops off, not taken, and the numpy route still right); scratch filled
 with NaN so that a value read before written shows; the weight changed between calls and
@@ -40,11 +40,13 @@ SHAPE_IDS = [
 ]
 
 
-@pytest.fixture
-def calls(monkeypatch):
-    """Every map takes Winograd (not only large ones); counts the calls of the real route."""
+@pytest.fixture(params=[2, 4], ids=["F2", "F4"])
+def calls(request, monkeypatch):
+    """Every map takes Winograd (not only large ones), F(2x2, 3x3) or F(4x4, 3x3) as the
+    parameter says; counts the calls of the real route."""
     monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(winograd, "F4_MIN_PIXELS", 1 if request.param == 4 else 1 << 30)
     count = []
     real = winograd.conv_winograd
 
@@ -70,19 +72,27 @@ def test_winograd_matches_the_conv_reference(x_shape, w_shape, attrs, act, nodes
 
 
 @needs_jit
-def test_large_map_takes_winograd_by_default_in_bands(monkeypatch):
-    """A 30x30 map with a band budget of a few tile rows: several bands, the last one shorter."""
+@pytest.mark.parametrize(("height", "tile"), [(30, 4), (20, 2)], ids=["F4", "F2"])
+def test_large_map_takes_winograd_by_default_in_bands(height, tile, monkeypatch):
+    """A 30x29 map (F(4x4) by default) and a 20x29 one (F(2x2)) with a band budget of a few tile
+    rows: several bands, the last one shorter."""
     calls = []
     real = winograd.conv_winograd
-    monkeypatch.setattr(winograd, "conv_winograd", lambda *a, **k: (calls.append(1), real(*a, **k)))
-    # bands of 2 of the 15 tile rows (the budget halved, 16 positions x 32 channels x 15 tiles)
+
+    def counted(x, w, b, out, geo, *args, **kwargs):
+        calls.append(winograd.tile_of(geo, x.shape, w.shape))
+        real(x, w, b, out, geo, *args, **kwargs)
+
+    monkeypatch.setattr(winograd, "conv_winograd", counted)
+    # F(2x2): bands of 4 of the 10 tile rows (16 positions x 32 channels x 15 tiles a row);
+    # F(4x4): bands of 3 of the 8 rows (36 positions x 32 channels x 8 tiles a row)
     monkeypatch.setattr(winograd.window, "IM2COL_BLOCK_BYTES", 2 * 2 * 16 * (16 + 16) * 15 * 4)
-    x, w, b = conv_data((2, 16, 30, 29), (16, 16, 3, 3), True, 4300)
+    x, w, b = conv_data((2, 16, height, 29), (16, 16, 3, 3), True, 4300)
     attrs = {"pads": [1, 1, 1, 1]}
     want = conv_reference(x, w, b, attrs, [("Relu", {})])
     got = np.full(want.shape, np.nan, np.float32)
     call_conv("ConvAct", x, w, b, got, {**attrs, "activation": "Relu"})
-    assert calls
+    assert calls == [tile]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
