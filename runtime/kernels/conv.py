@@ -463,7 +463,7 @@ def _winograd(x, w, b, out, geo: Geometry, group: int, u) -> bool:
     the weight prepared or small enough to transform per call)."""
     return (
         winograd.takes(geo, x.shape, w.shape, group, x.dtype)
-        and (u is not None or winograd.per_call(w.shape, winograd.tile_of(geo, x.shape, w.shape)))
+        and (u is not None or winograd.per_call(w.shape))
         and jit_conv.usable(x, w, out, *(() if b is None else (b,)))
     )
 

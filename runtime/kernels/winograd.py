@@ -26,7 +26,7 @@ from types import ModuleType
 import numpy as np
 
 from runtime.kernels import jit_conv, jit_winograd, jit_winograd4, window
-from runtime.kernels._scratch import Scratch, units_within
+from runtime.kernels._scratch import Scratch, scratch_bytes, units_within
 from runtime.kernels.window import Geometry
 
 # Output pixels per image below which im2col's single sgemm beats the transforms (measured
@@ -70,10 +70,13 @@ def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
     )
 
 
-def tile_of(geo: Geometry, x_shape, w_shape) -> int:
+def tile_of(geo: Geometry, x_shape, w_shape, prepared: bool = True) -> int:
     """Output pixels per tile side of the Winograd variant a conv that `takes` Winograd runs:
-    4 (F(4x4, 3x3)) where compiled and measured to win, else 2."""
-    return 4 if jit_winograd4.inputs is not None and math.prod(geo.out) >= F4_MIN_PIXELS else 2
+    4 (F(4x4, 3x3)) where compiled and measured to win, and where the weight is `prepared`
+    or small enough to transform per call for it; else 2 (so that a shared weight too large
+    for F(4x4)'s per-call transform keeps F(2x2), not im2col)."""
+    wins = jit_winograd4.inputs is not None and math.prod(geo.out) >= F4_MIN_PIXELS
+    return 4 if wins and (prepared or per_call(w_shape, 4)) else 2
 
 
 def _loops(tile: int) -> ModuleType:
@@ -130,13 +133,26 @@ def per_call(w_shape, tile: int = 2) -> bool:
     return _positions(tile) * w_shape[0] * w_shape[1] * jit_winograd.DTYPE.itemsize <= WEIGHTS_PER_CALL_BYTES
 
 
-def layout(x_shape, w_shape, geo: Geometry, with_weights: bool | None = None) -> list[tuple[tuple[int, ...], np.dtype]]:
-    """Workspace blocks: U (when made per call: by default as `per_call` says), a zero row,
-    the rows saved aside when over the input, then a band's V and M, for the variant `tile_of`."""
-    tile = tile_of(geo, x_shape, w_shape)
-    positions = _positions(tile)
+Blocks = list[tuple[tuple[int, ...], np.dtype]]
+
+
+def layout(x_shape, w_shape, geo: Geometry, with_weights: bool | None = None) -> Blocks:
+    """Workspace blocks of a call with U made per call (`with_weights`) or prepared: U when
+    made per call, a zero row, the rows saved aside when over the input, then a band's V and
+    M, for the variant `tile_of` picks. By default (None), the larger of the two calls'
+    blocks (the workspace: a constant weight is prepared, a shared one made per call when
+    `per_call`)."""
     if with_weights is None:
-        with_weights = per_call(w_shape, tile)
+        calls = [_layout(x_shape, w_shape, geo, False)]
+        if per_call(w_shape):
+            calls.append(_layout(x_shape, w_shape, geo, True))
+        return max(calls, key=lambda blocks: scratch_bytes(*blocks))
+    return _layout(x_shape, w_shape, geo, with_weights)
+
+
+def _layout(x_shape, w_shape, geo: Geometry, with_weights: bool) -> Blocks:
+    tile = tile_of(geo, x_shape, w_shape, prepared=not with_weights)
+    positions = _positions(tile)
     channels, filters = x_shape[1], w_shape[0]
     band = _band_tile_rows(x_shape, w_shape, geo, tile) * _tiles(geo, tile)[1]
     dtype: np.dtype = jit_winograd.DTYPE
@@ -184,7 +200,7 @@ def conv_winograd(
     `over` (`over_input`), out is x's memory: before a band writes its output rows, the input
     rows the next band reads among them (its top pad's worth) are copied aside. Without `u`
     the weight must be `per_call`; `u`, when given, made for the variant `tile_of`."""
-    tile = tile_of(geo, x.shape, w.shape)
+    tile = tile_of(geo, x.shape, w.shape, prepared=u is not None)
     loops, positions = _loops(tile), _positions(tile)
     assert loops.weights is not None and loops.inputs is not None and loops.outputs is not None
     blocks = layout(x.shape, w.shape, geo, with_weights=u is None)

@@ -230,3 +230,30 @@ def test_weight_too_large_for_the_workspace_takes_winograd_only_when_prepared(un
     y = session.run({"x": x})["y"]
     np.testing.assert_allclose(y, conv_reference(x, w, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})]), rtol=1e-4, atol=1e-4)
     assert bool(calls) is not unbound
+
+
+@needs_jit
+@pytest.mark.parametrize(("unbound", "tile"), [(False, 4), (True, 2)], ids=["constant-F4", "unbound-F2"])
+def test_weight_too_large_for_f4_per_call_keeps_f2(unbound, tile, monkeypatch):
+    """A map F(4x4) takes, with a weight whose F(4x4) transform (36 K C floats) is too large to
+    make per call but whose F(2x2) one (16 K C) is not: a constant weight runs F(4x4) from its
+    prepared transform, a shared one F(2x2) per call (not im2col); both right."""
+    monkeypatch.setattr(winograd, "MIN_PIXELS", 1)
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
+    monkeypatch.setattr(winograd, "F4_MIN_PIXELS", 1)
+    x, w, b = conv_data((2, 6, 16, 15), (8, 6, 3, 3), True, 4300)
+    monkeypatch.setattr(winograd, "WEIGHTS_PER_CALL_BYTES", 16 * 8 * 6 * 4)
+    tiles = []
+    real = winograd.conv_winograd
+
+    def counted(x, w, b, out, geo, *args, **kwargs):
+        tiles.append(winograd.tile_of(geo, x.shape, w.shape, prepared=args[2] is not None))
+        real(x, w, b, out, geo, *args, **kwargs)
+
+    monkeypatch.setattr(winograd, "conv_winograd", counted)
+    session = Session(load_model(_conv_relu_model(w, b)), unbound=["w"] if unbound else ()).prepare()
+    if unbound:
+        session.set_shared_input("w", w)
+    y = session.run({"x": x})["y"]
+    np.testing.assert_allclose(y, conv_reference(x, w, b, {"pads": [1, 1, 1, 1]}, [("Relu", {})]), rtol=1e-4, atol=1e-4)
+    assert tiles == [tile]
