@@ -26,6 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from runtime.kernels._jit import compiled, float64_of_bits, numba
+from runtime.kernels.jit_panels import PANEL, blocks_dot
 
 ACTIVATIONS = (
     "sigmoid", "tanh", "relu", "leakyrelu", "thresholdedrelu", "elu", "softsign", "softplus", "scaledtanh",
@@ -122,10 +123,9 @@ def _clip_py(x, clip):
 _clip = compiled(_clip_py)
 
 
-def _rows_dot_py(r, first, count, v, out, base, has_base):
-    """out[j] = base[j] + r[first + j] . v for j < count (no base unless `has_base`): eight
-    rows per pass over `v` (each load of it serves eight rows, and eight sums are in flight),
-    then one at a time."""
+def _rows_dot_py(r, first, count, v, out):
+    """out[j] = r[first + j] . v for j < count: eight rows per pass over `v` (each load of it
+    serves eight rows, and eight sums are in flight), then one at a time."""
     n = v.shape[0]
     j = 0
     while j + 8 <= count:
@@ -142,15 +142,12 @@ def _rows_dot_py(r, first, count, v, out, base, has_base):
             a7 += r[first + j + 7, k] * vk
         out[j], out[j + 1], out[j + 2], out[j + 3] = a0, a1, a2, a3
         out[j + 4], out[j + 5], out[j + 6], out[j + 7] = a4, a5, a6, a7
-        if has_base:
-            for i in range(j, j + 8):
-                out[i] += base[i]
         j += 8
     while j < count:
         a = _ZERO
         for k in range(n):
             a += r[first + j, k] * v[k]
-        out[j] = a + base[j] if has_base else a
+        out[j] = a
         j += 1
 
 
@@ -199,16 +196,41 @@ def _activate_row_py(code, x, lo, hi, clip, has_clip, alpha, beta):
 _activate_row = compiled(_activate_row_py)
 
 
-def _gru_py(proj, r, bias_rh, linear_before_reset, h, ys, has_y, lens, has_lens, reverse, clip, has_clip,
-            f, f_alpha, f_beta, g, g_alpha, g_beta, gates, tmp):  # fmt: skip
-    """One GRU direction. `proj` (seq, batch, 3H) time-major: X W^T plus the biases outside
-    the reset product; `r` (3H, H) this direction's R; `bias_rh` (H,) Rb_h, added inside
-    r * (H Rh^T + Rb_h) when `linear_before_reset`; `h` (batch, H) the state, updated in place;
-    `ys` (seq, batch, H) this direction's Y when `has_y`; `gates` (batch, 3H) and `tmp`
-    (batch, H) scratch."""
+def _dot_py(r, rp, packed, first, count, v, out, acc):
+    """out[j] = R[first + j] . v for j < count (whole gate blocks): over R's panels `rp` when
+    `packed` (`runtime.kernels.jit_panels`), else over R's rows."""
+    if packed:
+        hidden = v.shape[0]
+        blocks_dot(rp, hidden, first // hidden, count // hidden, v, out, acc)
+    else:
+        _rows_dot(r, first, count, v, out)
+
+
+_dot = compiled(_dot_py)
+
+
+def _biases_py(bias, has_bias, total, inner):
+    """total[j] = Wb[j] + Rb[j] (zeros without biases), but Wb alone from `inner` on: those
+    recurrent biases (a GRU's Rb_h with linear_before_reset) go inside the reset product."""
+    width = total.shape[0]
+    for j in range(width):
+        total[j] = (bias[j] + bias[width + j] if j < inner else bias[j]) if has_bias else _ZERO
+
+
+_biases = compiled(_biases_py)
+
+
+def _gru_py(proj, r, rp, packed, bias, has_bias, linear_before_reset, h, ys, has_y, lens, has_lens, reverse,
+            clip, has_clip, f, f_alpha, f_beta, g, g_alpha, g_beta, gates, tmp, total, acc):  # fmt: skip
+    """One GRU direction. `proj` (seq, batch, 3H) time-major: X W^T; `r` (3H, H) this
+    direction's R, or `rp` its panels when `packed`; `bias` (6H,) Wb then Rb when `has_bias`
+    (Rb_h inside r * (H Rh^T + Rb_h) when `linear_before_reset`); `h` (batch, H) the state,
+    updated in place; `ys` (seq, batch, H) this direction's Y when `has_y`; `gates` (batch, 3H),
+    `tmp` (batch, H), `total` (3H,) and `acc` (PANEL,) scratch."""
     seq, batch = proj.shape[0], proj.shape[1]
     hidden = h.shape[1]
     cand = 2 * hidden
+    _biases(bias, has_bias, total, cand if linear_before_reset else 3 * hidden)
     for b in range(batch):
         hb, gb, tb = h[b], gates[b], tmp[b]
         for s in range(seq):
@@ -216,16 +238,21 @@ def _gru_py(proj, r, bias_rh, linear_before_reset, h, ys, has_y, lens, has_lens,
             if _skip(t, b, lens, has_lens, ys, has_y):
                 continue
             p = proj[t, b]
-            _rows_dot(r, 0, cand, hb, gb, p, True)  # z and r
+            _dot(r, rp, packed, 0, cand, hb, gb, acc)  # z and r
+            for j in range(cand):
+                gb[j] += p[j] + total[j]
             _activate_row(f, gb, 0, cand, clip, has_clip, f_alpha, f_beta)
             if linear_before_reset:
-                _rows_dot(r, cand, hidden, hb, tb, p, False)
+                _dot(r, rp, packed, cand, hidden, hb, tb, acc)
                 for k in range(hidden):
-                    gb[cand + k] = p[cand + k] + gb[hidden + k] * (tb[k] + bias_rh[k])
+                    rbh = bias[5 * hidden + k] if has_bias else _ZERO
+                    gb[cand + k] = p[cand + k] + total[cand + k] + gb[hidden + k] * (tb[k] + rbh)
             else:
                 for k in range(hidden):
                     tb[k] = gb[hidden + k] * hb[k]
-                _rows_dot(r, cand, hidden, tb, gb[cand:], p[cand:], True)
+                _dot(r, rp, packed, cand, hidden, tb, gb[cand:], acc)
+                for k in range(hidden):
+                    gb[cand + k] += p[cand + k] + total[cand + k]
             _activate_row(g, gb, cand, cand + hidden, clip, has_clip, g_alpha, g_beta)
             for k in range(hidden):  # (1 - z) exact for z near 1, where the result may be tiny
                 hb[k] = (_ONE - gb[k]) * gb[cand + k] + gb[k] * hb[k]
@@ -269,21 +296,28 @@ def _lstm_cell_py(gb, hb, cb, peep, has_peep, input_forget, clip, has_clip, f, f
 _lstm_cell = compiled(_lstm_cell_py)
 
 
-def _lstm_py(proj, r, peep, has_peep, input_forget, h, cell, ys, has_y, lens, has_lens, reverse, clip, has_clip,
-             f, f_alpha, f_beta, g, g_alpha, g_beta, a, a_alpha, a_beta, gates):  # fmt: skip
-    """One LSTM direction (gates i, o, f, c): `proj` (seq, batch, 4H) time-major with the
-    biases, `r` (4H, H), `peep` (3H,) peepholes i, o, f when `has_peep`, `h` and `cell`
-    (batch, H) the states, updated in place, `gates` (batch, 4H) scratch; `f`, `g`, `a` code
-    the gate, cell-candidate and output activations."""
+def _lstm_py(proj, r, rp, packed, bias, has_bias, peep, has_peep, input_forget, h, cell, ys, has_y, lens,
+             has_lens, reverse, clip, has_clip, f, f_alpha, f_beta, g, g_alpha, g_beta, a, a_alpha, a_beta, gates,
+             total, acc):  # fmt: skip
+    """One LSTM direction (gates i, o, f, c): `proj` (seq, batch, 4H) time-major: X W^T; `r`
+    (4H, H), or `rp` its panels when `packed`; `bias` (8H,) when `has_bias`; `peep` (3H,)
+    peepholes i, o, f when `has_peep`; `h` and `cell` (batch, H) the states, updated in place;
+    `gates` (batch, 4H), `total` (4H,) and `acc` (PANEL,) scratch; `f`, `g`, `a` code the gate,
+    cell-candidate and output activations."""
     seq, batch = proj.shape[0], proj.shape[1]
     hidden = h.shape[1]
+    width = 4 * hidden
+    _biases(bias, has_bias, total, width)
     for b in range(batch):
         hb, cb, gb = h[b], cell[b], gates[b]
         for s in range(seq):
             t = seq - 1 - s if reverse else s
             if _skip(t, b, lens, has_lens, ys, has_y):
                 continue
-            _rows_dot(r, 0, 4 * hidden, hb, gb, proj[t, b], True)
+            p = proj[t, b]
+            _dot(r, rp, packed, 0, width, hb, gb, acc)
+            for j in range(width):
+                gb[j] += p[j] + total[j]
             _lstm_cell(gb, hb, cb, peep, has_peep, input_forget, clip, has_clip, f, f_alpha, f_beta, g, g_alpha,
                        g_beta, a, a_alpha, a_beta)  # fmt: skip
             if has_y:
@@ -294,17 +328,23 @@ def _lstm_py(proj, r, peep, has_peep, input_forget, h, cell, ys, has_y, lens, ha
 lstm_loop = compiled(_lstm_py)
 
 
-def _rnn_py(proj, r, h, ys, has_y, lens, has_lens, reverse, clip, has_clip, f, f_alpha, f_beta, gates):
-    """One RNN direction: H = f(proj_t + H R^T); `gates` (batch, H) scratch."""
+def _rnn_py(proj, r, rp, packed, bias, has_bias, h, ys, has_y, lens, has_lens, reverse, clip, has_clip, f,
+            f_alpha, f_beta, gates, total, acc):  # fmt: skip
+    """One RNN direction: H = f(proj_t + Wb + Rb + H R^T); `gates` (batch, H), `total` (H,)
+    and `acc` (PANEL,) scratch."""
     seq, batch = proj.shape[0], proj.shape[1]
     hidden = h.shape[1]
+    _biases(bias, has_bias, total, hidden)
     for b in range(batch):
         hb, gb = h[b], gates[b]
         for s in range(seq):
             t = seq - 1 - s if reverse else s
             if _skip(t, b, lens, has_lens, ys, has_y):
                 continue
-            _rows_dot(r, 0, hidden, hb, gb, proj[t, b], True)
+            p = proj[t, b]
+            _dot(r, rp, packed, 0, hidden, hb, gb, acc)
+            for j in range(hidden):
+                gb[j] += p[j] + total[j]
             _activate_row(f, gb, 0, hidden, clip, has_clip, f_alpha, f_beta)
             for k in range(hidden):
                 hb[k] = gb[k]
@@ -316,26 +356,30 @@ rnn_loop = compiled(_rnn_py)
 
 
 _LOOPS = {"GRU": "gru_loop", "LSTM": "lstm_loop", "RNN": "rnn_loop"}
+_GATES = {"GRU": 3, "LSTM": 4, "RNN": 1}
 _NO_LENS = np.zeros(1, np.int32)  # stands for sequence_lens when every entry runs all steps
+_NO_PANELS = np.zeros(1, np.float32)  # stands for R's panels when the loop reads R's rows
+_NO_PANELS.flags.writeable = False
 _READY: set[tuple[str, str]] = set()
 _COMPILING = threading.Lock()
 
 
 def _signature(op: str, lens: np.dtype) -> tuple:
-    """The one signature each loop is compiled for: the projections and Y as any-layout views
-    (either layout, one direction of several), the weights, states and scratch C-contiguous."""
+    """The one signature each loop is compiled for: the projections, Y and biases as any-layout
+    views (either layout, one direction of several), the weights, states and scratch C-contiguous."""
     t = numba.types
     f32, flag, code = t.float32, t.boolean, t.int64
-    view3, rows = t.Array(f32, 3, "A"), t.Array(f32, 2, "C")
+    view3, rows, vec = t.Array(f32, 3, "A"), t.Array(f32, 2, "C"), t.Array(f32, 1, "C")
     # Inputs are read-only (weights, sequence lengths); a writable array converts to these too.
     weights, view1 = t.Array(f32, 2, "C", readonly=True), t.Array(f32, 1, "A", readonly=True)
+    head = (view3, weights, t.Array(f32, 1, "C", readonly=True), flag, view1, flag)  # proj .. has_bias
     tail = (t.Array(numba.from_dtype(lens), 1, "A", readonly=True), flag, flag, f32, flag)  # lens .. has_clip
     act = (code, f32, f32)
     if op == "GRU":
-        return (view3, weights, view1, flag, rows, view3, flag, *tail, *act, *act, rows, rows)
+        return (*head, flag, rows, view3, flag, *tail, *act, *act, rows, rows, vec, vec)
     if op == "LSTM":
-        return (view3, weights, view1, flag, flag, rows, rows, view3, flag, *tail, *act, *act, *act, rows)
-    return (view3, weights, rows, view3, flag, *tail, *act, rows)
+        return (*head, view1, flag, flag, rows, rows, view3, flag, *tail, *act, *act, *act, rows, vec, vec)
+    return (*head, rows, view3, flag, *tail, *act, rows, vec, vec)
 
 
 def prepared(op: str, lens: np.dtype | None = None) -> Callable[..., None] | None:
@@ -361,23 +405,25 @@ def _warm(loop: Callable[..., None], op: str, lens: np.dtype) -> None:
     """Call `loop` on tiny arrays in the layouts and writabilities the kernel may pass (C or
     strided, read-only or not): numba's first conversion of an argument type to the compiled
     one allocates about 45 KB, which a first traced run would count beside the arena."""
-    width, z = {"GRU": 3, "LSTM": 4, "RNN": 1}[op], np.float32(0)
+    width, z = _GATES[op], np.float32(0)
     for strided in (False, True):
         step = 2 if strided else 1
         proj = np.zeros((2 * step, 1, width), np.float32)[::step]
         ys = np.zeros((2 * step, 1, 1), np.float32)[::step]
-        r, vector = np.zeros((width, 1), np.float32), np.zeros(3 * step, np.float32)[::step]
-        sequence_lens = np.full(1, 2, lens)
-        for a in (r, vector, sequence_lens):
+        r, vector = np.zeros((width, 1), np.float32), np.zeros(8 * width * step, np.float32)[::step]
+        panels, sequence_lens = np.zeros(width * PANEL, np.float32), np.full(1, 2, lens)
+        for a in (r, vector, panels, sequence_lens):
             a.flags.writeable = strided  # read-only once, writable once
         h, cell, gates = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), np.zeros((1, width), np.float32)
+        total, acc = np.zeros(width, np.float32), np.zeros(PANEL, np.float32)
+        head = (proj, r, panels, strided, vector, True)
         common = (sequence_lens, True, False, z, False)
         if op == "GRU":
-            loop(proj, r, vector, True, h, ys, True, *common, 0, z, z, 1, z, z, gates, cell)
+            loop(*head, True, h, ys, True, *common, 0, z, z, 1, z, z, gates, cell, total, acc)
         elif op == "LSTM":
-            loop(proj, r, vector, True, False, h, cell, ys, True, *common, 0, z, z, 1, z, z, 1, z, z, gates)
+            loop(*head, vector, True, False, h, cell, ys, True, *common, 0, z, z, 1, z, z, 1, z, z, gates, total, acc)
         else:
-            loop(proj, r, h, ys, True, *common, 1, z, z, gates)
+            loop(*head, h, ys, True, *common, 1, z, z, gates, total, acc)
 
 
 # The loops run batch entries one after the other, each reading all of R per step, where BLAS
@@ -403,29 +449,23 @@ def _code(spec: tuple[str, float | None, float | None]) -> tuple[int, np.float32
     return ACTIVATIONS.index(name), np.float32(alpha or 0), np.float32(beta or 0)
 
 
-def run_direction(loop, op: str, buffers, r, bias, peep, ys, has_y: bool, lens, reverse: bool, attrs: dict,
-                  specs: list) -> None:  # fmt: skip
-    """One direction of `op` through its compiled `loop`, over the projections, states and
-    scratch of `buffers` (the kernel's workspace), with `specs` its activations (name, alpha, beta)."""
-    has_lens = lens is not None
-    lens = _NO_LENS if lens is None else lens
+def arguments(op: str, buffers, r, panels, bias, peep, ys, lens, reverse: bool, attrs: dict, specs: list) -> tuple:
+    """The arguments of `op`'s loop for one direction: over the projections, states and scratch
+    of `buffers` (the kernel's workspace), R's rows `r` or its `panels` (`jit_panels.pack`; None
+    reads the rows), Y's view `ys` (None: no Y), `specs` its activations (name, alpha, beta)."""
     clip = attrs["clip"]
-    common = (lens, has_lens, reverse, np.float32(clip or 0), clip is not None)
+    head = (buffers.projected, r, _NO_PANELS if panels is None else panels, panels is not None,
+            buffers.bias if bias is None else bias, bias is not None)  # fmt: skip
+    y = (buffers.projected[:, :, :0], False) if ys is None else (ys, True)  # no Y: a zero-width view
+    common = (_NO_LENS if lens is None else lens, lens is not None, reverse, np.float32(clip or 0), clip is not None)
     codes = [x for spec in specs for x in _code(spec)]
+    scratch = (buffers.gates, buffers.bias, buffers.acc)
     if op == "GRU":
-        hidden = buffers.h.shape[1]
-        bias_rh = buffers.tmp2[0]
-        if bias is None:
-            bias_rh.fill(0)
-        else:
-            bias_rh = bias[5 * hidden :]
-        lbr = bool(attrs["linear_before_reset"])
-        loop(buffers.projected, r, bias_rh, lbr, buffers.h, ys, has_y, *common, *codes, buffers.gates, buffers.tmp)
-    elif op == "LSTM":
+        return (*head, bool(attrs["linear_before_reset"]), buffers.h, *y, *common, *codes, buffers.gates,
+                buffers.tmp, *scratch[1:])  # fmt: skip
+    if op == "LSTM":
         has_peep = peep is not None
         peep = buffers.bias if peep is None else peep
-        input_forget = bool(attrs["input_forget"])
-        loop(buffers.projected, r, peep, has_peep, input_forget, buffers.h, buffers.c, ys, has_y, *common, *codes,
-             buffers.gates)  # fmt: skip
-    else:
-        loop(buffers.projected, r, buffers.h, ys, has_y, *common, *codes, buffers.gates)
+        return (*head, peep, has_peep, bool(attrs["input_forget"]), buffers.h, buffers.c, *y, *common, *codes,
+                *scratch)  # fmt: skip
+    return (*head, buffers.h, *y, *common, *codes, *scratch)

@@ -16,13 +16,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import jit_rnn, kernel
-from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
+from runtime.kernels import jit_panels, jit_rnn, kernel, rnn_plan
+from runtime.kernels._scratch import small_ufunc_buffers
+from runtime.kernels.rnn_plan import Buffers
 
 Activation = Callable[[np.ndarray], object]  # applies in place; the result is ignored
 Spec = tuple[str, float | None, float | None]  # an activation: lower-case name, alpha, beta
 
-_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 _DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"], "RNN": ["Tanh"]}
 # (alpha, beta) defaults of the activations that take them, as the ONNX ops of the same name.
 _PARAMETERS = {
@@ -135,53 +135,30 @@ def rnn_constants(values, inputs, outputs, **_) -> dict:
     """The kernels' constants hook (`runtime.kernels.Kernel.constants`): a constant W kept
     transposed and contiguous (``w_t``, directions x input x gates), which BLAS multiplies
     faster than W's transposed view (80 x 512 by 512 x 1024: about 1.0 ms against 1.14 at one
-    thread). A shared or trained W has no value here and keeps the view."""
+    thread), and a constant float32 R as the panels the compiled loops stream (``r_panels``,
+    `runtime.kernels.jit_panels`: a GRU of 256's step 9.5 -> 7.5 us). A shared or trained
+    weight has no value here: W keeps its view, the loops read R's rows."""
     w = values[1] if len(values) > 1 else None
-    if w is None or w.ndim != 3 or w.dtype not in (np.float32, np.float64):
-        return {}
-    return {"w_t": np.ascontiguousarray(w.transpose(0, 2, 1))}
-
-
-def rnn_workspace(inputs, outputs, *, layout=0, **_) -> int:
-    """Bytes of scratch."""
-    x, w = inputs[0], inputs[1]
-    seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
-    width = w.shape[1]  # gates * hidden
-    hidden = inputs[2].shape[2]
-    blocks = [((seq, batch, width), x.dtype)] + [((batch, width), x.dtype)] * 2 + [((width,), x.dtype)]
-    blocks += [((batch, hidden), x.dtype)] * 4  # state, cell, and two scratch rows
-    return scratch_bytes(*blocks)
-
-
-class _Buffers:
-    """The workspace of one recurrent node, reused by each direction in turn."""
-
-    def __init__(self, ws, op: str, seq: int, batch: int, hidden: int, dtype, layout: int) -> None:
-        scratch = Scratch(ws, op)
-        width = _GATES[op] * hidden
-        # X @ W^T (+ biases) for all steps, in X's own order so that one 2-D matmul fills it;
-        # `projected` is its time-major view.
-        if layout == 0:
-            self.projected = scratch.take((seq, batch, width), dtype)
-        else:
-            self.projected = scratch.take((batch, seq, width), dtype).transpose(1, 0, 2)
-        # R^T of the current direction: a view, which BLAS reads as fast as a contiguous copy
-        # (a transposing copy took a third of a millisecond per direction at 768 x 256).
-        self.r_t: np.ndarray = np.empty((0, width), dtype)  # set per direction
-        self.gates = scratch.take((batch, width), dtype)
-        self.hr = scratch.take((batch, width), dtype)  # H R^T of a GRU, all three blocks at once
-        self.bias = scratch.take((width,), dtype)  # the biases added to every step's projection
-        self.h = scratch.take((batch, hidden), dtype)
-        self.c = scratch.take((batch, hidden), dtype)
-        self.tmp = scratch.take((batch, hidden), dtype)
-        self.tmp2 = scratch.take((batch, hidden), dtype)
+    r = values[2] if len(values) > 2 else None
+    made = {}
+    if w is not None and w.ndim == 3 and w.dtype in (np.float32, np.float64):
+        made["w_t"] = np.ascontiguousarray(w.transpose(0, 2, 1))
+    if r is not None and r.ndim == 3 and r.dtype == np.float32 and jit_rnn.gru_loop is not None:
+        made["r_panels"] = jit_panels.pack(r)
+    return made
 
 
 @small_ufunc_buffers()  # the biases broadcast over all steps' projections
-def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs, w_t=None) -> None:
+def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs, w_t=None, r_panels=None):
+    directions = w.shape[0]
+    specs = _activation_specs(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], directions)
+    made = rnn_plan.plan(op, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs, specs, w_t, r_panels)
+    if made is not None:
+        rnn_plan.execute(made, x, initial_h, initial_c)
+        return
     layout = attrs["layout"]
     seq, batch = (x.shape[0], x.shape[1]) if layout == 0 else (x.shape[1], x.shape[0])
-    directions, hidden = w.shape[0], r.shape[2]
+    hidden = r.shape[2]
     y, y_h = out[0], out[1] if len(out) > 1 else None
     y_c = out[2] if op == "LSTM" and len(out) > 2 else None
     ys = None if y is None else (y if layout == 0 else y.transpose(1, 2, 0, 3))  # (seq, dirs, batch, H)
@@ -192,33 +169,24 @@ def _run(op: str, x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, a
     lens = None if sequence_lens is None else np.asarray(sequence_lens)
     if lens is not None and (lens >= seq).all():
         lens = None
-    buffers = _Buffers(ws, op, seq, batch, hidden, x.dtype, layout)
-    specs = _activation_specs(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"], directions)
+    buffers = Buffers(ws, op, seq, batch, hidden, x.dtype, layout)
     reverse = attrs["direction"] == "reverse"
-    loop = jit_rnn.loop_for(op, x, r, lens, batch, w, b, initial_h, initial_c, p)
-    funcs = _activations(specs) if loop is None else []  # numpy's activations, built only for its route
+    funcs = _activations(specs)
     for d in range(directions):
         bias = None if b is None else b[d]
         _project(op, x, w[d].T if w_t is None else w_t[d], bias, hidden, attrs, buffers)
         buffers.r_t = r[d].T
         buffers.h[...] = 0 if initial_h is None else initial_h[d]
         buffers.c[...] = 0 if initial_c is None else initial_c[d]
-        backwards = reverse or d == 1
         ys_d = None if ys is None else ys[:, d]
-        if loop is not None:
-            # One compiled call runs every step; without Y it writes nowhere (a zero-width view).
-            jit_rnn.run_direction(loop, op, buffers, r[d], bias, None if p is None else p[d],
-                                  buffers.projected[:, :, :0] if ys_d is None else ys_d, ys_d is not None, lens,
-                                  backwards, attrs, specs[d])  # fmt: skip
-        else:
-            _numpy_direction(op, buffers, backwards, bias, None if p is None else p[d], funcs[d], attrs, lens, ys_d)
+        _numpy_direction(op, buffers, reverse or d == 1, bias, None if p is None else p[d], funcs[d], attrs, lens, ys_d)
         if y_h is not None:
             (y_h[d] if layout == 0 else y_h[:, d])[...] = buffers.h
         if y_c is not None:
             (y_c[d] if layout == 0 else y_c[:, d])[...] = buffers.c
 
 
-def _numpy_direction(op: str, buffers: _Buffers, backwards: bool, bias, p, funcs, attrs: dict, lens, ys) -> None:
+def _numpy_direction(op: str, buffers: Buffers, backwards: bool, bias, p, funcs, attrs: dict, lens, ys) -> None:
     """One direction through numpy: a loop with its views made once when nothing per step
     differs between batch entries, else a step function per time step."""
     seq = buffers.projected.shape[0]
@@ -243,7 +211,7 @@ def _numpy_direction(op: str, buffers: _Buffers, backwards: bool, bias, p, funcs
                 ys[t][~active] = 0
 
 
-def _project(op: str, x, w_t, bias, hidden: int, attrs: dict, buf: _Buffers) -> None:
+def _project(op: str, x, w_t, bias, hidden: int, attrs: dict, buf: Buffers) -> None:
     """All steps' input projections X_t W^T (`w_t`: W^T, a view or a contiguous copy) plus the
     biases that do not depend on the state.
     `buf.projected` is a time-major view of a buffer laid out like `x` (either layout)."""
@@ -285,7 +253,7 @@ def _commit(state: np.ndarray, new: np.ndarray, active) -> None:
         np.copyto(state, new, where=active[:, None])
 
 
-def _lstm_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
+def _lstm_step(buf: Buffers, t, bias, p, funcs, attrs, active) -> None:
     f, g, h = funcs
     hidden = buf.h.shape[1]
     gates = buf.gates
@@ -320,7 +288,7 @@ def _lstm_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
         _commit(buf.h, new_h, active)
 
 
-def _lstm_loop(buf: _Buffers, order, funcs, ys) -> None:
+def _lstm_loop(buf: Buffers, order, funcs, ys) -> None:
     """The LSTM steps of one direction without sequence lengths, clip, peepholes or coupled
     gates: `_lstm_step`'s arithmetic with every view made once, the states updated in place."""
     f, g, act_h = funcs
@@ -362,7 +330,7 @@ def _lstm_gates_in_turn(i, o, fg, c, cell, p, f, attrs) -> None:
         f(o)
 
 
-def _gru_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
+def _gru_step(buf: Buffers, t, bias, p, funcs, attrs, active) -> None:
     f, g = funcs
     hidden = buf.h.shape[1]
     proj = buf.projected[t]
@@ -392,7 +360,7 @@ def _gru_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
     _blend(buf.h, candidate, z, active, buf.tmp2)
 
 
-def _gru_loop(buf: _Buffers, order, bias, funcs, linear_before_reset: int, ys) -> None:
+def _gru_loop(buf: Buffers, order, bias, funcs, linear_before_reset: int, ys) -> None:
     """The GRU steps of one direction when no sequence length or clip applies: `_gru_step`'s
     arithmetic with every view made once, and the state updated in place. Each step costs a
     dozen ufunc calls on rows of a few hundred elements, where Python's own overhead counts."""
@@ -428,7 +396,7 @@ def _gru_loop(buf: _Buffers, order, bias, funcs, linear_before_reset: int, ys) -
             np.copyto(ys[t], h)
 
 
-def _rnn_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
+def _rnn_step(buf: Buffers, t, bias, p, funcs, attrs, active) -> None:
     gates = buf.gates
     np.matmul(buf.h, buf.r_t, out=gates)
     gates += buf.projected[t]
@@ -440,39 +408,65 @@ def _rnn_step(buf: _Buffers, t, bias, p, funcs, attrs, active) -> None:
 _STEPS = {"LSTM": _lstm_step, "GRU": _gru_step, "RNN": _rnn_step}
 
 
-@kernel("LSTM", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
+# The attributes `_run` reads, with the spec's defaults (a session's node lists only those it sets).
+_DEFAULTS = dict(
+    activations=None, activation_alpha=None, activation_beta=None, clip=None, direction="forward", input_forget=0,
+    layout=0, linear_before_reset=0,
+)  # fmt: skip
+
+
+def _binder(op: str, general):
+    """`general`'s `bind` (`runtime.step_calls`): the compiled route's plan made once per set of arrays."""
+
+    def bind(inputs, outputs, attributes: dict):
+        attrs = {k: attributes.get(k, v) for k, v in _DEFAULTS.items()}
+        directions = inputs[1].shape[0]
+        specs = _activation_specs(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"],
+                                  directions)  # fmt: skip
+        return rnn_plan.bind(op, general, attrs, specs, len(outputs))
+
+    return bind
+
+
+@kernel("LSTM", workspace=rnn_plan.workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
 def lstm(
     x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, out, ws,
     activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
-    hidden_size=None, input_forget=0, layout=0, w_t=None,
+    hidden_size=None, input_forget=0, layout=0, w_t=None, r_panels=None,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=input_forget, layout=layout, linear_before_reset=0,
     )  # fmt: skip
-    _run("LSTM", x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs, w_t)
+    _run("LSTM", x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs, w_t=w_t, r_panels=r_panels)
 
 
-@kernel("GRU", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
+@kernel("GRU", workspace=rnn_plan.workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
 def gru(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
-    linear_before_reset=0, w_t=None,
+    linear_before_reset=0, w_t=None, r_panels=None,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=0, layout=layout, linear_before_reset=linear_before_reset,
     )  # fmt: skip
-    _run("GRU", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs, w_t)
+    _run("GRU", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs, w_t=w_t, r_panels=r_panels)
 
 
-@kernel("RNN", workspace=rnn_workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
+@kernel("RNN", workspace=rnn_plan.workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
 def rnn(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0, w_t=None,
+    r_panels=None,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
         direction=direction, input_forget=0, layout=layout, linear_before_reset=0,
     )  # fmt: skip
-    _run("RNN", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs, w_t)
+    _run("RNN", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs, w_t=w_t, r_panels=r_panels)
+
+
+lstm.bind = _binder("LSTM", lstm)  # type: ignore[attr-defined]
+gru.bind = _binder("GRU", gru)  # type: ignore[attr-defined]
+rnn.bind = _binder("RNN", rnn)  # type: ignore[attr-defined]

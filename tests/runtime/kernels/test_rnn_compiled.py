@@ -12,16 +12,18 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import runtime
-from runtime.kernels import jit_rnn
+from runtime.kernels import jit_panels, jit_rnn, rnn
 from tests.runtime.kernels.harness import close, one_node, run_kernel, run_ort, run_with_workspace
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
 LOOPS = {"GRU": "gru_loop", "LSTM": "lstm_loop", "RNN": "rnn_loop"}
 
 
-@pytest.fixture(params=["compiled", "numpy"])
+@pytest.fixture(params=["compiled", "panels", "numpy"])
 def route(request, monkeypatch):
-    """Which route the kernels take; "compiled" also counts the compiled loops' calls."""
+    """Which route the kernels take: "compiled" reads R's rows, as a direct call does; "panels"
+    reads R's panels (`runtime.kernels.jit_panels`), as a session with a constant R does;
+    both count the compiled loops' calls."""
     calls: list[str] = []
     for op, name in LOOPS.items():
         loop = getattr(jit_rnn, name)
@@ -39,6 +41,15 @@ def route(request, monkeypatch):
             counted.disable_compile = loop.disable_compile  # type: ignore[attr-defined]
             counted.compile = loop.compile  # type: ignore[attr-defined]
             monkeypatch.setattr(jit_rnn, name, counted)
+    if request.param == "panels":
+        run = rnn._run
+
+        def with_panels(op, x, w, r, *rest, w_t=None, r_panels=None):
+            if r_panels is None:  # not made by the constants hook (a direct call): made here
+                r_panels = jit_panels.pack(r)
+            run(op, x, w, r, *rest, w_t=w_t, r_panels=r_panels)
+
+        monkeypatch.setattr(rnn, "_run", with_panels)
     return request.param, calls
 
 
@@ -81,7 +92,7 @@ def _check(op: str, feeds: dict, attrs: dict, route) -> None:
     got, _ = run_with_workspace(model, inputs, expected, "exact")  # a workspace of NaN bytes
     close(got, expected, rtol=1e-4, atol=2e-5)
     dirs = 2 if attrs["direction"] == "bidirectional" else 1
-    assert calls == ([op] * 2 * dirs if name == "compiled" else [])
+    assert calls == ([op] * 2 * dirs if name != "numpy" else [])
 
 
 # Hidden sizes 37 and 9 leave rows past the last block of four in the compiled dot products.
@@ -219,7 +230,7 @@ def test_stacked_recurrent_model_through_a_session(route):
     for got, want in zip(outputs.values(), run_ort(model, feeds), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     name, calls = route
-    assert calls == (["GRU", "LSTM", "LSTM"] if name == "compiled" else [])
+    assert calls == (["GRU", "LSTM", "LSTM"] if name != "numpy" else [])
 
 
 def test_large_batches_take_numpy(route):
@@ -328,4 +339,4 @@ def test_constant_weights_through_a_session_use_the_prepared_transpose(op, attrs
     assert kernel.constants([None, None], [], []) == {}  # a shared or trained W: no copy, W's view
     name, calls = route
     dirs = 2 if attrs["direction"] == "bidirectional" else 1
-    assert calls == ([op] * dirs if name == "compiled" else [])
+    assert calls == ([op] * dirs if name != "numpy" else [])
