@@ -4,9 +4,11 @@ direction, the small recurrent product H R^T, the gates and the state update tog
 At batch 1 and hidden sizes of a few hundred, a step done by numpy is a BLAS matrix-vector
 call plus a dozen ufunc calls on rows of a few hundred elements, and their Python overhead
 outweighs the arithmetic. Here a step is one pass: each gate's pre-activation is the
-projection (X W^T plus biases, computed for all steps by one BLAS matmul beforehand) plus
-dot products of the state with rows of R, computed eight rows at a time so that each load of
-the state serves eight rows. Batch entries are independent recurrences, run one after the other.
+projection (X W^T, computed for all steps by one BLAS matmul beforehand) plus the biases plus
+R times the state, over R's panels when the constants hook made them (`runtime.kernels.jit_panels`:
+R streamed once, contiguously, the sums in vector registers), else as dot products of the state
+with R's rows, eight rows at a time so that each load of the state serves eight rows. Batch
+entries are independent recurrences, run one after the other.
 
 Activations are coded by their index in `ACTIVATIONS`, with their alpha and beta; Tanh and
 Sigmoid go through an exp of their own in float64 that vectorises (numba has none without

@@ -1,7 +1,8 @@
 """LSTM, GRU and RNN: the input projection of all time steps in one matmul, then the
 recurrence, with gates, states and scratch in the workspace. In float32 the recurrence of a
 direction is one compiled call (`runtime.kernels.jit_rnn`: the small H R^T products, gates and
-state updates of every step); otherwise numpy runs one small matmul and a few ufuncs per step.
+state updates of every step; its plan made once per set of arrays in a session, see
+`runtime.kernels.rnn_plan`); otherwise numpy runs one small matmul and a few ufuncs per step.
 
 Shared conventions (ONNX's): gate blocks are stacked in W and R in the spec's order
 (LSTM i, o, f, c; GRU z, r, h; RNN one block); directions are forward, reverse or
