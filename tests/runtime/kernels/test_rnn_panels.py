@@ -18,7 +18,7 @@ def test_panels_hold_each_gate_block_state_major_and_zero_padded(gates, hidden):
     packed = jit_panels.pack(r)
     per = jit_panels.panels_per_block(hidden)
     size = hidden * jit_panels.PANEL
-    assert packed.shape == (2, gates * per * size) and packed.flags.c_contiguous
+    assert packed.shape == (2, gates * per * size) and packed.flags.c_contiguous and packed.ctypes.data % 64 == 0
     for d in range(2):
         for g in range(gates):
             for q in range(per):
