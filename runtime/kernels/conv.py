@@ -92,7 +92,7 @@ def _route_workspace(x, w, geo: Geometry, path: str, group: int) -> int:
     elif jit_conv.takes_im2col(geo, x.dtype):
         rows = _band_rows(geo, channels, x.dtype)
         col = ((channels, *geo.kernel, rows, *geo.out[1:]), x.dtype)
-        if not jit_phases.takes(geo, x.dtype):
+        if not jit_conv.takes_phases(geo, x.dtype):
             return scratch_bytes(col)
         phases = jit_phases.phase_shape(channels, rows, geo.kernel[0], geo.kernel[1], geo.out[1])
         return scratch_bytes(col, (phases, x.dtype))  # and a band's phases
@@ -132,7 +132,7 @@ def _conv_im2col_compiled(x, w, b, out, geo: Geometry, group: int, scratch: Scra
     row_pixels = geo.out[1]
     col = scratch.take((channels * math.prod(geo.kernel) * rows * row_pixels,), x.dtype)
     phases = None
-    if jit_phases.takes(geo, x.dtype):  # a stride-2 window of many taps: through the image's phases
+    if jit_conv.takes_phases(geo, x.dtype):  # a stride-2 window of many taps or wide rows: through phases
         phases = scratch.take(jit_phases.phase_shape(channels, rows, geo.kernel[0], geo.kernel[1], row_pixels), x.dtype)
     per_group = w.reshape(group, filters // group, -1)
     for n in range(x.shape[0]):

@@ -190,3 +190,25 @@ def test_a_session_compiles_the_loops_when_it_prepares_and_planning_alone_does_n
     planned, prepared = done.stdout.split("\n")[:2]
     assert planned == "0"  # planning compiled nothing
     assert prepared.split()[0] != "0" and prepared.split()[1] == "True"  # prepare did; the run added nothing
+
+
+@needs_jit
+@pytest.mark.parametrize(("act", "nodes"), ACTS[:2], ids=ACT_IDS[:2])
+@pytest.mark.parametrize(
+    ("size", "through_phases"), [(61, True), (58, True), (40, False)], ids=["odd", "even", "narrow"]
+)
+def test_a_3x3_stride_2_stem_of_wide_rows_goes_through_the_phases(size, through_phases, act, nodes, monkeypatch):
+    from runtime.kernels import jit_phases
+
+    called = []
+    real = jit_phases.im2col_stride2
+    monkeypatch.setattr(jit_phases, "im2col_stride2", lambda *a: (called.append(1), real(*a)))
+    monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 4096)  # several bands, a shorter last one
+    attrs = {"strides": [2, 2], "pads": [1, 1, 1, 1]}
+    x, w, b = conv_data((1, 3, size, size + 1), (16, 3, 3, 3), True, size)
+    want = conv_reference(x, w, b, attrs, nodes)
+    assert (want.shape[-1] >= jit_conv.WIDE_ROWS) == through_phases
+    got = np.full(want.shape, np.nan, np.float32)
+    call_conv("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    assert bool(called) == through_phases
