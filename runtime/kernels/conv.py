@@ -119,7 +119,7 @@ def _images(x, geo: Geometry, padded: np.ndarray | None):
 
 def _band_rows(geo: Geometry, channels: int, dtype) -> int:
     per_row = channels * math.prod(geo.kernel + geo.out[1:]) * np.dtype(dtype).itemsize
-    rows = units_within(window.IM2COL_BLOCK_BYTES, per_row, geo.out[0])
+    rows = units_within(jit_conv.band_bytes(geo, channels, dtype), per_row, geo.out[0])
     return window.band_rows(rows, math.prod(geo.out[1:]), geo.out[0])
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from runtime.kernels import TensorMeta, get_kernel, jit_conv
+from runtime.kernels import TensorMeta, get_kernel, jit_conv, window
+from runtime.kernels.window import window_geometry
 from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, call_conv, conv_data, conv_reference
 
 ACTS, ACT_IDS = CONV_ACTS, CONV_ACT_IDS
@@ -212,3 +213,13 @@ def test_a_3x3_stride_2_stem_of_wide_rows_goes_through_the_phases(size, through_
     call_conv("ConvAct" if act else "Conv", x, w, b, got, {**attrs, **act})
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     assert bool(called) == through_phases
+
+
+@needs_jit
+def test_a_stem_through_the_phases_takes_a_quarter_of_the_band_bytes_and_deeper_convs_all():
+    geo = window_geometry((1, 3, 224, 224), (1, 16, 112, 112), (3, 3), "NOTSET", [1] * 4, [2, 2], None)
+    assert jit_conv.takes_phases(geo, np.dtype(np.float32))
+    assert jit_conv.band_bytes(geo, 3, np.dtype(np.float32)) == window.IM2COL_BLOCK_BYTES // 4
+    assert jit_conv.band_bytes(geo, 64, np.dtype(np.float32)) == window.IM2COL_BLOCK_BYTES
+    narrow = window_geometry((1, 3, 40, 40), (1, 16, 20, 20), (3, 3), "NOTSET", [1] * 4, [2, 2], None)
+    assert jit_conv.band_bytes(narrow, 3, np.dtype(np.float32)) == window.IM2COL_BLOCK_BYTES
