@@ -213,22 +213,27 @@ else:
     weights = inputs = outputs = None
 
 
-@functools.cache
-def warm() -> None:
-    """Compile the loops (or load them from numba's cache) on tiny calls, at prepare."""
-    if weights is None or inputs is None or outputs is None:
-        return
+def warm_loops(weights, inputs, outputs, planes: int, m: int, scratch_elements) -> None:  # type: ignore[no-untyped-def]
+    """Compile one F(m x m, 3x3) variant's three loops (or load them from numba's cache) on tiny
+    calls: `planes` transformed planes, writable and read-only sources, as the kernel calls them."""
     w = np.zeros((1, 1, 3, 3), DTYPE)
     read_only = w.view()
     read_only.flags.writeable = False
-    u = np.zeros((16, 2), DTYPE)[:, :1].reshape(16, 1, 1)  # planes apart, as the kernel's are
+    u = np.zeros((planes, 2), DTYPE)[:, :1].reshape(planes, 1, 1)  # planes apart, as the kernel's are
     for src in (w, read_only):
         weights(src, u)
-    image = np.zeros((1, 2, 2), DTYPE)
+    image = np.zeros((1, m, m), DTYPE)
     image_ro = image.view()
     image_ro.flags.writeable = False
-    flat = np.zeros(32, DTYPE)
+    flat = np.zeros(2 * planes, DTYPE)
     for plane in (image, image_ro):
         z = np.zeros(scratch_elements(1, 1), DTYPE)
-        inputs(plane, flat, 2, np.zeros(2, DTYPE), np.zeros((0, 1, 2), DTYPE), -1, 0, 1, 1, 1, 1, z)
-    outputs(flat, 2, np.zeros((1, 2, 2), DTYPE), 0, 1, 1, np.zeros(scratch_elements(1, 1), DTYPE))
+        inputs(plane, flat, 2, np.zeros(m, DTYPE), np.zeros((0, 1, m), DTYPE), -1, 0, 1, 1, 1, 1, z)
+    outputs(flat, 2, np.zeros((1, m, m), DTYPE), 0, 1, 1, np.zeros(scratch_elements(1, 1), DTYPE))
+
+
+@functools.cache
+def warm() -> None:
+    """Compile the loops (or load them from numba's cache) on tiny calls, at prepare."""
+    if weights is not None and inputs is not None and outputs is not None:
+        warm_loops(weights, inputs, outputs, 16, 2, scratch_elements)

@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 from runtime.kernels._jit import compiled, numba
-from runtime.kernels.jit_winograd import DTYPE
+from runtime.kernels.jit_winograd import warm_loops
 
 TILE = 4  # output pixels per tile side
 ALPHA = 6  # input tile side: TILE + 3 - 1
@@ -226,19 +226,5 @@ else:
 @functools.cache
 def warm() -> None:
     """Compile the loops (or load them from numba's cache) on tiny calls, at prepare."""
-    if weights is None or inputs is None or outputs is None:
-        return
-    w = np.zeros((1, 1, 3, 3), DTYPE)
-    read_only = w.view()
-    read_only.flags.writeable = False
-    u = np.zeros((36, 2), DTYPE)[:, :1].reshape(36, 1, 1)  # planes apart, as the kernel's are
-    for src in (w, read_only):
-        weights(src, u)
-    image = np.zeros((1, 4, 4), DTYPE)
-    image_ro = image.view()
-    image_ro.flags.writeable = False
-    flat = np.zeros(72, DTYPE)
-    for plane in (image, image_ro):
-        z = np.zeros(scratch_elements(1, 1), DTYPE)
-        inputs(plane, flat, 2, np.zeros(4, DTYPE), np.zeros((0, 1, 4), DTYPE), -1, 0, 1, 1, 1, 1, z)
-    outputs(flat, 2, np.zeros((1, 4, 4), DTYPE), 0, 1, 1, np.zeros(scratch_elements(1, 1), DTYPE))
+    if weights is not None and inputs is not None and outputs is not None:
+        warm_loops(weights, inputs, outputs, 36, 4, scratch_elements)
