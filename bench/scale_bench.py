@@ -8,14 +8,19 @@ how the planner's memory grows. A strategy whose run at the largest size would t
 than `--budget` seconds, projected from its two smaller runs (the growth from 10^4 to 10^5
 carried on to 10^6), is not run there and the table says so.
 
-Not run in CI. Writes the "planner-scale" section of docs/BENCHMARKS.md and prints it:
+Not run in CI. Keeps the raw results in docs/scale_bench.json, draws them as a log-log chart
+(docs/planner_scale.svg, seconds against buffers), writes the "planner-scale" section of
+docs/BENCHMARKS.md around the chart and prints it. `--chart-only` redraws the chart and the
+section from the JSON without planning anything:
 
     python bench/scale_bench.py [--sizes 10000,100000,1000000] [--budget 600] [--output docs/BENCHMARKS.md]
+    python bench/scale_bench.py --chart-only
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import hashlib
 import json
@@ -32,6 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from app.services.docsections import replace_section  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from svgchart import Goal, Panel, Series, loglog_svg  # noqa: E402
+
 STRATEGIES = (
     "naive",
     "bump",
@@ -44,6 +52,11 @@ STRATEGIES = (
 )
 GENERATORS = ("network_like", "training_like")
 SECTION = "planner-scale"
+# Beside the markdown, so that the page links the chart by its bare name.
+RESULTS, CHART = "scale_bench.json", "planner_scale.svg"
+SCHEMA = 1
+# The goals at 10^6 buffers: each heuristic within 30 s, the checker within 10 s.
+STRATEGY_GOAL, CHECK_GOAL = 30.0, 10.0
 
 
 def main() -> None:
@@ -52,11 +65,17 @@ def main() -> None:
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--budget", type=float, default=600.0, help="seconds a run at the largest size may take")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    parser.add_argument(
+        "--chart-only", action="store_true", help=f"redraw the chart and the section from {RESULTS}, planning nothing"
+    )
     parser.add_argument("--worker", nargs=3, metavar=("GENERATOR", "SIZE", "STRATEGIES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         generator, size, names = args.worker
         print(json.dumps(measure(generator, int(size), [n for n in names.split(",") if n])))
+        return
+    if args.chart_only:
+        print(publish(load_record(args.output.parent / RESULTS), args.output))
         return
     sizes = sorted(int(s) for s in args.sizes.split(","))
     names = args.strategies.split(",")
@@ -69,9 +88,64 @@ def main() -> None:
             found["skipped"] = skipped
             results[generator][size] = found
             print(f"{generator} {size:,}: {found}", flush=True)
-    text = markdown(results, sizes, names, args.budget)
-    replace_section(args.output, SECTION, text)
-    print(text)
+    record = {
+        "schema": SCHEMA,
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": current_commit(),
+        "budget": args.budget,
+        "sizes": sizes,
+        "strategies": names,
+        "results": {g: {str(s): found for s, found in by_size.items()} for g, by_size in results.items()},
+    }
+    save_record(record, args.output.parent / RESULTS)
+    print(publish(record, args.output))
+
+
+def current_commit() -> str | None:
+    """The checkout's commit, so that the figures can be tied to the code that made them."""
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return done.stdout.strip() or None
+
+
+def save_record(record: dict, path: Path) -> None:
+    path.write_text(json.dumps(record, indent=1) + "\n")
+
+
+def load_record(path: Path) -> dict:
+    """The saved results, with the sizes back to integers (JSON keys are strings)."""
+    record = json.loads(path.read_text())
+    if record.get("schema") != SCHEMA:
+        raise SystemExit(f"{path}: schema {record.get('schema')!r}, expected {SCHEMA}")
+    record["results"] = {g: {int(s): f for s, f in by_size.items()} for g, by_size in record["results"].items()}
+    return record
+
+
+def publish(record: dict, output: Path) -> str:
+    """Draw the chart beside `output` and write the section that shows it; returns the section."""
+    (output.parent / CHART).write_text(chart(record))
+    text = markdown(record)
+    replace_section(output, SECTION, text)
+    return text
+
+
+def chart(record: dict) -> str:
+    """Seconds against buffers, one panel per generator: each strategy, the slowest check, the goals."""
+    panels = []
+    for generator, by_size in record["results"].items():
+        series = [
+            Series(
+                name, [(s, by_size[s]["runs"][name]["seconds"]) for s in record["sizes"] if name in by_size[s]["runs"]]
+            )
+            for name in record["strategies"]
+        ]
+        checks = [(s, by_size[s]["slowest_check_seconds"]) for s in record["sizes"] if by_size[s]["runs"]]
+        series.append(Series("check_plan (slowest)", checks, color="#000000"))
+        goals = [Goal(f"{STRATEGY_GOAL:g} s goal, each heuristic", STRATEGY_GOAL)]
+        goals.append(Goal(f"{CHECK_GOAL:g} s goal, check_plan", CHECK_GOAL, color="#000000", dash="2 3"))
+        panels.append(Panel(f"{generator}(n)", series, goals))
+    return loglog_svg(panels, x_label="buffers (n)", y_label="planning seconds")
 
 
 def runnable(done: dict[int, dict], names: list[str], size: int, budget: float) -> tuple[list[str], dict[str, float]]:
@@ -129,24 +203,31 @@ def measure(generator: str, size: int, names: list[str]) -> dict:
             "check_seconds": time.perf_counter() - started,
         }
         del plan
+    found["slowest_check_seconds"] = max((r["check_seconds"] for r in found["runs"].values()), default=0.0)
     found["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     found["machine_load"] = (machine_load, os.getloadavg()[0])
     return found
 
 
-def markdown(results: dict[str, dict[int, dict]], sizes: list[int], names: list[str], budget: float) -> str:
+def markdown(record: dict) -> str:
+    sizes, names, results = record["sizes"], record["strategies"], record["results"]
+    made = f" at {record['commit']}" if record.get("commit") else ""
     lines = [
         "## Planner at trace scale: 10^4 to 10^6 buffers",
         "",
-        f"`python bench/scale_bench.py` on {platform.machine()} with Python {platform.python_version()}, "
-        "one fresh process per problem, wall-clock seconds without tracing or profiling. Each cell: "
+        f"`python bench/scale_bench.py` on {record['machine']} with Python {record['python']}{made}, "
+        f"{record['date']}, one fresh process per problem, wall-clock seconds without tracing or profiling. Each cell: "
         "planning seconds, then arena / LOAD (1.0000 is optimal). Every plan was checked by "
         "`planner.check_plan` (an invalid one would show as INVALID); the check row is the slowest "
         "check of that column's plans. Peak memory: the process's resident set at its end "
         "(problem, plans and planner together). A run projected past "
-        f"{budget:.0f} s (its growth from the two smaller sizes carried on) is not run. Machine "
+        f"{record['budget']:.0f} s (its growth from the two smaller sizes carried on) is not run. Machine "
         "load: the 1-minute load average when the column's process began and ended (the machine "
-        "may be shared: compare seconds within a column).",
+        f"may be shared: compare seconds within a column). The raw figures are in `{RESULTS}`.",
+        "",
+        f"![Planning seconds against buffers, log-log, per strategy and for check_plan, with the goals dashed]({CHART})",
+        "",
+        reading(record),
     ]
     for generator, by_size in results.items():
         lines += ["", f"### `{generator}(n)`", ""]
@@ -163,13 +244,35 @@ def markdown(results: dict[str, dict[int, dict]], sizes: list[int], names: list[
                     mark = "" if run["valid"] else " INVALID"
                     cells.append(f"{run['seconds']:.2f} s · {run['ratio']:.4f}{mark}")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        checks = [max((r["check_seconds"] for r in by_size[s]["runs"].values()), default=0.0) for s in sizes]
+        checks = [by_size[s]["slowest_check_seconds"] for s in sizes]
         lines.append("| check_plan | " + " | ".join(f"{c:.2f} s" for c in checks) + " |")
         lines.append("| generate | " + " | ".join(f"{by_size[s]['generate_seconds']:.1f} s" for s in sizes) + " |")
         lines.append("| peak memory | " + " | ".join(f"{by_size[s]['peak_rss_mb']:,.0f} MB" for s in sizes) + " |")
         loads = (by_size[s]["machine_load"] for s in sizes)
         lines.append("| machine load | " + " | ".join(f"{a:.1f} → {b:.1f}" for a, b in loads) + " |")
     return "\n".join(lines)
+
+
+def reading(record: dict) -> str:
+    """One sentence on the chart: how much each generator's seconds grew over the last decade of size."""
+    sizes = record["sizes"]
+    goals = f"a point above a dashed line misses its goal ({STRATEGY_GOAL:g} s per heuristic, {CHECK_GOAL:g} s for the checker)"
+    if len(sizes) < 2:
+        return f"On these axes {goals}."
+    below, top = sizes[-2], sizes[-1]
+    growths = []
+    for generator, by_size in record["results"].items():
+        low, high = by_size[below]["runs"], by_size[top]["runs"]
+        growth = {n: high[n]["seconds"] / low[n]["seconds"] for n in high if n in low and low[n]["seconds"] > 0}
+        if growth:
+            slow, fast = max(growth, key=lambda n: (growth[n], n)), min(growth, key=lambda n: (growth[n], n))
+            growths.append(f"{growth[fast]:.0f}x ({fast}) to {growth[slow]:.0f}x ({slow}) on `{generator}`")
+    if not growths:
+        return f"On these axes {goals}."
+    return (
+        f"On log-log axes a line that climbs one decade per decade of buffers is linear time: from "
+        f"n = {below:,} to n = {top:,} the strategies' seconds grew {' and '.join(growths)}; {goals}."
+    )
 
 
 if __name__ == "__main__":
