@@ -97,7 +97,7 @@ def main() -> None:
         "budget": args.budget,
         "sizes": sizes,
         "strategies": names,
-        "results": {g: {str(s): found for s, found in by_size.items()} for g, by_size in results.items()},
+        "results": results,
     }
     save_record(record, args.output.parent / RESULTS)
     print(publish(record, args.output))
@@ -110,7 +110,9 @@ def current_commit() -> str | None:
 
 
 def save_record(record: dict, path: Path) -> None:
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    """The results as JSON, sizes as string keys; `load_record` reads them back."""
+    results = {g: {str(s): found for s, found in by_size.items()} for g, by_size in record["results"].items()}
+    path.write_text(json.dumps({**record, "results": results}, indent=1) + "\n")
 
 
 def load_record(path: Path) -> dict:
@@ -266,7 +268,7 @@ def reading(record: dict) -> str:
         growth = {n: high[n]["seconds"] / low[n]["seconds"] for n in high if n in low and low[n]["seconds"] > 0}
         if growth:
             slow, fast = max(growth, key=lambda n: (growth[n], n)), min(growth, key=lambda n: (growth[n], n))
-            growths.append(f"{growth[fast]:.0f}x ({fast}) to {growth[slow]:.0f}x ({slow}) on `{generator}`")
+            growths.append(f"{growth[fast]:.2g}x ({fast}) to {growth[slow]:.2g}x ({slow}) on `{generator}`")
     if not growths:
         return f"On these axes {goals}."
     return (

@@ -50,9 +50,9 @@ def small_record(scale_bench) -> dict:
         "strategies": ["fast", "slow"],
         "results": {
             "network_like": {
-                "100": column({"fast": 0.01, "slow": 1.0}, 0.001),
-                "1000": column({"fast": 0.1, "slow": 2.0}, 0.01),
-                "10000": {**column({"fast": 1.0}, 0.1), "skipped": {"slow": 400.0}},
+                100: column({"fast": 0.01, "slow": 1.0}, 0.001),
+                1000: column({"fast": 0.1, "slow": 2.0}, 0.01),
+                10000: {**column({"fast": 1.0}, 0.1), "skipped": {"slow": 400.0}},
             }
         },
     }
@@ -104,6 +104,12 @@ def test_the_chart_only_command_draws_one_line_per_strategy_on_log_axes(scale_be
     section = output.read_text()
     assert f"]({scale_bench.CHART})" in section
     assert "| slow | 1.00 s · 1.0000 | 2.00 s · 1.0000 | not run (~400 s projected) |" in section
+
+
+def test_results_read_back_as_saved(scale_bench, tmp_path):
+    record = small_record(scale_bench)
+    scale_bench.save_record(record, tmp_path / scale_bench.RESULTS)
+    assert scale_bench.load_record(tmp_path / scale_bench.RESULTS) == record
 
 
 def test_the_committed_chart_and_section_are_drawn_from_the_committed_results(scale_bench):
