@@ -26,7 +26,7 @@ from planner.reorder import Reordered, reorder
 from runtime.errors import ModelError, PlanError
 from runtime.graph import Graph, Node
 from runtime.inplace import AliasGroups, alias_hazards, plan_concat_in_place, plan_in_place
-from runtime.kernels import TensorMeta, kernel_of
+from runtime.kernels import TensorMeta, kernel_of, weights_kwargs
 from runtime.options import MemoryOptions
 
 CONSTANT_MODES = ("exclude", "arena")
@@ -49,7 +49,8 @@ def memory_problem(
     their memory); ``options.workspace=False`` asks kernels for no scratch (they allocate their
     own, outside the arena). Buffer ids are tensor names, plus ``"<node>::ws"`` for scratch.
     ``options.inplace`` and ``options.concat_inplace`` switch those aliases on or off (views
-    always alias).
+    always alias); ``options.prepared_weights=False`` sizes scratch for kernels that read their
+    weights as stored (im2col's instead of Winograd's).
     """
     options = options or MemoryOptions()
     schedule = memory_schedule(graph, options, constants=constants)
@@ -73,7 +74,7 @@ def memory_schedule(graph: Graph, options: MemoryOptions | None = None, *, const
         kinds[name] = t.kind
     for node in graph.nodes:
         scratch: tuple[str, ...] = ()
-        ws = workspace_bytes(graph, node) if options.workspace else 0
+        ws = workspace_bytes(graph, node, prepared_weights=options.prepared_weights) if options.workspace else 0
         if ws:
             wid = workspace_id(node)
             if wid in graph.tensors:
@@ -140,14 +141,16 @@ def _buffer_name(buffer_id: str, kind: str) -> str:
     return buffer_id[: -len("::ws")] if kind == "workspace" else buffer_id
 
 
-def workspace_bytes(graph: Graph, node: Node) -> int:
-    """Scratch bytes the node's kernel asks for (0 without a kernel or a workspace function)."""
+def workspace_bytes(graph: Graph, node: Node, *, prepared_weights: bool = True) -> int:
+    """Scratch bytes the node's kernel asks for (0 without a kernel or a workspace function),
+    with weights transformed or read as stored (`MemoryOptions.prepared_weights`)."""
     kernel = kernel_of(node)
     if kernel is None or kernel.workspace is None:
         return 0
     metas_in, metas_out = node_metas(graph, node)
+    extra = weights_kwargs(kernel, prepared_weights)
     try:
-        size = int(kernel.workspace(metas_in, metas_out, **node.attributes))
+        size = int(kernel.workspace(metas_in, metas_out, **node.attributes, **extra))
     except Exception as e:  # a workspace function failing is a kernel bug: say where
         raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel's workspace function failed: {e}") from None
     if size < 0:

@@ -56,7 +56,7 @@ from runtime.canary import Canary
 from runtime.concat_in_place import concat_in_place
 from runtime.errors import ExecutionError, FeedError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
 from runtime.graph import Graph, Node
-from runtime.kernels import Kernel, kernel_of, loop_ufunc_buffers
+from runtime.kernels import Kernel, kernel_of, loop_ufunc_buffers, weights_kwargs
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.problem import check_aliases, memory_problem, node_metas, workspace_id
@@ -79,7 +79,9 @@ class _Step:
     ws: np.ndarray | None
     skip: bool  # a view whose output already is its input's bytes: nothing to do
     attributes: dict[str, Any] = field(default_factory=dict)  # parsed once, at prepare
-    constants: dict[str, Any] = field(default_factory=dict)  # the kernel's prepared constants (`Kernel.constants`)
+    # keyword arguments bound into the call: the kernel's prepared constants (`Kernel.constants`),
+    # or `weights_kwargs` when prepared weights are off
+    constants: dict[str, Any] = field(default_factory=dict)
 
 
 class Session:
@@ -196,9 +198,12 @@ class Session:
     def _prepare_kernels(self, kernels: dict[str, Kernel]) -> None:
         """Each kernel's prepare hook, once per node (compiled loops are built here, not in a run),
         and its constants hook with the node's true constants: initializers neither unbound
-        (shared, bound later) nor planned into the arena (where a run may write them)."""
+        (shared, bound later) nor planned into the arena (where a run may write them). With
+        `MemoryOptions.prepared_weights` off no hook is called: such kernels are bound with
+        ``prepared_weights=False`` and read their weights as stored."""
         self._node_constants: dict[str, dict[str, Any]] = {}
         fixed = self.graph.constants.keys() - set(self._unbound) - self._views.keys()
+        prepared_weights = self.options.prepared_weights
         for node in self.graph.nodes:
             k = kernels[node.name]
             if k.prepare is None and k.constants is None:
@@ -207,7 +212,9 @@ class Session:
             try:
                 if k.prepare is not None:
                     k.prepare(metas_in, metas_out, **node.attributes)
-                if k.constants is not None:
+                if k.constants is not None and not prepared_weights:  # weights read as stored: nothing made
+                    self._node_constants[node.name] = weights_kwargs(k, prepared_weights)
+                elif k.constants is not None:
                     values = [self._values[self._slot[n]] if n in fixed else None for n in node.inputs]
                     made = self._node_constants[node.name] = k.constants(values, metas_in, metas_out, **node.attributes)
                     self.constant_bytes += sum(int(a.nbytes) for a in made.values() if isinstance(a, np.ndarray))

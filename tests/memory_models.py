@@ -1,5 +1,6 @@
-"""Small real models for the memory API tests and benchmark: an MLP, and a language model cut
-in two (a recurrent step model and an output layer tied to the same embedding).
+"""Small real models for the memory API tests and benchmark: an MLP, a language model cut
+in two (a recurrent step model and an output layer tied to the same embedding), and models whose
+kernels prepare their weights (Winograd's convs, a GRU or LSTM).
 
 Weights are random but fixed by the seed, so outputs are meaningful and every module built
 from one `network` seed holds byte-identical copies of the shared embedding.
@@ -97,3 +98,53 @@ def rnn_feeds(batch: int, vocab: int, hidden: int, seed: int = 1) -> dict[str, n
         "tokens": rng.integers(0, vocab, size=batch).astype(np.int64),
         "h_prev": rng.standard_normal((batch, hidden)).astype(np.float32),
     }
+
+
+def winograd_convs(channels: int = 128, size: int = 28):
+    """(model, feeds): Conv + Relu (fused into ConvAct), then a plain Conv, both 3x3 'same' on a map
+    that Winograd takes (prepared weights)."""
+    rng = np.random.default_rng(7)
+    weights = {
+        "w1": rng.standard_normal((channels, channels, 3, 3)) * 0.05,
+        "b1": rng.standard_normal(channels) * 0.1,
+        "w2": rng.standard_normal((channels, channels, 3, 3)) * 0.05,
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    shape = [1, channels, size, size]
+    graph = helper.make_graph(
+        nodes,
+        "convs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return model, {"x": rng.standard_normal(shape).astype(np.float32)}
+
+
+def recurrent(op: str, hidden: int = 48, size: int = 20, seq: int = 7):
+    """(model, feeds): one bidirectional GRU or LSTM with constant W, R and B (prepared weights)."""
+    gates = {"GRU": 3, "LSTM": 4}[op]
+    rng = np.random.default_rng(11)
+    weights = {
+        "w": rng.standard_normal((2, gates * hidden, size)) * 0.3,
+        "r": rng.standard_normal((2, gates * hidden, hidden)) * 0.3,
+        "b": rng.standard_normal((2, 2 * gates * hidden)) * 0.3,
+    }
+    node = helper.make_node(op, ["x", "w", "r", "b"], ["y", "yh"], hidden_size=hidden, direction="bidirectional")
+    graph = helper.make_graph(
+        [node],
+        op.lower(),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [seq, 1, size])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [seq, 2, 1, hidden]),
+            helper.make_tensor_value_info("yh", TensorProto.FLOAT, [2, 1, hidden]),
+        ],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    return model, {"x": rng.standard_normal((seq, 1, size)).astype(np.float32)}

@@ -18,6 +18,11 @@ The contract every kernel keeps (the dispatcher in `runtime.session` relies on i
   - A kernel that needs the node's opset version declares an ``opset`` keyword.
 * ``workspace(inputs, outputs, **attributes) -> int``, optional: bytes of scratch the kernel
   needs, from the `TensorMeta` (shape, dtype) of its inputs and outputs.
+* A kernel registering a ``constants`` hook also takes ``prepared_weights=False`` in its
+  workspace function and its call (`weights_kwargs`), from a problem or session whose
+  `runtime.MemoryOptions.prepared_weights` is off (its hook is then never called): it makes no
+  transformed copy of a weight, neither beside the arena nor per call in its workspace, and
+  takes the route that reads the weight as stored.
 * Contracts (shapes, dtypes) are checked once, by the dispatcher, not in every kernel.
 * Kernels avoid hidden temporaries: memplan reports bytes numpy allocates outside the
   arena, so a kernel that needs a large temporary declares it as workspace instead.
@@ -90,6 +95,13 @@ class Kernel:
 
 
 _KERNELS: dict[str, Kernel] = {}
+
+
+def weights_kwargs(kernel: Kernel, prepared_weights: bool) -> dict[str, Any]:
+    """What a kernel's workspace function and call take beside the attributes for
+    `MemoryOptions.prepared_weights`: ``prepared_weights=False`` when it is off and the kernel
+    would transform weights (it has a constants hook), else nothing."""
+    return {} if prepared_weights or kernel.constants is None else {"prepared_weights": False}
 
 
 DEFAULT_DOMAINS = ("", "ai.onnx")

@@ -6,9 +6,9 @@ the weights, all groups in one batched matmul written straight into the output. 
 stride-1, unpadded, ungrouped conv is a plain matmul and takes no workspace at all.
 The window geometry (pads, auto_pad, strides, dilations) is `runtime.kernels.window`'s.
 With compiled loops on, a float32 3x3 stride-1 ungrouped conv on a large enough map runs by
-Winograd's F(2x2, 3x3) (`runtime.kernels.winograd`), and any other float32 2-D conv fills
-each band straight from the unpadded image
-and adds the bias and the activation to each band's output right after its matmul
+Winograd's F(2x2, 3x3) (`runtime.kernels.winograd`; not with ``prepared_weights=False``, as it
+reads a transformed weight), and any other float32 2-D conv fills each band straight from the
+unpadded image and adds the bias and the activation to each band's output right after its matmul
 (`runtime.kernels.jit_conv`): no padded copy, one pass fewer over the output.
 
 An ungrouped stride-1 Conv whose output keeps the input's size (1x1, or KxK 'same') may be
@@ -60,20 +60,21 @@ def _is_depthwise(x_shape, w_shape, group: int) -> bool:
 
 
 def conv_workspace(
-    inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None
-) -> int:
+    inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
+    prepared_weights=True,
+) -> int:  # fmt: skip
     x, w, y = inputs[0], inputs[1], outputs[0]
     # Also fills the route cache at prepare, so that a run adds nothing to it beside the arena.
     geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     over = _over(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
-    own = _route_workspace(x, w, geo, path, group)
+    own = _route_workspace(x, w, geo, path, group, prepared_weights)
     if over is None:
         return own
     return max(own, scratch_bytes(*over_layout(x.shape, w.shape, x.dtype, geo, over)))
 
 
-def _route_workspace(x, w, geo: Geometry, path: str, group: int) -> int:
-    if path in DENSE_ROUTES and winograd.takes(geo, x.shape, w.shape, group, x.dtype):
+def _route_workspace(x, w, geo: Geometry, path: str, group: int, prepared_weights: bool = True) -> int:
+    if path in DENSE_ROUTES and prepared_weights and winograd.takes(geo, x.shape, w.shape, group, x.dtype):
         # the dense route's too: a call with a strided or non-float32 weight falls back to it
         return max(scratch_bytes(*winograd.layout(x.shape, w.shape, geo)), _route_workspace(x, w, geo, path, 0))
     if path in DEPTHWISE_ROUTES and uses_compiled(geo, x.dtype):
@@ -373,19 +374,22 @@ def conv_constants(values, inputs, outputs, *, auto_pad="NOTSET", dilations=None
 @small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
-    winograd_u=None,
+    winograd_u=None, prepared_weights=True,
 ):  # fmt: skip
-    convolve(x, w, b, out, ws, None, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u)
+    convolve(
+        x, w, b, out, ws, None, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u, prepared_weights
+    )
 
 
 Finish = Callable[[np.ndarray], None]
 
 
 def convolve(
-    x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u=None
-) -> None:
-    """Conv into `out`, then `finish` (an in-place activation, or None) over the output (with
-    `winograd_u` the weight's Winograd transform made at prepare, or None): each
+    x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u=None,
+    prepared=True,
+) -> None:  # fmt: skip
+    """Conv into `out`, then `finish` (an in-place activation, or None) over the output (with `winograd_u`
+    the weight's Winograd transform made at prepare, or None; not `prepared`: no Winograd at all): each
     channel block while it is in cache on the banded depthwise route, each image elsewhere (a
     1x1 conv banded by output channels re-reads its input per band, which costs more than
     the cache saves)."""
@@ -395,7 +399,11 @@ def convolve(
         if over == "columns":
             conv_columns(x, w, b, out, finish, Scratch(ws, "Conv"))
             return
-        if over == "rows" and _winograd(x, w, b, out, geo, group, winograd_u) and winograd.over_input(x, out):
+        if (
+            over == "rows"
+            and winograd.applies(x, w, b, out, geo, group, winograd_u, prepared)
+            and winograd.over_input(x, out)
+        ):
             spec = jit_conv.spec_of(finish)
             scratch = Scratch(ws, "Conv")
             winograd.conv_winograd(x, w, b, out, geo, scratch, spec or jit_conv.NO_ACTIVATION, winograd_u, over=True)
@@ -435,7 +443,7 @@ def convolve(
 
         conv_depthwise_rows(x, w, b, out, geo, Scratch(ws, "Conv"), epilogue)
         return
-    elif path in DENSE_ROUTES and _winograd(x, w, b, out, geo, group, winograd_u):
+    elif path in DENSE_ROUTES and winograd.applies(x, w, b, out, geo, group, winograd_u, prepared):
         spec = jit_conv.spec_of(finish)
         winograd.conv_winograd(x, w, b, out, geo, Scratch(ws, "Conv"), spec or jit_conv.NO_ACTIVATION, winograd_u)
         if spec is not None:
@@ -456,16 +464,6 @@ def convolve(
     if finish is not None:
         for n in range(batch):
             finish(out[n])
-
-
-def _winograd(x, w, b, out, geo: Geometry, group: int, u) -> bool:
-    """Whether this call runs by Winograd (`winograd.takes`, with arrays its loops take, and
-    the weight prepared or small enough to transform per call)."""
-    return (
-        winograd.takes(geo, x.shape, w.shape, group, x.dtype)
-        and (u is not None or winograd.per_call(w.shape))
-        and jit_conv.usable(x, w, out, *(() if b is None else (b,)))
-    )
 
 
 def _int32(meta) -> TensorMeta:

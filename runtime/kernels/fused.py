@@ -222,7 +222,7 @@ def _conv_act_workspace(
 @small_ufunc_buffers()
 def conv_act(
     x, w, b=None, *, out, ws, activation="Relu", lo=-np.inf, hi=np.inf, alpha=0.2, beta=0.5, auto_pad="NOTSET",
-    dilations=None, group=1, kernel_shape=None, pads=None, strides=None, winograd_u=None,
+    dilations=None, group=1, kernel_shape=None, pads=None, strides=None, winograd_u=None, prepared_weights=True,
 ):  # fmt: skip
     # The temp is sized from the whole output at prepare: a plane-wise chunk of it needs no more.
     fn, size, temp_bytes = _finisher(activation, out.dtype, lo, hi, alpha, beta, out.shape)
@@ -233,7 +233,10 @@ def conv_act(
         temp = ws[ws.size - temp_bytes :][: size * out.dtype.itemsize].view(out.dtype)
 
     finish = Finish(fn, temp)  # its activation's spec lets a compiled route apply it in its loop
-    convolve(x, w, b, out, conv_ws, finish, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u)
+    convolve(
+        x, w, b, out, conv_ws, finish, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u,
+        prepared_weights,
+    )  # fmt: skip
 
 
 def _bind_conv_act(inputs, outputs, attrs: dict, slow):

@@ -138,7 +138,9 @@ def rnn_constants(values, inputs, outputs, **_) -> dict:
     faster than W's transposed view (80 x 512 by 512 x 1024: about 1.0 ms against 1.14 at one
     thread), and a constant float32 R as the panels the compiled loops stream (``r_panels``,
     `runtime.kernels.jit_panels`: a GRU of 256's step 9.5 -> 7.5 us). A shared or trained
-    weight has no value here: W keeps its view, the loops read R's rows."""
+    weight has no value here: W keeps its view, the loops read R's rows; so do constant ones
+    when `MemoryOptions.prepared_weights` is off (the hook is not called, and the kernels'
+    ``prepared_weights=False`` asks for nothing else: they make no copy of W or R per call)."""
     w = values[1] if len(values) > 1 else None
     r = values[2] if len(values) > 2 else None
     made = {}
@@ -433,7 +435,7 @@ def _binder(op: str, general):
 def lstm(
     x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, out, ws,
     activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
-    hidden_size=None, input_forget=0, layout=0, w_t=None, r_panels=None,
+    hidden_size=None, input_forget=0, layout=0, w_t=None, r_panels=None, prepared_weights=True,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
@@ -446,7 +448,7 @@ def lstm(
 def gru(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
-    linear_before_reset=0, w_t=None, r_panels=None,
+    linear_before_reset=0, w_t=None, r_panels=None, prepared_weights=True,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,
@@ -459,7 +461,7 @@ def gru(
 def rnn(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0, w_t=None,
-    r_panels=None,
+    r_panels=None, prepared_weights=True,
 ):  # fmt: skip
     attrs = dict(
         activations=activations, activation_alpha=activation_alpha, activation_beta=activation_beta, clip=clip,

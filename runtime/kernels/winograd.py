@@ -70,6 +70,18 @@ def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
     )
 
 
+def applies(x, w, b, out, geo: Geometry, group: int, u, prepared: bool = True) -> bool:
+    """Whether a Conv call runs by Winograd: it `takes` Winograd, with arrays its loops take, the
+    weight `prepared` (`u`) or small enough to transform per call; never when weights may not be
+    transformed (`prepared` False: `runtime.MemoryOptions.prepared_weights` off)."""
+    return (
+        prepared
+        and takes(geo, x.shape, w.shape, group, x.dtype)
+        and (u is not None or per_call(w.shape))
+        and jit_conv.usable(x, w, out, *(() if b is None else (b,)))
+    )
+
+
 def tile_of(geo: Geometry, x_shape, w_shape, prepared: bool = True) -> int:
     """Output pixels per tile side of the Winograd variant a conv that `takes` Winograd runs:
     4 (F(4x4, 3x3)) where compiled and measured to win, and where the weight is `prepared`

@@ -39,9 +39,10 @@ def training_problem(step: TrainingStep, options: MemoryOptions | None = None) -
 
     The step's data, parameters and state always live in the arena, with the default in-place
     aliases plus the step's own (updates written over what they replace): of `options` only
-    ``workspace`` and ``alignment`` apply."""
+    ``workspace``, ``prepared_weights`` (the kernels' scratch depends on it) and ``alignment`` apply."""
     options = options or MemoryOptions()
-    schedule = memory_schedule(step.graph, MemoryOptions(workspace=options.workspace))
+    kernels = MemoryOptions(workspace=options.workspace, prepared_weights=options.prepared_weights)
+    schedule = memory_schedule(step.graph, kernels)
     aliases = {**schedule.aliases, **{new: (old, 0) for new, old in step.in_place.items()}}
     kinds = {n: _KIND_OF.get(k, k) for n, k in schedule.kinds.items()}
     schedule = dataclasses.replace(schedule, aliases=aliases, kinds=kinds)
