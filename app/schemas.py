@@ -15,7 +15,7 @@ DEFAULT_MEMORY = MemoryOptions()
 class MemoryRequest(BaseModel):
     """How a model's memory is laid out: every request that plans or runs a model takes these
     fields, with the defaults of `runtime.MemoryOptions` (the CLI's --io, --workspace,
-    --alignment, --inplace, --concat-inplace and --fuse)."""
+    --alignment, --inplace, --concat-inplace, --fuse and --prepared-weights)."""
 
     model_config = ConfigDict(extra="forbid")
     alignment: int = Field(default=DEFAULT_MEMORY.alignment, ge=1, le=1 << 20, description="offset alignment in bytes")
@@ -35,6 +35,14 @@ class MemoryRequest(BaseModel):
         description=(
             "load-time fusions: BatchNorm into Conv, a 1x1 Conv with its residual Add, the exact GELU, "
             "a Conv with its activation, a squeeze-and-excitation block"
+        ),
+    )
+    prepared_weights: bool = Field(
+        default=DEFAULT_MEMORY.prepared_weights,
+        description=(
+            "kernels keep transformed copies of constant weights beside the arena (Winograd's, RNNs' panels) "
+            "and may transform weights per call in their scratch; false: weights read as stored, fewer "
+            "parameter bytes, slower"
         ),
     )
 

@@ -134,6 +134,7 @@
       strategies: strategies, dims: dims, shapes: M.readShapes(form), alignment: Number(form.elements.alignment.value), io: form.elements.io.value,
       workspace: form.elements.workspace.checked, inplace: form.elements.inplace.checked,
       concat_inplace: form.elements.concat_inplace.checked, fuse: form.elements.fuse.checked, pools: pools.length ? pools : null,
+      prepared_weights: form.elements.prepared_weights ? form.elements.prepared_weights.checked : true,
       reorder: form.elements.reorder ? form.elements.reorder.checked : false,
     };
   };

@@ -106,11 +106,28 @@ FuseSwitch = Annotated[
         )
     ),
 ]
+PreparedWeightsSwitch = Annotated[
+    str,
+    typer.Option(
+        help=(
+            "Kernels keep transformed copies of constant weights beside the arena (Winograd's, RNNs' panels) "
+            "and may transform weights per call in their scratch; off reads weights as stored (fewer parameter "
+            "bytes, slower): on|off."
+        )
+    ),
+]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 def memory_options(
-    *, io: str, workspace: str, alignment: int | None, inplace: str, concat_inplace: str, fuse: str
+    *,
+    io: str,
+    workspace: str,
+    alignment: int | None,
+    inplace: str,
+    concat_inplace: str,
+    fuse: str,
+    prepared_weights: str = "on",
 ) -> MemoryOptions:
     """The switches as one `runtime.MemoryOptions`; a bad value is refused naming its flag."""
     if io not in ("arena", "external"):
@@ -124,4 +141,5 @@ def memory_options(
         inplace=on("--inplace", inplace),
         concat_inplace=on("--concat-inplace", concat_inplace),
         fuse=on("--fuse", fuse),
+        prepared_weights=on("--prepared-weights", prepared_weights),
     )

@@ -16,6 +16,7 @@ from app.cli.common import (
     FuseSwitch,
     InplaceSwitch,
     IoOption,
+    PreparedWeightsSwitch,
     ShapeOption,
     WorkspaceSwitch,
     fail,
@@ -47,6 +48,7 @@ def plan(
     inplace: InplaceSwitch = "on",
     concat_inplace: ConcatSwitch = "on",
     fuse: FuseSwitch = "on",
+    prepared_weights: PreparedWeightsSwitch = "on",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
     output: Annotated[
         Path | None,
@@ -72,7 +74,13 @@ def plan(
         raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json")
     names = resolve_names(strategy)
     memory = memory_options(
-        io=io, workspace=workspace, alignment=alignment, inplace=inplace, concat_inplace=concat_inplace, fuse=fuse
+        io=io,
+        workspace=workspace,
+        alignment=alignment,
+        inplace=inplace,
+        concat_inplace=concat_inplace,
+        fuse=fuse,
+        prepared_weights=prepared_weights,
     )
     model = ModelOptions(dims=parse_dims(dims), shapes=parse_shapes(shape), memory=memory, reorder=reorder)
     problem, graph, found = load_problem_and_order(input, alignment=alignment, capacity=capacity, model=model)

@@ -15,6 +15,7 @@ from app.cli.common import (
     FuseSwitch,
     InplaceSwitch,
     IoOption,
+    PreparedWeightsSwitch,
     ShapeOption,
     WorkspaceSwitch,
     fail,
@@ -55,6 +56,7 @@ def run(
     inplace: InplaceSwitch = "on",
     concat_inplace: ConcatSwitch = "on",
     fuse: FuseSwitch = "on",
+    prepared_weights: PreparedWeightsSwitch = "on",
     as_json: Annotated[
         bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
     ] = False,
@@ -75,7 +77,13 @@ def run(
         seed=seed,
         repeat=repeat,
         memory=memory_options(
-            io=io, workspace=workspace, alignment=None, inplace=inplace, concat_inplace=concat_inplace, fuse=fuse
+            io=io,
+            workspace=workspace,
+            alignment=None,
+            inplace=inplace,
+            concat_inplace=concat_inplace,
+            fuse=fuse,
+            prepared_weights=prepared_weights,
         ),
         canary=canary,
         verify=verify,
@@ -89,6 +97,9 @@ def run(
             f"{model.name}: {report['strategy']} arena {report['arena_bytes']:,} bytes; outside it {report['outside_arena_bytes']:,} bytes ({ratio:.2%}, one traced run)"
         )
         typer.echo(f"median of {repeat} timed run(s), without tracing: {report['seconds'] * 1000:.2f} ms")
+        typer.echo(
+            f"parameters beside the arena {report['parameter_bytes']:,} bytes (prepared weights {prepared_weights})"
+        )
         typer.echo(
             f"in place {inplace}, concat in place {concat_inplace}; "
             f"with both off this strategy needs {report['arena_bytes_without_aliases']:,} bytes"

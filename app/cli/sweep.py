@@ -14,6 +14,7 @@ from app.cli.common import (
     FuseSwitch,
     InplaceSwitch,
     IoOption,
+    PreparedWeightsSwitch,
     ShapeOption,
     WorkspaceSwitch,
     fail,
@@ -44,6 +45,7 @@ def sweep(
     inplace: InplaceSwitch = "on",
     concat_inplace: ConcatSwitch = "on",
     fuse: FuseSwitch = "on",
+    prepared_weights: PreparedWeightsSwitch = "on",
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, a row per task.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the rows as CSV.")] = None,
 ) -> None:
@@ -58,7 +60,13 @@ def sweep(
     if output is not None and output.suffix.lower() != ".csv":
         raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv")
     memory = memory_options(
-        io=io, workspace=workspace, alignment=None, inplace=inplace, concat_inplace=concat_inplace, fuse=fuse
+        io=io,
+        workspace=workspace,
+        alignment=None,
+        inplace=inplace,
+        concat_inplace=concat_inplace,
+        fuse=fuse,
+        prepared_weights=prepared_weights,
     )
     files = _model_files(inputs)
     summaries = {f.stem: summarize(read_model(f)) for f in files}

@@ -64,6 +64,9 @@ def run_model(
         "inplace": memory.inplace,
         "concat_inplace": memory.concat_inplace,
         "fuse": memory.fuse,
+        "prepared_weights": memory.prepared_weights,
+        # the bytes held beside the arena: initializers and the kernels' transformed copies of them
+        "parameter_bytes": session.constant_bytes,
         "fused_nodes": fused_nodes(graph),
         "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
     }

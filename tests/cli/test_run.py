@@ -100,3 +100,31 @@ def test_timed_runs_are_never_traced(model, monkeypatch):
     assert seen == [("memory", {True}), ("time", {False}), ("time", {False}), ("time", {False})]
     report = strict_json(result.stdout)
     assert report["timed_runs"] == 3 and report["outside_arena_bytes"] is not None
+
+
+def test_prepared_weights_off_reads_weights_as_stored(tmp_path):
+    """--prepared-weights off: the same verified outputs, with only the stored parameter bytes held."""
+    from onnx import numpy_helper
+
+    from tests.memory_models import recurrent
+
+    model, _ = recurrent("GRU")
+    path = tmp_path / "gru.onnx"
+    path.write_bytes(model.SerializeToString())
+    stored = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    reports = {}
+    for switch in ("on", "off"):
+        result = runner.invoke(
+            app, ["run", str(path), "--json", "--repeat", "1", "--verify", "--prepared-weights", switch]
+        )
+        assert result.exit_code == 0, result.output
+        reports[switch] = strict_json(result.stdout)
+        assert reports[switch]["verification"]["passed"] is True
+    assert reports["off"]["prepared_weights"] is False and reports["off"]["parameter_bytes"] == stored
+    assert reports["on"]["prepared_weights"] is True and reports["on"]["parameter_bytes"] > stored
+
+
+def test_prepared_weights_takes_on_or_off(model):
+    result = runner.invoke(app, ["run", str(model), *ARGS, "--prepared-weights", "no"])
+    assert result.exit_code == 2
+    assert "--prepared-weights takes on|off, got 'no'" in result.output

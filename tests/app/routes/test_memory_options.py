@@ -1,5 +1,5 @@
-"""The REST API switches every memory option the CLI can (in place, concat in place, fusion), and
-the plan page's yardsticks agree with the plans' own figures whatever the options."""
+"""The REST API switches every memory option the CLI can (in place, concat in place, fusion,
+prepared weights), and the plan page's yardsticks agree with the plans' own figures whatever the options."""
 
 from __future__ import annotations
 
@@ -88,3 +88,50 @@ def test_unknown_memory_fields_and_bad_values_are_422(client, resnet):
     assert r.status_code == 422 and "inplace" in r.json()["detail"]
     r = client.post(f"/api/v1/models/{resnet}/plans", json={"alignment": 0})
     assert r.status_code == 422 and "alignment" in r.json()["detail"]
+    r = client.post(f"/api/v1/models/{resnet}/plans", json={"prepared_weights": "sometimes"})
+    assert r.status_code == 422 and "prepared_weights" in r.json()["detail"]
+
+
+def test_prepared_weights_off_is_planned_stored_and_run_with_fewer_parameter_bytes(client):
+    """Winograd's scratch leaves the plan, the stored options say so, and a run holds only the stored weights."""
+    from onnx import numpy_helper
+
+    from runtime.kernels import jit_winograd
+    from tests.memory_models import winograd_convs
+
+    model, _ = winograd_convs()
+    r = client.post("/api/v1/models", files={"file": ("convs.onnx", model.SerializeToString())})
+    assert r.status_code == 201, r.text
+    model_id = r.json()["id"]
+    on, off = _plan(client, model_id), _plan(client, model_id, prepared_weights=False)
+    stored = client.get(f"/api/v1/problems/{off['problem_id']}").json()["options"]
+    assert stored["prepared_weights"] is False
+    assert client.get(f"/api/v1/problems/{on['problem_id']}").json()["options"]["prepared_weights"] is True
+    scratch = [sum(b["size"] for b in _buffers(client, m["problem_id"]) if b["kind"] == "workspace") for m in (on, off)]
+    if jit_winograd.inputs is not None:  # Winograd's scratch is planned only where its loops run
+        assert scratch[1] < scratch[0]
+    weights = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+    held = {}
+    for key, switch in (("on", True), ("off", False)):
+        r = client.post(
+            f"/api/v1/models/{model_id}/runs", json={"strategy": "greedy_by_size", "prepared_weights": switch}
+        )
+        assert r.status_code == 202, r.text
+        job = _finished(client, r.json()["id"])
+        assert job["result"]["verdict"]["passed"] is True
+        assert job["result"]["options"]["prepared_weights"] is switch
+        assert job["result"]["rerun"]["body"]["prepared_weights"] is switch
+        held[key] = job["result"]["stats"]["constant_bytes"]
+    assert held["off"] == weights
+    if jit_winograd.inputs is not None:
+        assert held["on"] > weights
+
+
+def _finished(client, job_id: str) -> dict:
+    for _ in range(600):
+        job = client.get(f"/api/v1/jobs/{job_id}").json()
+        if job["state"] in ("done", "failed"):
+            break
+        time.sleep(0.1)
+    assert job["state"] == "done", job.get("error")
+    return job
