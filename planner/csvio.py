@@ -7,12 +7,22 @@ headers are read. memplan's inclusive ``last`` is ``upper - 1``.
 Rows are read one at a time, so a file with more than `max_buffers` rows is refused at the
 first row past the limit. MiniMalloc knows no aliases: a buffer aliasing another is
 written as part of its alias group, a row per stretch of its profile (see `write_csv`).
+
+MiniMalloc's reader splits each line at every comma and knows no quoting, so an id holding
+a comma, a double quote or a line break is written percent-escaped: those characters and
+``%`` become ``%2C``, ``%22``, ``%0A``, ``%0D`` and ``%25`` (``a,b`` is written ``a%2Cb``).
+Every other id is written as it is (unless it holds one of those sequences already: then
+its ``%`` is escaped too), and `read_csv` turns the five sequences back into their
+characters. MiniMalloc has no pools either: a plan placing buffers in more than one
+pool is refused (its Plan JSON keeps every buffer's pool).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
+from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -32,6 +42,12 @@ _COLUMNS = {
     "offset": "offset",
 }
 ACCEPTED_HEADER = "id,lower,upper,size[,offset] (or buffer,start,end,size[,offset])"
+# Characters MiniMalloc's reader (a split at every comma and line break, no quoting) or
+# memplan's cannot carry in an id, and "%" itself: each is written as "%" and its hex code.
+_ESCAPES = {"%": "%25", ",": "%2C", '"': "%22", "\n": "%0A", "\r": "%0D"}
+_ESCAPED = re.compile("|".join(_ESCAPES.values()))
+_UNSAFE = re.compile('[,"\n\r]')
+_UNESCAPES = {code: char for char, code in _ESCAPES.items()}
 
 
 def read_csv(
@@ -65,7 +81,7 @@ def _read_rows(
             raise ProblemError(f"{source}: line {line}: {len(row)} fields, expected {len(columns)} ({','.join(names)})")
         cells = dict(zip(columns, (c.strip() for c in row), strict=False))
         values = {key: _integer(cells[key], key, source, line) for key in ("lower", "upper", "size")}
-        buffer_id = cells["id"]
+        buffer_id = _unescape(cells["id"])
         if buffer_id in seen:
             raise ProblemError(f"{source}: line {line}: duplicate id {buffer_id!r} (first on line {seen[buffer_id]})")
         seen[buffer_id] = line
@@ -98,35 +114,88 @@ def write_csv(problem: Problem, plan: Plan | None = None) -> str:
     bytes. So buffers that alias one another are written as their group, the block the
     planner placed at the root's offset: one row per stretch of its profile (its height
     above the root while its live members stay the same), the first named after the root. The plan's `alias_groups`
-    (or the problem's ``alias_of``) say which buffers a row stands for.
+    (or the problem's ``alias_of``) say which buffers a row stands for. Ids MiniMalloc's
+    reader cannot carry are escaped (see the module's docstring).
+
+    Raises ProblemError, naming the pools, when the plan uses more than one pool (or, with
+    no plan, when the problem has more than one): MiniMalloc's rows share one address space.
     """
+    _check_one_pool(problem, plan)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "lower", "upper", "size"] + (["offset"] if plan else []))
     for row_id, buffer, first, last, size in _rows(problem):
-        row: list[object] = [row_id, first, last + 1, size]
+        row: list[object] = [_escape(row_id), first, last + 1, size]
         if plan:
             row.append(plan.offsets[buffer.id].offset)
         writer.writerow(row)
     return out.getvalue()
 
 
+def _check_one_pool(problem: Problem, plan: Plan | None) -> None:
+    """MiniMalloc's rows share one address space: refuse offsets of several pools in it."""
+    if plan is None:
+        if len(problem.pools) > 1:
+            names = ", ".join(repr(p.name) for p in problem.pools)
+            raise ProblemError(
+                f"MiniMalloc CSV has no pools, and this problem has {len(problem.pools)} ({names}); "
+                "accepted: a problem with one pool; write the Problem JSON to keep them"
+            )
+        return
+    used = Counter(p.pool for p in plan.offsets.values())
+    if len(used) > 1:
+        counts = ", ".join(f"{name!r}: {n:,} buffer{'s' if n > 1 else ''}" for name, n in sorted(used.items()))
+        raise ProblemError(
+            f"MiniMalloc CSV has one address space, and this plan places buffers in {len(used)} pools ({counts}); "
+            "accepted: a plan using one pool; export the Plan JSON (.json), which keeps each buffer's pool"
+        )
+
+
 def _rows(problem: Problem) -> list[tuple[str, Buffer, int, int, int]]:
     """(row id, root buffer, first step, last step, height) of each piece of each alias
     group's profile (`planner.aliases.profile`), in the problem's order of the roots: a
     group's bytes change over time, so it is one row per stretch of equal height, the first
-    named after the root, the next ``root#1``, ``root#2``...; every buffer alone when
-    nothing aliases."""
+    named after the root, the next ``root#1``, ``root#2``... (see `_piece_names`); every
+    buffer alone when nothing aliases."""
     bufs = problem.buffers
     if all(b.alias_of is None for b in bufs):
         return [(b.id, b, b.first, b.last, b.size) for b in bufs]
     roots = groups(problem)[0]
+    taken = {b.id for b in bufs}
     rows = []
     for root, pieces in zip(roots, group_profiles(problem), strict=True):
         pieces = [p for p in pieces if p[2]] or [(pieces[0][0], pieces[-1][1], 0)]
-        for k, (first, last, height) in enumerate(pieces):
-            rows.append((bufs[root].id if k == 0 else f"{bufs[root].id}#{k}", bufs[root], first, last, height))
+        names = _piece_names(bufs[root].id, len(pieces), taken)
+        rows += [
+            (name, bufs[root], first, last, height) for name, (first, last, height) in zip(names, pieces, strict=True)
+        ]
     return rows
+
+
+def _piece_names(root: str, count: int, taken: set[str]) -> list[str]:
+    """Unique row ids of a group's `count` pieces: the root's id, then ``root#1``,
+    ``root#2``...; when one of those is already taken (the id of a buffer, or of an earlier
+    row), the group's pieces get one more ``#`` (``root##1``...) until none is. Adds them
+    to `taken`."""
+    marks = "#"
+    while True:
+        names = [f"{root}{marks}{k}" for k in range(1, count)]
+        if taken.isdisjoint(names):
+            taken.update(names)
+            return [root, *names]
+        marks += "#"
+
+
+def _escape(row_id: str) -> str:
+    """The id as MiniMalloc's reader can carry it: unchanged unless it holds a character
+    it cannot, or something `_unescape` would read as one."""
+    if not _UNSAFE.search(row_id) and not _ESCAPED.search(row_id):
+        return row_id
+    return "".join(_ESCAPES.get(char, char) for char in row_id)
+
+
+def _unescape(cell: str) -> str:
+    return _ESCAPED.sub(lambda m: _UNESCAPES[m.group(0)], cell)
 
 
 def _integer(cell: str, column: str, source: str, line: int) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 from app.errors import AppError
 from app.services.cache import LRU
 from app.storage import PlanRecord, Storage
-from planner import Plan, Problem
+from planner import Plan, Problem, ProblemError
 from planner.csvio import write_csv
 
 # Stored problems never change: keep the last few parsed (20,000 buffers take 0.4 s to parse).
@@ -106,7 +106,11 @@ def tensors_csv(record: PlanRecord, problem: Problem, tensors: dict[str, dict[st
 
 
 def csv_export(record: PlanRecord, problem: Problem) -> str:
-    return write_csv(problem, load_plan(record))
+    """MiniMalloc CSV of the plan; 409 for a plan MiniMalloc's format cannot hold (several pools)."""
+    try:
+        return write_csv(problem, load_plan(record))
+    except ProblemError as e:
+        raise AppError(409, f"{e}: GET /api/v1/plans/{record.id}", title="Not exportable as MiniMalloc CSV") from None
 
 
 def netron_attachment(record: PlanRecord, problem: Problem, model_name: str | None) -> dict[str, Any]:

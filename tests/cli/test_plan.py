@@ -121,3 +121,41 @@ def test_bench_writes_its_section_and_keeps_the_rest(example, tmp_path):
     for name in planner.names():
         assert name in text
     assert "| a.csv | 5 | 12 |" in text and "| b.json | 5 | 12 |" in text and "network_like(500)" in text
+
+
+def test_output_csv_escapes_ids_minimalloc_cannot_read(tmp_path):
+    """An ONNX-style name with a comma: quoted CSV in, a MiniMalloc-readable id out, the same id read back."""
+    source = tmp_path / "names.csv"
+    source.write_text('id,lower,upper,size\n"concat,0",0,2,64\nplain,1,3,32\n')
+    out = tmp_path / "plan.csv"
+    result = invoke("plan", source, "-s", "greedy_by_size", "--json", "--output", out)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["valid"] is True
+    lines = out.read_text().splitlines()
+    assert lines[1].startswith("concat%2C0,0,2,64,") and lines[2].startswith("plain,1,3,32,")
+    assert all(line.count(",") == 4 for line in lines)  # MiniMalloc splits at every comma
+    problem, offsets = read_csv(out.read_text())
+    assert [b.id for b in problem.buffers] == ["concat,0", "plain"] and set(offsets or {}) == {"concat,0", "plain"}
+
+
+def test_output_csv_of_a_plan_in_two_pools_is_refused_naming_them(tmp_path):
+    source = tmp_path / "pools.json"
+    source.write_text(
+        json.dumps(
+            {
+                "steps": 2,
+                "pools": [{"name": "sram"}, {"name": "dram"}],
+                "buffers": [
+                    {"id": "w", "size": 64, "first": 0, "last": 1, "pool_candidates": ["sram"]},
+                    {"id": "x", "size": 64, "first": 0, "last": 1, "pool_candidates": ["dram"]},
+                ],
+            }
+        )
+    )
+    result = invoke("plan", source, "-s", "greedy_by_size", "--output", tmp_path / "plan.csv")
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("memplan: error: MiniMalloc CSV has one address space")
+    assert "2 pools ('dram': 1 buffer, 'sram': 1 buffer)" in lines[0] and "Plan JSON (.json)" in lines[0]
+    assert "Traceback" not in result.output and not (tmp_path / "plan.csv").exists()
+    assert invoke("plan", source, "-s", "greedy_by_size", "--output", tmp_path / "plan.json").exit_code == 0

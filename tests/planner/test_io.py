@@ -282,3 +282,92 @@ def _root_and_offset(by_id, b):
         offset += b.alias_offset
         b = by_id[b.alias_of]
     return b.id, offset
+
+
+# ---- what MiniMalloc's reader cannot carry ------------------------------------------------
+
+
+def minimalloc_fields(text: str) -> list[list[str]]:
+    """Each line cut as MiniMalloc's FromCsv cuts it: at every newline, then every comma,
+    no quoting; it stops at the first empty line."""
+    lines = text.split("\n")
+    return [line.split(",") for line in lines[: lines.index("")]]
+
+
+def test_ids_minimalloc_cannot_carry_are_escaped_and_read_back_exactly():
+    ids = ["a,b", 'say "hi"', "two\nlines", "cr\r", "100%,", "p%2Cq", "50%", "x#1", "a b", "/conv/Conv_output_0"]
+    problem = make_problem([Buffer(name, 8, k % 3, k % 3 + 1) for k, name in enumerate(ids)])
+    result = plan(problem, "greedy_by_size")
+    text = write_csv(problem, result)
+    rows = minimalloc_fields(text)
+    assert all(len(fields) == 5 for fields in rows), rows
+    assert [fields[0] for fields in rows[1:]] == [
+        "a%2Cb",
+        "say %22hi%22",
+        "two%0Alines",
+        "cr%0D",
+        "100%25%2C",
+        "p%252Cq",  # would read back as "p,q" if written as it is
+        "50%",  # the others as they are
+        "x#1",
+        "a b",
+        "/conv/Conv_output_0",
+    ]
+    again, offsets = read_csv(text)
+    assert again.buffers == problem.buffers
+    assert offsets == {b: p.offset for b, p in result.offsets.items()}
+    assert {p["id"] for p in result.to_json()["placements"]} == set(ids)  # the Plan JSON keeps them exact
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.text(alphabet=',"\n\r%2CAD05#ab', min_size=1, max_size=8), min_size=1, max_size=6, unique=True))
+def test_any_id_survives_minimalloc_and_memplan_readers(ids):
+    problem = make_problem([Buffer(name, 4, 0, 0) for name in ids])
+    text = write_csv(problem, plan(problem, "naive"))
+    rows = minimalloc_fields(text)
+    assert len(rows) == len(ids) + 1 and all(len(fields) == 5 for fields in rows)
+    assert len({fields[0] for fields in rows}) == len(rows)  # distinct ids for MiniMalloc too
+    assert [b.id for b in read_csv(text)[0].buffers] == ids
+
+
+def test_plan_in_two_pools_is_refused_naming_them():
+    two = make_problem(
+        [Buffer("w", 64, 0, 1, pool_candidates=("sram",)), Buffer("x", 64, 0, 1, pool_candidates=("dram",))],
+        pools=(Pool("sram"), Pool("dram")),
+    )
+    result = plan(two, "greedy_by_size")
+    assert {p.pool for p in result.offsets.values()} == {"sram", "dram"}
+    assert result.offset("w") == result.offset("x") == 0  # the offsets of two address spaces
+    with pytest.raises(ProblemError) as info:
+        write_csv(two, result)
+    message = str(info.value)
+    assert "2 pools ('dram': 1 buffer, 'sram': 1 buffer)" in message and "Plan JSON" in message
+    with pytest.raises(ProblemError, match=r"this problem has 2 \('sram', 'dram'\).*Problem JSON"):
+        write_csv(two)
+    # Two pools of which the plan uses one: the file is that pool's address space.
+    one = make_problem([Buffer("w", 64, 0, 1), Buffer("x", 64, 0, 1)], pools=(Pool("sram"), Pool("dram")))
+    result = plan(one, "greedy_by_size")
+    assert {p.pool for p in result.offsets.values()} == {"sram"}
+    assert_rows_apart(csv_rows(write_csv(one, result)))
+
+
+def test_piece_names_never_take_the_id_of_a_buffer():
+    # x's group is two pieces (x, then y on top of it): its second would be "x#1", the id of
+    # another buffer, and "x##1" then; "x#1"'s own group then avoids the rows already named.
+    collide = make_problem(
+        [
+            Buffer("x", 8, 0, 0),
+            Buffer("y", 16, 1, 1, alias_of="x"),
+            Buffer("x#1", 4, 0, 1),
+            Buffer("z", 8, 2, 2, alias_of="x#1"),
+            Buffer("x#1#1", 4, 0, 2),
+        ]
+    )
+    result = plan(collide, "greedy_by_size")
+    rows = csv_rows(write_csv(collide, result))
+    assert [r[0] for r in rows] == ["x", "x##1", "x#1", "x#1##1", "x#1#1"]
+    assert_rows_apart(rows)
+    read_csv(write_csv(collide, result))  # would refuse a duplicate id
+    # Without a collision the pieces are root#1, root#2..., as they always were.
+    plain = collide.replace(buffers=collide.buffers[:2])
+    assert [r[0] for r in csv_rows(write_csv(plain, plan(plain, "greedy_by_size")))] == ["x", "x#1"]

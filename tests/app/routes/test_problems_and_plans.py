@@ -87,6 +87,29 @@ def test_csv_export_round_trips_with_offsets(client):
     ]
 
 
+def test_csv_export_escapes_commas_and_refuses_two_pools(client):
+    plan_id = _plan_csv(client, 'id,lower,upper,size\n"a,b",0,2,64\nc,1,3,8\n', strategies="best_fit")["plans"][0]["id"]
+    text = client.get(f"/api/v1/plans/{plan_id}/export.csv").text
+    assert [line.split(",")[0] for line in text.splitlines()] == ["id", "a%2Cb", "c"]
+    assert [b["id"] for b in client.get(f"/api/v1/plans/{plan_id}").json()["buffers"]] == ["a,b", "c"]
+    assert [b.id for b in read_csv(text)[0].buffers] == ["a,b", "c"]
+    two_pools = {
+        "steps": 2,
+        "pools": [{"name": "sram"}, {"name": "dram"}],
+        "buffers": [
+            {"id": "w", "size": 64, "first": 0, "last": 1, "pool_candidates": ["sram"]},
+            {"id": "x", "size": 64, "first": 0, "last": 1, "pool_candidates": ["dram"]},
+        ],
+    }
+    r = client.post("/api/v1/problems/plan", json=two_pools, params={"strategies": "greedy_by_size"})
+    plan_id = r.json()["plans"][0]["id"]
+    r = client.get(f"/api/v1/plans/{plan_id}/export.csv")
+    assert r.status_code == 409 and r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["title"] == "Not exportable as MiniMalloc CSV"
+    assert "2 pools ('dram': 1 buffer, 'sram': 1 buffer)" in r.json()["detail"]
+    assert f"GET /api/v1/plans/{plan_id}" in r.json()["detail"]
+
+
 def test_offline_report_embeds_plotly_and_loads_nothing_remote(client):
     plan_id = _plan_csv(client, strategies="best_fit")["plans"][0]["id"]
     html = client.get(f"/api/v1/plans/{plan_id}/export.html").text
