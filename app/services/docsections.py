@@ -1,24 +1,8 @@
-"""Generated sections of the docs: a command rewrites its own section, the rest stays."""
+"""Generated sections of the docs (`runtime.docsections`, where ``python -m runtime.conformance``
+can reach it too): a command rewrites its own section between its markers, the rest stays."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from runtime.docsections import replace_section
 
-
-def replace_section(path: Path, key: str, body: str, *, title: str = "memplan benchmarks") -> None:
-    """Put `body` between this key's markers in `path`, replacing what was there.
-
-    The section is appended when the file has no markers for `key`, and the file is
-    created (with `title`) when missing.
-    """
-    begin, end = f"<!-- begin {key} (generated) -->", f"<!-- end {key} -->"
-    block = f"{begin}\n{body.rstrip()}\n{end}\n"
-    text = path.read_text() if path.exists() else f"# {title}\n\n"
-    if begin in text and end in text:
-        head, rest = text.split(begin, 1)
-        _, tail = rest.split(end, 1)
-        text = head + block + tail.lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+__all__ = ["replace_section"]
