@@ -51,6 +51,12 @@ def compiled(fn: F, **options: Any) -> F | None:
     return loop
 
 
+def move(array: np.ndarray, to: int, frm: int, count: int) -> None:
+    """Copy ``array[frm : frm + count]`` to ``array[to : to + count]`` as C's memmove does
+    (the two may overlap); compiled code moves the bytes in one call."""
+    array[to : to + count] = array[frm : frm + count].copy()
+
+
 def view(address: int, length: int) -> np.ndarray:
     """The `length` int64 values at `address` (an ``array("q")``'s buffer, which the caller
     keeps alive and unchanged while the view is read), without copying them."""
@@ -58,7 +64,9 @@ def view(address: int, length: int) -> np.ndarray:
 
 
 if ENABLED:
+    from llvmlite import ir
     from numba import types
+    from numba.core import cgutils
     from numba.extending import intrinsic, overload
 
     @intrinsic
@@ -70,6 +78,30 @@ if ENABLED:
             return builder.inttoptr(args[0], context.get_value_type(sig.return_type))
 
         return signature, codegen
+
+    @intrinsic
+    def _memmove(typingctx: Any, to: Any, frm: Any, nbytes: Any) -> Any:
+        """C's memmove between two int64 addresses, in compiled code."""
+        signature = types.void(types.int64, types.int64, types.int64)
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            byte_pointer = ir.IntType(8).as_pointer()
+            to, frm, nbytes = args
+            destination = builder.inttoptr(to, byte_pointer)
+            source = builder.inttoptr(frm, byte_pointer)
+            cgutils.raw_memmove(builder, destination, source, nbytes, 1)
+            return context.get_dummy_value()
+
+        return signature, codegen
+
+    @overload(move)
+    def _move(array, to, frm, count):  # type: ignore[no-untyped-def]  # numba matches the signatures
+        def impl(array, to, frm, count):  # type: ignore[no-untyped-def]
+            if count > 0:
+                base = array.ctypes.data
+                _memmove(base + 8 * to, base + 8 * frm, 8 * count)
+
+        return impl
 
     @overload(view)
     def _view(address, length):  # type: ignore[no-untyped-def]  # numba matches the signatures

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from planner import timeline_jit
 from planner.blocks import Blocks
 from planner.bounds import load_of, naive_of
 from planner.errors import InfeasibleError
@@ -251,6 +252,11 @@ class Placer:
             spans = zip(b.first[order].tolist(), b.last[order].tolist(), sizes, aligns, strict=True)
             offsets, top = sweep(list(spans), rule == "best", limit)
             self._stale = True  # the sweep kept no occupancy
+        elif not (self.pool >= 0).any() and (
+            ran := timeline_jit.run(self._timeline, order, b.size[order], b.align[order], rule == "best", limit)
+        ):
+            offsets, top = ran
+            self._stale = True  # the compiled run kept no occupancy
         else:
             t = self._timeline
             los = np.frombuffer(t.lo, dtype=np.int64)[order].tolist()

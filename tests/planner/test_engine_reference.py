@@ -4,7 +4,8 @@ The oracle places blocks the slow, obvious way: for each block, every placed blo
 a common step (all of them compared with it), their byte ranges sorted, the gaps between
 them, the rule's gap. The engine must give the same offsets for the orders the strategies
 use, on traces small enough for the scan (up to 2,000 buffers), with its numpy reading of
-big queries forced on every query (and every union an array) and left at its thresholds.
+big queries forced on every query (and every union an array) and left at its thresholds, and
+through its compiled loop (`planner.timeline_jit`) where numba is installed.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 import planner
 import planner.sweep
 import planner.timeline
+import planner.timeline_jit
 from planner.generate import network_like, training_like
 from planner.placement import Placer
 from planner.problem import Problem
@@ -75,14 +77,19 @@ def test_engine_places_traces_like_the_pairwise_scan(problem):
     for name, order in orders(problem).items():
         for rule in ("first", "best"):
             expected = pairwise_offsets(problem, order.tolist(), rule)
-            for many, long in ((0, 0), (planner.timeline.MANY, planner.timeline.LONG)):
+            # The Python loop with its thresholds, with every query read by numpy (MANY 0) and
+            # every union an array at once (LONG 0); then the compiled loop, where there is one.
+            routes = [(0, 0, False), (planner.timeline.MANY, planner.timeline.LONG, False)]
+            routes += [(planner.timeline.MANY, planner.timeline.LONG, True)] if planner.timeline_jit.USE else []
+            for many, long, compiled in routes:
                 with pytest.MonkeyPatch.context() as patch:
-                    patch.setattr(planner.timeline, "MANY", many)  # 0: every query read by numpy
-                    patch.setattr(planner.timeline, "LONG", long)  # 0: unions become arrays at once
+                    patch.setattr(planner.timeline, "MANY", many)
+                    patch.setattr(planner.timeline, "LONG", long)
                     patch.setattr(planner.timeline, "FEW", many)  # 0: every union query compiled, if it can be
+                    patch.setattr(planner.timeline_jit, "USE", compiled)
                     placer = Placer(problem)
                     placer.place_all(order, rule=rule)
-                assert placer.offset.tolist() == expected, (name, rule, many)
+                assert placer.offset.tolist() == expected, (name, rule, many, compiled)
 
 
 @pytest.mark.parametrize("short", [1, planner.timeline.SHORT])

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import planner.sweep
 import planner.timeline
+import planner.timeline_jit
 from planner import Buffer, Problem
 from planner.placement import Placer
 from planner.sweep import sweep
@@ -68,16 +69,18 @@ def problems_and_orders(draw):
     return problem, list(order)
 
 
+@pytest.mark.parametrize("compiled", [False, True] if planner.timeline_jit.USE else [False])
 @pytest.mark.parametrize("short", [0, 1, 3, planner.timeline.SHORT])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=problems_and_orders(), rule=st.sampled_from(["first", "best"]))
-def test_engine_places_like_the_reference(short, case, rule):
+def test_engine_places_like_the_reference(compiled, short, case, rule):
     problem, order = case
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planner.timeline, "SHORT", short)  # read when a placer is made
+        patch.setattr(planner.timeline_jit, "USE", compiled)  # the Python loop or the compiled one
         placer = Placer(problem)
         single = Placer(problem)
-    placer.place_all(order, rule=rule)
+        placer.place_all(order, rule=rule)
     assert placer.offset.tolist() == reference_offsets(problem, order, rule)
     # Placing one at a time (the path every multi-pool problem takes) agrees too.
     for i in order:
