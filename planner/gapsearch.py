@@ -12,10 +12,15 @@ shortest union are few. So, in one compiled call:
    query reads about 40,000 range ends, mostly from memory.
 2. Merge the loose ranges (flat, any order, overlaps allowed) into a union, sorted once.
 3. Take its gaps at least `size` bytes wide, and the free run above it (first fit: a few at a time,
-   lowest first), and cut them by every other union (galloping to the first range reaching
-   into each, then a walk over the ranges inside) and by the loose ranges, dropping pieces
+   lowest first), and cut them by the loose ranges, then by every other union (galloping to
+   the first range reaching into each, then a walk over the ranges inside), dropping pieces
    narrower than the block. The pieces left are exactly the free runs of
-   `planner.timeline.pick` at least `size` wide.
+   `planner.timeline.pick` at least `size` wide, whatever the order of the cuts; the order
+   only sets the cost, which grows with the pieces each cut meets. The loose ranges (the
+   short blocks live with the block) come first, and in queries past `LONGEST_FIRST` range
+   ends the longest unions: there they are long-lived blocks packed with narrow gaps, which
+   leave few pieces. On queries sampled from training_like(10^6) (greedy_by_size and
+   best_fit) the cuts took 0.62-0.69x the time of the order they are read in.
 4. Apply `pick`'s rule to them: the lowest that fits (``align_up(low) + size <= high``),
    or with `best` the shortest (``high - low``), the lowest on ties; above everything (the
    highest range end, aligned up) when none fits.
@@ -33,6 +38,7 @@ import numpy as np
 from planner.jit import compiled, view
 
 NEVER = 1 << 62  # the upper end of the free run above everything
+LONGEST_FIRST = 80_000  # past this many range ends in the unions, the longest are cut by first
 
 
 def _cut(
@@ -108,6 +114,7 @@ def gap_search(addresses: np.ndarray, lengths: np.ndarray, loose: np.ndarray, si
     one, each sorted, disjoint, not empty) and the `loose` ranges (flat, any order)."""
     k = len(addresses)
     base = int(np.argmin(lengths))  # step 1
+    order = np.argsort(-lengths) if lengths.sum() > LONGEST_FIRST else np.arange(k)
     merged = _merge(loose)  # step 2
     room = (lengths.sum() + len(merged)) // 2 + 2  # cutting never leaves more pieces than ranges + 1
     lows, highs = np.empty(room, dtype=np.int64), np.empty(room, dtype=np.int64)
@@ -128,15 +135,15 @@ def gap_search(addresses: np.ndarray, lengths: np.ndarray, loose: np.ndarray, si
                 lows[n], highs[n] = low, high
                 n += 1
         batch *= 2
-        for v in range(k):  # step 3
+        if n and len(merged):  # step 3
+            n = _cut(lows, highs, n, merged, size, lows2, highs2)
+            lows, lows2 = lows2, lows
+            highs, highs2 = highs2, highs
+        for v in order:
             if v != base and n:
                 n = _cut(lows, highs, n, view(addresses[v], lengths[v]), size, lows2, highs2)
                 lows, lows2 = lows2, lows
                 highs, highs2 = highs2, highs
-        if n and len(merged):
-            n = _cut(lows, highs, n, merged, size, lows2, highs2)
-            lows, lows2 = lows2, lows
-            highs, highs2 = highs2, highs
         for p in range(n):  # step 4
             low, high = lows[p], highs[p]
             if high == NEVER:  # the free run above everything

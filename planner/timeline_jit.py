@@ -16,8 +16,11 @@ searches themselves. The steps and the answers are `planner.timeline`'s, one for
    stop up a path of sub unions), and a long block's answered query drops the sub unions
    nobody else reads, as `Occupancy.answered` does.
 
-Same offsets as the Python loop, which remains the route without numba (tests compare the
-two on every engine case). Used by `planner.placement.Placer` when nothing is placed yet.
+Same offsets as the Python loop, which remains the route without numba and for small runs
+(tests compare the two on every engine case). Used by `planner.placement.Placer` when
+nothing is placed yet. numba caches this loop with the gap search compiled into it: after a
+change to `planner.gapsearch` alone, clear the cache (``planner/__pycache__/timeline_jit*``)
+or this module's cached code keeps the old search.
 """
 
 from __future__ import annotations
@@ -410,14 +413,18 @@ if search is not None:
     _subs = compiled(_subs)  # type: ignore[assignment]
     _run = compiled(place_run)
 USE = _run is not None  # the compiled loop is taken when it can be (tests turn it off to compare)
+# Smaller runs keep the Python loop: it places them in well under a second, and a process
+# that finds no cached machine code spends about ten seconds compiling this loop.
+FROM_BLOCKS = 5_000
 
 
 def run(
     timeline: Timeline, order: np.ndarray, sizes: np.ndarray, aligns: np.ndarray, best: bool, limit: int
 ) -> tuple[list[int], int] | None:
     """`Occupancy.place_run` of the blocks in `order` into an empty pool, compiled: the
-    offsets of the blocks placed and the top; None without compiled loops."""
-    if _run is None or not USE:
+    offsets of the blocks placed and the top; None without compiled loops, or for fewer
+    than `FROM_BLOCKS` blocks."""
+    if _run is None or not USE or len(order) < FROM_BLOCKS:
         return None
     offsets, _, top = _run(
         order.astype(np.int64),

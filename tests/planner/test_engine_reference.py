@@ -21,10 +21,11 @@ import planner
 import planner.sweep
 import planner.timeline
 import planner.timeline_jit
+from planner.blocks import Blocks
 from planner.generate import network_like, training_like
 from planner.placement import Placer
 from planner.problem import Problem
-from planner.timeline import add, pick_among
+from planner.timeline import Timeline, add, pick_among
 from tests.planner.test_engine_structures import reference_pick
 
 
@@ -87,6 +88,7 @@ def test_engine_places_traces_like_the_pairwise_scan(problem):
                     patch.setattr(planner.timeline, "LONG", long)
                     patch.setattr(planner.timeline, "FEW", many)  # 0: every union query compiled, if it can be
                     patch.setattr(planner.timeline_jit, "USE", compiled)
+                    patch.setattr(planner.timeline_jit, "FROM_BLOCKS", 0)  # every run, however small
                     placer = Placer(problem)
                     placer.place_all(order, rule=rule)
                 assert placer.offset.tolist() == expected, (name, rule, many, compiled)
@@ -152,3 +154,23 @@ def test_pick_among_unions_and_loose_ranges_reads_gaps_like_the_reference(unions
         assert pick_among(kept, flat, size, align, best) == reference_pick(every, size, align, best)
     for union in kept:  # still growable: no numpy view of it was left behind
         add(union, 10_000, 10_001)
+
+
+@pytest.mark.skipif(not planner.timeline_jit.USE, reason="numba is not installed")
+@pytest.mark.parametrize("problem", [training_like(12_000, seed=5), network_like(12_000, seed=6)], ids=lambda p: p.name)
+def test_compiled_loop_places_big_traces_like_the_python_loop(problem):
+    # Past FROM_BLOCKS the compiled loop is the default route: the Python loop is the oracle.
+    assert len(problem.buffers) >= planner.timeline_jit.FROM_BLOCKS
+    blocks = Blocks.of(problem)
+    for name, order in orders(problem).items():
+        for rule in ("first", "best"):
+            timeline = Timeline(blocks.first, blocks.last, blocks.size > 0)
+            ran = planner.timeline_jit.run(
+                timeline, order, blocks.size[order], blocks.align[order], rule == "best", 1 << 62
+            )
+            assert ran is not None
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(planner.timeline_jit, "USE", False)
+                placer = Placer(problem)
+                placer.place_all(order, rule=rule)
+            assert ran == (placer.offset[order].tolist(), placer.top[0]), (name, rule)

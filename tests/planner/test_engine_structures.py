@@ -78,6 +78,7 @@ def test_engine_places_like_the_reference(compiled, short, case, rule):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(planner.timeline, "SHORT", short)  # read when a placer is made
         patch.setattr(planner.timeline_jit, "USE", compiled)  # the Python loop or the compiled one
+        patch.setattr(planner.timeline_jit, "FROM_BLOCKS", 0)  # every run, however small
         placer = Placer(problem)
         single = Placer(problem)
         placer.place_all(order, rule=rule)

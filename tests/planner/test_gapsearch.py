@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import planner.gapsearch
 import planner.timeline
 from planner.gapsearch import gap_search, search, search_unions
 from planner.timeline import pick
@@ -67,6 +68,25 @@ def test_search_gives_the_rules_gap(unions, loose, size, align, best):
     expected = reference_pick(ranges, size, align, best)
     got = routes(flats, loose_flat, size, align, best)
     assert got == dict.fromkeys(got, expected)
+
+
+@pytest.mark.parametrize("best", [False, True])
+def test_big_queries_cut_the_longest_unions_first_with_the_same_answer(best):
+    # Past LONGEST_FIRST range ends the cuts go longest union first: the order changes the
+    # cost only. Unions of 20,000 to 60,000 ends, gaps of random widths, many of them wide.
+    rng = np.random.default_rng(7)
+    unions = []
+    for count in (10_000, 30_000, 20_000, 15_000):
+        widths = rng.integers(1, 300, size=2 * count)
+        unions.append(np.cumsum(widths).tolist())
+    assert sum(map(len, unions)) > planner.gapsearch.LONGEST_FIRST
+    loose = [x for s in rng.integers(0, 3_000_000, size=40).tolist() for x in (s, s + 50)]
+    for size in (120, 260, 400):
+        ranges = [(u[k], u[k + 1]) for u in unions for k in range(0, len(u), 2)]
+        ranges += [(loose[k], loose[k + 1]) for k in range(0, len(loose), 2)]
+        expected = reference_pick(ranges, size, 1, best)
+        got = routes(unions, loose, size, 1, best)
+        assert got == dict.fromkeys(got, expected), size
 
 
 @pytest.mark.parametrize("best", [False, True])
