@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from planner.gapsearch import NEVER, gap_search, search
+from planner.gapsearch import NEVER, gap_search, ordered, search
 from planner.jit import compiled, move
 from planner.timeline import FEW, LONG, Timeline
 
@@ -191,8 +191,8 @@ def _pick(taken: np.ndarray, size: int, align: int, best: bool) -> int:
     """`planner.timeline.pick` over flat ranges in any order."""
     if len(taken) == 0:
         return 0
-    starts = np.sort(taken[0::2])
-    ends = np.sort(taken[1::2])
+    starts = ordered(taken[0::2])
+    ends = ordered(taken[1::2])
     chosen, least = -1, NEVER
     if size <= starts[0]:
         if not best:

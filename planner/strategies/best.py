@@ -8,17 +8,23 @@ ChooseBestHeapAlgorithm (run several heaps, keep the smallest).
    reaches LOAD: none can be smaller.
 2. Pack the problem in pieces (`planner.exact.pieces`: blocks live throughout stacked on
    top, the rest cut where no block crosses, each piece by its best greedy order), kept
-   as "pieces". Past `LARGE_BLOCKS` blocks (traces of 10^4 to 10^6 buffers) this comes
-   first, as it is the likeliest to reach LOAD, and a strategy of step 1 starts only when
+   as "pieces". Past `LARGE_BLOCKS` blocks (traces of 10^4 to 10^6 buffers) this and step 3
+   come first, as they are the likeliest to reach LOAD, and a strategy of step 1 starts only when
    the time left covers its passes of the engine, each as long as the longest pass so far.
-3. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
+3. Stack the blocks live at the peak step (`planner.bounds.peak_step`) from offset 0 in
+   order of first use (ties: the longest-lived first), then place the rest largest first
+   in the best-fitting gap, kept as "peak_stack": at LOAD's step nothing can be left
+   between them, and blocks live there in order of arrival leave the bytes above the
+   stack free before it, where the rest goes. On two of three real training and
+   auto-sharding traces it reaches LOAD where every greedy order stays 0.4-1.6% above.
+4. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
    `optimal` on the rest of the budget. Without an explicit time limit it is also bounded
    by a node count, so that the result does not depend on the machine's speed (unless
    the time runs out first); a time limit given lifts the count, as for `optimal`.
-4. Keep the smallest plan that the independent checker accepts (ties: the first tried);
+5. Keep the smallest plan that the independent checker accepts (ties: the first tried);
    `stats["winner"]` names the strategy that made it, `stats["gap_to_load"]` its arena
    over LOAD minus 1.
-5. When no strategy fits the pools' capacities, raise the most telling failure: a proven
+6. When no strategy fits the pools' capacities, raise the most telling failure: a proven
    one first, then the one needing the fewest bytes.
 
 Optimal when the winning plan meets LOAD or `optimal` proved it; otherwise never worse
@@ -30,7 +36,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from planner.bounds import load
+import numpy as np
+
+from planner.bounds import load, peak_step
 from planner.check import check_plan
 from planner.errors import InfeasibleError
 from planner.exact.limits import check_time_limit
@@ -39,6 +47,7 @@ from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register, registered
+from planner.strategies._order import by
 
 DEFAULT_TIME_LIMIT = 5.0
 SMALL_BLOCKS = 500
@@ -76,6 +85,8 @@ def best(problem: Problem, *, time_limit: float | None = None, seed: int = 0, **
     per_run = 0.0  # seconds of one pass of the engine over the problem, the longest seen
     if large and single:
         per_run = _pieces(problem, blocks, deadline - FINISH_SHARE * seconds, tried, plans, failures)
+        if not reached():
+            _peak_stack(problem, blocks, tried, plans, failures)
     for name, strategy in registered().items():
         if strategy.slow or name == "best" or reached():
             continue
@@ -91,6 +102,8 @@ def best(problem: Problem, *, time_limit: float | None = None, seed: int = 0, **
         per_run = max(per_run, (time.perf_counter() - begun) / PASSES.get(name, 1))
     if single and not large and not reached() and time.perf_counter() < deadline:
         _pieces(problem, blocks, deadline, tried, plans, failures)
+    if single and not large and not reached():
+        _peak_stack(problem, blocks, tried, plans, failures)
     small = len(blocks) <= SMALL_BLOCKS
     left = deadline - time.perf_counter()
     if small and left > 0 and not reached():
@@ -144,6 +157,26 @@ def _keep_checked(problem: Problem, result: Plan, tried: dict[str, int | str], p
         tried[result.strategy] = result.arena_bytes
     else:
         tried[result.strategy] = "invalid"
+
+
+def _peak_stack(
+    problem: Problem, blocks: Blocks, tried: dict[str, int | str], plans: list[Plan], failures: list[InfeasibleError]
+) -> None:
+    """Step 3: the blocks live at the peak step first, by first use, then the rest largest first."""
+    started = time.perf_counter()
+    at = peak_step(problem)
+    peak = (blocks.first <= at) & (blocks.last >= at) & (blocks.size > 0)
+    # Peak blocks by (first, -last); the rest by (-size, first); each ties by index.
+    order = by(~peak, np.where(peak, blocks.first, -blocks.size), np.where(peak, -blocks.last, blocks.first))
+    placer = Placer(problem, blocks)
+    placer.place_all(order, rule="best")
+    try:
+        result = placer.plan("peak_stack", started, peak_step=at, peak_blocks=int(peak.sum()))
+    except InfeasibleError as e:
+        failures.append(e)
+        tried["peak_stack"] = "infeasible"
+        return
+    _keep_checked(problem, result, tried, plans)
 
 
 def _pieces(

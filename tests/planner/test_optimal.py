@@ -277,3 +277,19 @@ def test_a_deep_search_puts_the_recursion_limit_back():
     result = solve(problem, time_limit=30.0)
     assert result.arena_bytes <= CAPACITY and result.stats["nodes"] > 0
     assert sys.getrecursionlimit() == before
+
+
+def test_best_stacks_the_blocks_live_at_the_peak_and_reaches_load():
+    # LOAD by hand: live bytes per step are 48, 64, 224, 208, 272, 256, 16, 80, so 272 at step 4.
+    # Stacked at step 4 by first use (b6, b2, b3, b5) from 0 to 272, the rest fits below 224;
+    # every greedy order leaves a hole at step 4 (greedy_by_size: 320).
+    sizes = {"b0": (80, 7, 7), "b1": (96, 2, 2), "b2": (64, 2, 5), "b3": (80, 3, 5)}
+    sizes |= {"b4": (48, 0, 3), "b5": (112, 4, 5), "b6": (16, 1, 4), "b7": (16, 6, 6)}
+    problem = Problem(buffers=tuple(Buffer(n, s, a, b) for n, (s, a, b) in sizes.items()), steps=8)
+    assert load(problem) == 272
+    result = plan(problem, "best")
+    assert check_plan(problem, result).ok
+    assert result.arena_bytes == 272 and result.stats["winner"] == "peak_stack"
+    assert plan(problem, "greedy_by_size").arena_bytes > 272
+    stacked = sorted((result.offset(n), n) for n in ("b6", "b2", "b3", "b5"))
+    assert stacked == [(0, "b6"), (16, "b2"), (80, "b3"), (160, "b5")]
