@@ -11,13 +11,10 @@ ChooseBestHeapAlgorithm (run several heaps, keep the smallest).
    as "pieces". Past `LARGE_BLOCKS` blocks (traces of 10^4 to 10^6 buffers) this and step 3
    come first, as they are the likeliest to reach LOAD, and a strategy of step 1 starts only when
    the time left covers its passes of the engine, each as long as the longest pass so far.
-3. Stack the blocks live at the peak step (`planner.bounds.peak_step`) from offset 0 in
-   order of first use (ties: the longest-lived first), then place the rest largest first
-   in the best-fitting gap, kept as "peak_stack": at LOAD's step nothing can be left
-   between them, and blocks live there in order of arrival leave the bytes above the
-   stack free before it, where the rest goes. On two real auto-sharding traces (28,526
-   and 62,185 buffers) it reaches LOAD, where the best greedy order of the first stays
-   1.6% above; on a language model's training trace it lands 14% above, and loses.
+3. Stack the blocks live at the peak step from offset 0 in order of first use, then place
+   the rest largest first in the best-fitting gap (`heuristics.peak_stack`), kept as
+   "peak_stack": on two real auto-sharding traces (28,526 and 62,185 buffers) it reaches
+   LOAD, where the best greedy order of the first stays 1.6% above.
 4. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
    `optimal` on the rest of the budget. Without an explicit time limit it is also bounded
    by a node count, so that the result does not depend on the machine's speed (unless
@@ -37,9 +34,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
-
-from planner.bounds import load, peak_step
+from planner.bounds import load
 from planner.check import check_plan
 from planner.errors import InfeasibleError
 from planner.exact.limits import check_time_limit
@@ -48,7 +43,7 @@ from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register, registered
-from planner.strategies._order import by
+from planner.strategies.heuristics import peak_stack
 
 DEFAULT_TIME_LIMIT = 5.0
 SMALL_BLOCKS = 500
@@ -163,16 +158,9 @@ def _keep_checked(problem: Problem, result: Plan, tried: dict[str, int | str], p
 def _peak_stack(
     problem: Problem, blocks: Blocks, tried: dict[str, int | str], plans: list[Plan], failures: list[InfeasibleError]
 ) -> None:
-    """Step 3: the blocks live at the peak step first, by first use, then the rest largest first."""
-    started = time.perf_counter()
-    at = peak_step(problem)
-    peak = (blocks.first <= at) & (blocks.last >= at) & (blocks.size > 0)
-    # Peak blocks by (first, -last); the rest by (-size, first); each ties by index.
-    order = by(~peak, np.where(peak, blocks.first, -blocks.size), np.where(peak, -blocks.last, blocks.first))
-    placer = Placer(problem, blocks)
-    placer.place_all(order, rule="best")
+    """Step 3 (`planner.strategies.heuristics.peak_stack`), kept when checked."""
     try:
-        result = placer.plan("peak_stack", started, peak_step=at, peak_blocks=int(peak.sum()))
+        result = peak_stack(problem, blocks)
     except InfeasibleError as e:
         failures.append(e)
         tried["peak_stack"] = "infeasible"
