@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.bounds import load
-from planner.errors import ProblemError
+from planner.errors import InfeasibleError, ProblemError
 from planner.exact import Budget, SearchResult, decide, minimise
 from planner.exact.limits import ExactInfeasibleError, check_time_limit
 from planner.exact.pieces import model_of, pack
@@ -44,7 +44,7 @@ from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
 from planner.strategies._order import by
-from planner.strategies.heuristics import best_heuristic
+from planner.strategies.heuristics import best_heuristic, peak_stack
 
 DEFAULT_TIME_LIMIT = 10.0
 # Without a time limit the effort is counted in search nodes (a second or so), so that the
@@ -133,6 +133,13 @@ def _at_scale(
     """Past the search's reach: the best of the greedy heuristics and of the packing in
     pieces (`planner.exact.pieces`), whose highest pieces the search tightens."""
     deadline = started + seconds
+    # The peak stack first: one pass of the engine, and at LOAD it is proven optimal at once.
+    stacked = _peak_stack_or_none(problem, placer)
+    if stacked is not None and stacked.arena_bytes <= load(problem):
+        placer.place_every(_block_offsets(placer.blocks, stacked))
+        stats = {"status": "optimal", "proven_lower_bound": load(problem), "gap": 0.0, "nodes": 0, "restarts": 0}
+        stats |= {"seconds": round(time.perf_counter() - started, 6), "time_limit": seconds, "seed": seed}
+        return placer.plan("optimal", started, **stats, start="peak_stack", tried={"peak_stack": stacked.arena_bytes})
     found = pack(problem, placer.blocks, deadline, search=True, max_nodes=max_nodes)
     heuristic: Plan | None = None
     tried: dict[str, int | str] = {}
@@ -168,6 +175,14 @@ def _at_scale(
         "pieces_proven": found.proven,
     }
     return placer.plan("optimal", started, **stats)
+
+
+def _peak_stack_or_none(problem: Problem, placer: Placer) -> Plan | None:
+    """`heuristics.peak_stack`, or None past a pool's capacity."""
+    try:
+        return peak_stack(problem, placer.blocks)
+    except InfeasibleError:
+        return None
 
 
 def _gap(arena: int, bound: int) -> float:

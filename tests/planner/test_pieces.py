@@ -163,3 +163,13 @@ def test_a_greedy_plan_taken_over_the_search_is_labelled_by_its_own_gap():
         greedy = [plan(problem, name).arena_bytes for name in HEURISTICS] + [peak_stack(problem).arena_bytes]
         assert result.arena_bytes == min(greedy)
         assert (result.arena_bytes == load(problem)) == (status == "optimal")
+
+
+def test_optimal_at_scale_takes_the_peak_stack_when_it_reaches_load():
+    # Past the search's reach the peak stack comes first: at LOAD it is proven optimal at once.
+    problem = network_like(10_000, seed=0)
+    stacked = peak_stack(problem)
+    assert stacked.arena_bytes == load(problem)  # the bound is met, so the answer is proven
+    result = plan(problem, "optimal", time_limit=30.0)
+    assert check_plan(problem, result).ok and result.arena_bytes == load(problem)
+    assert result.stats["start"] == "peak_stack" and result.stats["status"] == "optimal" and result.stats["gap"] == 0.0
