@@ -9,7 +9,7 @@ arena over its proven lower bound, minus 1; 0 is proven optimal).
 
 Not run in CI. Writes the "planner-quality" section of docs/BENCHMARKS.md and prints it:
 
-    python bench/quality_bench.py [--sizes 10000,100000] [--time-limit 10] [--traces ../shared/bench]
+    python bench/quality_bench.py [--sizes 10000,100000] [--time-limit 10] [--traces DIR ...]
 """
 
 from __future__ import annotations
@@ -38,7 +38,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--time-limit", type=float, default=10.0)
-    parser.add_argument("--traces", type=Path, default=ROOT.parent / "shared" / "bench")
+    parser.add_argument(
+        "--traces",
+        type=Path,
+        action="append",
+        help="a folder of MiniMalloc CSV traces (repeatable; default: the shared benchmark folder), e.g. "
+        "one holding idealloc's real traces (benchmarks/somas_tensors/pangu_2.6B.csv, benchmarks/iopddl/S_1.csv "
+        "and Y_1.csv of github.com/cappadokes/idealloc)",
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     parser.add_argument("--worker", nargs=3, metavar=("PROBLEM", "STRATEGY", "SECONDS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -47,8 +54,10 @@ def main() -> None:
         print(json.dumps(measure(problem, strategy, float(seconds))))
         return
     problems = [f"{g}:{int(s)}" for g in GENERATORS for s in args.sizes.split(",")]
-    if args.traces.is_dir():
-        problems += [str(p) for p in sorted(args.traces.glob("*.csv"))]
+    for folder in args.traces or [ROOT.parent / "shared" / "bench"]:
+        if not folder.is_dir():
+            parser.error(f"--traces: {folder} is not a folder (a folder of .csv traces is accepted)")
+        problems += [str(p) for p in sorted(folder.glob("*.csv"))]
     rows = []
     for problem in problems:
         row = {"problem": problem, "runs": {}}
@@ -56,7 +65,7 @@ def main() -> None:
             row["runs"][strategy] = run_worker(problem, strategy, args.time_limit)
         rows.append(row)
         print(json.dumps(row), flush=True)
-    text = markdown(rows, args.time_limit)
+    text = markdown(rows, args.time_limit, [f.name for f in args.traces or []])
     replace_section(args.output, SECTION, text)
     print(text)
 
@@ -108,7 +117,12 @@ def _label(problem: str) -> str:
     return Path(problem).name
 
 
-def markdown(rows: list[dict], seconds: float) -> str:
+def markdown(rows: list[dict], seconds: float, folders: list[str] | None = None) -> str:
+    traces = (
+        f" Traces: the CSV files of the `--traces` folders {', '.join(f'`{name}`' for name in folders)}."
+        if folders
+        else " Traces: the CSV files of the shared benchmark folder."
+    )
     lines = [
         "## Planner quality at scale: `best` and `optimal` against LOAD",
         "",
@@ -119,7 +133,7 @@ def markdown(rows: list[dict], seconds: float) -> str:
         "JSON: arena over its proven lower bound, minus 1; 0 means proven optimal) and its status. "
         f"Bold: within {GOAL}x of LOAD. Every plan was checked by `planner.check_plan` (an invalid one "
         "would show as INVALID). Machine load: the 1-minute load average as each run began (best, "
-        "optimal); the machine may be shared.",
+        "optimal); the machine may be shared." + traces,
         "",
         "| problem | buffers | LOAD (bytes) | best | best's winner | optimal | optimal's proven gap | machine load |",
         "|---|---:|---:|---:|---|---:|---|---|",
