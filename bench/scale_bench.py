@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -69,7 +70,18 @@ def main() -> None:
         "--chart-only", action="store_true", help=f"redraw the chart and the section from {RESULTS}, planning nothing"
     )
     parser.add_argument("--worker", nargs=3, metavar=("GENERATOR", "SIZE", "STRATEGIES"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--routes",
+        nargs=3,
+        metavar=("GENERATOR", "SIZE", "STRATEGIES"),
+        help="in one process, each strategy through the engine's Python loop, then its compiled loop: CPU seconds and "
+        "the digest of every offset of each (the two must plan alike)",
+    )
     args = parser.parse_args()
+    if args.routes:
+        generator, size, names = args.routes
+        compare_routes(generator, int(size), [n for n in names.split(",") if n])
+        return
     if args.worker:
         generator, size, names = args.worker
         print(json.dumps(measure(generator, int(size), [n for n in names.split(",") if n])))
@@ -176,6 +188,32 @@ def run_worker(generator: str, size: int, names: list[str]) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def compare_routes(generator: str, size: int, names: list[str]) -> None:
+    """The engine's Python loop against its compiled one (`planner.timeline_jit`), side by side."""
+    import planner
+    import planner.timeline_jit
+    from planner import generate
+
+    problem = getattr(generate, generator)(size)
+    for name in names:
+        found = {}
+        for compiled in (False, True):
+            planner.timeline_jit.USE = compiled
+            gc.collect()
+            cpu = time.process_time()
+            plan = planner.plan(problem, name)
+            found[compiled] = (time.process_time() - cpu, _digest(plan))
+        (python_s, python_digest), (compiled_s, compiled_digest) = found[False], found[True]
+        same = "same plan" if python_digest == compiled_digest else "DIFFERENT PLANS"
+        print(f"{generator}({size:,}) {name}: Python loop {python_s:.2f} s, compiled {compiled_s:.2f} s CPU; {same}")
+
+
+def _digest(plan: Any) -> str:
+    """Every offset, so that two versions or routes of the engine can be shown to plan alike."""
+    where = sorted((key, p.pool, p.offset) for key, p in plan.offsets.items())
+    return hashlib.sha256(repr(where).encode()).hexdigest()[:16]
+
+
 def measure(generator: str, size: int, names: list[str]) -> dict:
     """In a fresh process: generate, then plan and check with each strategy."""
     import planner
@@ -190,9 +228,7 @@ def measure(generator: str, size: int, names: list[str]) -> dict:
         started, cpu = time.perf_counter(), time.process_time()
         plan = planner.plan(problem, name)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-        # Every offset, so that two versions of the engine can be shown to plan alike.
-        where = sorted((key, p.pool, p.offset) for key, p in plan.offsets.items())
-        digest = hashlib.sha256(repr(where).encode()).hexdigest()[:16]
+        digest = _digest(plan)
         started = time.perf_counter()
         verdict = planner.check_plan(problem, plan)
         found["runs"][name] = {

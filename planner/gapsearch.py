@@ -19,8 +19,7 @@ shortest union are few. So, in one compiled call:
    only sets the cost, which grows with the pieces each cut meets. The loose ranges (the
    short blocks live with the block) come first, and in queries past `LONGEST_FIRST` range
    ends the longest unions: there they are long-lived blocks packed with narrow gaps, which
-   leave few pieces. On queries sampled from training_like(10^6) (greedy_by_size and
-   best_fit) the cuts took 0.62-0.69x the time of the order they are read in.
+   leave few pieces (on training_like(10^6), greedy_by_size's and best_fit's heaviest queries).
 4. Apply `pick`'s rule to them: the lowest that fits (``align_up(low) + size <= high``),
    or with `best` the shortest (``high - low``), the lowest on ties; above everything (the
    highest range end, aligned up) when none fits.
@@ -91,8 +90,8 @@ def _cut(
 
 def ordered(values: np.ndarray) -> np.ndarray:
     """`values` sorted, by a merge sort: the ranges gathered for a query come as sorted runs
-    (unions, blocks placed in order), on which numba's quicksort degrades (8,000 nearly
-    sorted range ends of a real trace: 1.4 ms, against 0.1 ms merged)."""
+    (unions, blocks placed in order), on which numba's quicksort degrades badly (on the
+    auto-sharding trace Y_1 it made the compiled loop slower than the Python one)."""
     return values[np.argsort(values, kind="mergesort")]
 
 

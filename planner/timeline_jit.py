@@ -227,10 +227,10 @@ def place_run(
     open_queries: int,
     best: bool,
     limit: int,
-) -> tuple[np.ndarray, int, int]:
+) -> tuple[np.ndarray, int]:
     """Place `blocks` in order (`sizes`, `aligns` in that order; `lo_of`, `hi_of` by block)
     into an empty pool, as `Occupancy.place_run`; `wants` is changed. Stops after the
-    block that takes the top past `limit`. Returns the offsets, how many were placed, the top."""
+    block that takes the top past `limit`. Returns the offsets of the blocks placed and the top."""
     n = len(blocks)
     slots = 2 * leaves
     start = np.zeros((4, slots), dtype=np.int64)
@@ -358,7 +358,7 @@ def place_run(
             top = end
             if top > limit:
                 break
-    return offsets[:placed], placed, top
+    return offsets[:placed], top
 
 
 def _subs(
@@ -398,7 +398,7 @@ def _subs(
 
 
 _gap_search = gap_search
-_run: Callable[..., tuple[np.ndarray, int, int]] | None = None
+_run: Callable[..., tuple[np.ndarray, int]] | None = None
 if search is not None:
     _gap_search = search
     _reserve = compiled(_reserve)  # type: ignore[assignment]
@@ -426,7 +426,7 @@ def run(
     than `FROM_BLOCKS` blocks."""
     if _run is None or not USE or len(order) < FROM_BLOCKS:
         return None
-    offsets, _, top = _run(
+    offsets, top = _run(
         order.astype(np.int64),
         sizes.astype(np.int64),
         aligns.astype(np.int64),

@@ -47,9 +47,7 @@ from planner.registry import register, registered
 from planner.strategies.heuristics import peak_stack
 
 DEFAULT_TIME_LIMIT = 5.0
-SMALL_BLOCKS = (
-    3000  # optimal on the rest of the budget up to this many blocks (at 1,042, SOMAS ResNet-50: 1.0022 -> 1.0000)
-)
+SMALL_BLOCKS = 3000  # optimal on the rest of the budget up to this many blocks (SOMAS ResNet-50, 1,042)
 LARGE_BLOCKS = 3000  # past this many blocks, the packing in pieces first and the rest while time is left
 # Passes of the engine over the whole problem a strategy makes (1 unless listed), to judge
 # past `LARGE_BLOCKS` whether it can end within the time left.
