@@ -8,11 +8,15 @@ change over its span (its profile).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from planner.aliases import Piece, groups, profile
 from planner.problem import Problem
+
+if TYPE_CHECKING:
+    from planner.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,10 @@ class Blocks:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def offsets_in(self, plan: Plan) -> np.ndarray:
+        """Each block's offset (its root buffer's) in a plan of the same problem."""
+        return np.fromiter((plan.offsets[i].offset for i in self.ids), dtype=np.int64, count=len(self))
 
     def members_of(self, block: int) -> list[tuple[int, int]]:
         """(buffer index, byte offset within the block) of the block's members."""

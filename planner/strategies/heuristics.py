@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from planner.blocks import Blocks
-from planner.bounds import peak_step
+from planner.bounds import load, peak_step
 from planner.errors import InfeasibleError
 from planner.placement import Placer
 from planner.plan import Plan
@@ -69,3 +69,55 @@ def peak_stack(problem: Problem, blocks: Blocks | None = None) -> Plan:
     # Peak blocks by (first, -last), then the rest by (-size, first); each ties by index.
     placer.place_all(by(~peak, np.where(peak, b.first, -b.size), np.where(peak, -b.last, b.first)), rule="best")
     return placer.plan("peak_stack", started, peak_step=at, peak_blocks=int(peak.sum()))
+
+
+# Orders of the blocks not live at the peak step that `peak_repack` tries, each with its rule.
+REPACK_ORDERS = (("first_use", "best"), ("largest", "first"), ("first_use", "first"), ("largest", "best"))
+
+
+def peak_repack(
+    problem: Problem,
+    offsets: np.ndarray,
+    blocks: Blocks | None = None,
+    deadline: float | None = None,
+    *,
+    start: str = "",
+) -> Plan | None:
+    """Repack a single-pool placement of `problem` (`offsets`, by block; made by `start`)
+    around its peak step: the blocks live at the peak step (`planner.bounds.peak_step`)
+    closed up from offset 0 in the order of their offsets, then the others placed around
+    them in each of `REPACK_ORDERS` in turn; the smallest placement, or None when none
+    fits the capacity (or the problem has several pools). With a deadline (a
+    `time.perf_counter` value) an order starts only before it, the first one always.
+
+    A large-neighbourhood move: where a plan leaves a hole between the blocks live at the
+    peak, closing it keeps the order that let the others fit, and placing the others again
+    finds them room at the steps where there is slack. memplan's own; not optimal. On a
+    language model's training trace (18,692 buffers) greedy_by_size's plan, 0.76% above
+    LOAD with one 40 MiB hole at the peak, repacks to LOAD."""
+    if len(problem.pools) != 1:
+        return None
+    started = time.perf_counter()
+    placer = Placer(problem, blocks)
+    b = placer.blocks
+    floor = load(problem)
+    at = peak_step(problem)
+    peak = (b.first <= at) & (b.last >= at) & (b.size > 0)
+    # Each peak block is live with every other one: in any order they stack with no gap.
+    keys = {"first_use": (b.first, -b.size), "largest": (-b.size, b.first)}
+    kept: tuple[int, str, str, tuple[np.ndarray, np.ndarray, list[int]]] | None = None
+    for tried, (name, rule) in enumerate(REPACK_ORDERS):
+        if (kept is not None and kept[0] <= floor) or (
+            tried and deadline is not None and time.perf_counter() > deadline
+        ):
+            break
+        first, second = keys[name]
+        placer.reset()
+        placer.place_all(by(~peak, np.where(peak, offsets, first), np.where(peak, b.first, second)), rule=rule)
+        if placer.feasible and (kept is None or placer.arena_bytes < kept[0]):
+            kept = (placer.arena_bytes, name, rule, placer.snapshot())
+    if kept is None:
+        return None
+    placer.restore(kept[3])
+    stats = {"start": start, "peak_step": at, "peak_blocks": int(peak.sum()), "order": kept[1], "rule": kept[2]}
+    return placer.plan("peak_repack", started, **stats)

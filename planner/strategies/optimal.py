@@ -13,7 +13,8 @@
    pack it in pieces (`planner.exact.pieces`: blocks live throughout stacked on top, the
    rest cut where no block crosses, each piece by its best greedy order, the highest
    small pieces tightened by the search), and run the greedy heuristics while time is
-   left (the fastest, first_fit, always); keep the smallest.
+   left (the fastest, first_fit, always); keep the smallest, and repack it around its
+   peak step (`heuristics.peak_repack`) when it is above the bound.
 5. Several pools: the greedy plan decides which pool each block goes to, then each pool
    is minimised on its own within its capacity (optimal per pool, not across pools).
 6. One pool: never return more than the smallest plan of the greedy heuristics run
@@ -44,7 +45,7 @@ from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
 from planner.strategies._order import by
-from planner.strategies.heuristics import best_heuristic, peak_stack
+from planner.strategies.heuristics import best_heuristic, peak_repack, peak_stack
 
 DEFAULT_TIME_LIMIT = 10.0
 # Without a time limit the effort is counted in search nodes (a second or so), so that the
@@ -121,7 +122,7 @@ def optimal(
     if heuristic is not None and heuristic.arena_bytes < placer.arena_bytes:
         # The search ran out of budget above a greedy plan: that plan is the better answer.
         placer = Placer(problem, blocks)
-        placer.place_every(_block_offsets(blocks, heuristic))
+        placer.place_every(blocks.offsets_in(heuristic))
         stats.update(status="optimal" if heuristic.arena_bytes <= bound else "feasible", start=heuristic.strategy)
     stats["gap"] = _gap(placer.arena_bytes, bound)
     return placer.plan("optimal", started, **stats)
@@ -136,7 +137,7 @@ def _at_scale(
     # The peak stack first: one pass of the engine, and at LOAD it is proven optimal at once.
     stacked = _peak_stack_or_none(problem, placer)
     if stacked is not None and stacked.arena_bytes <= load(problem):
-        placer.place_every(_block_offsets(placer.blocks, stacked))
+        placer.place_every(placer.blocks.offsets_in(stacked))
         stats = {"status": "optimal", "proven_lower_bound": load(problem), "gap": 0.0, "nodes": 0, "restarts": 0}
         stats |= {"seconds": round(time.perf_counter() - started, 6), "time_limit": seconds, "seed": seed}
         return placer.plan("optimal", started, **stats, start="peak_stack", tried={"peak_stack": stacked.arena_bytes})
@@ -147,10 +148,19 @@ def _at_scale(
         heuristic, tried = best_heuristic(problem, deadline, floor=found.bound)
     start = "pieces"
     if heuristic is not None and heuristic.arena_bytes < found.arena:
-        placer.place_every(_block_offsets(placer.blocks, heuristic))
+        placer.place_every(placer.blocks.offsets_in(heuristic))
         start = heuristic.strategy
     else:
         placer.place_every(found.offsets)
+    if placer.arena_bytes > found.bound:
+        # Closing up the holes at the peak of the best plan so far (always, however late:
+        # a few passes of the engine, and the one move that reaches LOAD on some traces).
+        repacked = peak_repack(problem, placer.offset, placer.blocks, deadline, start=start)
+        if repacked is not None:
+            tried["peak_repack"] = repacked.arena_bytes
+            if repacked.arena_bytes < placer.arena_bytes:
+                placer.place_every(placer.blocks.offsets_in(repacked))
+                start = "peak_repack"
     arena = placer.arena_bytes
     bound = found.bound
     pool = problem.pools[0]
@@ -188,11 +198,6 @@ def _peak_stack_or_none(problem: Problem, placer: Placer) -> Plan | None:
 def _gap(arena: int, bound: int) -> float:
     """How far above the proven lower bound the plan may be (0.0: proven optimal)."""
     return round(arena / bound - 1, 6) if bound else 0.0
-
-
-def _block_offsets(blocks: Blocks, plan: Plan) -> np.ndarray:
-    """The offset of every block (its root buffer's) in a single-pool plan."""
-    return np.fromiter((plan.offsets[i].offset for i in blocks.ids), dtype=np.int64, count=len(blocks))
 
 
 def _refuse_below_load(problem: Problem) -> None:
