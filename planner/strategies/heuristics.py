@@ -88,7 +88,8 @@ def peak_repack(
     closed up from offset 0 in the order of their offsets, then the others placed around
     them in each of `REPACK_ORDERS` in turn; the smallest placement, or None when none
     fits the capacity (or the problem has several pools). With a deadline (a
-    `time.perf_counter` value) an order starts only before it, the first one always.
+    `time.perf_counter` value) an order starts only when the time left covers the longest
+    pass so far, the first one always.
 
     A large-neighbourhood move: where a plan leaves a hole between the blocks live at the
     peak, closing it keeps the order that let the others fit, and placing the others again
@@ -106,16 +107,19 @@ def peak_repack(
     # Each peak block is live with every other one: in any order they stack with no gap.
     keys = {"first_use": (b.first, -b.size), "largest": (-b.size, b.first)}
     kept: tuple[int, str, str, tuple[np.ndarray, np.ndarray, list[int]]] | None = None
+    longest = 0.0
     for tried, (name, rule) in enumerate(REPACK_ORDERS):
         if (kept is not None and kept[0] <= floor) or (
-            tried and deadline is not None and time.perf_counter() > deadline
+            tried and deadline is not None and deadline - time.perf_counter() < longest
         ):
             break
+        begun = time.perf_counter()
         first, second = keys[name]
         placer.reset()
         placer.place_all(by(~peak, np.where(peak, offsets, first), np.where(peak, b.first, second)), rule=rule)
         if placer.feasible and (kept is None or placer.arena_bytes < kept[0]):
             kept = (placer.arena_bytes, name, rule, placer.snapshot())
+        longest = max(longest, time.perf_counter() - begun)
     if kept is None:
         return None
     placer.restore(kept[3])

@@ -135,7 +135,9 @@ def _at_scale(
     pieces (`planner.exact.pieces`), whose highest pieces the search tightens."""
     deadline = started + seconds
     # The peak stack first: one pass of the engine, and at LOAD it is proven optimal at once.
+    begun = time.perf_counter()
     stacked = _peak_stack_or_none(problem, placer)
+    per_run = time.perf_counter() - begun
     if stacked is not None and stacked.arena_bytes <= load(problem):
         placer.place_every(placer.blocks.offsets_in(stacked))
         stats = {"status": "optimal", "proven_lower_bound": load(problem), "gap": 0.0, "nodes": 0, "restarts": 0}
@@ -145,16 +147,17 @@ def _at_scale(
     heuristic: Plan | None = None
     tried: dict[str, int | str] = {}
     if found.arena > found.bound:
-        heuristic, tried = best_heuristic(problem, deadline, floor=found.bound)
+        # A pass of the engine is kept back for the repack below, so that it ends in time.
+        heuristic, tried = best_heuristic(problem, deadline - per_run, floor=found.bound)
     start = "pieces"
     if heuristic is not None and heuristic.arena_bytes < found.arena:
         placer.place_every(placer.blocks.offsets_in(heuristic))
         start = heuristic.strategy
     else:
         placer.place_every(found.offsets)
-    if placer.arena_bytes > found.bound:
-        # Closing up the holes at the peak of the best plan so far (always, however late:
-        # a few passes of the engine, and the one move that reaches LOAD on some traces).
+    if placer.arena_bytes > found.bound and deadline - time.perf_counter() >= per_run:
+        # Closing up the holes at the peak of the best plan so far: a few passes of the
+        # engine, and the one move that reaches LOAD on some traces.
         repacked = peak_repack(problem, placer.offset, placer.blocks, deadline, start=start)
         if repacked is not None:
             tried["peak_repack"] = repacked.arena_bytes
