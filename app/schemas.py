@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from planner import names as strategy_names
 from runtime import MemoryOptions
@@ -12,17 +13,35 @@ from runtime import MemoryOptions
 DEFAULT_MEMORY = MemoryOptions()
 
 
-class MemoryRequest(BaseModel):
+class StepMemoryRequest(BaseModel):
+    """The memory options of every request that plans or runs a step of a model, a training step
+    included, with the defaults of `runtime.MemoryOptions`: how the arena is aligned and what
+    the kernels put in it (the CLI's --alignment, --workspace and --prepared-weights)."""
+
+    model_config = ConfigDict(extra="forbid")
+    alignment: int = Field(default=DEFAULT_MEMORY.alignment, ge=1, le=1 << 20, description="offset alignment in bytes")
+    workspace: bool = Field(default=DEFAULT_MEMORY.workspace, description="plan kernel scratch in the arena")
+    prepared_weights: bool = Field(
+        default=DEFAULT_MEMORY.prepared_weights,
+        description=(
+            "kernels keep transformed copies of constant weights beside the arena (Winograd's, RNNs' panels) "
+            "and may transform weights per call in their scratch; false: weights read as stored, fewer "
+            "parameter bytes, slower"
+        ),
+    )
+
+    def memory(self) -> MemoryOptions:
+        return MemoryOptions(**self.model_dump(include=set(MemoryOptions.__dataclass_fields__)))
+
+
+class MemoryRequest(StepMemoryRequest):
     """How a model's memory is laid out: every request that plans or runs a model takes these
     fields, with the defaults of `runtime.MemoryOptions` (the CLI's --io, --workspace,
     --alignment, --inplace, --concat-inplace, --fuse and --prepared-weights)."""
 
-    model_config = ConfigDict(extra="forbid")
-    alignment: int = Field(default=DEFAULT_MEMORY.alignment, ge=1, le=1 << 20, description="offset alignment in bytes")
     io: Literal["arena", "external"] = Field(
         default=DEFAULT_MEMORY.io, description="inputs/outputs planned in the arena, or held by the caller"
     )
-    workspace: bool = Field(default=DEFAULT_MEMORY.workspace, description="plan kernel scratch in the arena")
     inplace: bool = Field(
         default=DEFAULT_MEMORY.inplace,
         description="ops write over an input that dies there (elementwise, LRN, pooling, depthwise Conv)",
@@ -37,17 +56,35 @@ class MemoryRequest(BaseModel):
             "a Conv with its activation, a squeeze-and-excitation block"
         ),
     )
-    prepared_weights: bool = Field(
-        default=DEFAULT_MEMORY.prepared_weights,
-        description=(
-            "kernels keep transformed copies of constant weights beside the arena (Winograd's, RNNs' panels) "
-            "and may transform weights per call in their scratch; false: weights read as stored, fewer "
-            "parameter bytes, slower"
-        ),
-    )
 
-    def memory(self) -> MemoryOptions:
-        return MemoryOptions(**self.model_dump(include=set(MemoryOptions.__dataclass_fields__)))
+
+# The memory options of a model's run that a training step does not take, and why (runtime.training_problem).
+NOT_FOR_TRAINING = {
+    "io": "its data, parameters and optimizer state always live in the arena",
+    "inplace": "it always writes in place where it can, and its updates over what they replace",
+    "concat_inplace": "the producers of its Concats always write straight into their slices",
+    "fuse": "it differentiates the model's operators as stored, unfused",
+}
+
+
+class TrainingMemoryRequest(StepMemoryRequest):
+    """The memory options a training step takes: those of `StepMemoryRequest`. The other fields of
+    a run's body (`NOT_FOR_TRAINING`) are refused, naming the field and what is accepted."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _training_only(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name, why in NOT_FOR_TRAINING.items():
+                if name in data:
+                    accepted = ", ".join(StepMemoryRequest.model_fields)
+                    raise PydanticCustomError(
+                        "not_for_training",
+                        "{name}: a training step does not take this memory option ({why}); "
+                        "its memory options are {accepted}",
+                        {"name": name, "why": why, "accepted": accepted},
+                    )
+        return data
 
 
 class InputShapes(BaseModel):
@@ -269,16 +306,14 @@ class PipelineRunRequest(BaseModel):
     )
 
 
-class TrainingPlanRequest(InputShapes):
+class TrainingPlanRequest(TrainingMemoryRequest, InputShapes):
     """A training step (forward, loss, backward, update) of a stored model, planned by category and unified."""
 
-    model_config = ConfigDict(extra="forbid")
     trainable: list[str] | None = Field(default=None, description="initializers to train; default every float one")
     loss: Literal["cross_entropy", "mse"] = "cross_entropy"
     optimizer: Literal["sgd", "adam", "none"] = "sgd"
     dims: dict[str, int] = Field(default_factory=dict)
     strategy: str = "greedy_by_size"
-    alignment: int = Field(default=DEFAULT_MEMORY.alignment, ge=1, le=1 << 20)
     recompute: bool = Field(default=True, description="batch norm's backward recomputes its Conv input")
 
     @field_validator("strategy")
@@ -287,10 +322,9 @@ class TrainingPlanRequest(InputShapes):
         return RunRequest._known(value)
 
 
-class TrainingDemoRequest(BaseModel):
+class TrainingDemoRequest(TrainingMemoryRequest):
     """Train the demo MLP or small CNN on 8x8 digits inside one arena, as a job streaming the loss."""
 
-    model_config = ConfigDict(extra="forbid")
     model: Literal["mlp", "cnn"] = "mlp"
     steps: int = Field(default=200, ge=1, le=5000)
     batch: int = Field(default=32, ge=1, le=512)

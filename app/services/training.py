@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import runtime
 from app.errors import AppError
 from app.jobs import Job, JobContext, JobFailed, JobService
-from app.schemas import TrainingDemoRequest, TrainingPlanRequest
+from app.schemas import TrainingDemoRequest, TrainingMemoryRequest, TrainingPlanRequest
 from app.services import graphs, library
 from app.services.library import check_dims
 from app.services.planning import plan_and_store
@@ -59,26 +59,35 @@ def plan_training(storage: Storage, jobs: JobService, record: ModelRecord, body:
             shapes=body.shapes,
             recompute=body.recompute,
         )
-        problem = training_problem(step, runtime.MemoryOptions(alignment=body.alignment))
+        problem = training_problem(step, body.memory())
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be trained: {e}", title="Cannot train") from None
     plans = plan_categories(problem, body.strategy)
-    stored = _store(storage, jobs, problem, body.strategy, f"{record.name} · training step", step.graph)
+    name = f"{record.name} · training step"
+    stored = _store(storage, jobs, problem, body.strategy, name, step.graph, body)
     options = body.model_dump()
     return {"model_id": record.id, "options": options, **breakdown(plans), **stored}
 
 
 def _store(
-    storage: Storage, jobs: JobService | None, problem: Problem, strategy: str, name: str, graph: Any
+    storage: Storage,
+    jobs: JobService | None,
+    problem: Problem,
+    strategy: str,
+    name: str,
+    graph: Any,
+    memory: TrainingMemoryRequest,
 ) -> dict[str, Any]:
+    """Store the problem and its plan; the stored options say it is a training step's, and its memory options."""
     problem = problem.replace(name=name)
+    applied = memory.model_dump(include=set(TrainingMemoryRequest.model_fields))
     made = plan_and_store(
         storage,
         jobs,
         problem,
         [strategy],
         strategy_options={"seed": 0},
-        request_options={"training": True, "strategies": [strategy]},
+        request_options={"training": True, "strategies": [strategy], **applied},
         tensors=graphs.tensor_facts(graph, problem),
     )
     plan_id = made["plans"][0]["id"]
@@ -153,6 +162,7 @@ def demo_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
             on_plans=follower.on_plans,
             on_node=follower.on_node,
             canary=body.canary,
+            options=body.memory(),
         )
     except runtime.CanaryError as e:
         follower.flush()  # the page's cursor ends on the step that corrupted
@@ -191,7 +201,7 @@ class DemoFollower:
 
     def on_plans(self, plans: CategoryPlans) -> None:
         name = f"{self.body.model} demo · training step"
-        self.stored = _store(self.job.storage, None, plans.problem, self.body.strategy, name, None)  # fast: inline
+        self.stored = _store(self.job.storage, None, plans.problem, self.body.strategy, name, None, self.body)  # inline
         self.every_node = max(1, -(-self.body.steps * plans.problem.steps // MAX_NODE_EVENTS))
         self.job.report(0.0, "planned: training", plan_id=self.stored["plan_id"], problem_id=self.stored["problem_id"])
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from runtime.errors import ModelError
+from runtime.options import MemoryOptions
 from runtime.training import data, models
 from runtime.training.build import build_training_step
 from runtime.training.plans import CategoryPlans, plan_categories, training_problem
@@ -59,12 +60,14 @@ def train_demo(
     on_plans: Callable[[CategoryPlans], None] | None = None,
     on_node: Callable[[NodeEvent], None] | None = None,
     canary: bool = False,
+    options: MemoryOptions | None = None,
 ) -> DemoResult:
     """Train `model` ("mlp" or "cnn") for `steps` steps of `batch` digits; the step runs in its unified arena.
 
     Hooks: `on_plans` once the plans are made (before any step runs), `on_step(i, loss)` after
     each training step, `on_node` after each node of every step. `canary` checks every node of
-    every step (`runtime.CanaryError` on a write over a live tensor)."""
+    every step (`runtime.CanaryError` on a write over a live tensor). Of `options` a training step
+    takes ``alignment``, ``workspace`` and ``prepared_weights`` (`training_problem`)."""
     if model not in DEMO_MODELS:
         raise ModelError(f"model={model!r}: the demo trains one of {DEMO_MODELS}")
     if steps < 1 or batch < 1:
@@ -77,10 +80,10 @@ def train_demo(
         proto = models.small_cnn(batch=batch, size=8, channels=(8, 16), classes=10, seed=seed)
     hyper = {"lr": lr if lr is not None else (0.01 if optimizer == "adam" else 0.05)}
     step = build_training_step(proto, optimizer=optimizer, hyper=hyper)
-    plans = plan_categories(training_problem(step), strategy)
+    plans = plan_categories(training_problem(step, options), strategy)
     if on_plans is not None:
         on_plans(plans)
-    session = TrainingSession(step, plans.unified, canary=canary).prepare()
+    session = TrainingSession(step, plans.unified, options, canary=canary).prepare()
     result = DemoResult(model, source, plans=plans)
     feed = data.batches(images, labels, batch, seed)
     nodes = step.graph.nodes

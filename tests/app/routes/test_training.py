@@ -11,6 +11,7 @@ import json
 import pytest
 
 from planner import Plan, Problem, check_plan
+from runtime import MemoryOptions
 from runtime.training import CATEGORIES, build_training_step, plan_categories, training_problem
 from runtime.training import models as training_models
 
@@ -56,6 +57,82 @@ def test_training_plan_errors_say_what_is_accepted(client, cnn):
     r = client.post(f"/api/v1/models/{model_id}/training-plans", json={"dims": {"batch": 2}})
     assert r.status_code == 422 and "no symbolic dim 'batch'" in r.json()["detail"]
     assert client.post("/api/v1/models/missing/training-plans", json={}).status_code == 404
+
+
+def _winograd_convs(client):
+    """A stored model whose 3x3 convolutions Winograd takes, and its ONNX."""
+    from tests.memory_models import winograd_convs
+
+    model, _ = winograd_convs(channels=32, size=16)
+    r = client.post("/api/v1/models", files={"file": ("convs.onnx", model.SerializeToString())})
+    assert r.status_code == 201, r.text
+    return r.json()["id"], model
+
+
+def test_training_plan_takes_the_memory_options_of_a_training_step(client):
+    """Oracle: the capacities `plan_categories` gives for the same step and options, called directly."""
+    from runtime.kernels import jit_winograd
+
+    model_id, proto = _winograd_convs(client)
+    step = build_training_step(proto, loss="mse", optimizer="sgd")
+    outs = {}
+    for key, options in (
+        ("default", {}),
+        ("prepared_off", {"prepared_weights": False}),
+        ("no_workspace", {"workspace": False}),
+        ("aligned", {"alignment": 256}),
+    ):
+        r = client.post(f"/api/v1/models/{model_id}/training-plans", json={"loss": "mse", **options})
+        assert r.status_code == 201, r.text
+        out = outs[key] = r.json()
+        direct = plan_categories(training_problem(step, MemoryOptions(**options)), "greedy_by_size")
+        assert out["capacities"] == direct.capacities and out["unified_bytes"] == direct.unified.arena_bytes, key
+        assert {k: out["options"][k] for k in options} == options
+        stored = client.get(f"/api/v1/problems/{out['problem_id']}").json()
+        assert stored["options"]["training"] is True
+        assert {k: stored["options"][k] for k in options} == options
+        assert stored["problem"]["alignment"] == options.get("alignment", MemoryOptions().alignment)
+    disposable = {key: out["capacities"]["disposable"] for key, out in outs.items()}
+    assert disposable["no_workspace"] == 0 < disposable["default"]
+    if jit_winograd.inputs is not None:  # Winograd's per-call weight transform is planned only where its loops run
+        assert disposable["prepared_off"] < disposable["default"]
+
+
+@pytest.mark.parametrize("field", ["io", "inplace", "concat_inplace", "fuse"])
+def test_training_bodies_refuse_memory_options_a_training_step_does_not_take(client, cnn, field):
+    model_id, _ = cnn
+    value = "arena" if field == "io" else True
+    for url in (f"/api/v1/models/{model_id}/training-plans", "/api/v1/training/demo"):
+        r = client.post(url, json={field: value})
+        assert r.status_code == 422 and r.headers["content-type"].startswith(PROBLEM_JSON), r.text
+        detail = r.json()["detail"]
+        assert detail.startswith(f"request: {field}: a training step does not take this memory option"), detail
+        assert "its memory options are alignment, workspace, prepared_weights" in detail
+    r = client.post(f"/api/v1/models/{model_id}/training-plans", json={"prepared_weights": "sometimes"})
+    assert r.status_code == 422 and "prepared_weights" in r.json()["detail"]
+    r = client.post("/api/v1/training/demo", json={"alignment": 0})
+    assert r.status_code == 422 and "alignment" in r.json()["detail"]
+
+
+def test_training_demo_runs_with_the_memory_options_it_was_given(client):
+    options = {"alignment": 256, "workspace": False, "prepared_weights": False}
+    r = client.post("/api/v1/training/demo", json={"model": "cnn", "steps": 2, "batch": 8, **options})
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    assert client.app.state.jobs.wait(job_id, 120)
+    job = client.get(f"/api/v1/jobs/{job_id}").json()
+    assert job["state"] == "done", job.get("error")
+    result = job["result"]
+    assert {k: result["demo"][k] for k in options} == options
+    # The first loss in the arena still matches onnx.reference's: the options change the memory, not the maths.
+    assert abs(result["first_loss"] - result["verdict"]["reference_loss"]) <= 1e-4 * max(1.0, result["first_loss"])
+    stored = client.get(f"/api/v1/problems/{result['problem_id']}").json()
+    assert {k: stored["options"][k] for k in options} == options
+    problem = Problem.from_json(stored["problem"])
+    assert problem.alignment == 256 and not [b for b in problem.buffers if b.kind == "disposable"]
+    assert result["capacities"]["disposable"] == 0
+    plan = Plan.from_json(client.app.state.storage.get_plan(result["plan_id"]).plan)
+    assert check_plan(problem, plan).ok  # alignment included: the problem's 256 bytes
 
 
 # Steps for the loss to halve on the 8x8 digits (scikit-learn's copy, in the test extra): the CNN learns slower.
