@@ -11,10 +11,13 @@ written as part of its alias group, a row per stretch of its profile (see `write
 MiniMalloc's reader splits each line at every comma and knows no quoting, so an id holding
 a comma, a double quote or a line break is written percent-escaped: those characters and
 ``%`` become ``%2C``, ``%22``, ``%0A``, ``%0D`` and ``%25`` (``a,b`` is written ``a%2Cb``).
-Every other id is written as it is (unless it holds one of those sequences already: then
-its ``%`` is escaped too), and `read_csv` turns the five sequences back into their
-characters. MiniMalloc has no pools either: a plan placing buffers in more than one
-pool is refused (its Plan JSON keeps every buffer's pool).
+`read_csv` strips spaces around every cell (hand-written files put them after commas), so
+the spaces at either end of an id are escaped too, as their UTF-8 bytes (``" a b "`` is
+written ``%20a b%20``, a tab ``%09``, a no-break space ``%C2%A0``); spaces inside an id stay
+as they are. Every other id is written as it is (unless it holds one of those sequences
+already: then its ``%`` is escaped too), and `read_csv` turns the sequences back into their
+characters, so every id reads back exactly. MiniMalloc has no pools either: a plan placing
+buffers in more than one pool is refused (its Plan JSON keeps every buffer's pool).
 """
 
 from __future__ import annotations
@@ -45,9 +48,12 @@ ACCEPTED_HEADER = "id,lower,upper,size[,offset] (or buffer,start,end,size[,offse
 # Characters MiniMalloc's reader (a split at every comma and line break, no quoting) or
 # memplan's cannot carry in an id, and "%" itself: each is written as "%" and its hex code.
 _ESCAPES = {"%": "%25", ",": "%2C", '"': "%22", "\n": "%0A", "\r": "%0D"}
-_ESCAPED = re.compile("|".join(_ESCAPES.values()))
 _UNSAFE = re.compile('[,"\n\r]')
-_UNESCAPES = {code: char for char, code in _ESCAPES.items()}
+# What str.strip() takes off a cell (U+3000 is the last): escaped at an id's ends, as "%" and the hex of each UTF-8 byte.
+_SPACES = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
+_EDGE_ESCAPES = {c: "".join(f"%{byte:02X}" for byte in c.encode()) for c in _SPACES}
+_UNESCAPES = {code: char for char, code in (_EDGE_ESCAPES | _ESCAPES).items()}
+_ESCAPED = re.compile("|".join(_UNESCAPES))
 
 
 def read_csv(
@@ -187,11 +193,16 @@ def _piece_names(root: str, count: int, taken: set[str]) -> list[str]:
 
 
 def _escape(row_id: str) -> str:
-    """The id as MiniMalloc's reader can carry it: unchanged unless it holds a character
-    it cannot, or something `_unescape` would read as one."""
-    if not _UNSAFE.search(row_id) and not _ESCAPED.search(row_id):
+    """The id as MiniMalloc's reader can carry it and `read_csv` reads it back: unchanged
+    unless it holds a character MiniMalloc's reader cannot, a space at either end (which
+    `read_csv` strips), or something `_unescape` would read as one of those."""
+    body = row_id.strip()
+    if body == row_id and not _UNSAFE.search(row_id) and not _ESCAPED.search(row_id):
         return row_id
-    return "".join(_ESCAPES.get(char, char) for char in row_id)
+    start = len(row_id) - len(row_id.lstrip())
+    lead = [_EDGE_ESCAPES[char] for char in row_id[:start]]
+    trail = [_EDGE_ESCAPES[char] for char in row_id[start + len(body) :]]
+    return "".join(lead + [_ESCAPES.get(char, char) for char in body] + trail)
 
 
 def _unescape(cell: str) -> str:

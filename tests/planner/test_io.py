@@ -319,8 +319,63 @@ def test_ids_minimalloc_cannot_carry_are_escaped_and_read_back_exactly():
     assert {p["id"] for p in result.to_json()["placements"]} == set(ids)  # the Plan JSON keeps them exact
 
 
+def test_ids_with_spaces_at_their_ends_and_percent_signs_read_back_exactly(tmp_path):
+    """memplan's reader strips spaces around cells: the writer escapes an id's own spaces at
+    either end (as UTF-8 bytes), and leaves those inside it as they are."""
+    ids = [
+        " lead",
+        "trail ",
+        "  both  ",
+        "in ner",
+        " ",
+        "\ttab",
+        "nbsp\xa0",
+        "\u3000wide",
+        " 5% ",
+        "%20",
+        "a %25 b",
+        "%",
+    ]
+    problem = make_problem([Buffer(name, 8, k % 4, k % 4 + 1) for k, name in enumerate(ids)])
+    result = plan(problem, "greedy_by_size")
+    text = write_csv(problem, result)
+    rows = minimalloc_fields(text)
+    assert all(len(fields) == 5 for fields in rows), rows
+    assert [fields[0] for fields in rows[1:]] == [
+        "%20lead",
+        "trail%20",
+        "%20%20both%20%20",
+        "in ner",  # a space inside an id is kept as it is
+        "%20",
+        "%09tab",
+        "nbsp%C2%A0",
+        "%E3%80%80wide",
+        "%205%25%20",
+        "%2520",  # would read back as " " if written as it is
+        "a %2525 b",
+        "%",
+    ]
+    again, offsets = read_csv(text)
+    assert [b.id for b in again.buffers] == ids and again.buffers == problem.buffers
+    assert offsets == {b: p.offset for b, p in result.offsets.items()}
+    path = tmp_path / "spaces.csv"
+    path.write_text(text)
+    assert load_csv(path).buffers == problem.buffers
+
+
+def test_spaces_around_cells_of_a_hand_written_file_are_read_past():
+    text = " id , lower ,upper, size ,offset\n  b1 , 0 , 3 , 4 , 8 \nb2,\t3,9 ,4,0\n"
+    problem, offsets = read_csv(text)
+    assert problem.buffers == (Buffer("b1", 4, 0, 2), Buffer("b2", 4, 3, 8))
+    assert offsets == {"b1": 8, "b2": 0}
+
+
 @settings(max_examples=200, deadline=None)
-@given(ids=st.lists(st.text(alphabet=',"\n\r%2CAD05#ab', min_size=1, max_size=8), min_size=1, max_size=6, unique=True))
+@given(
+    ids=st.lists(
+        st.text(alphabet=',"\n\r%2CAD05#ab \t\xa0\u3000', min_size=1, max_size=8), min_size=1, max_size=6, unique=True
+    )
+)
 def test_any_id_survives_minimalloc_and_memplan_readers(ids):
     problem = make_problem([Buffer(name, 4, 0, 0) for name in ids])
     text = write_csv(problem, plan(problem, "naive"))
