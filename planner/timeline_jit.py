@@ -7,8 +7,9 @@ compiled call: at 10^6 buffers the Python upkeep of the unions cost as much as t
 searches themselves. The steps and the answers are `planner.timeline`'s, one for one:
 
 1. Every slot (a node's own or sub union, a point's listed or starting ranges) is a stretch
-   of one growing store: `start`, `length` and `cap` per slot. A slot that outgrows its
-   stretch moves to the store's end with twice the room; the stretch it leaves is dropped.
+   of one growing store; a table per kind of slot holds each slot's start, length and room
+   (`_START`, `_LENGTH`, `_CAP` rows). A slot that outgrows its stretch moves to the store's
+   end with twice the room; the stretch it leaves is dropped.
 2. A block's query gathers the same unions (the non-empty slots) and loose ranges as
    `Occupancy.parts`; no union: `pick` over the loose ranges (sorted starts and ends),
    else the gap search of `planner.gapsearch` over the unions in the store.
@@ -33,15 +34,14 @@ from planner.gapsearch import NEVER, gap_search, ordered, search
 from planner.jit import compiled, move
 from planner.timeline import FEW, LONG, Timeline
 
-_OWN, _SUB, _LISTED, _STARTING = 0, 1, 2, 3  # the tables, in `_Tables.start` etc.
+_OWN, _SUB, _LISTED, _STARTING = 0, 1, 2, 3  # the tables of slots
+_START, _LENGTH, _CAP = 0, 1, 2  # the rows of a table: where each slot's stretch starts, its values, its room
 
 
-def _reserve(
-    store: np.ndarray, meta: np.ndarray, start: np.ndarray, length: np.ndarray, cap: np.ndarray, slot: int, extra: int
-) -> np.ndarray:
-    """Room for `extra` more values in `slot` (step 1); the store, grown when full."""
-    need = length[slot] + extra
-    if need <= cap[slot]:
+def _reserve(store: np.ndarray, meta: np.ndarray, table: np.ndarray, slot: int, extra: int) -> np.ndarray:
+    """Room for `extra` more values in `slot` of `table` (step 1); the store, grown when full."""
+    need = table[_LENGTH, slot] + extra
+    if need <= table[_CAP, slot]:
         return store
     room = max(4, 2 * need)
     top = meta[0]
@@ -49,27 +49,18 @@ def _reserve(
         bigger = np.empty(max(2 * len(store), top + room), dtype=np.int64)
         bigger[:top] = store[:top]
         store = bigger
-    move(store, top, start[slot], length[slot])
-    start[slot], cap[slot] = top, room
+    move(store, top, table[_START, slot], table[_LENGTH, slot])
+    table[_START, slot], table[_CAP, slot] = top, room
     meta[0] = top + room
     return store
 
 
-def _append(
-    store: np.ndarray,
-    meta: np.ndarray,
-    start: np.ndarray,
-    length: np.ndarray,
-    cap: np.ndarray,
-    slot: int,
-    low: int,
-    high: int,
-) -> np.ndarray:
+def _append(store: np.ndarray, meta: np.ndarray, table: np.ndarray, slot: int, low: int, high: int) -> np.ndarray:
     """Add a range to a slot's list (unsorted)."""
-    store = _reserve(store, meta, start, length, cap, slot, 2)
-    at = start[slot] + length[slot]
+    store = _reserve(store, meta, table, slot, 2)
+    at = table[_START, slot] + table[_LENGTH, slot]
     store[at], store[at + 1] = low, high
-    length[slot] += 2
+    table[_LENGTH, slot] += 2
     return store
 
 
@@ -87,28 +78,21 @@ def _bisect(store: np.ndarray, first: int, count: int, value: int, right: bool) 
 
 
 def _add(
-    store: np.ndarray,
-    meta: np.ndarray,
-    start: np.ndarray,
-    length: np.ndarray,
-    cap: np.ndarray,
-    slot: int,
-    low: int,
-    high: int,
+    store: np.ndarray, meta: np.ndarray, table: np.ndarray, slot: int, low: int, high: int
 ) -> tuple[np.ndarray, bool]:
     """`planner.timeline._add_one`: bytes ``[low, high)`` into a slot's union, merging what
     they meet or touch; True when they lay inside a range already, touching neither end."""
-    first, count = start[slot], length[slot]
+    first, count = table[_START, slot], table[_LENGTH, slot]
     i = _bisect(store, first, count, low, False)
     j = _bisect(store, first, count, high, True)
     if i == j:
         if i & 1:
             return store, True
-        store = _reserve(store, meta, start, length, cap, slot, 2)
-        first = start[slot]
+        store = _reserve(store, meta, table, slot, 2)
+        first = table[_START, slot]
         move(store, first + i + 2, first + i, count - i)
         store[first + i], store[first + i + 1] = low, high
-        length[slot] = count + 2
+        table[_LENGTH, slot] = count + 2
         return store, False
     if i & 1:
         i -= 1
@@ -118,28 +102,25 @@ def _add(
         j += 1
     if j > i + 2:
         move(store, first + i + 2, first + j, count - j)
-        length[slot] = count - (j - i - 2)
+        table[_LENGTH, slot] = count - (j - i - 2)
     store[first + i], store[first + i + 1] = low, high
     return store, False
 
 
-def _gather(
-    store: np.ndarray, start: np.ndarray, length: np.ndarray, slot: int, loose: np.ndarray, m: int
-) -> tuple[np.ndarray, int]:
+def _gather(store: np.ndarray, table: np.ndarray, slot: int, loose: np.ndarray, m: int) -> tuple[np.ndarray, int]:
     """Copy a slot's values after the `m` in `loose` (grown when full); the new count."""
-    c = length[slot]
+    c = table[_LENGTH, slot]
     if c:
         while m + c > len(loose):
             loose = np.concatenate((loose, loose))
-        first = start[slot]
+        first = table[_START, slot]
         loose[m : m + c] = store[first : first + c]
     return loose, m + c
 
 
 def _take(
     store: np.ndarray,
-    start: np.ndarray,
-    length: np.ndarray,
+    table: np.ndarray,
     slot: int,
     loose: np.ndarray,
     m: int,
@@ -150,11 +131,11 @@ def _take(
     """A slot's union for a query: its ranges into `loose` while short (as the Python
     engine's unions are lists up to `LONG`: a cut by a tiny union costs the gap search more
     than a few more loose ranges), else an entry of the union lists (room for it made)."""
-    c = length[slot]
+    c = table[_LENGTH, slot]
     if c > LONG:
-        union_at[k], union_len[k] = start[slot], c
+        union_at[k], union_len[k] = table[_START, slot], c
         return loose, m, k + 1
-    loose, m = _gather(store, start, length, slot, loose, m)
+    loose, m = _gather(store, table, slot, loose, m)
     return loose, m, k
 
 
@@ -233,9 +214,7 @@ def place_run(
     block that takes the top past `limit`. Returns the offsets of the blocks placed and the top."""
     n = len(blocks)
     slots = 2 * leaves
-    start = np.zeros((4, slots), dtype=np.int64)
-    length = np.zeros((4, slots), dtype=np.int64)
-    cap = np.zeros((4, slots), dtype=np.int64)
+    tables = np.zeros((4, 3, slots), dtype=np.int64)  # by table: start, length and cap of each slot
     store = np.empty(8 * n + 1024, dtype=np.int64)
     meta = np.zeros(1, dtype=np.int64)
     loose = np.empty(1024, dtype=np.int64)
@@ -257,30 +236,30 @@ def place_run(
         if is_long and lo == 0 and hi == leaves - 1 and sub_limit > 1:
             count = _canonical(lo, hi, leaves, nodes)
             # Live throughout: every placed block is in the root's sub union.
-            loose, m, k = _take(store, start[_SUB], length[_SUB], 1, loose, m, union_at, union_len, k)
+            loose, m, k = _take(store, tables[_SUB], 1, loose, m, union_at, union_len, k)
         elif is_long:
             count = _canonical(lo, hi, leaves, nodes)
-            loose, m = _gather(store, start[_LISTED], length[_LISTED], lo, loose, m)
-            loose, m = _gather(store, start[_LISTED], length[_LISTED], hi, loose, m)
+            loose, m = _gather(store, tables[_LISTED], lo, loose, m)
+            loose, m = _gather(store, tables[_LISTED], hi, loose, m)
             for e in range(count):
                 node = nodes[e]
                 if node < sub_limit:
-                    loose, m, k = _take(store, start[_SUB], length[_SUB], node, loose, m, union_at, union_len, k)
+                    loose, m, k = _take(store, tables[_SUB], node, loose, m, union_at, union_len, k)
                     continue
                 width = 1
                 while node < leaves:
                     for below in range(node, node + width):
-                        loose, m = _gather(store, start[_OWN], length[_OWN], below, loose, m)
+                        loose, m = _gather(store, tables[_OWN], below, loose, m)
                     node <<= 1
                     width <<= 1
                 for point in range(node - leaves, node - leaves + width):
-                    loose, m = _gather(store, start[_LISTED], length[_LISTED], point, loose, m)
-                    loose, m = _gather(store, start[_OWN], length[_OWN], point + leaves, loose, m)
+                    loose, m = _gather(store, tables[_LISTED], point, loose, m)
+                    loose, m = _gather(store, tables[_OWN], point + leaves, loose, m)
             x, y = own_up[nodes[0]], own_up[nodes[count - 1]]
         else:
-            loose, m = _gather(store, start[_LISTED], length[_LISTED], lo, loose, m)
+            loose, m = _gather(store, tables[_LISTED], lo, loose, m)
             for point in range(lo + 1, hi + 1):
-                loose, m = _gather(store, start[_STARTING], length[_STARTING], point, loose, m)
+                loose, m = _gather(store, tables[_STARTING], point, loose, m)
             x, y = lo + leaves, hi + leaves
         while x != y:  # the own unions on the paths up from x and y, each node once
             if x > y:
@@ -288,10 +267,10 @@ def place_run(
             else:
                 node, y = y, own_up[y]
             union_at, union_len = _room_for_one(union_at, union_len, k)
-            loose, m, k = _take(store, start[_OWN], length[_OWN], node, loose, m, union_at, union_len, k)
+            loose, m, k = _take(store, tables[_OWN], node, loose, m, union_at, union_len, k)
         while x:
             union_at, union_len = _room_for_one(union_at, union_len, k)
-            loose, m, k = _take(store, start[_OWN], length[_OWN], x, loose, m, union_at, union_len, k)
+            loose, m, k = _take(store, tables[_OWN], x, loose, m, union_at, union_len, k)
             x = own_up[x]
         ends = m
         for e in range(k):
@@ -314,45 +293,25 @@ def place_run(
                 if node < sub_limit:
                     wants[node] -= 1
                     if not wants[node]:
-                        length[_SUB, node] = 0
+                        tables[_SUB, _LENGTH, node] = 0
             open_queries -= 1
             for e in range(count):
-                store, _ = _add(store, meta, start[_OWN], length[_OWN], cap[_OWN], nodes[e], at, end)
+                store, _ = _add(store, meta, tables[_OWN], nodes[e], at, end)
             if open_queries:
                 for e in range(count):
                     node = nodes[e]
                     if node < sub_limit and wants[node]:
-                        store, _ = _add(store, meta, start[_SUB], length[_SUB], cap[_SUB], node, at, end)
+                        store, _ = _add(store, meta, tables[_SUB], node, at, end)
                 store = _subs(
-                    store,
-                    meta,
-                    start[_SUB],
-                    length[_SUB],
-                    cap[_SUB],
-                    wants,
-                    sub_up,
-                    sub_up[nodes[0]],
-                    sub_up[nodes[count - 1]],
-                    at,
-                    end,
+                    store, meta, tables[_SUB], wants, sub_up, sub_up[nodes[0]], sub_up[nodes[count - 1]], at, end
                 )
         else:
             for point in range(lo, hi + 1):
-                store = _append(store, meta, start[_LISTED], length[_LISTED], cap[_LISTED], point, at, end)
-            store = _append(store, meta, start[_STARTING], length[_STARTING], cap[_STARTING], lo, at, end)
+                store = _append(store, meta, tables[_LISTED], point, at, end)
+            store = _append(store, meta, tables[_STARTING], lo, at, end)
             if open_queries:
                 store = _subs(
-                    store,
-                    meta,
-                    start[_SUB],
-                    length[_SUB],
-                    cap[_SUB],
-                    wants,
-                    sub_up,
-                    sub_up[lo + leaves],
-                    sub_up[hi + leaves],
-                    at,
-                    end,
+                    store, meta, tables[_SUB], wants, sub_up, sub_up[lo + leaves], sub_up[hi + leaves], at, end
                 )
         if end > top:
             top = end
@@ -364,9 +323,7 @@ def place_run(
 def _subs(
     store: np.ndarray,
     meta: np.ndarray,
-    start: np.ndarray,
-    length: np.ndarray,
-    cap: np.ndarray,
+    table: np.ndarray,
     wants: np.ndarray,
     up: np.ndarray,
     x: int,
@@ -381,16 +338,16 @@ def _subs(
         if x > y:
             node, x = x, up[x]
             if wants[node] and not inside_x:
-                store, inside_x = _add(store, meta, start, length, cap, node, low, high)
+                store, inside_x = _add(store, meta, table, node, low, high)
         else:
             node, y = y, up[y]
             if wants[node] and not inside_y:
-                store, inside_y = _add(store, meta, start, length, cap, node, low, high)
+                store, inside_y = _add(store, meta, table, node, low, high)
     if inside_x or inside_y:
         return store
     while x:
         if wants[x]:
-            store, inside = _add(store, meta, start, length, cap, x, low, high)
+            store, inside = _add(store, meta, table, x, low, high)
             if inside:
                 return store
         x = up[x]
