@@ -25,7 +25,15 @@ RUN pip install --no-deps -e . \
     && useradd --create-home --uid 10001 memplan \
     && mkdir -p /data && chown memplan /data
 
+# numba compiles the planner's placing loop (5,000 blocks and up) and the kernels' loops on first use,
+# ~10 s in every new process. `memplan warm` plans generated problems and runs the gallery's models and
+# the training demo once, here, as the user the service runs as, so that numba's cache sits in a folder
+# that user owns and every container and worker of this image loads the loops instead. The cached code
+# is for the build machine's CPU: on another CPU numba compiles once more and adds to the same folder.
+ENV NUMBA_CACHE_DIR=/home/memplan/.cache/numba
 USER memplan
+RUN memplan warm
+
 VOLUME ["/data"]
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/api/v1/examples', timeout=4)"

@@ -4,7 +4,8 @@ numba (the optional ``fast`` extra) compiles a few hot loops to machine code: th
 engine's big gap queries here, and the kernels' loops (`runtime.kernels._jit` builds on this
 module). Without numba, or with ``MEMPLAN_JIT=0`` in the environment, every caller takes its
 numpy route, which gives the same answers (both routes are tested against the same oracles).
-Loops are compiled on their first call and cached on disk where a folder is writable; where
+Loops are compiled on their first call and cached on disk where a folder is writable
+(``NUMBA_CACHE_DIR`` when set, else beside the sources, else the user's cache folder); where
 none is, each process compiles its own.
 """
 
@@ -34,6 +35,9 @@ def enabled() -> bool:
 
 
 ENABLED = enabled()  # read once, at import: a caller's route is fixed for the process
+# Every loop `compiled` made in this process, in order: numba's per-loop stats (signatures,
+# cache hits and misses, cache path) say what a process compiled and what it loaded from the cache.
+LOOPS: list[Any] = []
 
 
 def compiled(fn: F, **options: Any) -> F | None:
@@ -48,6 +52,7 @@ def compiled(fn: F, **options: Any) -> F | None:
         # No writable place for the cache (a read-only install without a home folder, or a
         # function with no source file): compile in every process instead of failing.
         loop = numba.njit(cache=False, **options)(fn)
+    LOOPS.append(loop)
     return loop
 
 

@@ -41,3 +41,14 @@ def test_compose_runs_postgres_a_scheduler_two_workers_and_the_app_on_one_volume
     )
     assert str(settings.data_dir) == "/data" and settings.database_url.startswith("postgresql")
     assert settings.scheduler == "tcp://s:1"
+
+
+def test_the_image_warms_numba_as_the_user_it_runs_as():
+    """The build's warm-up (run for real in tests/cli/test_warm.py) runs as the service's user, with
+    numba's cache in that user's home: the image's processes can read it and add to it."""
+    lines = [line.strip() for line in (ROOT / "Dockerfile").read_text().splitlines()]
+    warm = lines.index("RUN memplan warm")
+    assert "USER memplan" in lines[:warm] and lines[-1].startswith('CMD ["memplan"')
+    cache = [line.split("=", 1)[1] for line in lines[:warm] if line.startswith("ENV NUMBA_CACHE_DIR=")]
+    assert len(cache) == 1 and cache[0].startswith("/home/memplan/")
+    assert CliRunner().invoke(app, ["warm", "--help"]).exit_code == 0

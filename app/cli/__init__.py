@@ -10,7 +10,7 @@ import sys
 
 import typer
 
-from app.cli import bench, conformance, plan, run, serve, sweep, train, train_plan, worker
+from app.cli import bench, conformance, plan, run, serve, sweep, train, train_plan, warm, worker
 
 app = typer.Typer(
     name="memplan",
@@ -30,6 +30,7 @@ COMMANDS = {
     "serve": serve.serve,
     "worker": worker.worker,
     "sweep": sweep.sweep,
+    "warm": warm.warm,
 }
 for _name, _command in COMMANDS.items():
     app.command(_name)(_command)

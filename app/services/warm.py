@@ -1,0 +1,113 @@
+"""Warming numba's on-disk cache, so that a fresh process (a new container, a new worker) loads
+the compiled loops instead of compiling them on its first big plan or first run (about 10 s).
+
+`warm` does once what those first requests do:
+
+1. plan a generated network (`planner.generate.network_like`) and a generated training step
+   (`training_like`) of `blocks` buffers, at least `FROM_BLOCKS`, where the placement engine's
+   compiled loop takes over, with every fast strategy (or the ones given);
+2. run models through `runtime.Session` as a run job does (default memory options, seeded
+   random inputs): the gallery's examples, and one step of each training demo network.
+
+numba writes the cache where `planner.jit` says (``NUMBA_CACHE_DIR`` when set, which must be
+set before the process starts). The report counts, from numba's own stats, the loops this
+process compiled and those it loaded from the cache: a second process finds them all there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import planner
+import runtime
+from planner import jit
+from planner.generate import network_like, training_like
+from planner.timeline_jit import FROM_BLOCKS
+from runtime import oracle
+from runtime.training.demo import DEMO_MODELS, train_demo
+
+DEFAULT_BLOCKS = 6_000  # a little past FROM_BLOCKS: the generators' problems are then placed by the compiled loop
+GENERATORS = {"network_like": network_like, "training_like": training_like}
+
+
+def model_names() -> list[str]:
+    """What `warm` can run: the training demo's networks, then the gallery's examples."""
+    from app.services.library import examples  # the storage it imports is not needed to start the CLI
+
+    return [*DEMO_MODELS, *(str(e["name"]) for e in examples())]
+
+
+def fast_strategies() -> list[str]:
+    return [name for name in planner.names() if not planner.get(name).slow]
+
+
+def warm(
+    *,
+    blocks: int = DEFAULT_BLOCKS,
+    strategies: list[str] | None = None,
+    models: list[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Plan and run as the module's docstring says (default: every fast strategy, every model of
+    `model_names`); the report of what was done and what numba compiled and loaded."""
+    strategies = fast_strategies() if strategies is None else strategies
+    models = model_names() if models is None else models
+    _check(blocks, strategies, models)
+    steps: list[dict[str, Any]] = []
+
+    def timed(what: str, work: Callable[[], object]) -> None:
+        if progress is not None:
+            progress(what)
+        started = time.perf_counter()
+        work()
+        steps.append({"what": what, "seconds": round(time.perf_counter() - started, 3)})
+
+    if jit.ENABLED:
+        for name, generate in GENERATORS.items():
+            problem = generate(blocks)
+            for strategy in strategies:
+                timed(f"plan {name}({blocks:,}) with {strategy}", lambda p=problem, s=strategy: planner.plan(p, s))
+        for model in models:
+            timed(f"run {model}", lambda m=model: _run(m))
+    return {"compiled_loops": jit.ENABLED, **loop_stats(), "steps": steps}
+
+
+def loop_stats() -> dict[str, Any]:
+    """The compiled loops this process used: how many, how many signatures numba compiled (not in
+    the cache) and loaded (from it), and the cache folders."""
+    used = [loop for loop in jit.LOOPS if loop.signatures]
+    stats = [loop.stats for loop in used]
+    return {
+        "loops": len(used),
+        "compiled": sum(sum(s.cache_misses.values()) for s in stats),
+        "loaded": sum(sum(s.cache_hits.values()) for s in stats),
+        "cache": sorted({str(s.cache_path) for s in stats if s.cache_path}),
+    }
+
+
+def _check(blocks: int, strategies: list[str], models: list[str]) -> None:
+    if blocks < FROM_BLOCKS:
+        raise ValueError(f"--blocks {blocks}: at least {FROM_BLOCKS:,}, where the compiled placing loop takes over")
+    known = planner.names()
+    for strategy in strategies:
+        if strategy not in known:
+            raise ValueError(f"unknown strategy {strategy!r}; accepted: {', '.join(known)}")
+    accepted = model_names()
+    for model in models:
+        if model not in accepted:
+            raise ValueError(f"unknown model {model!r}; accepted: {', '.join(accepted)}")
+
+
+def _run(model: str) -> None:
+    """One training step of a demo network, or a gallery example run once as a run job runs it."""
+    if model in DEMO_MODELS:
+        train_demo(model, steps=1)
+        return
+    from app.services.library import EXAMPLES_DIR, examples
+
+    files = {e["name"]: str(e["file"]) for e in examples()}
+    graph = runtime.load_model(EXAMPLES_DIR / files[model])
+    session = runtime.Session(graph, planner.DEFAULT_STRATEGY, runtime.MemoryOptions()).prepare()
+    session.run(oracle.random_inputs(graph, 0))
