@@ -72,13 +72,7 @@ def test_fusion_off_keeps_every_batch_norm_as_a_step(client, resnet):
 def test_a_run_follows_the_options_it_was_given(client, resnet):
     r = client.post(f"/api/v1/models/{resnet}/runs", json={"strategy": "greedy_by_size", "inplace": False})
     assert r.status_code == 202, r.text
-    job_id = r.json()["id"]
-    for _ in range(600):
-        job = client.get(f"/api/v1/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed"):
-            break
-        time.sleep(0.1)
-    assert job["state"] == "done", job.get("error")
+    job = _finished(client, r.json()["id"])
     assert job["result"]["options"]["inplace"] is False and job["result"]["verdict"]["passed"] is True
     assert job["result"]["rerun"]["body"]["inplace"] is False
 
