@@ -1,8 +1,9 @@
-"""memplan's arena against onnxruntime's and Apache TVM's memory planners on the same models.
+"""memplan's arena against onnxruntime's, Apache TVM's and TensorFlow Lite's memory planners on the same models.
 
 Models: the onnx wheel's nine light models, and ResNet-18, MobileNetV2, a GPT-2-style stack and
 an LSTM written in `bench/peer_models.py` and exported with torch (bench-only dependencies:
-``torch==2.13.0`` CPU and ``apache-tvm==0.27.0.post1``; neither is needed by memplan).
+``torch==2.13.0`` CPU, ``apache-tvm==0.27.0.post1``, ``tensorflow-cpu==2.21.0`` and
+``onnx2tf==2.6.9``; none is needed by memplan).
 
 What each column measures (bytes):
 - memplan like for like: `planner.plan(problem, "best")` on
@@ -25,13 +26,30 @@ What each column measures (bytes):
   and `StaticPlanBlockMemory`; the sum of the sizes of every `R.memory.alloc_storage` of
   ``main``. Graph outputs are allocated outside those storages, as in memplan like for like.
   Each model is compiled in a child process so that a crash or a slow import is one cell.
+- TFLite (`bench/peer_tflite.py`, whose docstring gives the method): onnx2tf's float32 ``.tflite``
+  of the model (constants folded by onnxsim first), loaded by TensorFlow's ``tf.lite.Interpreter``
+  with the builtin reference kernels and no delegate; after ``allocate_tensors()`` the span its
+  ArenaPlanner gave the activations, read from the tensors' addresses (graph inputs, outputs and
+  kernels' temporaries left out). Also in a child process per model. Before the models, the same
+  reading runs on a chain of four elementwise ops worked out by hand, and the notes say whether
+  it gave the expected bytes. The optimized builtin kernels' plan (im2col scratch in the arena)
+  is measured too and given in the notes.
 
-TVM need not be installed beside memplan: ``--tvm-path FOLDER`` (or ``MEMPLAN_TVM_PATH``) names a
-folder it was installed into (``pip install --target FOLDER apache-tvm==0.27.0.post1``), appended
-to the TVM child's ``sys.path`` only. Where TVM cannot be imported at all, the TVM column keeps
-the figure of the previous run from the output file, marked so in the table and the notes.
+The best peer is the smallest of the three figures; memplan / best peer and its geometric mean
+over the models compare memplan's like-for-like arena with it.
 
-Run from the repository root: ``python bench/peer_bench.py [--models a,b] [--skip-run] [--tvm-path DIR]``.
+TVM and TFLite need not be installed beside memplan: ``--tvm-path FOLDER`` (or ``MEMPLAN_TVM_PATH``)
+names a folder TVM was installed into (``pip install --target FOLDER apache-tvm==0.27.0.post1``),
+and ``--tflite-path FOLDER`` (or ``MEMPLAN_TFLITE_PATH``) one TensorFlow and onnx2tf were
+installed into (``pip install --target FOLDER tensorflow-cpu==2.21.0``, then ``pip install
+--target FOLDER --ignore-requires-python onnx2tf==2.6.9``, which brings onnxsim, sng4onnx,
+psutil and the rest; onnx2tf asks for Python 3.12 but runs on 3.11). Each folder is appended to
+its child's ``sys.path`` only, after memplan's own packages. Where a peer cannot be imported at
+all, its column keeps the figure of the previous run from the output file, marked so in the
+table and the notes.
+
+Run from the repository root:
+``python bench/peer_bench.py [--models a,b] [--skip-run] [--tvm-path DIR] [--tflite-path DIR]``.
 Writes sections "peers" and "variable-size" of docs/BENCHMARKS.md and prints the tables.
 """
 
@@ -39,9 +57,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -51,8 +67,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# bench/ is not a package: run as a script, this file's folder is first on sys.path.
+from peer_table import best_peer, keep_previous, markdown, previous_figures, variable_size_markdown  # noqa: E402
+
 ORT_RUNS = 3
-TVM_TIMEOUT_S = 900
+CHILD_TIMEOUT_S = 900  # per model and child peer (TVM's compile, TFLite's conversion)
 
 
 def memplan_figures(path: Path, run: bool) -> dict:
@@ -193,14 +212,26 @@ def tvm_storage_bytes(path: Path) -> dict:
     return {"bytes": sum(sizes), "storages": len(sizes)}
 
 
-def tvm_in_child(path: Path, tvm_path: str | None) -> dict:
-    """`tvm_storage_bytes` in a fresh interpreter; an error or crash becomes {"error": why}."""
-    command = [sys.executable, __file__, "--tvm-one", str(path)] + (["--tvm-path", tvm_path] if tvm_path else [])
+def child_command(peer: str, path: Path | None, peer_path: str | None) -> list[str]:
+    """How to run `peer` ("tvm" or "tflite") on the model at `path` in a fresh interpreter, with
+    the folder it was installed into; TFLite without a model runs its hand-worked check."""
+    if peer == "tvm":
+        command = [sys.executable, __file__, "--tvm-one", str(path)]
+    else:
+        command = [sys.executable, str(Path(__file__).with_name("peer_tflite.py"))]
+        command.append(str(path) if path else "--check")
+    return command + ([f"--{peer}-path", peer_path] if peer_path else [])
+
+
+def in_child(command: list[str]) -> dict:
+    """The JSON line a child prints last; an error, crash or timeout becomes {"error": why}."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=TVM_TIMEOUT_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return {"error": f"no result within {TVM_TIMEOUT_S} s"}
+        return {"error": f"no result within {CHILD_TIMEOUT_S} s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode < 0:
+        return {"error": f"the child process crashed (signal {-done.returncode})"}
     if done.returncode != 0 or not lines:
         last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
         return {"error": last[:160]}
@@ -220,216 +251,20 @@ def model_paths(folder: Path) -> dict[str, Path]:
     return paths
 
 
-TVM_MISSING = "No module named 'tvm'"
-
-
-def previous_figures(doc: Path) -> dict[str, dict[str, int]]:
-    """Per model, memplan's like-for-like bytes ("like") and TVM's ("tvm") in the peers table of
-    `doc` (the previous run), where it had them."""
-    if not doc.exists():
-        return {}
-    text = doc.read_text()
-    start = text.find("## Peers: memplan's arena against onnxruntime and TVM")
-    figures: dict[str, dict[str, int]] = {}
-    for line in text[start:].splitlines()[1:] if start >= 0 else []:
-        if line.startswith("## "):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        for key, column in (("like", 1), ("tvm", 3)):
-            if len(cells) > 3 and re.fullmatch(r"[\d,]+\*?", cells[column]):
-                figures.setdefault(cells[0], {})[key] = int(cells[column].rstrip("*").replace(",", ""))
-    return figures
-
-
-def measure(name: str, path: Path, folder: Path, run: bool, tvm_path: str | None, before: dict[str, dict]) -> dict:
-    """One row: memplan's figures and each peer's (a peer's failure is kept as its reason); TVM's
-    figure of the previous run (`before`) where TVM cannot be imported."""
+def measure(name: str, path: Path, folder: Path, run: bool, peer_paths: dict, before: dict[str, dict]) -> dict:
+    """One row: memplan's figures and each peer's (a peer's failure is kept as its reason); a
+    child peer's figure of the previous run (`before`) where it cannot be imported."""
     row: dict = {"model": name, "memplan": memplan_figures(path, run)}
     try:
         row["ort"] = ort_planned_bytes(path, folder)
     except Exception as error:  # a peer that cannot take a model is a table cell, not a failed run
         row["ort"] = {"error": f"{type(error).__name__}: {str(error)[:160]}"}
-    row["tvm"] = tvm_in_child(path, tvm_path)
-    if TVM_MISSING in row["tvm"].get("error", "") and "tvm" in before.get(name, {}):
-        row["tvm"] = {"bytes": before[name]["tvm"], "previous": True}
+    for peer, peer_path in peer_paths.items():
+        row[peer] = keep_previous(peer, in_child(child_command(peer, path, peer_path)), before.get(name, {}))
     if "like" in before.get(name, {}):
         row["like_before"] = before[name]["like"]
-    peers = [v for v in (row["ort"].get("planned"), row["tvm"].get("bytes")) if v is not None]
-    row["best_peer"] = min(peers) if peers else None
+    row["best_peer"] = best_peer(row)
     return row
-
-
-def cell(figure: dict, key: str) -> str:
-    if key in figure:
-        return f"{figure[key]:,}" + ("*" if figure.get("previous") else "")
-    return "n/a: " + figure.get("error", "no figure").replace("|", "/")
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
-def markdown(rows: list[dict], run: bool) -> str:
-    lines = [
-        "## Peers: memplan's arena against onnxruntime and TVM",
-        "",
-        "`python bench/peer_bench.py`: bytes per model (batch 1). *memplan like for like*: `best` with "
-        "`--io external --workspace off` (activations only, in-place and concat-in-place aliases on, the load-time "
-        "fusions on: BatchNormalization into Conv, 1x1 Conv with its residual Add), the form the peers count; "
-        "memplan's kernels pool and normalise (LRN) over their own input, and a dense 1x1 or 'same' KxK Conv "
-        "writes its output from its dying input's first byte (pixel-wise or row-lagged, `runtime.kernels.conv_over`; "
-        "one batch item or no more output channels than input channels). *onnxruntime* (1.31, CPU, default optimisations, arena and memory pattern on, profiling "
-        "on, 3 runs): requested bytes in use before run 1's first node minus those before run 0's, i.e. the "
-        "block its memory pattern planned in run 0. *TVM* (0.27, relax CPU passes through `CallTIRRewrite`, then "
-        "`StaticPlanBlockMemory`): sum of the sizes of `R.memory.alloc_storage` in `main` (after operator "
-        "fusion, so fused intermediates are never materialised). *memplan inclusive*: graph inputs/outputs in "
-        "the arena and kernels' scratch on. LOAD: lower bound of the like-for-like problem. Alias groups are "
-        "planned by their profiles (a group's height follows its live members step by step); *rigid groups*: "
-        "the like-for-like arena with every group one rectangle (`planner.aliases.rigid`), as before profiles."
-        + (
-            " Every like-for-like plan passed `check_plan` and ran once in a Session with the canary on (every free "
-            "byte poisoned, every live tensor's checksum checked after each step), verified against onnxruntime."
-            if run
-            else ""
-        ),
-        "",
-        "| model | memplan like for like | onnxruntime | TVM | best peer | memplan / best peer "
-        "| memplan inclusive | LOAD | rigid groups | LOAD, rigid groups |" + (" run verified |" if run else ""),
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---|" if run else ""),
-    ]
-    ratios = []
-    for r in rows:
-        m, best = r["memplan"], r["best_peer"]
-        ratio = m["like"] / best if best else None
-        if ratio is not None:
-            ratios.append(ratio)
-        cells = [r["model"], f"{m['like']:,}", cell(r["ort"], "planned"), cell(r["tvm"], "bytes")]
-        cells += [f"{best:,}" if best else "n/a", f"{ratio:.3f}" if ratio else "n/a"]
-        cells += [f"{m['inclusive']:,}", f"{m['like_load']:,}", f"{m['like_rigid']:,}", f"{m['like_rigid_load']:,}"]
-        if run:
-            cells.append({True: "yes", False: "NO", None: "no oracle"}[m.get("verified")])
-        lines.append("| " + " | ".join(cells) + " |")
-    if ratios:
-        lines.append(
-            f"| geometric mean ({len(ratios)} models) | | | | | {geomean(ratios):.3f} | | | | |" + (" |" if run else "")
-        )
-        lines += ["", *notes(rows)]
-    return "\n".join(lines)
-
-
-def _best_order(row: dict) -> int:
-    """memplan's like-for-like arena in the model's order or the memory-aware one, whichever is smaller."""
-    reordered = row["memplan"]["reordered"]
-    return min(row["memplan"]["like"], reordered) if isinstance(reordered, int) else row["memplan"]["like"]
-
-
-def notes(rows: list[dict]) -> list[str]:
-    """Where memplan loses, where it stays above LOAD, and the floor LOAD puts under the ratio."""
-    compared = [r for r in rows if r["best_peer"]]
-    losses = [r["model"] for r in compared if r["memplan"]["like"] > r["best_peer"]]
-    ties = [r["model"] for r in compared if r["memplan"]["like"] == r["best_peer"]]
-    above = [
-        f"{r['model']} ({r['memplan']['like'] / r['memplan']['like_load']:.3f}x LOAD, {r['memplan']['like_winner']})"
-        for r in rows
-        if r["memplan"]["like"] > r["memplan"]["like_load"]
-    ]
-    cheaper = [
-        f"{r['model']} ({r['memplan']['like_no_concat']:,})"
-        for r in rows
-        if r["memplan"]["like_no_concat"] < r["memplan"]["like"]
-    ]
-    lower = [
-        f"{r['model']} ({r['memplan']['reordered']:,}, {r['memplan']['reordered'] / r['best_peer']:.3f}x the best peer)"
-        for r in compared
-        if isinstance(r["memplan"]["reordered"], int) and r["memplan"]["reordered"] < r["memplan"]["like"]
-    ]
-    failed = [f"{r['model']} ({r['memplan']['reordered']})" for r in rows if isinstance(r["memplan"]["reordered"], str)]
-    at_load = [r["model"] for r in compared if r["best_peer"] <= r["memplan"]["like_load"]]
-    floor = geomean([r["memplan"]["like_load"] / r["best_peer"] for r in compared])
-    with_order = geomean([_best_order(r) / r["best_peer"] for r in compared])
-    stiff = geomean([r["memplan"]["like_rigid"] / r["best_peer"] for r in compared])
-    shrunk = [
-        f"{r['model']} ({r['memplan']['like']:,} against {r['memplan']['like_rigid']:,})"
-        for r in rows
-        if r["memplan"]["like"] < r["memplan"]["like_rigid"]
-    ]
-    stale = [r["model"] for r in rows if r["tvm"].get("previous")]
-    moved = [
-        f"{r['model']} ({r['like_before']:,} -> {r['memplan']['like']:,})"
-        for r in rows
-        if r.get("like_before", r["memplan"]["like"]) != r["memplan"]["like"]
-    ]
-    return [
-        "- Like-for-like arena against the previous run of this bench (the table this one replaced): "
-        + (f"changed on {', '.join(moved)}; the others unchanged." if moved else "unchanged on every model."),
-        *(
-            [
-                f"- TVM could not be imported in this run: its figures marked * ({', '.join(stale)}) are those "
-                "of the previous run (TVM's plan does not depend on memplan)."
-            ]
-            if stale
-            else []
-        ),
-        f"- Groups planned by their profiles against rigid groups: like-for-like arena lower on "
-        f"{', '.join(shrunk) or 'none'}; with rigid groups the geometric mean would be {stiff:.3f}x the best peer.",
-        f"- memplan above the best peer on: {', '.join(losses) or 'none'}; equal on: {', '.join(ties) or 'none'}.",
-        f"- memplan above its LOAD on (the winning strategy in parentheses): {', '.join(above) or 'none'}.",
-        (
-            f"- With concat in place off (in place still on), memplan's like-for-like arena is smaller on: "
-            f"{', '.join(cheaper)}: there a Concat and its producers form one group whose profile costs more "
-            "than the copy."
-            if cheaper
-            else "- With concat in place off (in place still on), no model's like-for-like arena is smaller."
-        ),
-        f"- No placement of these problems can go under LOAD: the geometric mean of LOAD / best peer is "
-        f"{floor:.3f}, the floor of the ratio column for memplan's graphs as loaded (fused, in the model's order). "
-        f"The best peer already sits at memplan's LOAD on: {', '.join(at_load) or 'none'}"
-        + ("; there the peak is one step whose live tensors no placement can overlap." if at_load else "."),
-        "- Not in the table: with memplan's memory-aware node order (`runtime.reorder_graph`: the exact "
-        "order search, within 1 s) the "
-        f"like-for-like arena is lower on: {', '.join(lower) or 'none'}"
-        + (f"; the reorder failed on: {', '.join(failed)}." if failed else ".")
-        + f" Taking per model the smaller of the two orders, the geometric mean is {with_order:.3f}x the best peer.",
-    ]
-
-
-def variable_size_markdown(rows: list[dict]) -> str:
-    """Per model: the like-for-like arena with rigid groups and with profiles, their LOADs, the
-    reordered arena, and the ratios to the best peer."""
-    lines = [
-        "## Variable-size alias groups and reorder, per model",
-        "",
-        "`python bench/peer_bench.py` (the same run as the peers table): like-for-like bytes per model. *rigid*: "
-        "every alias group planned as one rectangle, as tall as its tallest member end for its whole span "
-        "(`planner.aliases.rigid`), as before; *profiles*: each group at one offset with a height that follows "
-        "its live members step by step, so the bytes its early members no longer need are free for others (the "
-        "default now). LOAD of each (per step, groups by their profiles, for *profiles*). *reordered*: profiles "
-        "after `runtime.reorder_graph` (the exact order search, within 1 s). Plans by `best`, each checked by "
-        "`planner.check_plan`. The machine was shared with other work; these are bytes, not times.",
-        "",
-        "| model | best peer | rigid | profiles | profiles / rigid | LOAD rigid | LOAD profiles | reordered "
-        "| rigid / best peer | profiles / best peer | best order / best peer |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    columns: dict[str, list[float]] = {"rigid": [], "like": [], "order": []}
-    for r in rows:
-        m, best = r["memplan"], r["best_peer"]
-        reordered = m["reordered"]
-        cells = [r["model"], f"{best:,}" if best else "n/a", f"{m['like_rigid']:,}", f"{m['like']:,}"]
-        cells += [f"{m['like'] / m['like_rigid']:.3f}", f"{m['like_rigid_load']:,}", f"{m['like_load']:,}"]
-        cells.append(f"{reordered:,}" if isinstance(reordered, int) else "failed")
-        if best:
-            figures = {"rigid": m["like_rigid"], "like": m["like"], "order": _best_order(r)}
-            for key, value in figures.items():
-                columns[key].append(value / best)
-            cells += [f"{figures[k] / best:.3f}" for k in ("rigid", "like", "order")]
-        else:
-            cells += ["n/a"] * 3
-        lines.append("| " + " | ".join(cells) + " |")
-    if columns["like"]:
-        means = " | ".join(f"{geomean(columns[k]):.3f}" for k in ("rigid", "like", "order"))
-        lines.append(f"| geometric mean ({len(columns['like'])} models) | | | | | | | | {means} |")
-    return "\n".join(lines)
 
 
 def main() -> None:
@@ -443,7 +278,13 @@ def main() -> None:
         default=os.environ.get("MEMPLAN_TVM_PATH"),
         help="A folder TVM was installed into (pip install --target), appended to the TVM child's sys.path.",
     )
-    parser.add_argument("--tvm-one", type=Path, help=argparse.SUPPRESS)  # the child process of tvm_in_child
+    parser.add_argument(
+        "--tflite-path",
+        default=os.environ.get("MEMPLAN_TFLITE_PATH"),
+        help="A folder TensorFlow and onnx2tf were installed into (pip install --target), appended to the TFLite "
+        "child's sys.path.",
+    )
+    parser.add_argument("--tvm-one", type=Path, help=argparse.SUPPRESS)  # the TVM child process (child_command)
     args = parser.parse_args()
     if args.tvm_one:
         if args.tvm_path:
@@ -451,6 +292,9 @@ def main() -> None:
         print(json.dumps(tvm_storage_bytes(args.tvm_one)))
         return
     before = previous_figures(args.output)
+    peer_paths = {"tvm": args.tvm_path, "tflite": args.tflite_path}
+    check = in_child(child_command("tflite", None, args.tflite_path))
+    print(f"TFLite's reading on the hand-worked chain: {check}", flush=True)
 
     from app.services.docsections import replace_section
 
@@ -464,16 +308,17 @@ def main() -> None:
         rows = []
         for name in wanted:
             started = time.perf_counter()
-            rows.append(measure(name, paths[name], folder, not args.skip_run, args.tvm_path, before))
+            rows.append(measure(name, paths[name], folder, not args.skip_run, peer_paths, before))
             r = rows[-1]
             print(
                 f"{name}: memplan {r['memplan']['like']:,} (LOAD {r['memplan']['like_load']:,}, "
                 f"inclusive {r['memplan']['inclusive']:,}, verified {r['memplan'].get('verified')}), "
                 f"onnxruntime {r['ort'].get('planned', r['ort'].get('error'))}, "
-                f"TVM {r['tvm'].get('bytes', r['tvm'].get('error'))} [{time.perf_counter() - started:.0f} s]",
+                f"TVM {r['tvm'].get('bytes', r['tvm'].get('error'))}, "
+                f"TFLite {r['tflite'].get('bytes', r['tflite'].get('error'))} [{time.perf_counter() - started:.0f} s]",
                 flush=True,
             )
-    text = markdown(rows, not args.skip_run)
+    text = markdown(rows, not args.skip_run, check if "passed" in check else None)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     replace_section(args.output, "peers", text)

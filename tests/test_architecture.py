@@ -28,7 +28,9 @@ ROUTE_PACKAGES = ("app.routes.api", "app.routes.pages")
 ROUTER_ASSEMBLY = "app.routes"
 WEB_FRAMEWORKS = ("fastapi", "starlette")
 WEB_FREE = ("planner", "runtime", "app.services", "app.cli", "app.storage", "app.jobs", "app.settings", "app.errors")
-BENCH_ONLY = ("torch", "torchvision")  # the bench extra; never in the core, the service or the tests
+# The bench's peers (torch: the bench extra; TVM, TensorFlow and onnx2tf: folders of their own),
+# never imported by the core, the service or the tests.
+BENCH_ONLY = ("torch", "torchvision", "tvm", "tensorflow", "onnx2tf", "onnxsim")
 LINE_BUDGET = 500
 SCRIPTS = "static"  # the browser's modules: plain scripts the templates load, one concern each
 OVER_BUDGET = {
