@@ -157,7 +157,8 @@ def bind(op: str, general: Callable[..., None], attrs: dict, specs: list, output
         execute(todo, inputs[0], initial[0], initial[1])
 
     def prime(*inputs, out, ws=None, w_t=None, r_panels=None, **given):
-        made(*inputs, *out, ws, w_t, r_panels)
+        if inputs[0] is not None:  # else x is the caller's, bound at run: the plan is made then
+            made(*inputs, *out, ws, w_t, r_panels)
 
     bound.prime = prime  # type: ignore[attr-defined]
     return bound

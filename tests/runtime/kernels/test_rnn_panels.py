@@ -72,3 +72,21 @@ def test_a_session_makes_the_plan_at_prepare_and_reuses_it(monkeypatch):
         for g, want in zip(got.values(), run_ort(model, feeds), strict=True):
             np.testing.assert_allclose(g, want, rtol=1e-4, atol=2e-5)
     assert len(made) == 1
+
+
+@pytest.mark.parametrize("io", ["external", "arena"])
+def test_a_recurrence_reading_a_graph_input_from_outside_the_arena_runs(io):
+    """With graph inputs outside the arena (the caller's arrays, bound at run) and the
+    recurrence's outputs inside it, prepare has no x to make the plan from: the plan is made at
+    the first run instead, and matches onnxruntime."""
+    model, rng = _gru_model()
+    graph = model.graph
+    graph.node.append(helper.make_node("Neg", ["y"], ["z"]))  # y into the arena: the call is primed
+    del graph.output[:]
+    graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [9, 1, 1, 40]))
+    session = runtime.Session(runtime.load_model(model), "greedy_by_size", runtime.MemoryOptions(io=io))
+    for _ in range(2):
+        feeds = {"x": rng.standard_normal((9, 1, 12)).astype(np.float32),
+                 "h0": rng.standard_normal((1, 1, 40)).astype(np.float32)}  # fmt: skip
+        got = session.run(feeds)
+        np.testing.assert_allclose(got["z"], run_ort(model, feeds)[0], rtol=1e-4, atol=2e-5)
