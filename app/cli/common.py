@@ -1,6 +1,6 @@
 """What every `memplan` command shares: exit codes, one-line errors, and the option definitions
-(strategy, input shapes and dims, and the memory switches) so that `plan`, `run` and `train-plan`
-spell them alike.
+(strategy, input shapes and dims, and the memory switches) so that `plan`, `run`, `sweep`,
+`train-plan` and `train` spell them alike.
 
 Every command turns a bad input into one line on stderr naming what was wrong and what is
 accepted, and exits with status 2; a plan that does not fit exits with status 1. No
@@ -91,6 +91,7 @@ ShapeOption = Annotated[
     ),
 ]
 IoOption = Annotated[str, typer.Option(help="Model inputs/outputs: 'arena' (planned) or 'external' (caller's memory).")]
+AlignmentOption = Annotated[int | None, typer.Option(help=f"Offset alignment in bytes (default {DEFAULT_ALIGNMENT}).")]
 WorkspaceSwitch = Annotated[str, typer.Option(help="Plan kernel scratch in the arena: on|off.")]
 InplaceSwitch = Annotated[
     str,
@@ -132,14 +133,23 @@ def memory_options(
     """The switches as one `runtime.MemoryOptions`; a bad value is refused naming its flag."""
     if io not in ("arena", "external"):
         raise fail(f"--io must be 'arena' or 'external', got {io!r}")
-    if alignment is not None and alignment < 1:
-        raise fail(f"--alignment must be a positive number of bytes, got {alignment}")
-    return MemoryOptions(
-        io=io,  # type: ignore[arg-type]  # checked above
-        workspace=on("--workspace", workspace),
-        alignment=alignment or DEFAULT_ALIGNMENT,
+    step = step_memory_options(workspace=workspace, alignment=alignment, prepared_weights=prepared_weights)
+    return step.replace(
+        io=io,
         inplace=on("--inplace", inplace),
         concat_inplace=on("--concat-inplace", concat_inplace),
         fuse=on("--fuse", fuse),
+    )
+
+
+def step_memory_options(*, workspace: str, alignment: int | None, prepared_weights: str) -> MemoryOptions:
+    """The switches of every command that plans or runs a step, a training step included
+    (--alignment, --workspace, --prepared-weights), as a `runtime.MemoryOptions` with the other
+    fields at their defaults; a bad value is refused naming its flag."""
+    if alignment is not None and alignment < 1:
+        raise fail(f"--alignment must be a positive number of bytes, got {alignment}")
+    return MemoryOptions(
+        workspace=on("--workspace", workspace),
+        alignment=alignment or DEFAULT_ALIGNMENT,
         prepared_weights=on("--prepared-weights", prepared_weights),
     )

@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from app.cli.common import DimsOption, ShapeOption, user_errors
+from app.cli.common import (
+    AlignmentOption,
+    DimsOption,
+    PreparedWeightsSwitch,
+    ShapeOption,
+    WorkspaceSwitch,
+    step_memory_options,
+    user_errors,
+)
 
 
 @user_errors
@@ -25,12 +33,18 @@ def train_plan(
     recompute: Annotated[
         bool, typer.Option("--recompute/--keep", help="Recompute batch norm's Conv input in backward, or keep it.")
     ] = True,
+    alignment: AlignmentOption = None,
+    workspace: WorkspaceSwitch = "on",
+    prepared_weights: PreparedWeightsSwitch = "on",
     as_json: Annotated[bool, typer.Option("--json", help="Print the capacities as JSON.")] = False,
 ) -> None:
-    """Plan one training step (forward, loss, backward, update) per category and unified; print ONE-style capacities."""
+    """Plan one training step (forward, loss, backward, update) per category and unified; print ONE-style capacities.
+
+    Its memory switches are --alignment, --workspace and --prepared-weights (everything else lives in the arena)."""
     from app.services.inputs import parse_dims, parse_shapes
     from runtime.training import build_training_step, plan_categories, training_problem
 
+    memory = step_memory_options(workspace=workspace, alignment=alignment, prepared_weights=prepared_weights)
     names = [n.strip() for n in trainable.split(",") if n.strip()] if trainable is not None else None
     step = build_training_step(
         model,
@@ -41,11 +55,17 @@ def train_plan(
         shapes=parse_shapes(shape),
         recompute=recompute,
     )
-    plans = plan_categories(training_problem(step), strategy)
+    plans = plan_categories(training_problem(step, memory), strategy)
+    options = {
+        "alignment": plans.problem.alignment,
+        "workspace": memory.workspace,
+        "prepared_weights": memory.prepared_weights,
+    }
     if as_json:
         report = {
             "model": str(model),
             "strategy": strategy,
+            "options": options,
             "capacities": plans.capacities,
             "per_category_total": plans.per_category_total,
             "unified": plans.unified.arena_bytes,
@@ -55,3 +75,7 @@ def train_plan(
         typer.echo(json.dumps(report, indent=2))
     else:
         typer.echo(plans.one_style())
+        typer.echo(
+            f"# memory options: alignment {options['alignment']} bytes, workspace {workspace}, "
+            f"prepared weights {prepared_weights}"
+        )
