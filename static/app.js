@@ -131,11 +131,19 @@
     }
     const strategies = [...form.querySelectorAll("[name=strategy]:checked")].map((el) => el.value);
     return {
-      strategies: strategies, dims: dims, shapes: M.readShapes(form), alignment: Number(form.elements.alignment.value), io: form.elements.io.value,
-      workspace: form.elements.workspace.checked, inplace: form.elements.inplace.checked,
+      strategies: strategies, dims: dims, shapes: M.readShapes(form), ...M.readStepMemory(form), io: form.elements.io.value,
+      inplace: form.elements.inplace.checked,
       concat_inplace: form.elements.concat_inplace.checked, fuse: form.elements.fuse.checked, pools: pools.length ? pools : null,
-      prepared_weights: form.elements.prepared_weights ? form.elements.prepared_weights.checked : true,
       reorder: form.elements.reorder ? form.elements.reorder.checked : false,
+    };
+  };
+
+  // The memory options of a step, a training step's too (templates/_memory.html's fields), as the
+  // REST bodies name them; values go as typed, the server refuses a bad one naming the field.
+  M.readStepMemory = function (form) {
+    return {
+      alignment: Number(form.elements.alignment.value), workspace: form.elements.workspace.checked,
+      prepared_weights: form.elements.prepared_weights.checked,
     };
   };
 

@@ -42,7 +42,7 @@
       const body = {
         model: form.elements.model.value, steps: Number(form.elements.steps.value),
         batch: Number(form.elements.batch.value), optimizer: form.elements.optimizer.value,
-        strategy: form.elements.strategy.value, canary: form.elements.canary.checked,
+        strategy: form.elements.strategy.value, canary: form.elements.canary.checked, ...M.readStepMemory(form),
       };
       try {
         const job = await M.readJson(await fetch("/api/v1/training/demo", {
@@ -113,6 +113,9 @@
     row("data", result.source);
     row("loss", result.first_loss.toFixed(4) + " → " + result.last_loss.toFixed(4), "loss-drop");
     row("training accuracy", result.accuracy.toFixed(3), "accuracy");
+    const demo = result.demo || {}, onOff = (value) => (value ? "on" : "off");
+    if (demo.alignment !== undefined) row("memory options", "alignment " + demo.alignment + " bytes, workspace " +
+      onOff(demo.workspace) + ", prepared weights " + onOff(demo.prepared_weights), "training-memory");
     row("unified arena", M.fmt(result.unified_bytes) + " bytes (" + result.ratio.toFixed(3) + "× the per-category total " +
       M.fmt(result.per_category_total) + ")");
     M.categoryChart(document.getElementById("chart-categories"), result);
@@ -131,6 +134,7 @@
       const body = {
         loss: form.elements.loss.value, optimizer: form.elements.optimizer.value,
         strategy: form.elements.strategy.value, dims: dims, shapes: M.readShapes(document.getElementById("plan-form")),
+        ...M.readStepMemory(form),
       };
       const status = document.getElementById("training-plan-status");
       status.textContent = "planning the training step…";

@@ -140,6 +140,13 @@ def start_demo(storage: Storage, jobs: JobService, body: TrainingDemoRequest) ->
     return jobs.submit("training", title, demo_task, {"body": body.model_dump()}, links={"page": "/training/demo/{id}"})
 
 
+def form_memory(job: Job | None) -> dict[str, Any]:
+    """The memory options the training form shows: those the demo `job` ran with, else the defaults."""
+    demo = (job.result or {}).get("demo", {}) if job is not None else {}
+    given = {name: demo[name] for name in TrainingMemoryRequest.model_fields if name in demo}
+    return TrainingMemoryRequest.model_validate(given).model_dump()
+
+
 def demo_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     """The training demo job, on a worker: plan and store the unified plan first (the page draws it at
     once), then train, reporting every node of every n-th step (`DemoFollower`) and every loss;

@@ -1,8 +1,12 @@
 """The memory API and training pages in real Chromium: the run page's zero-copy toggle, the
-training demo's falling loss chart, the pipeline page. Server and browser fixtures: tests/conftest.py."""
+training demo's falling loss chart and the memory options the training forms send, the pipeline
+page. Server and browser fixtures: tests/conftest.py."""
 
 from __future__ import annotations
 
+import time
+
+from runtime.training import models as training_models
 from tests import memory_models
 from tests.browser.harness import BROWSER, shot, upload
 
@@ -55,6 +59,43 @@ def test_training_demo_page_shows_a_falling_loss_chart(server, page):
     page.wait_for_function("window.Memplan && Memplan.runView && Memplan.runView.ready")
     page.evaluate("Memplan.runView.ready.then(() => true)")
     assert page.evaluate(steps) == times
+
+
+def _set_memory(page, form: str) -> None:
+    page.fill(f"{form} [name=alignment]", "256")
+    page.uncheck(f"{form} [name=workspace]")
+    page.uncheck(f"{form} [name=prepared_weights]")
+
+
+def test_training_forms_send_their_memory_options(server, page):
+    """The model page's training-plan form and the demo's form send alignment, workspace and prepared
+    weights in their REST bodies; the plan's answer and the demo's stored job carry them."""
+    options = {"alignment": 256, "workspace": False, "prepared_weights": False}
+    cnn = training_models.small_cnn(batch=4, size=8, channels=(4, 8), classes=10, seed=0)
+    page.goto(server + f"/models/{upload(page, server, cnn, 'train_memory')}")
+    _set_memory(page, "#training-plan-form")
+    with page.expect_response("**/training-plans") as answer:
+        page.click("#training-plan-button")
+    sent = answer.value.request.post_data_json
+    assert {k: sent[k] for k in options} == options and answer.value.status == 201
+    planned = answer.value.json()
+    assert {k: planned["options"][k] for k in options} == options and planned["capacities"]["disposable"] == 0
+    page.goto(server + "/training")
+    page.fill("[name=steps]", "2")
+    _set_memory(page, "#training-form")
+    with page.expect_request("**/api/v1/training/demo") as request:
+        page.click("#training-button")
+    assert {k: request.value.post_data_json[k] for k in options} == options
+    page.wait_for_url("**/training/demo/*")
+    job_url = server + "/api/v1/jobs/" + page.url.rsplit("/", 1)[1]
+    deadline = time.monotonic() + 60
+    while (job := page.request.get(job_url).json())["state"] not in ("done", "failed"):
+        assert time.monotonic() < deadline, "the demo did not finish"
+        time.sleep(0.2)
+    assert job["state"] == "done" and {k: job["result"]["demo"][k] for k in options} == options
+    page.wait_for_selector("#training-memory", timeout=30_000)
+    assert page.inner_text("#training-memory") == "alignment 256 bytes, workspace off, prepared weights off"
+    shot(page, "training-memory-options")
 
 
 def test_pipeline_of_two_uploaded_models_is_planned_and_run(server, page):

@@ -18,9 +18,8 @@ router = APIRouter(include_in_schema=False)
 def training_page(request: Request) -> Response:
     """The training demo's form: an MLP or a small CNN learns 8x8 digits inside one arena."""
     fast = [s for s in reports.strategy_list() if not s["slow"]]
-    return render(
-        request, "training.html", {"page_title": "training demo", "job": None, "strategies": fast, "view": None}
-    )
+    context = {"page_title": "training demo", "job": None, "strategies": fast, "view": None}
+    return render(request, "training.html", {**context, "memory": training.form_memory(None)})
 
 
 @router.get("/training/demo/{job_id}")
@@ -33,4 +32,5 @@ def training_demo_page(request: Request, job: JobDep, storage: StorageDep) -> Re
     # The unified plan, with the last step's node times; under way, the plan it trains in, once stored.
     view = run_plan_view(storage, job.result) if job.result else training.planned_view(storage, job)
     context = {"page_title": "training demo", "job": job.to_json(), "strategies": fast, "view": view}
+    context["memory"] = training.form_memory(job)  # the form shows the options this demo ran with
     return render(request, "training.html", context)

@@ -7,6 +7,7 @@ plan through `planner.check_plan`, the demo's losses against its own SSE events,
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -133,6 +134,40 @@ def test_training_demo_runs_with_the_memory_options_it_was_given(client):
     assert result["capacities"]["disposable"] == 0
     plan = Plan.from_json(client.app.state.storage.get_plan(result["plan_id"]).plan)
     assert check_plan(problem, plan).ok  # alignment included: the problem's 256 bytes
+    # The demo's page shows them, and its form offers them again (its JSON twin: `memory`).
+    assert client.get(f"/training/demo/{job_id}", params={"format": "json"}).json()["memory"] == options
+    page = client.get(f"/training/demo/{job_id}").text
+    assert '<dd id="training-memory">alignment 256 bytes, workspace off, prepared weights off</dd>' in page
+    form = _form(page, "training-form")
+    assert 'name="alignment" value="256"' in form and _checked(form) == {"workspace": False, "prepared_weights": False}
+
+
+def _form(page: str, form_id: str) -> str:
+    """The HTML of the form `form_id` on `page`."""
+    start = page.index(f'<form id="{form_id}"')
+    return page[start : page.index("</form>", start)]
+
+
+def _checked(form: str) -> dict[str, bool]:
+    """Whether the form's workspace and prepared_weights boxes are checked."""
+    boxes = dict(re.findall(r'<input type="checkbox" name="(workspace|prepared_weights)"( checked)?>', form))
+    assert set(boxes) == {"workspace", "prepared_weights"}, form
+    return {name: bool(checked) for name, checked in boxes.items()}
+
+
+def test_training_forms_offer_the_memory_options_with_their_defaults(client, cnn):
+    """The demo's form and the model page's training-plan form: the fields of the model page's plan form."""
+    defaults = MemoryOptions()
+    expected = {"alignment": defaults.alignment, "workspace": defaults.workspace}
+    expected["prepared_weights"] = defaults.prepared_weights
+    assert client.get("/training", params={"format": "json"}).json()["memory"] == expected
+    model_id, _ = cnn
+    pages = {"training-form": client.get("/training").text}
+    pages["training-plan-form"] = pages["plan-form"] = client.get(f"/models/{model_id}").text
+    for form_id, page in pages.items():
+        form = _form(page, form_id)
+        assert f'name="alignment" value="{defaults.alignment}"' in form, form_id
+        assert _checked(form) == {"workspace": defaults.workspace, "prepared_weights": defaults.prepared_weights}
 
 
 # Steps for the loss to halve on the 8x8 digits (scikit-learn's copy, in the test extra): the CNN learns slower.
