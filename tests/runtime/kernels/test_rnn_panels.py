@@ -75,18 +75,28 @@ def test_a_session_makes_the_plan_at_prepare_and_reuses_it(monkeypatch):
 
 
 @pytest.mark.parametrize("io", ["external", "arena"])
-def test_a_recurrence_reading_a_graph_input_from_outside_the_arena_runs(io):
+def test_a_recurrence_reading_a_graph_input_from_outside_the_arena_runs(io, monkeypatch):
     """With graph inputs outside the arena (the caller's arrays, bound at run) and the
     recurrence's outputs inside it, prepare has no x to make the plan from: the plan is made at
-    the first run instead, and matches onnxruntime."""
+    the first run instead, kept by the runs after it (new arrays of the same shapes), and
+    matches onnxruntime."""
+    made: list[rnn_plan.Plan | None] = []
+    plan = rnn_plan.plan
+
+    def counted(*args, **kwargs):
+        made.append(plan(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(rnn_plan, "plan", counted)
     model, rng = _gru_model()
     graph = model.graph
     graph.node.append(helper.make_node("Neg", ["y"], ["z"]))  # y into the arena: the call is primed
     del graph.output[:]
     graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [9, 1, 1, 40]))
     session = runtime.Session(runtime.load_model(model), "greedy_by_size", runtime.MemoryOptions(io=io))
-    for _ in range(2):
+    for _ in range(3):
         feeds = {"x": rng.standard_normal((9, 1, 12)).astype(np.float32),
                  "h0": rng.standard_normal((1, 1, 40)).astype(np.float32)}  # fmt: skip
         got = session.run(feeds)
         np.testing.assert_allclose(got["z"], run_ort(model, feeds)[0], rtol=1e-4, atol=2e-5)
+    assert len(made) == 1
