@@ -20,8 +20,9 @@ ChooseBestHeapAlgorithm (run several heaps, keep the smallest).
    blocks live at the peak closed up in that plan's order, the rest placed again by a few
    greedy orders), kept as "peak_repack": on a language model's training trace (18,692
    buffers) it closes the one 40 MiB hole the greedy orders leave at the peak, 1.0076x
-   LOAD -> 1.0000x. Past `LARGE_BLOCKS` blocks it comes right after steps 2 and 3, and
-   again at the end on a smaller plan, when the time left covers a pass of the engine.
+   LOAD -> 1.0000x. At the end it repacks up to `REPACKS` more of the smallest plans of
+   different arenas. Past `LARGE_BLOCKS` blocks it also comes right after steps 2 and 3,
+   and each repack starts only when the time left covers a pass of the engine.
 5. When no plan reached LOAD and the problem is small (at most `SMALL_BLOCKS` blocks), run
    `optimal` on the rest of the budget. Without an explicit time limit it is also bounded
    by a node count, so that the result does not depend on the machine's speed (unless
@@ -93,7 +94,9 @@ def best(problem: Problem, *, time_limit: float | None = None, seed: int = 0, **
         _peak_stack(problem, blocks, tried, plans, failures)  # one pass: cheap, and it may reach LOAD
         per_run = time.perf_counter() - begun
         if not reached():
-            per_run = max(per_run, _pieces(problem, blocks, deadline - FINISH_SHARE * seconds, tried, plans, failures))
+            # A pass of the engine kept back for the repack after it.
+            until = deadline - FINISH_SHARE * seconds - per_run
+            per_run = max(per_run, _pieces(problem, blocks, until, tried, plans, failures))
         _repack(problem, blocks, deadline, tried, plans, repacked, count=1, per_run=per_run)
     for name, strategy in registered().items():
         if strategy.slow or name == "best" or reached():
@@ -209,10 +212,10 @@ def _repack(
         done.add(start.arena_bytes)
         count -= 1
         result = peak_repack(problem, blocks.offsets_in(start), blocks, deadline, start=start.strategy)
-        if result is None:
-            continue
         name = f"peak_repack of {start.strategy}"
-        if check_plan(problem, result).ok:
+        if result is None:
+            tried[name] = "infeasible"
+        elif check_plan(problem, result).ok:
             plans.append(result)
             tried[name] = result.arena_bytes
         else:

@@ -1,6 +1,7 @@
 """The greedy strategies `optimal` measures itself against: it never returns a plan larger
-than the smallest of theirs that it ran. With them, the peak stack (`peak_stack`), a greedy
-order of memplan's own that `best` and `optimal` try but that is not a strategy of its own."""
+than the smallest of theirs that it ran. With them, two moves of memplan's own that `best`
+and `optimal` try but that are not strategies of their own: the peak stack (`peak_stack`, a
+greedy order) and the repack of a plan around its peak step (`peak_repack`)."""
 
 from __future__ import annotations
 

@@ -132,7 +132,8 @@ def _at_scale(
     problem: Problem, placer: Placer, started: float, seconds: float, max_nodes: int | None, seed: int
 ) -> Plan:
     """Past the search's reach: the best of the greedy heuristics and of the packing in
-    pieces (`planner.exact.pieces`), whose highest pieces the search tightens."""
+    pieces (`planner.exact.pieces`), whose highest pieces the search tightens, repacked
+    around its peak step (`heuristics.peak_repack`) when that makes it smaller."""
     deadline = started + seconds
     # The peak stack first: one pass of the engine, and at LOAD it is proven optimal at once.
     begun = time.perf_counter()

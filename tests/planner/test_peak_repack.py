@@ -10,7 +10,9 @@ import pytest
 
 from planner import Buffer, Pool, Problem, check_plan, load, plan
 from planner.placement import Blocks
+from planner.strategies.best import LARGE_BLOCKS
 from planner.strategies.heuristics import HEURISTICS, peak_repack, peak_stack
+from planner.strategies.optimal import MAX_SEARCH_BLOCKS
 
 # Live bytes per step: 80, 80, 112, 160, 272, 208, 272, 272, so LOAD is 272, first at step 4
 # where b0, b1 and b3 are live.
@@ -111,7 +113,7 @@ def scaled_copies(copies: int = 388) -> Problem:
 @pytest.mark.parametrize("strategy", ["best", "optimal"])
 def test_best_and_optimal_at_scale_take_the_repack_to_load(strategy):
     problem = scaled_copies()
-    assert len(problem.buffers) > 3000
+    assert len(Blocks.of(problem)) > max(LARGE_BLOCKS, MAX_SEARCH_BLOCKS)  # the paths at scale
     floor = load(problem)
     assert min(plan(problem, name).arena_bytes for name in HEURISTICS) > floor
     assert peak_stack(problem).arena_bytes > floor
