@@ -32,7 +32,9 @@ How a model is measured:
      TFLite put the activations.
    - ``arena``: from the base to the highest end of the graph's tensors, inputs and outputs
      included (temporaries not).
-   The reading is checked: the inputs are at the lowest address; two tensors alive at one op
+   The reading is checked: the inputs are at the lowest address, one after the other (no
+   intermediate or output starts below their top, and they span no more than their sizes each
+   rounded up to TFLite's 64-byte tensor alignment); two tensors alive at one op
    (lifetimes from the op list) share no byte unless an op writes one over the other (TFLite's
    in-place ops); the arena is no larger than the sum of the sizes of the tensors read.
 """
@@ -52,6 +54,9 @@ RESOLVERS = {
     "optimized": lambda kinds: kinds.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
 }
 KINDS = ("input", "output", "intermediate", "temporary")
+# kDefaultTensorAlignment (tensorflow/lite/util.h): the ArenaPlanner starts every tensor of its
+# arena at a multiple of 64 bytes, so two inputs one after the other leave less than 64 between them.
+TENSOR_ALIGNMENT = 64
 
 
 def to_tflite(path: Path, folder: Path) -> Path:
@@ -125,6 +130,42 @@ def check_no_overlap(graph: object, placed: list[tuple[int, str, int, int]]) -> 
                 raise RuntimeError(f"tensors {a} and {b} share bytes while both are alive: the reading is wrong")
 
 
+def input_bounds(placed: list[tuple[int, str, int, int]]) -> tuple[int, int]:
+    """The arena's base and the top of the graph inputs, from (index, kind, address, bytes) of the
+    placed tensors (`placed_tensors`); kernels' temporaries are left out, some being elsewhere.
+
+    The activations are counted from that top, which is right only where the inputs sit one after
+    the other at the bottom: raises where an input is not at the base, an intermediate or output
+    starts below the top (it would be left out of the count), or the inputs span more than their
+    sizes each rounded up to `TENSOR_ALIGNMENT` (something else lies between them)."""
+    arena = sorted((start, index, kind) for index, kind, start, _ in placed if kind != "temporary")
+    base, lowest, lowest_kind = arena[0]
+    inputs = sorted((start, size, index) for index, kind, start, size in placed if kind == "input")
+    if not inputs:
+        return base, base
+    if inputs[0][0] != base:
+        raise RuntimeError(
+            f"the graph inputs are not at the bottom of the arena: tensor {lowest} ({lowest_kind}) starts "
+            f"{inputs[0][0] - base:,} bytes below input tensor {inputs[0][2]}"
+        )
+    top = max(start + size for start, size, _ in inputs)
+    names = ", ".join(str(index) for *_, index in inputs)
+    below = [(start, index, kind) for start, index, kind in arena if kind != "input" and start < top]
+    if below:
+        start, index, kind = below[0]
+        raise RuntimeError(
+            f"tensor {index} ({kind}) starts at byte {start - base:,} of the arena, below the top of the graph "
+            f"inputs (tensors {names}) at byte {top - base:,}: the activations would be undercounted"
+        )
+    room = sum(-(-size // TENSOR_ALIGNMENT) * TENSOR_ALIGNMENT for _, size, _ in inputs)
+    if top - base > room:
+        raise RuntimeError(
+            f"the graph inputs (tensors {names}) span {top - base:,} bytes, more than their sizes rounded up to "
+            f"TFLite's {TENSOR_ALIGNMENT}-byte alignment ({room:,}): something lies between them"
+        )
+    return base, top
+
+
 def arena_figures(content: bytes, resolver: str) -> dict:
     """Step 3: the spans of TFLite's plan, read from its tensors' addresses."""
     graph, placed = placed_tensors(content, resolver)
@@ -133,10 +174,7 @@ def arena_figures(content: bytes, resolver: str) -> dict:
     # (BatchMatMul's transposed constants), a separate allocation Python cannot tell apart.
     spans = {kind: [(start, size) for _, k, start, size in placed if k == kind] for kind in KINDS}
     everything = spans["input"] + spans["output"] + spans["intermediate"]
-    base = min(start for start, _ in everything)
-    if spans["input"] and min(start for start, _ in spans["input"]) != base:
-        raise RuntimeError("the graph inputs are not at the bottom of the arena: the layout is not the one described")
-    inputs_top = max((start + size for start, size in spans["input"]), default=base)
+    base, inputs_top = input_bounds(placed)
     figures = {
         "bytes": max(start + size for start, size in spans["intermediate"]) - inputs_top,
         "arena": max(start + size for start, size in everything) - base,
@@ -150,7 +188,12 @@ def measure(path: Path) -> dict:
     """Steps 1 to 3 for one ONNX model."""
     with tempfile.TemporaryDirectory(prefix="memplan-tflite-") as tmp:
         content = to_tflite(path, Path(tmp)).read_bytes()
-    figures = {resolver: arena_figures(content, resolver) for resolver in RESOLVERS}
+    figures = {}
+    for resolver in RESOLVERS:
+        try:
+            figures[resolver] = arena_figures(content, resolver)
+        except RuntimeError as error:  # the child's last line is the parent's cell: name the model
+            raise RuntimeError(f"{path.name}, {resolver} kernels: {error}") from error
     return figures["reference"] | {"optimized": figures["optimized"]}
 
 

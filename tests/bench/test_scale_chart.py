@@ -17,13 +17,8 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 
 @pytest.fixture(scope="module")
-def scale_bench():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import scale_bench
-    finally:
-        sys.path.remove(str(BENCH))
-    return scale_bench
+def scale_bench(bench_module):
+    return bench_module("scale_bench")
 
 
 def column(runs: dict[str, float], check: float) -> dict:
