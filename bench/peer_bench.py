@@ -68,7 +68,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # bench/ is not a package: run as a script, this file's folder is first on sys.path.
-from peer_table import best_peer, keep_previous, markdown, previous_figures, variable_size_markdown  # noqa: E402
+from peer_table import (  # noqa: E402
+    best_peer,
+    chain_note,
+    keep_previous,
+    markdown,
+    previous_figures,
+    variable_size_markdown,
+)
 
 ORT_RUNS = 3
 CHILD_TIMEOUT_S = 900  # per model and child peer (TVM's compile, TFLite's conversion)
@@ -294,7 +301,7 @@ def main() -> None:
     before = previous_figures(args.output)
     peer_paths = {"tvm": args.tvm_path, "tflite": args.tflite_path}
     check = in_child(child_command("tflite", None, args.tflite_path))
-    print(f"TFLite's reading on the hand-worked chain: {check}", flush=True)
+    print(chain_note(check) or f"TFLite's hand-worked chain: {check}", flush=True)
 
     from app.services.docsections import replace_section
 
@@ -318,7 +325,7 @@ def main() -> None:
                 f"TFLite {r['tflite'].get('bytes', r['tflite'].get('error'))} [{time.perf_counter() - started:.0f} s]",
                 flush=True,
             )
-    text = markdown(rows, not args.skip_run, check if "passed" in check else None)
+    text = markdown(rows, not args.skip_run, check)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     replace_section(args.output, "peers", text)

@@ -2,8 +2,8 @@
 
 A row is ``{"model", "memplan": {...}, "ort": {...}, "tvm": {...}, "tflite": {...}}`` plus
 ``best_peer`` (`best_peer`) and, where the previous table had it, ``like_before``. A peer's dict
-holds its figure, or ``error`` (why it could not take the model), or its figure with
-``previous`` (the peer could not be imported: the figure of the previous run, `keep_previous`).
+holds its figure, or ``error`` (why it could not take the model), or its figure or error with
+``previous`` (the peer could not be imported: the previous run's, `keep_previous`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from pathlib import Path
 
 # Each peer: its key in a row, its column's header, the key of its figure (bytes).
 PEERS = (("ort", "onnxruntime", "planned"), ("tvm", "TVM", "bytes"), ("tflite", "TFLite", "bytes"))
-# The modules whose absence means a peer is not installed here (not that it failed on a model).
-MODULES = {"tvm": ("tvm",), "tflite": ("tensorflow", "onnx2tf", "onnxsim")}
 HEADING = "## Peers: memplan's arena against onnxruntime, TVM and TFLite"
 # Columns read back from the previous table, by header.
 KEPT = {"memplan like for like": "like", "TVM": "tvm", "TFLite": "tflite"}
@@ -43,12 +41,18 @@ def previous_figures(doc: Path) -> dict[str, dict[str, int | str]]:
     return figures
 
 
+def not_importable(error: str) -> bool:
+    """Whether a child's error (the last line of its traceback, `peer_bench.in_child`) is a module
+    that could not be found: the peer or one of its own dependencies (onnx2tf's sng4onnx, psutil,
+    ...) is not installed here, which says nothing of the model."""
+    return error.startswith(("ModuleNotFoundError: ", "No module named "))
+
+
 def keep_previous(peer: str, figure: dict, before: dict[str, int | str]) -> dict:
     """`figure`, or what the previous run had for `peer` (from `before`, one model's
     `previous_figures`: bytes, or why there were none) marked previous when the peer cannot be
     imported at all."""
-    error = figure.get("error", "")
-    if not any(f"No module named '{module}'" in error for module in MODULES[peer]) or peer not in before:
+    if not not_importable(figure.get("error", "")) or peer not in before:
         return figure
     kept = before[peer]
     return {"bytes": kept, "previous": True} if isinstance(kept, int) else {"error": kept, "previous": True}
@@ -73,7 +77,8 @@ def geomean(values: list[float]) -> float:
 
 
 def markdown(rows: list[dict], run: bool, check: dict | None = None) -> str:
-    """The peers section; `check` is TFLite's hand-worked check (peer_tflite.chain_check), if run."""
+    """The peers section; `check` is TFLite's hand-worked check (peer_tflite.chain_check, or
+    {"error": why} where it could not run), if run."""
     lines = [
         HEADING,
         "",
@@ -222,20 +227,31 @@ def stale_notes(rows: list[dict]) -> list[str]:
     return lines
 
 
+def chain_note(check: dict | None) -> str | None:
+    """The note on TFLite's hand-worked check: its figures, that it failed, or why it could not run;
+    none where it was not run or TFLite cannot be imported (`stale_notes` says so)."""
+    if check is None or not_importable(check.get("error", "")):
+        return None
+    if "error" in check:
+        outcome = f"could not run: {check['error']}."
+    elif check.get("passed"):
+        outcome = f"activations {check['bytes']:,}, whole arena {check['arena']:,}, as expected."
+    else:
+        outcome = f"FAILED ({check})."
+    return (
+        "- TFLite's reading, checked first on a chain of four elementwise ops worked out by hand "
+        "(`peer_tflite.chain_check`: 4,096 bytes a tensor, two buffers for three intermediates): " + outcome
+    )
+
+
 def tflite_notes(rows: list[dict], check: dict | None) -> list[str]:
     """TFLite's reading checked by hand, the models it could not take, and what its optimized kernels add."""
-    lines = []
-    if check is not None:
-        lines.append(
-            "- TFLite's reading, checked first on a chain of four elementwise ops worked out by hand "
-            "(`peer_tflite.chain_check`: 4,096 bytes a tensor, two buffers for three intermediates): "
-            + (
-                f"activations {check['bytes']:,}, whole arena {check['arena']:,}, as expected."
-                if check.get("passed")
-                else f"FAILED ({check})."
-            )
-        )
-    lines += [f"- TFLite could not take {r['model']}: {r['tflite']['error']}" for r in rows if "error" in r["tflite"]]
+    note = chain_note(check)
+    lines = [note] if note else []
+    for r in rows:
+        if "error" in r["tflite"]:
+            when = " in the previous run" if r["tflite"].get("previous") else ""
+            lines.append(f"- TFLite could not take {r['model']}{when}: {r['tflite']['error']}")
     grown = [
         f"{r['model']} ({r['tflite']['optimized']['bytes']:,})"
         for r in rows

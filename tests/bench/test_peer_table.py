@@ -5,22 +5,13 @@ Pure functions on hand-made rows: no peer is installed or run."""
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
 
 @pytest.fixture(scope="module")
-def table():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import peer_table
-    finally:
-        sys.path.remove(str(BENCH))
-    return peer_table
+def table(bench_module):
+    return bench_module("peer_table")
 
 
 def memplan(like: int) -> dict:
@@ -93,6 +84,30 @@ def test_the_hand_worked_check_is_reported_passed_or_failed(table):
     assert "hand" not in table.markdown(rows(table), True, None)
 
 
+def test_a_hand_worked_check_that_errors_out_says_why_it_could_not_run(table):
+    error = {"error": "RuntimeError: chain.onnx, reference kernels: tensor 3 (intermediate) starts at byte 0"}
+    text = table.markdown(rows(table), True, error)
+    assert "worked out by hand" in text
+    assert "could not run: RuntimeError: chain.onnx, reference kernels: tensor 3 (intermediate)" in text
+    assert table.chain_note(error) in text
+    # TFLite not installed: no line of its own, the stale figures' note says it.
+    for missing in ("ModuleNotFoundError: No module named 'onnx2tf'", "ModuleNotFoundError: No module named 'psutil'"):
+        assert table.chain_note({"error": missing}) is None
+        assert "hand" not in table.markdown(rows(table), True, {"error": missing})
+
+
+def test_errors_carried_over_from_the_previous_run_are_worded_as_its(table):
+    a, b, c = rows(table)
+    stale = row(
+        table, "d", 300, {"planned": 600}, {"bytes": 450}, {"error": "RuntimeError: no Gather", "previous": True}
+    )
+    text = table.markdown([a, b, c, stale], run=True)
+    assert "- TFLite could not take b: RuntimeError: no Gather" in text
+    assert "- TFLite could not take d in the previous run: RuntimeError: no Gather" in text
+    assert "- TFLite could not take d:" not in text
+    assert "- TFLite could not be imported in this run: its figures marked * (d)" in text
+
+
 def test_a_peer_that_cannot_be_imported_keeps_its_previous_figure(table):
     before = {"tvm": 450, "tflite": 500}
     missing = {"error": "ModuleNotFoundError: No module named 'onnx2tf'"}
@@ -104,7 +119,13 @@ def test_a_peer_that_cannot_be_imported_keeps_its_previous_figure(table):
     failed = {"error": "RuntimeError: no Gather"}
     assert table.keep_previous("tflite", failed, before) == failed
     assert table.keep_previous("tflite", missing, {"tvm": 450}) == missing
-    assert table.keep_previous("tvm", missing, before) == missing
+    # A dependency of the converter missing is the converter not importable, whichever it is.
+    for module in ("sng4onnx", "psutil", "onnx_graphsurgeon"):
+        dependency = {"error": f"ModuleNotFoundError: No module named '{module}'"}
+        assert table.keep_previous("tflite", dependency, before) == {"bytes": 500, "previous": True}
+    # An ImportError of another kind (a module found but broken) is an error, not a missing peer.
+    broken = {"error": "ImportError: cannot import name 'convert' from 'onnx2tf'"}
+    assert table.keep_previous("tflite", broken, before) == broken
     # The previous run's reason, where it had no figure, is kept as well, marked.
     kept = table.keep_previous("tvm", {"error": "No module named 'tvm'"}, {"tvm": "OpNotImplemented: LSTM"})
     assert kept == {"error": "OpNotImplemented: LSTM", "previous": True}
