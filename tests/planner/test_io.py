@@ -294,71 +294,61 @@ def minimalloc_fields(text: str) -> list[list[str]]:
     return [line.split(",") for line in lines[: lines.index("")]]
 
 
-def test_ids_minimalloc_cannot_carry_are_escaped_and_read_back_exactly():
-    ids = ["a,b", 'say "hi"', "two\nlines", "cr\r", "100%,", "p%2Cq", "50%", "x#1", "a b", "/conv/Conv_output_0"]
-    problem = make_problem([Buffer(name, 8, k % 3, k % 3 + 1) for k, name in enumerate(ids)])
+# Each case: (id, the id as written) pairs, and over how many steps the buffers are spread.
+@pytest.mark.parametrize(
+    ("written", "steps"),
+    [
+        pytest.param(
+            [
+                ("a,b", "a%2Cb"),
+                ('say "hi"', "say %22hi%22"),
+                ("two\nlines", "two%0Alines"),
+                ("cr\r", "cr%0D"),
+                ("100%,", "100%25%2C"),
+                ("p%2Cq", "p%252Cq"),  # would read back as "p,q" if written as it is
+                ("50%", "50%"),  # the others as they are
+                ("x#1", "x#1"),
+                ("a b", "a b"),
+                ("/conv/Conv_output_0", "/conv/Conv_output_0"),
+            ],
+            3,
+            id="what-minimalloc-cannot-carry",
+        ),
+        # memplan's reader strips spaces around cells: the writer escapes an id's own spaces at
+        # either end (as UTF-8 bytes), and leaves those inside it as they are.
+        pytest.param(
+            [
+                (" lead", "%20lead"),
+                ("trail ", "trail%20"),
+                ("  both  ", "%20%20both%20%20"),
+                ("in ner", "in ner"),  # a space inside an id is kept as it is
+                (" ", "%20"),
+                ("\ttab", "%09tab"),
+                ("nbsp\xa0", "nbsp%C2%A0"),
+                ("\u3000wide", "%E3%80%80wide"),
+                (" 5% ", "%205%25%20"),
+                ("%20", "%2520"),  # would read back as " " if written as it is
+                ("a %25 b", "a %2525 b"),
+                ("%", "%"),
+            ],
+            4,
+            id="spaces-at-their-ends-and-percent-signs",
+        ),
+    ],
+)
+def test_ids_are_escaped_where_needed_and_read_back_exactly(written, steps, tmp_path):
+    ids = [name for name, _ in written]
+    problem = make_problem([Buffer(name, 8, k % steps, k % steps + 1) for k, name in enumerate(ids)])
     result = plan(problem, "greedy_by_size")
     text = write_csv(problem, result)
     rows = minimalloc_fields(text)
     assert all(len(fields) == 5 for fields in rows), rows
-    assert [fields[0] for fields in rows[1:]] == [
-        "a%2Cb",
-        "say %22hi%22",
-        "two%0Alines",
-        "cr%0D",
-        "100%25%2C",
-        "p%252Cq",  # would read back as "p,q" if written as it is
-        "50%",  # the others as they are
-        "x#1",
-        "a b",
-        "/conv/Conv_output_0",
-    ]
-    again, offsets = read_csv(text)
-    assert again.buffers == problem.buffers
-    assert offsets == {b: p.offset for b, p in result.offsets.items()}
-    assert {p["id"] for p in result.to_json()["placements"]} == set(ids)  # the Plan JSON keeps them exact
-
-
-def test_ids_with_spaces_at_their_ends_and_percent_signs_read_back_exactly(tmp_path):
-    """memplan's reader strips spaces around cells: the writer escapes an id's own spaces at
-    either end (as UTF-8 bytes), and leaves those inside it as they are."""
-    ids = [
-        " lead",
-        "trail ",
-        "  both  ",
-        "in ner",
-        " ",
-        "\ttab",
-        "nbsp\xa0",
-        "\u3000wide",
-        " 5% ",
-        "%20",
-        "a %25 b",
-        "%",
-    ]
-    problem = make_problem([Buffer(name, 8, k % 4, k % 4 + 1) for k, name in enumerate(ids)])
-    result = plan(problem, "greedy_by_size")
-    text = write_csv(problem, result)
-    rows = minimalloc_fields(text)
-    assert all(len(fields) == 5 for fields in rows), rows
-    assert [fields[0] for fields in rows[1:]] == [
-        "%20lead",
-        "trail%20",
-        "%20%20both%20%20",
-        "in ner",  # a space inside an id is kept as it is
-        "%20",
-        "%09tab",
-        "nbsp%C2%A0",
-        "%E3%80%80wide",
-        "%205%25%20",
-        "%2520",  # would read back as " " if written as it is
-        "a %2525 b",
-        "%",
-    ]
+    assert [fields[0] for fields in rows[1:]] == [escaped for _, escaped in written]
     again, offsets = read_csv(text)
     assert [b.id for b in again.buffers] == ids and again.buffers == problem.buffers
     assert offsets == {b: p.offset for b, p in result.offsets.items()}
-    path = tmp_path / "spaces.csv"
+    assert {p["id"] for p in result.to_json()["placements"]} == set(ids)  # the Plan JSON keeps them exact
+    path = tmp_path / "ids.csv"
     path.write_text(text)
     assert load_csv(path).buffers == problem.buffers
 
