@@ -51,7 +51,7 @@ from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register, registered
-from planner.strategies.heuristics import peak_repack, peak_stack
+from planner.strategies.heuristics import REPACKS, peak_stack, repack_smallest
 
 DEFAULT_TIME_LIMIT = 5.0
 SMALL_BLOCKS = 3000  # optimal on the rest of the budget up to this many blocks (SOMAS ResNet-50, 1,042)
@@ -60,7 +60,6 @@ LARGE_BLOCKS = 3000  # past this many blocks, the packing in pieces first and th
 # past `LARGE_BLOCKS` whether it can end within the time left.
 PASSES = {"best_fit": 2}
 OPTIMAL_NODES = 4000
-REPACKS = 4  # plans repacked around the peak at most (the smallest of different arenas)
 SEARCH_SHARE = 0.3  # of the time limit, for the local search
 FINISH_SHARE = 0.1  # of the time limit, left after the packing in pieces to build and check its plan
 CLIMB_ITERATIONS = 500  # and at most this many moves, so that the answer is reproducible
@@ -196,23 +195,9 @@ def _repack(
     count: int,
     per_run: float | None,
 ) -> None:
-    """Step 4 (`planner.strategies.heuristics.peak_repack`) on the `count` smallest plans
-    of different arenas so far (not on one it made, nor on one whose arena is in `done`,
-    which it adds to), smallest first, until one reaches LOAD; with `per_run`, each only
-    while the time left covers that many seconds. Checked plans are kept, each under
-    "peak_repack of NAME" in `tried`."""
-    floor = load(problem)
-    for start in sorted(plans, key=lambda p: p.arena_bytes):
-        if count == 0 or min(p.arena_bytes for p in plans) <= floor:
-            return
-        if per_run is not None and deadline - time.perf_counter() < per_run:
-            return
-        if start.strategy == "peak_repack" or start.arena_bytes in done:
-            continue
-        done.add(start.arena_bytes)
-        count -= 1
-        result = peak_repack(problem, blocks.offsets_in(start), blocks, deadline, start=start.strategy)
-        name = f"peak_repack of {start.strategy}"
+    """Step 4 (`planner.strategies.heuristics.repack_smallest`) on the plans so far, each
+    repacked plan kept when checked and recorded under "peak_repack of NAME" in `tried`."""
+    for name, result in repack_smallest(problem, plans, blocks, deadline, count=count, per_run=per_run, done=done):
         if result is None:
             tried[name] = "infeasible"
         elif check_plan(problem, result).ok:

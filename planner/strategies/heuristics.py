@@ -6,7 +6,7 @@ greedy order) and the repack of a plan around its peak step (`peak_repack`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -26,17 +26,29 @@ HEURISTICS = ("first_fit", "wic", "greedy_by_size", "best_fit", "greedy_by_confl
 def best_heuristic(
     problem: Problem, deadline: float | None = None, floor: int = 0
 ) -> tuple[Plan | None, dict[str, int | str]]:
-    """The smallest plan of the heuristics (None when none fits the capacities), and what
-    each made. With a deadline (a `time.perf_counter` value) one starts only before it,
-    the first one always, the others when the time left covers the longest run so far;
-    none starts once a plan is down to `floor` bytes."""
-    plans: list[Plan] = []
-    tried: dict[str, int | str] = {}
+    """The smallest plan of `heuristic_plans` (None when none fits the capacities), and
+    what each heuristic made."""
+    plans, tried = heuristic_plans(problem, deadline, floor)
+    return min(plans, key=lambda p: p.arena_bytes, default=None), tried
+
+
+def heuristic_plans(
+    problem: Problem, deadline: float | None = None, floor: int = 0, known: Sequence[Plan] = ()
+) -> tuple[list[Plan], dict[str, int | str]]:
+    """The plans of the heuristics and the peak stack that fit the capacities, and what each
+    made; those in `known` (made before, by name) are taken as they are. With a deadline
+    (a `time.perf_counter` value) one starts only before it, the first one always, the
+    others when the time left covers the longest run so far; none starts once a plan is
+    down to `floor` bytes."""
+    plans: list[Plan] = list(known)
+    tried: dict[str, int | str] = {p.strategy: p.arena_bytes for p in known}
     longest = 0.0
     runs: list[tuple[str, Callable[[Problem], Plan]]] = [(name, registered()[name]) for name in HEURISTICS[:3]]
     runs += [("peak_stack", peak_stack)] + [(name, registered()[name]) for name in HEURISTICS[3:]]
     for name, run in runs:
-        if tried and deadline is not None and deadline - time.perf_counter() < longest:
+        if name in tried:
+            continue
+        if len(tried) > len(known) and deadline is not None and deadline - time.perf_counter() < longest:
             break
         if plans and min(p.arena_bytes for p in plans) <= floor:
             break
@@ -49,7 +61,7 @@ def best_heuristic(
         tried[name] = result.arena_bytes
         plans.append(result)
         longest = max(longest, time.perf_counter() - begun)
-    return (min(plans, key=lambda p: p.arena_bytes) if plans else None), tried
+    return plans, tried
 
 
 def peak_stack(problem: Problem, blocks: Blocks | None = None) -> Plan:
@@ -72,6 +84,8 @@ def peak_stack(problem: Problem, blocks: Blocks | None = None) -> Plan:
     return placer.plan("peak_stack", started, peak_step=at, peak_blocks=int(peak.sum()))
 
 
+# Plans `best` and `optimal` repack around the peak at most (the smallest of different arenas).
+REPACKS = 4
 # Orders of the blocks not live at the peak step that `peak_repack` tries, each with its rule.
 REPACK_ORDERS = (("first_use", "best"), ("largest", "first"), ("first_use", "first"), ("largest", "best"))
 
@@ -126,3 +140,38 @@ def peak_repack(
     placer.restore(kept[3])
     stats = {"start": start, "peak_step": at, "peak_blocks": int(peak.sum()), "order": kept[1], "rule": kept[2]}
     return placer.plan("peak_repack", started, **stats)
+
+
+def repack_smallest(
+    problem: Problem,
+    plans: Sequence[Plan],
+    blocks: Blocks,
+    deadline: float | None,
+    *,
+    count: int,
+    per_run: float | None = None,
+    done: set[int] | None = None,
+) -> list[tuple[str, Plan | None]]:
+    """`peak_repack` of the `count` smallest of `plans` (single-pool plans of `problem`)
+    of different arenas, smallest first, until a plan reaches LOAD: not of one it made, nor
+    of one whose arena is in `done`, which it adds to. With `per_run`, each starts only
+    while the time left before `deadline` covers that many seconds. Each result (None: it
+    fits nowhere) by "peak_repack of NAME", NAME the plan's strategy."""
+    floor = load(problem)
+    done = set() if done is None else done
+    smallest = min((p.arena_bytes for p in plans), default=floor)
+    made: list[tuple[str, Plan | None]] = []
+    for start in sorted(plans, key=lambda p: p.arena_bytes):
+        if count == 0 or smallest <= floor:
+            break
+        if per_run is not None and deadline is not None and deadline - time.perf_counter() < per_run:
+            break
+        if start.strategy == "peak_repack" or start.arena_bytes in done:
+            continue
+        done.add(start.arena_bytes)
+        count -= 1
+        result = peak_repack(problem, blocks.offsets_in(start), blocks, deadline, start=start.strategy)
+        made.append((f"peak_repack of {start.strategy}", result))
+        if result is not None:
+            smallest = min(smallest, result.arena_bytes)
+    return made

@@ -13,8 +13,8 @@
    pack it in pieces (`planner.exact.pieces`: blocks live throughout stacked on top, the
    rest cut where no block crosses, each piece by its best greedy order, the highest
    small pieces tightened by the search), and run the greedy heuristics while time is
-   left (the fastest, first_fit, always); keep the smallest, and repack it around its
-   peak step (`heuristics.peak_repack`) when it is above the bound.
+   left (the fastest, first_fit, always); repack the smallest plans around their peak
+   step (`heuristics.repack_smallest`) when above the bound; keep the smallest.
 5. Several pools: the greedy plan decides which pool each block goes to, then each pool
    is minimised on its own within its capacity (optimal per pool, not across pools).
 6. One pool: never return more than the smallest plan of the greedy heuristics run
@@ -45,7 +45,7 @@ from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
 from planner.strategies._order import by
-from planner.strategies.heuristics import best_heuristic, peak_repack, peak_stack
+from planner.strategies.heuristics import REPACKS, best_heuristic, heuristic_plans, peak_stack, repack_smallest
 
 DEFAULT_TIME_LIMIT = 10.0
 # Without a time limit the effort is counted in search nodes (a second or so), so that the
@@ -132,8 +132,8 @@ def _at_scale(
     problem: Problem, placer: Placer, started: float, seconds: float, max_nodes: int | None, seed: int
 ) -> Plan:
     """Past the search's reach: the best of the greedy heuristics and of the packing in
-    pieces (`planner.exact.pieces`), whose highest pieces the search tightens, repacked
-    around its peak step (`heuristics.peak_repack`) when that makes it smaller."""
+    pieces (`planner.exact.pieces`), whose highest pieces the search tightens, and of their
+    smallest plans repacked around the peak step (`heuristics.repack_smallest`)."""
     deadline = started + seconds
     # The peak stack first: one pass of the engine, and at LOAD it is proven optimal at once.
     begun = time.perf_counter()
@@ -145,26 +145,26 @@ def _at_scale(
         stats |= {"seconds": round(time.perf_counter() - started, 6), "time_limit": seconds, "seed": seed}
         return placer.plan("optimal", started, **stats, start="peak_stack", tried={"peak_stack": stacked.arena_bytes})
     found = pack(problem, placer.blocks, deadline, search=True, max_nodes=max_nodes)
-    heuristic: Plan | None = None
+    plans: list[Plan] = []
     tried: dict[str, int | str] = {}
     if found.arena > found.bound:
-        # A pass of the engine is kept back for the repack below, so that it ends in time.
-        heuristic, tried = best_heuristic(problem, deadline - per_run, floor=found.bound)
+        # Two passes of the engine are kept back for the repack below (its first order, and
+        # the slack a heuristic's pass may overrun its estimate by), so that it ends in time.
+        known = [stacked] if stacked is not None else []
+        plans, tried = heuristic_plans(problem, deadline - 2 * per_run, floor=found.bound, known=known)
+    placer.place_every(found.offsets)
     start = "pieces"
-    if heuristic is not None and heuristic.arena_bytes < found.arena:
-        placer.place_every(placer.blocks.offsets_in(heuristic))
-        start = heuristic.strategy
-    else:
-        placer.place_every(found.offsets)
     if placer.arena_bytes > found.bound and deadline - time.perf_counter() >= per_run:
-        # Closing up the holes at the peak of the best plan so far: a few passes of the
-        # engine, and the one move that reaches LOAD on some traces.
-        repacked = peak_repack(problem, placer.offset, placer.blocks, deadline, start=start)
-        if repacked is not None:
-            tried["peak_repack"] = repacked.arena_bytes
-            if repacked.arena_bytes < placer.arena_bytes:
-                placer.place_every(placer.blocks.offsets_in(repacked))
-                start = "peak_repack"
+        # Closing up the holes at the peak of the smallest plans so far: a few passes of the
+        # engine each, and the one move that reaches LOAD on some traces.
+        plans += _as_plan(placer, "pieces", started)
+        for name, result in repack_smallest(problem, plans, placer.blocks, deadline, count=REPACKS, per_run=per_run):
+            tried[name] = "infeasible" if result is None else result.arena_bytes
+            plans += [result] if result is not None else []
+    smallest = min(plans, key=lambda p: p.arena_bytes, default=None)
+    if smallest is not None and smallest.arena_bytes < placer.arena_bytes:
+        placer.place_every(placer.blocks.offsets_in(smallest))
+        start = smallest.strategy
     arena = placer.arena_bytes
     bound = found.bound
     pool = problem.pools[0]
@@ -189,6 +189,14 @@ def _at_scale(
         "pieces_proven": found.proven,
     }
     return placer.plan("optimal", started, **stats)
+
+
+def _as_plan(placer: Placer, name: str, started: float) -> list[Plan]:
+    """The placer's placement as a plan made by `name`, or none past a pool's capacity."""
+    try:
+        return [placer.plan(name, started)]
+    except InfeasibleError:
+        return []
 
 
 def _peak_stack_or_none(problem: Problem, placer: Placer) -> Plan | None:
