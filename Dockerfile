@@ -26,10 +26,14 @@ RUN pip install --no-deps -e . \
     && mkdir -p /data && chown memplan /data
 
 # numba compiles the planner's placing loop (5,000 blocks and up) and the kernels' loops on first use,
-# ~10 s in every new process. `memplan warm` plans generated problems and runs the gallery's models and
-# the training demo once, here, as the user the service runs as, so that numba's cache sits in a folder
-# that user owns and every container and worker of this image loads the loops instead. The cached code
-# is for the build machine's CPU: on another CPU numba compiles once more and adds to the same folder.
+# ~10 s in every new process. `memplan warm` plans generated problems with every fast strategy, runs the
+# gallery's models and one step of each training demo network, then tiny graphs that reach every other
+# kernel with compiled loops (GRU, LSTM, RNN, LayerNormalization, RMSNormalization, Softmax, Gemm,
+# depthwise, dense and Winograd F(2x2)/F(4x4) convs, squeeze-and-excitation, MaxPool, GlobalAveragePool),
+# here, as the user the service runs as, so that numba's cache sits in a folder that user owns and every
+# container and worker of this image loads the loops instead (for the dtypes and layouts those runs use:
+# float64 or another layout compiles once more). The cached code is for the build machine's CPU: on
+# another CPU numba compiles once more and adds to the same folder.
 ENV NUMBA_CACHE_DIR=/home/memplan/.cache/numba
 USER memplan
 RUN memplan warm

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 from collections.abc import Callable
+from types import CodeType, ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
@@ -54,6 +55,39 @@ def compiled(fn: F, **options: Any) -> F | None:
         loop = numba.njit(cache=False, **options)(fn)
     LOOPS.append(loop)
     return loop
+
+
+def entries() -> list[Any]:
+    """The loops of `LOOPS` that only Python calls: neither inlined into their callers
+    (``inline="always"``) nor named in another loop's code (as a global, a module's attribute
+    or a closure's value). numba records a loop's signatures when Python calls it or when a
+    loop that calls it compiles, never for an inlined one: in a process that compiled (not
+    loaded) its loops, the entries with signatures say which of them ran."""
+    called = {id(callee) for loop in LOOPS for callee in _callees(loop)}
+    return [loop for loop in LOOPS if loop.targetoptions.get("inline") != "always" and id(loop) not in called]
+
+
+def _callees(loop: Any) -> list[Any]:
+    """The objects `loop`'s Python function names: its globals (and their attributes, for a
+    module), and its closure's values."""
+    function = loop.py_func
+    names = set(_names(function.__code__))
+    found: list[Any] = []
+    for name in names:
+        value = function.__globals__.get(name)
+        found += [getattr(value, n, None) for n in names] if isinstance(value, ModuleType) else [value]
+    for cell in function.__closure__ or ():
+        try:
+            found.append(cell.cell_contents)
+        except ValueError:  # a cell not yet filled
+            continue
+    return found
+
+
+def _names(code: CodeType) -> list[str]:
+    """The global and attribute names `code` and the functions defined in it read."""
+    nested = [c for c in code.co_consts if isinstance(c, CodeType)]
+    return [*code.co_names, *(name for c in nested for name in _names(c))]
 
 
 def move(array: np.ndarray, to: int, frm: int, count: int) -> None:

@@ -7,11 +7,16 @@ the compiled loops instead of compiling them on its first big plan or first run 
    (`training_like`) of `blocks` buffers, at least `FROM_BLOCKS`, where the placement engine's
    compiled loop takes over, with every fast strategy (or the ones given);
 2. run models through `runtime.Session` as a run job does (default memory options, seeded
-   random inputs): the gallery's examples, and one step of each training demo network.
+   random inputs): the gallery's examples, and one step of each training demo network;
+3. run the tiny graphs of `app.services.warm_graphs` the same way (always: they take
+   milliseconds once compiled), which reach the kernel loops no model of step 2 does (the
+   recurrences, the normalisations, depthwise convs, squeeze-and-excitation, both Winograd
+   variants, Gemm, pooling).
 
 numba writes the cache where `planner.jit` says (``NUMBA_CACHE_DIR`` when set, which must be
 set before the process starts). The report counts, from numba's own stats, the loops this
-process compiled and those it loaded from the cache: a second process finds them all there.
+process compiled and those it loaded from the cache (a second process finds them all there),
+and names the entry loops (`planner.jit.entries`) it reached by neither: `missed`.
 """
 
 from __future__ import annotations
@@ -22,14 +27,25 @@ from typing import Any
 
 import planner
 import runtime
+from app.services.warm_graphs import GRAPHS
 from planner import jit
 from planner.generate import network_like, training_like
 from planner.timeline_jit import FROM_BLOCKS
 from runtime import oracle
+from runtime.kernels import kernels
 from runtime.training.demo import DEMO_MODELS, train_demo
 
 DEFAULT_BLOCKS = 6_000  # a little past FROM_BLOCKS: the generators' problems are then placed by the compiled loop
 GENERATORS = {"network_like": network_like, "training_like": training_like}
+
+
+class WarmError(ValueError):
+    """A value `warm` cannot take: the `parameter` it was given for, the `value`, and the `reason`
+    (which says what is accepted)."""
+
+    def __init__(self, parameter: str, value: object, reason: str) -> None:
+        super().__init__(f"{parameter}={value!r}: {reason}")
+        self.parameter, self.value, self.reason = parameter, value, reason
 
 
 def model_names() -> list[str]:
@@ -71,12 +87,16 @@ def warm(
                 timed(f"plan {name}({blocks:,}) with {strategy}", lambda p=problem, s=strategy: planner.plan(p, s))
         for model in models:
             timed(f"run {model}", lambda m=model: _run(m))
+        for name, build in GRAPHS.items():
+            timed(f"run {name} (tiny graph)", lambda b=build: _run_graph(runtime.load_model(b())))
     return {"compiled_loops": jit.ENABLED, **loop_stats(), "steps": steps}
 
 
 def loop_stats() -> dict[str, Any]:
     """The compiled loops this process used: how many, how many signatures numba compiled (not in
-    the cache) and loaded (from it), and the cache folders."""
+    the cache) and loaded (from it), the cache folders, and the entry loops of every kernel and
+    of the planner that it neither compiled nor loaded (`missed`, as module.name)."""
+    kernels()  # every kernel module imported, so that `jit.LOOPS` holds all their loops
     used = [loop for loop in jit.LOOPS if loop.signatures]
     stats = [loop.stats for loop in used]
     return {
@@ -84,20 +104,21 @@ def loop_stats() -> dict[str, Any]:
         "compiled": sum(sum(s.cache_misses.values()) for s in stats),
         "loaded": sum(sum(s.cache_hits.values()) for s in stats),
         "cache": sorted({str(s.cache_path) for s in stats if s.cache_path}),
+        "missed": [f"{loop.py_func.__module__}.{loop.__qualname__}" for loop in jit.entries() if not loop.signatures],
     }
 
 
 def _check(blocks: int, strategies: list[str], models: list[str]) -> None:
     if blocks < FROM_BLOCKS:
-        raise ValueError(f"--blocks {blocks}: at least {FROM_BLOCKS:,}, where the compiled placing loop takes over")
+        raise WarmError("blocks", blocks, f"at least {FROM_BLOCKS:,}, where the compiled placing loop takes over")
     known = planner.names()
     for strategy in strategies:
         if strategy not in known:
-            raise ValueError(f"unknown strategy {strategy!r}; accepted: {', '.join(known)}")
+            raise WarmError("strategies", strategy, f"no such strategy; accepted: {', '.join(known)}")
     accepted = model_names()
     for model in models:
         if model not in accepted:
-            raise ValueError(f"unknown model {model!r}; accepted: {', '.join(accepted)}")
+            raise WarmError("models", model, f"no such model; accepted: {', '.join(accepted)}")
 
 
 def _run(model: str) -> None:
@@ -108,6 +129,9 @@ def _run(model: str) -> None:
     from app.services.library import EXAMPLES_DIR, examples
 
     files = {e["name"]: str(e["file"]) for e in examples()}
-    graph = runtime.load_model(EXAMPLES_DIR / files[model])
+    _run_graph(runtime.load_model(EXAMPLES_DIR / files[model]))
+
+
+def _run_graph(graph: runtime.Graph) -> None:
     session = runtime.Session(graph, planner.DEFAULT_STRATEGY, runtime.MemoryOptions()).prepare()
     session.run(oracle.random_inputs(graph, 0))

@@ -19,7 +19,7 @@ import functools
 
 import numpy as np
 
-from runtime.kernels._jit import compiled, numba
+from runtime.kernels._jit import ENABLED, compiled, numba
 from runtime.kernels.window import Geometry
 
 DTYPE = np.dtype(np.float32)
@@ -109,7 +109,7 @@ def im2col_into(x_image: np.ndarray, col: np.ndarray, phases: np.ndarray, r0: in
     im2col_stride2(x_image, col, phases, r0, m, kh, kw, ph, pw, geo.out[1])
 
 
-if compiled(lambda: None) is not None:
+if ENABLED:
     _u = compiled(lambda i: numba.uint64(i), inline=True)  # an index known not negative
     im2col_stride2 = compiled(_im2col_stride2)
 else:

@@ -16,7 +16,7 @@ import functools
 
 import numpy as np
 
-from runtime.kernels._jit import compiled, numba
+from runtime.kernels._jit import ENABLED, compiled, numba
 
 DTYPE = np.dtype(np.float32)
 
@@ -98,7 +98,7 @@ def _stride_two(row, span, kw, dst):  # type: ignore[no-untyped-def]
             dst[ox] = _larger(dst[ox], taps[ox])
 
 
-if compiled(lambda: None) is not None:
+if ENABLED:
     _larger = compiled(_larger, inline=True)  # type: ignore[assignment]
     _u = compiled(lambda i: numba.uint64(i), inline=True)  # an index known not negative
     _stride_two = compiled(_stride_two, inline=True)  # type: ignore[assignment]

@@ -30,7 +30,7 @@ import functools
 
 import numpy as np
 
-from runtime.kernels._jit import compiled, numba
+from runtime.kernels._jit import ENABLED, compiled, numba
 
 DTYPE = np.dtype(np.float32)
 TILE = 2  # output pixels per tile side
@@ -200,7 +200,7 @@ def _interleave(row, even, odd, full, tiles_w):  # type: ignore[no-untyped-def]
         row[2 * t] = even[t]
 
 
-if compiled(lambda: None) is not None:
+if ENABLED:
     _store_gt = compiled(_store_gt, inline=True)  # type: ignore[assignment]
     _row = compiled(_row, inline=True)  # type: ignore[assignment]
     _interleave = compiled(_interleave, inline=True)  # type: ignore[assignment]

@@ -24,7 +24,7 @@ import functools
 
 import numpy as np
 
-from runtime.kernels._jit import compiled, numba
+from runtime.kernels._jit import ENABLED, compiled, numba
 from runtime.kernels.jit_winograd import warm_loops
 
 TILE = 4  # output pixels per tile side
@@ -208,7 +208,7 @@ def _scatter(row, q0, q1, q2, q3, out_w):  # type: ignore[no-untyped-def]
         row[4 * full + 2] = q2[full]
 
 
-if compiled(lambda: None) is not None:
+if ENABLED:
     _g_row = compiled(_g_row, inline=True)  # type: ignore[assignment]
     _bt = compiled(_bt, inline=True)  # type: ignore[assignment]
     _at = compiled(_at, inline=True)  # type: ignore[assignment]

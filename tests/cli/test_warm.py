@@ -16,6 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
+from app.cli.warm import FLAGS
+from app.services.warm import WarmError, loop_stats, warm
 from planner import jit
 from planner.timeline_jit import FROM_BLOCKS
 
@@ -27,16 +29,16 @@ LATER = f"""
 import json
 from planner import check_plan, jit, plan
 from planner.generate import network_like
-from planner.timeline_jit import _run
 from runtime.training.demo import train_demo
 
 problem = network_like({FROM_BLOCKS})
 assert check_plan(problem, plan(problem, "greedy_by_size")).ok
 train_demo("mlp", steps=1)
+[placing] = [loop for loop in jit.LOOPS if loop.__qualname__ == "place_run"]
 used = [loop for loop in jit.LOOPS if loop.signatures]
 print(json.dumps({{
-    "placing_loop_loaded": sum(_run.stats.cache_hits.values()),
-    "placing_loop_compiled": sum(_run.stats.cache_misses.values()),
+    "placing_loop_loaded": sum(placing.stats.cache_hits.values()),
+    "placing_loop_compiled": sum(placing.stats.cache_misses.values()),
     "kernel_loops_loaded": sum(sum(loop.stats.cache_hits.values()) for loop in used if "kernels" in loop.__module__),
     "compiled": {{loop.__qualname__: sum(loop.stats.cache_misses.values()) for loop in used}},
 }}))
@@ -60,8 +62,13 @@ def test_warm_fills_the_cache_and_a_later_process_compiles_nothing(tmp_path):
         f"plan network_like({FROM_BLOCKS:,}) with greedy_by_size",
         f"plan training_like({FROM_BLOCKS:,}) with greedy_by_size",
         "run mlp",
+        "run recurrences (tiny graph)",
+        "run normalisations (tiny graph)",
+        "run convolutions (tiny graph)",
     ]
     assert report["compiled"] > 0 and report["loaded"] == 0  # a fresh cache: everything compiled here
+    # Every loop Python calls (a kernel's or the planner's) ran, so a new one warm misses fails here.
+    assert report["missed"] == [], report["missed"]
     assert report["cache"] and all(Path(path).is_relative_to(cache) for path in report["cache"])
     index = {path.name.split("-")[0] for path in cache.rglob("*.nbi")}
     assert "timeline_jit.place_run" in index and any(
@@ -81,10 +88,39 @@ def test_warm_fills_the_cache_and_a_later_process_compiles_nothing(tmp_path):
     "args, words",
     [
         (["--blocks", "100"], f"--blocks 100: at least {FROM_BLOCKS:,}"),
-        (["--strategy", "fastest"], "unknown strategy 'fastest'; accepted: naive"),
-        (["--model", "gpt"], "unknown model 'gpt'; accepted: mlp, cnn, bvlc_alexnet"),
+        (["--strategy", "fastest"], "--strategy fastest: no such strategy; accepted: naive"),
+        (["--model", "gpt"], "--model gpt: no such model; accepted: mlp, cnn, bvlc_alexnet"),
     ],
 )
 def test_warm_refuses_what_it_cannot_warm_before_any_work(args, words):
     result = CliRunner().invoke(app, ["warm", *args])
     assert result.exit_code == 2 and words in result.output, result.output
+
+
+def test_the_service_names_its_parameter_and_the_cli_its_flag():
+    with pytest.raises(WarmError) as refused:
+        warm(blocks=FROM_BLOCKS - 1, strategies=[], models=[])
+    assert refused.value.parameter == "blocks" and "--" not in str(refused.value)
+    assert set(FLAGS) == {"blocks", "strategies", "models"}  # every parameter the service may name
+
+
+@pytest.mark.skipif(not jit.ENABLED, reason="compiled loops are off (numba not installed, or MEMPLAN_JIT=0)")
+def test_entries_are_the_loops_no_other_loop_calls_or_inlines():
+    loop_stats()  # imports every kernel module
+    entries = {f"{loop.py_func.__module__}.{loop.__qualname__}" for loop in jit.entries()}
+    assert {
+        "planner.timeline_jit.place_run",
+        "runtime.kernels.jit_rnn._lstm_py",
+        "runtime.kernels.jit_depthwise._depthwise",
+        "runtime.kernels.squeeze_excite._squeeze_excite",
+    } <= entries
+    # called from compiled loops only (timeline_jit's helpers, jit_rnn's cell), or inlined (Gemm's epilogue)
+    assert (
+        not {
+            "planner.timeline_jit._reserve",
+            "planner.gapsearch.gap_search",
+            "runtime.kernels.jit_rnn._lstm_cell_py",
+            "runtime.kernels.matmul._finish",
+        }
+        & entries
+    )

@@ -1,0 +1,120 @@
+"""Tiny ONNX graphs that `memplan warm` runs so that every compiled kernel loop is compiled once.
+
+The gallery's models and the training demo leave whole families of kernels untouched (the
+recurrences, the normalisations, depthwise convs, squeeze-and-excitation, Winograd's larger
+tiles), and each of those compiles for seconds on its first model in a new process. Each graph
+here reaches a few of those loops at the smallest shapes their routes take (Winograd's tile
+sizes are the smallest that pick each variant), so a run costs milliseconds once compiled:
+
+- ``recurrences``: a GRU, an LSTM and an RNN over one short float32 sequence;
+- ``normalisations``: Softmax of a graph input, LayerNormalization, a Softmax written over its
+  input, RMSNormalization, and Gemms (a dense layer's matrix product);
+- ``convolutions``: Winograd F(2x2) and F(4x4) 3x3 convs, dense 3x3 convs of stride 1 and 2
+  with an activation, a 1x1 conv with its residual Add, depthwise convs on a wide map (over
+  sub-planes) and a narrow one (channels-last), a squeeze-and-excitation block (fused into one
+  SqueezeExcite at load time), a stride-2 MaxPool and a GlobalAveragePool.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 23  # the first with RMSNormalization
+FLOAT = TensorProto.FLOAT
+
+
+class _Builder:
+    """Nodes, seeded float32 weights and typed inputs and outputs of one graph."""
+
+    def __init__(self, seed: int) -> None:
+        self.random = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.weights: list[onnx.TensorProto] = []
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.outputs: list[onnx.ValueInfoProto] = []
+
+    def input(self, name: str, shape: list[int]) -> str:
+        self.inputs.append(helper.make_tensor_value_info(name, FLOAT, shape))
+        return name
+
+    def output(self, name: str) -> None:
+        self.outputs.append(helper.make_empty_tensor_value_info(name))  # typed by `model`
+
+    def weight(self, name: str, shape: list[int], scale: float = 0.3) -> str:
+        value = (self.random.standard_normal(shape) * scale).astype(np.float32)
+        self.weights.append(numpy_helper.from_array(value, name))
+        return name
+
+    def node(self, op: str, inputs: list[str], output: str, **attrs: object) -> str:
+        self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
+        return output
+
+    def model(self, name: str) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, self.inputs, self.outputs, self.weights)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True)  # the outputs' types, which ONNX requires
+
+
+def recurrences() -> onnx.ModelProto:
+    """GRU, LSTM and RNN (hidden 8) over a sequence of 3 steps of 4 features, batch 1."""
+    b = _Builder(1)
+    x = b.input("x", [3, 1, 4])
+    hidden = 8
+    for op, gates in (("GRU", 3), ("LSTM", 4), ("RNN", 1)):
+        w = b.weight(f"{op}_w", [1, gates * hidden, 4])
+        r = b.weight(f"{op}_r", [1, gates * hidden, hidden])
+        bias = b.weight(f"{op}_b", [1, 2 * gates * hidden])
+        b.output(b.node(op, [x, w, r, bias], f"{op}_y", hidden_size=hidden))
+    return b.model("warm_recurrences")
+
+
+def normalisations() -> onnx.ModelProto:
+    """Softmax and the normalisations over rows of 16, then a Gemm with B as stored and one with
+    B transposed (a loop each: a MatMul keeps numpy's)."""
+    b = _Builder(2)
+    x = b.input("x", [4, 16])
+    b.output(b.node("Softmax", [x], "softmax_of_input", axis=-1))  # x stays live: a separate output
+    normed = b.node("LayerNormalization", [x, b.weight("ln_scale", [16]), b.weight("ln_bias", [16])], "ln", axis=-1)
+    last = b.node("Softmax", [normed], "softmax_in_place", axis=-1)  # ln dies here
+    last = b.node("RMSNormalization", [last, b.weight("rms_scale", [16])], "rms", axis=-1)
+    b.output(b.node("Gemm", [last, b.weight("gemm_w", [16, 8]), b.weight("gemm_c", [8])], "gemm"))
+    b.output(b.node("Gemm", [last, b.weight("gemm_wt", [8, 16])], "gemm_t", transB=1))
+    return b.model("warm_normalisations")
+
+
+def convolutions() -> onnx.ModelProto:
+    """The conv routes that have compiled loops, on maps of 16 channels; see the module docstring."""
+    b = _Builder(3)
+    x = b.input("x", [1, 16, 28, 28])
+
+    def conv(name: str, source: str, k: int, out: int = 16, group: int = 1, stride: int = 1) -> str:
+        w = b.weight(f"{name}_w", [out, 16 // group, k, k])
+        pads = [k // 2] * 4
+        return b.node(
+            "Conv", [source, w, b.weight(f"{name}_b", [out])], name, group=group, pads=pads, strides=[stride] * 2
+        )
+
+    wide = b.node("Relu", [conv("winograd4", x, 3)], "winograd4_relu")  # 28 x 28 outputs: F(4x4)
+    b.output(b.node("Relu", [conv("dense_s2", wide, 3, out=8, stride=2)], "dense_s2_relu"))
+    pooled = b.node("MaxPool", [wide], "pool", kernel_shape=[2, 2], strides=[2, 2])
+    small = conv("winograd2", pooled, 3)  # 14 x 14 outputs: F(2x2)
+    b.output(b.node("Relu", [conv("dense", small, 3, out=8)], "dense_relu"))  # 8 filters: no Winograd
+    residual = b.node("Add", [conv("pointwise", small, 1), small], "residual")
+    sub_planes = b.node("Relu", [conv("depthwise_wide", residual, 3, group=16)], "depthwise_wide_relu")
+    narrow = b.node("MaxPool", [sub_planes], "pool_narrow", kernel_shape=[2, 2], strides=[2, 2])
+    channels_last = conv("depthwise_narrow", narrow, 3, group=16)  # 7 wide: channels-last
+    b.output(b.node("GlobalAveragePool", [_squeeze_excite(b, channels_last)], "gap"))
+    return b.model("warm_convolutions")
+
+
+def _squeeze_excite(b: _Builder, x: str) -> str:
+    """GlobalAveragePool -> 1x1 Conv + Relu -> 1x1 Conv + Sigmoid -> Mul, as MobileNetV3 has it."""
+    squeeze = b.node("GlobalAveragePool", [x], "se_pool")
+    reduce = b.node("Conv", [squeeze, b.weight("se_w1", [4, 16, 1, 1]), b.weight("se_b1", [4])], "se_reduce")
+    gate = b.node("Conv", [b.node("Relu", [reduce], "se_relu"), b.weight("se_w2", [16, 4, 1, 1])], "se_expand")
+    return b.node("Mul", [x, b.node("Sigmoid", [gate], "se_gate")], "se_scaled")
+
+
+GRAPHS = {"recurrences": recurrences, "normalisations": normalisations, "convolutions": convolutions}
