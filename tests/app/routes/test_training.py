@@ -132,6 +132,17 @@ def test_training_demo_runs_with_the_memory_options_it_was_given(client):
     problem = Problem.from_json(stored["problem"])
     assert problem.alignment == 256 and not [b for b in problem.buffers if b.kind == "disposable"]
     assert result["capacities"]["disposable"] == 0
+    # Oracle: `plan_categories` on the demo's step (its network rebuilt as the demo builds it), called
+    # directly with the same options and with the defaults: the options shrink the arena by the scratch
+    # left out. prepared_weights cannot show here: a trained network has no constant weight to prepare.
+    demo = result["demo"]
+    proto = training_models.small_cnn(batch=8, size=8, channels=(8, 16), classes=10, seed=demo["seed"])
+    step = build_training_step(proto, optimizer=demo["optimizer"], hyper={"lr": 0.01})
+    given, default = (
+        plan_categories(training_problem(step, o), demo["strategy"]) for o in (MemoryOptions(**options), None)
+    )
+    assert result["capacities"] == given.capacities and result["arena_bytes"] == given.unified.arena_bytes
+    assert default.capacities["disposable"] > 0 and result["arena_bytes"] < default.unified.arena_bytes
     plan = Plan.from_json(client.app.state.storage.get_plan(result["plan_id"]).plan)
     assert check_plan(problem, plan).ok  # alignment included: the problem's 256 bytes
     # The demo's page shows them, and its form offers them again (its JSON twin: `memory`).
