@@ -23,6 +23,7 @@ from runtime.fold import fold_pass
 from runtime.fuse import fold_batchnorm, fuse_conv_activation, fuse_erf_gelu, fuse_pointwise_conv_add
 from runtime.fuse_se import fuse_squeeze_excite
 from runtime.kernels import attributes_of
+from runtime.quantization import QuantParams
 from runtime.shapes import TensorType, bind_inputs, fill_unknown, infer, skeleton, type_of
 
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30
@@ -61,6 +62,7 @@ class TensorInfo:
     kind: str  # "input", "output", "activation" or "constant"
     producer: str | None  # name of the node writing it; None for inputs and constants
     consumers: tuple[str, ...]  # names of the nodes reading it, in schedule order
+    quant: QuantParams | None = None  # integer tensors of quantized models (`runtime.quantization`)
 
 
 @dataclass
