@@ -38,6 +38,10 @@ class StepBuilder(Protocol):
         """`name` for a backward op to read (perhaps computed again)."""
         ...
 
+    def constant(self, name: str) -> Any:
+        """The value of `name` when it is a constant of the model (not a trainable), else None."""
+        ...
+
     def emit(
         self,
         op: str,

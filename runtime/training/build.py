@@ -31,6 +31,7 @@ import onnx
 from runtime.errors import ModelError, UnsupportedOpError
 from runtime.graph import Graph, Node, TensorInfo, load_model
 from runtime.kernels import MEMPLAN_DOMAIN
+from runtime.training import backward_nn  # noqa: F401 (registers the rules of real networks' ops)
 from runtime.training.backward import RULES
 
 LOSSES = ("cross_entropy", "mse")
@@ -85,8 +86,10 @@ def build_training_step(
     if optimizer not in OPTIMIZERS:
         raise ModelError(f"optimizer={optimizer!r}: accepted values are {OPTIMIZERS}")
     # BatchNormalization trains on batch statistics: keep it apart from the Conv before it.
-    graph = load_model(model, dims, shapes=shapes, fuse=False)
-    names = _trainable(graph, trainable)
+    proto = _proto(model)
+    graph = load_model(proto, dims, shapes=shapes, fuse=False, base_dir=_base_dir(model))
+    made = {o for node in proto.graph.node if node.op_type == "ConstantOfShape" for o in node.output}
+    names = _trainable(graph, trainable, made)
     out = output or graph.outputs[0]
     if out not in graph.outputs:
         raise ModelError(f"output {out!r} is not a graph output; the model's outputs are {list(graph.outputs)}")
@@ -94,21 +97,34 @@ def build_training_step(
     return builder.build(out, loss, label)
 
 
-def _trainable(graph: Graph, trainable: Sequence[str] | None) -> tuple[str, ...]:
+def _proto(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, bytes | bytearray | memoryview):
+        return onnx.load_from_string(bytes(model))
+    return onnx.load(os.fspath(model), load_external_data=False)  # weights are read when the step runs
+
+
+def _base_dir(model: object) -> str | None:
+    return os.path.dirname(os.path.abspath(os.fspath(model))) if isinstance(model, str | os.PathLike) else None
+
+
+def _trainable(graph: Graph, trainable: Sequence[str] | None, made: set[str] = frozenset()) -> tuple[str, ...]:
+    """Float initializers, and weights a ConstantOfShape of the model makes (`made`: folded at load)."""
     # Batch-norm running statistics and Clip bounds are float initializers too, but no gradient moves them.
     fixed = {"BatchNormalization": slice(3, 5), "Clip": slice(1, 3)}
     running = {n for node in graph.nodes if node.op_type in fixed for n in node.inputs[fixed[node.op_type]]}
     floats = [
         n
         for n, c in graph.constants.items()
-        if c.dtype.kind == "f" and c.source in ("initializer", "external") and n not in running
+        if c.dtype.kind == "f" and _weight(c.source, n, made) and n not in running
     ]
     names = tuple(floats if trainable is None else trainable)
     if not names:
         raise ModelError("the model has no trainable initializers: give float initializers to train (none found)")
     for n in names:
         c = graph.constants.get(n)
-        if c is None or c.source not in ("initializer", "external"):
+        if c is None or not _weight(c.source, n, made):
             raise ModelError(
                 f"trainable {n!r} is not an initializer the model's nodes read; float initializers: {floats}"
             )
@@ -119,6 +135,10 @@ def _trainable(graph: Graph, trainable: Sequence[str] | None) -> tuple[str, ...]
                 f"trainable {n!r} is a BatchNormalization running statistic or a Clip bound; no gradient trains it"
             )
     return names
+
+
+def _weight(source: str, name: str, made: set[str]) -> bool:
+    return source in ("initializer", "external") or (source == "folded" and name in made)
 
 
 class Builder:
@@ -162,6 +182,10 @@ class Builder:
     def pass_grad(self, name: str, grad: str) -> None:
         """`name`'s gradient (contribution) is the tensor `grad` itself."""
         self._accumulate(name, grad, "")
+
+    def constant(self, name: str) -> np.ndarray | None:
+        c = self.fwd.constants.get(name)
+        return None if c is None or name in self.trainable else c.value()
 
     def recomputed(self, name: str) -> str:
         """`name` for a backward op to read: with ``recompute``, a Conv output is computed again from the

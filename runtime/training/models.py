@@ -1,7 +1,8 @@
 """Small networks written with onnx.helper, for tests, the demo and the training benchmark.
 
-`mlp`, `small_cnn` and `mobilenet_v2_like` (inverted residual blocks: 1x1 expansion, 3x3
-depthwise, 1x1 projection, BatchNormalization and Relu6 as Clip(0, 6), residual Add) return
+`mlp`, `small_cnn`, `mobilenet_v2_like` (inverted residual blocks: 1x1 expansion, 3x3
+depthwise, 1x1 projection, BatchNormalization and Relu6 as Clip(0, 6), residual Add),
+`resnet18_like` and `transformer_encoder` (opset 20 for Gelu) return
 ModelProtos with seeded He-initialised weights; `dtype` picks float32 or float64 (float64 for
 gradient checks against finite differences).
 """
@@ -61,7 +62,9 @@ class _Net:
     def dense(self, x: str, cin: int, cout: int) -> str:
         return self.op("Gemm", [x, self.weight("W", (cin, cout), cin), self.const("b", np.zeros(cout, self.dtype))])
 
-    def model(self, x_shape: tuple[int, ...], y: str, y_shape: tuple[int, ...], name: str) -> onnx.ModelProto:
+    def model(
+        self, x_shape: tuple[int, ...], y: str, y_shape: tuple[int, ...], name: str, opset: int = OPSET
+    ) -> onnx.ModelProto:
         elem = helper.np_dtype_to_tensor_dtype(self.dtype)
         self.nodes.append(helper.make_node("Identity", [y], ["logits"], name="logits_node"))
         graph = helper.make_graph(
@@ -71,8 +74,8 @@ class _Net:
             [helper.make_tensor_value_info("logits", elem, list(y_shape))],
             self.inits,
         )
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-        model.ir_version = 8
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = 8 if opset < 19 else 9
         onnx.checker.check_model(model)
         return model
 
@@ -165,3 +168,78 @@ def mobilenet_v2_like(
     x = relu6(n.bn(n.conv(x, cin, last, 1), last))
     x = n.op("Flatten", [n.op("GlobalAveragePool", [x])])
     return n.model((batch, 3, size, size), n.dense(x, last, classes), (batch, classes), "mobilenet_v2_like")
+
+
+def resnet18_like(
+    batch: int = 8,
+    size: int = 32,
+    classes: int = 10,
+    width: int = 64,
+    *,
+    stages: tuple[int, ...] = (2, 2, 2, 2),
+    seed: int = 0,
+    dtype: type = np.float32,
+) -> onnx.ModelProto:
+    """ResNet-18's layer structure (He et al., 2016): 7x7 stem, max pool, four stages of two basic
+    blocks (Conv-BN-Relu twice, a 1x1 Conv-BN shortcut where the shape changes), pool, classifier."""
+    n = _Net(seed, dtype)
+    x = n.op("Relu", [n.bn(n.conv("x", 3, width, 7, stride=2), width)])
+    x = n.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = width
+    for i, blocks in enumerate(stages):
+        cout = width * 2**i
+        for r in range(blocks):
+            stride = 2 if i > 0 and r == 0 else 1
+            y = n.op("Relu", [n.bn(n.conv(x, cin, cout, 3, stride=stride), cout)])
+            y = n.bn(n.conv(y, cout, cout, 3), cout)
+            short = n.bn(n.conv(x, cin, cout, 1, stride=stride), cout) if stride != 1 or cin != cout else x
+            x = n.op("Relu", [n.op("Add", [y, short])])
+            cin = cout
+    x = n.op("Flatten", [n.op("GlobalAveragePool", [x])])
+    return n.model((batch, 3, size, size), n.dense(x, cin, classes), (batch, classes), "resnet18_like")
+
+
+def transformer_encoder(
+    batch: int = 8,
+    tokens: int = 16,
+    features: int = 32,
+    heads: int = 4,
+    layers: int = 2,
+    classes: int = 10,
+    *,
+    seed: int = 0,
+    dtype: type = np.float32,
+) -> onnx.ModelProto:
+    """A pre-norm transformer encoder over `tokens` vectors of `features`: per layer LayerNormalization,
+    multi-head self-attention (MatMuls, Transpose, Softmax over scaled scores), residual Add,
+    LayerNormalization, an MLP with Gelu, residual Add; then mean over tokens and a classifier."""
+    n = _Net(seed, dtype)
+    d, h = features, heads
+    split = n.const("heads_shape", np.array([batch, tokens, h, d // h], np.int64))
+    merge = n.const("merge_shape", np.array([batch, tokens, d], np.int64))
+    root = n.const("sqrt_dk", np.array(np.sqrt(d // h), dtype))
+
+    def linear(x: str, cin: int, cout: int) -> str:
+        w = n.weight("W", (cin, cout), cin)
+        return n.op("Add", [n.op("MatMul", [x, w]), n.const("b", np.zeros(cout, n.dtype))])
+
+    def norm(x: str) -> str:
+        scale, bias = n.const("ln_scale", np.ones(d, n.dtype)), n.const("ln_bias", np.zeros(d, n.dtype))
+        return n.op("LayerNormalization", [x, scale, bias], axis=-1, epsilon=1e-5)
+
+    def heads_of(x: str, perm: list[int]) -> str:
+        return n.op("Transpose", [n.op("Reshape", [x, split])], perm=perm)
+
+    x = "x"
+    for _ in range(layers):
+        y = norm(x)
+        q = heads_of(linear(y, d, d), [0, 2, 1, 3])
+        k = heads_of(linear(y, d, d), [0, 2, 3, 1])
+        v = heads_of(linear(y, d, d), [0, 2, 1, 3])
+        scores = n.op("Softmax", [n.op("Div", [n.op("MatMul", [q, k]), root])], axis=-1)
+        att = n.op("Reshape", [n.op("Transpose", [n.op("MatMul", [scores, v])], perm=[0, 2, 1, 3]), merge])
+        x = n.op("Add", [x, linear(att, d, d)])
+        y = linear(n.op("Gelu", [linear(norm(x), d, 2 * d)]), 2 * d, d)
+        x = n.op("Add", [x, y])
+    pooled = n.op("ReduceMean", [x, n.const("token_axis", np.array([1], np.int64))], keepdims=0)
+    return n.model((batch, tokens, features), n.dense(pooled, d, classes), (batch, classes), "transformer_encoder", 20)
