@@ -9,7 +9,8 @@ exact search's reach.
    on its own and the arena is the highest piece plus the stacked blocks.
 3. Every piece is packed by a few greedy orders at once (one engine run per order over all
    pieces: the engine only looks at blocks live at a common step, so a run over all of
-   them packs each piece as a run over it alone would). Each piece keeps its best order.
+   them packs each piece as a run over it alone would). Each piece keeps its best order;
+   the orders are `planner.orders.PIECE_ORDERS`.
 4. Within a time budget, the exact search (`planner.exact.minimise`) tightens the highest
    piece while it has at most `MAX_SEARCH_BLOCKS` blocks, then the next highest.
 
@@ -30,9 +31,9 @@ import numpy as np
 from planner.bounds import load_of, segments_of
 from planner.exact.driver import Budget, minimise
 from planner.exact.model import Model
+from planner.orders import PIECE_ORDERS, by
 from planner.placement import Blocks, Placer
 from planner.problem import Problem
-from planner.strategies.greedy_by_breadth import visit_rank
 
 MAX_SEARCH_BLOCKS = 3000  # the exact search tightens pieces of at most this many blocks
 
@@ -66,11 +67,6 @@ class Packing:
         return int(self.heights.max(initial=0)) + self.stacked
 
 
-def by(*keys: np.ndarray) -> np.ndarray:
-    """Indices sorted by the given keys, most significant first, then by index (unique)."""
-    return np.lexsort((np.arange(len(keys[0])), *reversed(keys)))
-
-
 def split(blocks: Blocks) -> Split:
     """Stacked blocks, and the pieces of the others between cut lines."""
     sized = blocks.size > 0
@@ -91,20 +87,6 @@ def split(blocks: Blocks) -> Split:
     return Split(np.flatnonzero(everywhere), piece, int(piece.max(initial=-1)) + 1)
 
 
-def greedy_orders(b: Blocks) -> dict[str, tuple[np.ndarray, str]]:
-    """The orders and rules tried on every piece, the most often best first: greedy_by_size
-    (largest first, best gap) and wic (largest first, lowest gap) reach LOAD on most
-    traces; by area (bytes x steps) and greedy_by_breadth's order win on some training
-    traces, where sizes repeat."""
-    length = b.last - b.first + 1
-    return {
-        "greedy_by_size": (by(-b.size, b.first), "best"),
-        "wic": (by(-b.size, b.first), "first"),
-        "area": (by(-b.size * length, -b.size), "first"),
-        "greedy_by_breadth": (by(visit_rank(b), -b.size), "best"),
-    }
-
-
 def pack(problem: Problem, blocks: Blocks, deadline: float, *, search: bool, max_nodes: int | None = None) -> Packing:
     """Pack the blocks of a single-pool problem in pieces (see the module's steps).
 
@@ -119,7 +101,7 @@ def pack(problem: Problem, blocks: Blocks, deadline: float, *, search: bool, max
     offsets = np.zeros(len(blocks), dtype=np.int64)
     heights = np.zeros(parts.count, dtype=np.int64)
     won = np.full(parts.count, -1, dtype=np.int64)
-    orders = greedy_orders(sub) if len(sub) else {}
+    orders = {name: (order.of(sub), rule) for name, order, rule in PIECE_ORDERS} if len(sub) else {}
     names = list(orders)
     bounds = _piece_loads(sub, label, parts.count)
     runs, begun = 0, time.perf_counter()

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import time
 
+from planner.orders import LARGEST_LONGEST, LONGEST_LARGEST
 from planner.placement import Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
-from planner.strategies._order import by
 
 
 @register(
@@ -36,7 +36,6 @@ def best_fit(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
     b = placer.blocks
-    length = b.last - b.first
-    orders = {"spatial": by(-b.size, -length), "temporal": by(-length, -b.size)}
+    orders = {"spatial": LARGEST_LONGEST.of(b), "temporal": LONGEST_LARGEST.of(b)}
     winner = placer.place_best_of(orders, rule="best")
     return placer.plan("best_fit", started, order=winner)

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 
+from planner.orders import FIRST_USE
 from planner.placement import Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
-from planner.strategies._order import by
 
 
 @register(
@@ -27,5 +27,5 @@ from planner.strategies._order import by
 def bump(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
-    placer.place_all(by(placer.blocks.first), rule="top")
+    placer.place_all(FIRST_USE.of(placer.blocks), rule="top")
     return placer.plan("bump", started)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import time
 
+from planner.orders import CONFLICTED_LARGEST
 from planner.placement import Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
-from planner.strategies._order import by
 
 
 @register(
@@ -32,6 +32,6 @@ def greedy_by_conflicts(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
     b = placer.blocks
-    order = by(-b.conflict_counts(), -b.size)
+    order = CONFLICTED_LARGEST.of(b)
     placer.place_all(order, rule="first")
     return placer.plan("greedy_by_conflicts", started)

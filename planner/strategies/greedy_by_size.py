@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import time
 
+from planner.orders import LARGEST
 from planner.placement import Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
-from planner.strategies._order import by
 
 
 @register("greedy_by_size", origin="TensorFlow Lite (GreedyBySize)", summary="largest first, best-fitting gap", rank=40)
@@ -28,5 +28,5 @@ def greedy_by_size(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
     blocks = placer.blocks
-    placer.place_all(by(-blocks.size, blocks.first), rule="best")
+    placer.place_all(LARGEST.of(blocks), rule="best")
     return placer.plan("greedy_by_size", started)

@@ -13,11 +13,11 @@ import numpy as np
 from planner.blocks import Blocks
 from planner.bounds import load, peak_step
 from planner.errors import InfeasibleError
+from planner.orders import FIRST_USE_LARGEST, LARGEST, by
 from planner.placement import Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import registered
-from planner.strategies._order import by
 
 # Fastest first (first_fit sweeps), so that a short budget still gets a plan.
 HEURISTICS = ("first_fit", "wic", "greedy_by_size", "best_fit", "greedy_by_conflicts", "greedy_by_breadth")
@@ -120,7 +120,7 @@ def peak_repack(
     at = peak_step(problem)
     peak = (b.first <= at) & (b.last >= at) & (b.size > 0)
     # Each peak block is live with every other one: in any order they stack with no gap.
-    keys = {"first_use": (b.first, -b.size), "largest": (-b.size, b.first)}
+    keys = {"first_use": FIRST_USE_LARGEST.keys(b), "largest": LARGEST.keys(b)}
     kept: tuple[int, str, str, tuple[np.ndarray, np.ndarray, list[int]]] | None = None
     longest = 0.0
     for tried, (name, rule) in enumerate(REPACK_ORDERS):

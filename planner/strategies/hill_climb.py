@@ -23,11 +23,11 @@ import time
 import numpy as np
 
 from planner.bounds import load
+from planner.orders import LARGEST_CONFLICTED
 from planner.placement import Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
-from planner.strategies._order import by
 
 DEFAULT_TIME_LIMIT = 2.0
 DEFAULT_MAX_ITERATIONS = 20_000
@@ -52,7 +52,7 @@ def hill_climb(
     limit = DEFAULT_MAX_ITERATIONS if max_iterations is None else max_iterations
     placer = Placer(problem)
     b = placer.blocks
-    order = by(-b.size, -b.conflict_counts())
+    order = LARGEST_CONFLICTED.of(b)
     placer.place_all(order, rule="first")
     floor = load(problem)
     rng = np.random.default_rng(seed)

@@ -40,11 +40,11 @@ from planner.errors import InfeasibleError, ProblemError
 from planner.exact import Budget, SearchResult, decide, minimise
 from planner.exact.limits import ExactInfeasibleError, check_time_limit
 from planner.exact.pieces import model_of, pack
+from planner.orders import LARGEST, LARGEST_CONFLICTED
 from planner.placement import Blocks, Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
-from planner.strategies._order import by
 from planner.strategies.heuristics import REPACKS, best_heuristic, heuristic_plans, peak_stack, repack_smallest
 
 DEFAULT_TIME_LIMIT = 10.0
@@ -232,7 +232,7 @@ def _greedy_pools(problem: Problem, blocks: Blocks) -> np.ndarray:
     if len(problem.pools) == 1:
         return np.zeros(len(blocks), dtype=np.int64)
     placer = Placer(problem, blocks)
-    placer.place_all(by(-blocks.size, blocks.first), rule="best")
+    placer.place_all(LARGEST.of(blocks), rule="best")
     placer.plan("optimal", time.perf_counter())  # raises InfeasibleError when a pool overflows
     return placer.pool.copy()
 
@@ -241,7 +241,7 @@ def _incumbent(problem: Problem, blocks: Blocks, members: np.ndarray, k: int) ->
     """Offsets of `members` in the smaller of two greedy packings of them alone in pool `k`."""
     sub = blocks.subset(members, [(k,)] * len(members))
     best: tuple[int, np.ndarray] | None = None
-    for order, rule in ((by(-sub.size, sub.first), "best"), (by(-sub.size, -sub.conflict_counts()), "first")):
+    for order, rule in ((LARGEST.of(sub), "best"), (LARGEST_CONFLICTED.of(sub), "first")):
         placer = Placer(problem, sub)
         placer.place_all(order, rule=rule)  # over the capacity if need be: only offsets matter
         if best is None or placer.top[k] < best[0]:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import time
 
+from planner.orders import LARGEST
 from planner.placement import Placer
 from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
-from planner.strategies._order import by
 
 
 @register(
@@ -32,5 +32,5 @@ def wic(problem: Problem, **_: object) -> Plan:
     started = time.perf_counter()
     placer = Placer(problem)
     blocks = placer.blocks
-    placer.place_all(by(-blocks.size, blocks.first), rule="first")
+    placer.place_all(LARGEST.of(blocks), rule="first")
     return placer.plan("wic", started)
