@@ -1,0 +1,80 @@
+"""What the integer kernels share: the quantization of a node's tensors, TFLite's SAME/VALID
+padding, the float fused activations, and requantizing an int32 accumulator into `out`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from runtime.quantization import QuantParams
+
+TFLITE = "tflite"
+CHUNK_BYTES = 1 << 19  # a band's scratch (columns, accumulators): bounded whatever the layer's size
+
+
+def quant(params: Any, index: int, what: str) -> QuantParams:
+    """The quantization of a node's input or output `index`; a clear error when it has none."""
+    found = params[index] if params is not None and index < len(params) else None
+    if found is None:
+        raise ValueError(f"{what} {index} is an integer tensor without quantization (scale and zero point)")
+    return found
+
+
+def is_quantized(x: np.ndarray) -> bool:
+    return x.dtype.kind in "iu"
+
+
+def same_padding(in_size: int, filter_size: int, stride: int, dilation: int, out_size: int) -> tuple[int, int]:
+    """TFLite's padding before and after one spatial axis, for the output size the graph gives
+    (SAME pads the lesser half first; VALID's total is zero)."""
+    effective = (filter_size - 1) * dilation + 1
+    total = max((out_size - 1) * stride + effective - in_size, 0)
+    return total // 2, total - total // 2
+
+
+def float_activation(y: np.ndarray, activation: str) -> None:
+    """A fused activation applied in place to a float output."""
+    if activation == "NONE":
+        return
+    if activation == "RELU":
+        np.maximum(y, 0, out=y)
+    elif activation == "RELU6":
+        np.clip(y, 0, 6, out=y)
+    elif activation == "RELU_N1_TO_1":
+        np.clip(y, -1, 1, out=y)
+    elif activation == "TANH":
+        np.tanh(y, out=y)
+    elif activation == "SIGN_BIT":
+        np.copyto(y, np.signbit(y).astype(y.dtype))
+    else:
+        raise ValueError(f"fused_activation_function {activation!r}; accepted: NONE, RELU, RELU6, RELU_N1_TO_1, TANH")
+
+
+def rows_per_band(row_bytes: int, rows: int) -> int:
+    return max(1, min(rows, CHUNK_BYTES // max(1, row_bytes)))
+
+
+def fill_band(x: np.ndarray, n: int, top: int, left: int, buf: np.ndarray, fill: Any, shift: int | None = None) -> None:
+    """`buf` (rows, padded width, C) <- image `n` of NHWC `x` from row `top` (negative or past the
+    end: padding) placed at column `left`, `fill` elsewhere; with `shift`, ``x - shift`` in buf's dtype."""
+    height, width = x.shape[1], x.shape[2]
+    rows = buf.shape[0]
+    lo, hi = max(top, 0), min(top + rows, height)
+    if lo > top or hi < top + rows or left > 0 or buf.shape[1] > left + width:
+        buf[...] = fill
+    if hi <= lo:
+        return
+    target = buf[lo - top : hi - top, left : left + width]
+    if shift is None:
+        np.copyto(target, x[n, lo:hi], casting="unsafe")
+    else:
+        np.subtract(x[n, lo:hi], shift, out=target, dtype=buf.dtype, casting="unsafe")
+
+
+def taps(
+    band: np.ndarray, ky: int, kx: int, rows: int, cols: int, stride: tuple[int, int], dilation: tuple[int, int]
+) -> np.ndarray:
+    """The (rows, cols, C) view of a padded band that filter tap (ky, kx) reads."""
+    y0, x0 = ky * dilation[0], kx * dilation[1]
+    return band[y0 : y0 + (rows - 1) * stride[0] + 1 : stride[0], x0 : x0 + (cols - 1) * stride[1] + 1 : stride[1]]

@@ -1,0 +1,73 @@
+"""FULLY_CONNECTED: int8/uint8 (per-tensor or per-channel filter) with TFLite's requantization, and float32.
+
+The input's last axis is the accumulation depth (every other axis a batch row); rows go through
+BLAS in float64 bands, exact for int8 products, into the int32 accumulators TFLite keeps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import quant_arith as qa
+from runtime.kernels import kernel
+from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.quantized.common import TFLITE, float_activation, quant, rows_per_band
+
+
+def _blocks(x, w, integer):
+    depth, channels = w.shape[-1], w.shape[0]
+    batches = int(np.prod(x.shape)) // depth
+    if not integer:
+        return batches, batches, []
+    rows = rows_per_band((depth + channels) * 8, batches)
+    return batches, rows, [((rows, depth), np.float64), ((rows, channels), np.float64)]
+
+
+def dense_workspace(inputs, outputs, **_) -> int:
+    return scratch_bytes(*_blocks(inputs[0], inputs[1], inputs[0].dtype.kind in "iu")[2])
+
+
+def dense_matrix(w: np.ndarray, integer: bool) -> np.ndarray:
+    return np.ascontiguousarray(w.T, dtype=np.float64 if integer else np.float32)
+
+
+def dense_constants(values, inputs, outputs, **_) -> dict:
+    w = values[1] if len(values) > 1 else None
+    return {} if w is None else {"w_matrix": dense_matrix(w, inputs[0].dtype.kind in "iu")}
+
+
+def dense_multipliers(q_in, q_w, q_out, channels):
+    """Per-channel filters: TFLite's double product per channel; per-tensor: its float32 product."""
+    if q_w.per_channel:
+        return qa.conv_multipliers(q_in, q_w, q_out, channels)
+    return qa.dense_multiplier(q_in, q_w, q_out)
+
+
+@kernel("FULLY_CONNECTED", domain=TFLITE, workspace=dense_workspace, constants=dense_constants)
+def fully_connected(x, w, b=None, *, out, ws, fused_activation_function="NONE", keep_num_dims=False, q_inputs=None,
+                    q_outputs=None, w_matrix=None, prepared_weights=True, **_):  # fmt: skip
+    integer = x.dtype.kind in "iu"
+    batches, rows, blocks = _blocks(x, w, integer)
+    depth, channels = w.shape[-1], w.shape[0]
+    matrix = w_matrix if w_matrix is not None else dense_matrix(w, integer)
+    flat = x.reshape(batches, depth)
+    target = out.reshape(batches, channels)
+    if not integer:
+        np.matmul(flat, matrix, out=target)
+        if b is not None:
+            target += b
+        float_activation(target, fused_activation_function)
+        return
+    q_in, q_w, q_out = quant(q_inputs, 0, "input"), quant(q_inputs, 1, "input"), quant(q_outputs, 0, "output")
+    multiplier, shift = dense_multipliers(q_in, q_w, q_out, channels)
+    lo, hi = qa.activation_range(fused_activation_function, q_out, out.dtype)
+    zero, w_zero = int(q_in.zero_point[0]), int(q_w.zero_point[0])
+    scratch = Scratch(ws, "FULLY_CONNECTED")
+    columns_all, acc_all = scratch.take(*blocks[0]), scratch.take(*blocks[1])
+    for r0 in range(0, batches, rows):
+        r1 = min(batches, r0 + rows)
+        columns, acc = columns_all[: r1 - r0], acc_all[: r1 - r0]
+        np.subtract(flat[r0:r1], zero, out=columns, dtype=np.float64)
+        np.matmul(columns, matrix - w_zero if w_zero else matrix, out=acc)
+        total = acc.astype(np.int64) + (0 if b is None else b.astype(np.int64))
+        target[r0:r1] = qa.requantize(total, multiplier, shift, int(q_out.zero_point[0]), lo, hi)

@@ -1,0 +1,88 @@
+"""ADD, SUB, MUL (with numpy broadcasting), QUANTIZE and DEQUANTIZE: TFLite's integer forms and float32.
+
+ADD and SUB rescale both inputs to a common scale with 20 bits of headroom (TFLite's int8
+`left_shift`), then the sum to the output's; MUL scales the product of the offset inputs once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import quant_arith as qa
+from runtime.kernels import kernel
+from runtime.kernels.quantized.common import TFLITE, float_activation, quant
+
+LEFT_SHIFT = {1: 20, 2: 15}  # by the integer's size in bytes: int8/uint8, int16
+
+
+def _add_or_sub(a, b, out, sign, activation, q_inputs, q_outputs) -> None:
+    if a.dtype.kind == "f":
+        np.add(a, b, out=out) if sign > 0 else np.subtract(a, b, out=out)
+        float_activation(out, activation)
+        return
+    if a.dtype.kind != "i" and a.dtype.kind != "u" or out.dtype.itemsize > 2:
+        np.add(a, b, out=out) if sign > 0 else np.subtract(a, b, out=out)
+        return
+    q1, q2, qo = quant(q_inputs, 0, "input"), quant(q_inputs, 1, "input"), quant(q_outputs, 0, "output")
+    left = LEFT_SHIFT[out.dtype.itemsize]
+    twice_max = 2 * float(max(q1.scale[0], q2.scale[0]))
+    m1, s1 = qa.quantize_multiplier(float(q1.scale[0]) / twice_max)
+    m2, s2 = qa.quantize_multiplier(float(q2.scale[0]) / twice_max)
+    mo, so = qa.quantize_multiplier(twice_max / ((1 << left) * float(qo.scale[0])))
+    x1 = (a.astype(np.int64) - int(q1.zero_point[0])) << left
+    x2 = (b.astype(np.int64) - int(q2.zero_point[0])) << left
+    raw = qa.multiply_smaller_than_one(x1, m1, s1) + sign * qa.multiply_smaller_than_one(x2, m2, s2)
+    lo, hi = qa.activation_range(activation, qo, out.dtype)
+    out[...] = np.clip(qa.multiply_smaller_than_one(raw, mo, so) + int(qo.zero_point[0]), lo, hi)
+
+
+@kernel("ADD", domain=TFLITE, inplace=(0, 1))
+def add(a, b, *, out, fused_activation_function="NONE", q_inputs=None, q_outputs=None, **_):
+    _add_or_sub(a, b, out, 1, fused_activation_function, q_inputs, q_outputs)
+
+
+@kernel("SUB", domain=TFLITE, inplace=(0, 1))
+def sub(a, b, *, out, fused_activation_function="NONE", q_inputs=None, q_outputs=None, **_):
+    _add_or_sub(a, b, out, -1, fused_activation_function, q_inputs, q_outputs)
+
+
+@kernel("MUL", domain=TFLITE, inplace=(0, 1))
+def mul(a, b, *, out, fused_activation_function="NONE", q_inputs=None, q_outputs=None, **_):
+    if a.dtype.kind == "f" or out.dtype == np.int32:
+        np.multiply(a, b, out=out)
+        float_activation(out, fused_activation_function) if out.dtype.kind == "f" else None
+        return
+    q1, q2, qo = quant(q_inputs, 0, "input"), quant(q_inputs, 1, "input"), quant(q_outputs, 0, "output")
+    multiplier, shift = qa.quantize_multiplier(float(q1.scale[0]) * float(q2.scale[0]) / float(qo.scale[0]))
+    product = (a.astype(np.int64) - int(q1.zero_point[0])) * (b.astype(np.int64) - int(q2.zero_point[0]))
+    lo, hi = qa.activation_range(fused_activation_function, qo, out.dtype)
+    out[...] = qa.requantize(product, multiplier, shift, int(qo.zero_point[0]), lo, hi)
+
+
+@kernel("QUANTIZE", domain=TFLITE)
+def quantize(x, *, out, q_inputs=None, q_outputs=None, **_):
+    qo = quant(q_outputs, 0, "output")
+    lo, hi = qa.dtype_range(out.dtype)
+    if x.dtype.kind == "f":
+        ratio = x.astype(np.float32) / np.float32(qo.scale[0])  # float32 division, as TFLite's AffineQuantize
+        out[...] = np.clip(qa.round_half_away(ratio).astype(np.int64) + int(qo.zero_point[0]), lo, hi)
+        return
+    qi = quant(q_inputs, 0, "input")
+    multiplier, shift = qa.quantize_multiplier(float(qi.scale[0]) / float(qo.scale[0]))
+    shifted = x.astype(np.int64) - int(qi.zero_point[0])
+    out[...] = qa.requantize(shifted, multiplier, shift, int(qo.zero_point[0]), lo, hi)
+
+
+@kernel("DEQUANTIZE", domain=TFLITE)
+def dequantize(x, *, out, q_inputs=None, **_):
+    if x.dtype == np.float16:  # float16 weights: a plain widening
+        np.copyto(out, x, casting="unsafe")
+        return
+    qi = quant(q_inputs, 0, "input")
+    if qi.per_channel:
+        shape = [1] * x.ndim
+        shape[qi.axis or 0] = -1
+        scale, zero = qi.scale.astype(np.float64).reshape(shape), qi.zero_point.reshape(shape)
+    else:
+        scale, zero = float(qi.scale[0]), int(qi.zero_point[0])
+    np.copyto(out, scale * (x.astype(np.int64) - zero), casting="unsafe")  # double product, then float32

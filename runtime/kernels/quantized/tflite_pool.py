@@ -1,0 +1,112 @@
+"""AVERAGE_POOL_2D, MAX_POOL_2D (NHWC) and MEAN: TFLite's integer rounding, and float32.
+
+The integer average divides each window's int32 sum by the number of taps inside the image,
+rounding half away from zero; MEAN scales the sum by ``input_scale / output_scale / count``
+with the count folded into the fixed-point multiplier as TFLite does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import quant_arith as qa
+from runtime.kernels import kernel
+from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.quantized.common import TFLITE, fill_band, float_activation, quant, same_padding, taps
+
+
+def _geometry(x, y, stride_h, stride_w, filter_height, filter_width):
+    top, bottom = same_padding(x[1], filter_height, stride_h, 1, y[1])
+    left, right = same_padding(x[2], filter_width, stride_w, 1, y[2])
+    return top, left, (x[1] + top + bottom, x[2] + left + right, x[3])
+
+
+def pool_workspace(inputs, outputs, *, stride_h=1, stride_w=1, filter_height=1, filter_width=1, **_) -> int:
+    x, y = inputs[0], outputs[0]
+    _, _, band = _geometry(x.shape, y.shape, stride_h, stride_w, filter_height, filter_width)
+    cell = np.int32 if x.dtype.kind in "iu" else x.dtype
+    return scratch_bytes((band, cell), (y.shape[1:], cell))
+
+
+def _pool(x, out, ws, average, stride_h, stride_w, filter_height, filter_width, activation, q_outputs) -> None:
+    top, left, band_shape = _geometry(x.shape, out.shape, stride_h, stride_w, filter_height, filter_width)
+    integer = x.dtype.kind in "iu"
+    scratch = Scratch(ws, "AVERAGE_POOL_2D" if average else "MAX_POOL_2D")
+    cell = np.int32 if integer else x.dtype
+    band, acc = scratch.take(band_shape, cell), scratch.take(out.shape[1:], cell)
+    oh, ow = out.shape[1], out.shape[2]
+    lowest = np.iinfo(x.dtype).min if integer else -np.inf
+    stride = (stride_h, stride_w)
+    count = _counts(x.shape, out.shape, top, left, stride, filter_height, filter_width)
+    if integer:
+        lo, hi = qa.activation_range(activation, quant(q_outputs, 0, "output"), out.dtype)
+    for n in range(x.shape[0]):
+        fill_band(x, n, -top, left, band, 0 if average else lowest)
+        acc[...] = 0 if average else lowest
+        for ky in range(filter_height):
+            for kx in range(filter_width):
+                tap = taps(band, ky, kx, oh, ow, stride, (1, 1))
+                np.add(acc, tap, out=acc) if average else np.maximum(acc, tap, out=acc)
+        if not integer:
+            if average:
+                acc /= count
+            float_activation(acc, activation)
+            out[n] = acc
+        elif average:
+            total = acc.astype(np.int64)
+            half = count // 2
+            rounded = np.where(total > 0, (total + half) // count, -((half - total) // count))
+            out[n] = np.clip(rounded, lo, hi)
+        else:
+            out[n] = np.clip(acc, lo, hi)
+
+
+def _counts(x, y, top, left, stride, fh, fw) -> np.ndarray:
+    """Taps of each output's window inside the image, (OH, OW, 1)."""
+
+    def along(size, out_size, pad, s, f):
+        start = np.arange(out_size) * s - pad
+        return np.minimum(start + f, size) - np.maximum(start, 0)
+
+    rows = along(x[1], y[1], top, stride[0], fh)
+    cols = along(x[2], y[2], left, stride[1], fw)
+    return (rows[:, None] * cols[None, :])[..., None].astype(np.int64)
+
+
+@kernel("AVERAGE_POOL_2D", domain=TFLITE, workspace=pool_workspace)
+def average_pool_2d(x, *, out, ws, padding="SAME", stride_h=1, stride_w=1, filter_height=1, filter_width=1,
+                    fused_activation_function="NONE", q_outputs=None, **_):  # fmt: skip
+    _pool(x, out, ws, True, stride_h, stride_w, filter_height, filter_width, fused_activation_function, q_outputs)
+
+
+@kernel("MAX_POOL_2D", domain=TFLITE, workspace=pool_workspace)
+def max_pool_2d(x, *, out, ws, padding="SAME", stride_h=1, stride_w=1, filter_height=1, filter_width=1,
+                fused_activation_function="NONE", q_outputs=None, **_):  # fmt: skip
+    _pool(x, out, ws, False, stride_h, stride_w, filter_height, filter_width, fused_activation_function, q_outputs)
+
+
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+    return tuple(sorted({int(a) % ndim for a in np.atleast_1d(axis)}))
+
+
+def mean_workspace(inputs, outputs, **_) -> int:
+    return scratch_bytes((outputs[0].shape, np.int64)) if inputs[0].dtype.kind in "iu" else 0
+
+
+@kernel("MEAN", domain=TFLITE, workspace=mean_workspace)
+def mean(x, axis, *, out, ws, keep_dims=False, q_inputs=None, q_outputs=None, **_):
+    axes = _axes(axis, x.ndim)
+    if x.dtype.kind == "f":
+        np.copyto(out, np.mean(x, axis=axes, dtype=np.float32).reshape(out.shape))
+        return
+    qi, qo = quant(q_inputs, 0, "input"), quant(q_outputs, 0, "output")
+    count = int(np.prod([x.shape[a] for a in axes]))
+    total = Scratch(ws, "MEAN").take(out.shape, np.int64)
+    kept = tuple(1 if i in axes else size for i, size in enumerate(x.shape))
+    np.sum(x, axis=axes, dtype=np.int64, out=total.reshape(kept), keepdims=True)
+    multiplier, shift = qa.quantize_multiplier(float(qi.scale[0]) / float(qo.scale[0]))
+    m, s = int(multiplier[0]), int(shift[0])
+    bits = min(count.bit_length() - 1, 32, 31 + s)  # the count folded into the multiplier, as TFLite's
+    m, s = (m << bits) // count, s - bits
+    lo, hi = qa.dtype_range(out.dtype)
+    out[...] = qa.requantize(total - int(qi.zero_point[0]) * count, m, s, int(qo.zero_point[0]), lo, hi)

@@ -1,0 +1,69 @@
+"""RESHAPE, SQUEEZE (views), PAD/PADV2 (the output's zero point outside) and CONCATENATION."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import quant_arith as qa
+from runtime.kernels import kernel
+from runtime.kernels.quantized.common import TFLITE, float_activation
+
+
+def _same_bytes(x: np.ndarray, out: np.ndarray) -> None:
+    if not np.shares_memory(x, out):
+        np.copyto(out, x.reshape(out.shape))
+
+
+@kernel("RESHAPE", domain=TFLITE, view=True)
+def reshape(x, shape=None, *, out, **_):
+    _same_bytes(x, out)
+
+
+@kernel("SQUEEZE", domain=TFLITE, view=True)
+def squeeze(x, *, out, **_):
+    _same_bytes(x, out)
+
+
+def _pad(x, paddings, out, value, q_outputs) -> None:
+    if value is not None:
+        fill = np.asarray(value).reshape(-1)[0]
+    elif x.dtype.kind in "iu" and q_outputs and q_outputs[0] is not None:
+        fill = int(q_outputs[0].zero_point[0])
+    else:
+        fill = 0
+    pads = np.asarray(paddings).reshape(x.ndim, 2)
+    out[...] = fill
+    inner = tuple(slice(int(p[0]), int(p[0]) + s) for p, s in zip(pads, x.shape, strict=True))
+    out[inner] = x
+
+
+@kernel("PAD", domain=TFLITE)
+def pad(x, paddings, *, out, q_outputs=None, **_):
+    _pad(x, paddings, out, None, q_outputs)
+
+
+@kernel("PADV2", domain=TFLITE)
+def pad_v2(x, paddings, value=None, *, out, q_outputs=None, **_):
+    _pad(x, paddings, out, value, q_outputs)
+
+
+@kernel("CONCATENATION", domain=TFLITE)
+def concatenation(*inputs, out, axis=0, fused_activation_function="NONE", q_inputs=None, q_outputs=None, **_):
+    axis = axis % out.ndim
+    start = 0
+    for i, x in enumerate(inputs):
+        target = out[(slice(None),) * axis + (slice(start, start + x.shape[axis]),)]
+        start += x.shape[axis]
+        qi = q_inputs[i] if q_inputs else None
+        qo = q_outputs[0] if q_outputs else None
+        if x.dtype.kind in "iu" and qi is not None and qo is not None and qi != qo:
+            # TFLite's rescaling concatenation: float scale and bias, rounded half away from zero.
+            scale = np.float32(qi.scale[0]) / np.float32(qo.scale[0])
+            bias = -np.float32(qi.zero_point[0]) * scale
+            lo, hi = qa.dtype_range(out.dtype)
+            value = qa.round_half_away(x.astype(np.float32) * scale + bias).astype(np.int64) + int(qo.zero_point[0])
+            target[...] = np.clip(value, lo, hi)
+        else:
+            target[...] = x
+    if out.dtype.kind == "f":
+        float_activation(out, fused_activation_function)

@@ -1,0 +1,190 @@
+"""memplan's TFLite integer kernels against TensorFlow Lite Micro's reference kernels, bit for bit.
+
+Each case writes a one-operator int8 `.tflite` model (tests/runtime/quantized/tflite_ops.py), runs it
+in the `tflite-micro` wheel's interpreter and runs memplan's kernel of the same builtin on the same
+tensors: every output element must be equal. Inputs are random over the whole int8 range; the
+outputs are checked to spread over many values, so a kernel that saturates everywhere cannot pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_kernel, run_tflm
+
+pytest.importorskip("tflite_micro")
+
+I8 = np.int8
+ACTS = ("NONE", "RELU", "RELU6", "RELU_N1_TO_1")
+
+
+def _feeds(rng, inputs):
+    out = []
+    for t in inputs:
+        if t.data is not None:
+            continue
+        if np.dtype(t.dtype).kind == "f":
+            out.append(rng.standard_normal(t.shape).astype(np.float32) * 3)
+        else:
+            info = np.iinfo(t.dtype)
+            out.append(rng.integers(info.min, info.max + 1, t.shape).astype(t.dtype))
+    return out
+
+
+def check(op, inputs, outputs, options, seed=0, spread=4):
+    rng = np.random.default_rng(seed)
+    feeds = _feeds(rng, inputs)
+    expected = run_tflm(one_op_model(op, inputs, outputs, options), feeds)[0]
+    got = run_kernel(op, inputs, outputs, options, feeds)[0]
+    assert got.shape == expected.shape
+    if expected.dtype.kind == "f":
+        np.testing.assert_array_equal(got, expected)
+    else:
+        differ = int((got != expected).sum())
+        assert differ == 0, (
+            f"{op}: {differ} of {got.size} elements differ from TFLM (max {np.abs(got.astype(int) - expected).max()})"
+        )
+    assert len(np.unique(expected)) >= spread, f"{op}: the oracle's output is nearly constant; the case tests nothing"
+
+
+def _conv_case(rng, shape, out_hw, out_c, kernel, per_channel, depthwise=False, multiplier=1):
+    channels = shape[3]
+    w_shape = (1, *kernel, channels * multiplier) if depthwise else (out_c, *kernel, channels)
+    n_out = w_shape[3] if depthwise else out_c
+    w = rng.integers(-127, 128, w_shape).astype(I8)
+    scales = rng.uniform(0.002, 0.02, n_out) if per_channel else np.array([0.01])
+    axis = 3 if depthwise else 0
+    x_q = q(0.05, int(rng.integers(-20, 20)))
+    bias = rng.integers(-3000, 3000, n_out).astype(np.int32)
+    bias_scale = np.broadcast_to(scales, (n_out,)) * 0.05
+    inputs = [
+        Tensor(shape, I8, x_q),
+        Tensor(w_shape, I8, q(scales, 0, axis if per_channel else None), w),
+        Tensor((n_out,), np.int32, q(bias_scale, 0, 0), bias),
+    ]
+    out_scale = float(np.sqrt(np.prod(kernel) * (channels if not depthwise else 1)) * 0.05 * scales.mean() * 40)
+    outputs = [Tensor((shape[0], *out_hw, n_out), I8, q(out_scale, int(rng.integers(-10, 10))))]
+    return inputs, outputs
+
+
+CONV_CASES = [  # shape, kernel, stride, dilation, padding, out hw, per_channel, activation
+    ((1, 9, 9, 5), (3, 3), 1, 1, "SAME", (9, 9), True, "NONE"),
+    ((1, 9, 9, 5), (3, 3), 2, 1, "SAME", (5, 5), True, "RELU6"),
+    ((2, 10, 8, 3), (3, 2), 2, 1, "VALID", (4, 4), False, "RELU"),
+    ((1, 11, 11, 4), (3, 3), 1, 2, "SAME", (11, 11), True, "RELU_N1_TO_1"),
+    ((1, 12, 12, 6), (1, 1), 1, 1, "VALID", (12, 12), True, "NONE"),
+    ((1, 13, 9, 4), (5, 3), (2, 1), (1, 2), "VALID", (5, 5), True, "RELU"),
+]
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: f"{c[1]}s{c[2]}d{c[3]}{c[4]}{'pc' if c[6] else 'pt'}{c[7]}")
+def test_conv_2d(case):
+    shape, kernel_hw, stride, dilation, padding, out_hw, per_channel, act = case
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+    rng = np.random.default_rng(1)
+    inputs, outputs = _conv_case(rng, shape, out_hw, 7, kernel_hw, per_channel)
+    options = {"padding": padding, "stride_w": sw, "stride_h": sh, "fused_activation_function": act,
+               "dilation_w_factor": dw, "dilation_h_factor": dh}  # fmt: skip
+    check("CONV_2D", inputs, outputs, options, spread=2 if act == "RELU_N1_TO_1" else 4)
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: f"{c[1]}s{c[2]}d{c[3]}{c[4]}{'pc' if c[6] else 'pt'}{c[7]}")
+@pytest.mark.parametrize("multiplier", [1, 2])
+def test_depthwise_conv_2d(case, multiplier):
+    shape, kernel_hw, stride, dilation, padding, out_hw, per_channel, act = case
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
+    rng = np.random.default_rng(2)
+    inputs, outputs = _conv_case(rng, shape, out_hw, 0, kernel_hw, per_channel, depthwise=True, multiplier=multiplier)
+    options = {"padding": padding, "stride_w": sw, "stride_h": sh, "depth_multiplier": multiplier,
+               "fused_activation_function": act, "dilation_w_factor": dw, "dilation_h_factor": dh}  # fmt: skip
+    check("DEPTHWISE_CONV_2D", inputs, outputs, options, spread=2 if act == "RELU_N1_TO_1" else 4)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("act", ["NONE", "RELU"])
+def test_fully_connected(per_channel, act):
+    rng = np.random.default_rng(3)
+    w = rng.integers(-127, 128, (9, 40)).astype(I8)
+    scales = rng.uniform(0.002, 0.02, 9) if per_channel else np.array([0.01])
+    inputs = [
+        Tensor((3, 40), I8, q(0.05, 4)),
+        Tensor(w.shape, I8, q(scales, 0, 0 if per_channel else None), w),
+        Tensor(
+            (9,), np.int32, q(np.broadcast_to(scales, (9,)) * 0.05, 0, 0), rng.integers(-3000, 3000, 9).astype(np.int32)
+        ),
+    ]
+    check("FULLY_CONNECTED", inputs, [Tensor((3, 9), I8, q(0.2, -3))], {"fused_activation_function": act})
+
+
+@pytest.mark.parametrize("op", ["ADD", "SUB", "MUL"])
+@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_binary(op, act, broadcast):
+    shape2 = (1, 1, 1, 6) if broadcast else (1, 5, 4, 6)
+    inputs = [Tensor((1, 5, 4, 6), I8, q(0.05, 3)), Tensor(shape2, I8, q(0.031, -7))]
+    out_scale = 0.05 if op == "MUL" else 0.04
+    options = {"fused_activation_function": act}
+    check(op, inputs, [Tensor((1, 5, 4, 6), I8, q(out_scale, 2))], options, spread=2 if act == "RELU_N1_TO_1" else 4)
+
+
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+@pytest.mark.parametrize(
+    "padding,stride,filt,out_hw",
+    [("SAME", 2, 3, (5, 5)), ("VALID", 2, 3, (4, 4)), ("SAME", 1, 2, (9, 9)), ("VALID", 1, 9, (1, 1))],
+)
+@pytest.mark.parametrize("act", ["NONE", "RELU6"])
+def test_pool(op, padding, stride, filt, out_hw, act):
+    options = {"padding": padding, "stride_w": stride, "stride_h": stride, "filter_width": filt,
+               "filter_height": filt, "fused_activation_function": act}  # fmt: skip
+    spread = 2 if out_hw == (1, 1) else 4
+    check(op, [Tensor((1, 9, 9, 5), I8, q(0.05, 3))], [Tensor((1, *out_hw, 5), I8, q(0.05, 3))], options, spread=spread)
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.5, 2.0])
+@pytest.mark.parametrize("scale", [0.1, 0.02, 0.05])
+def test_softmax(beta, scale):
+    check("SOFTMAX", [Tensor((4, 13), I8, q(scale, 3))], [Tensor((4, 13), I8, q(1 / 256, -128))], {"beta": beta})
+
+
+@pytest.mark.parametrize(
+    "axes,out_shape,keep", [([1, 2], (1, 1, 1, 5), True), ([1, 2], (1, 5), False), ([3], (1, 7, 6, 1), True)]
+)
+@pytest.mark.parametrize("scales", [(0.05, 0.02), (0.05, 0.05)])
+def test_mean(axes, out_shape, keep, scales):
+    inputs = [Tensor((1, 7, 6, 5), I8, q(scales[0], 3)), Tensor((len(axes),), np.int32, None, np.array(axes, np.int32))]
+    check("MEAN", inputs, [Tensor(out_shape, I8, q(scales[1], -1))], {"keep_dims": keep}, spread=3)
+
+
+def test_quantize_from_float():
+    check("QUANTIZE", [Tensor((5, 7), np.float32)], [Tensor((5, 7), I8, q(0.02, -1))], {})
+
+
+def test_requantize():
+    check("QUANTIZE", [Tensor((5, 7), I8, q(0.05, 3))], [Tensor((5, 7), I8, q(0.11, -1))], {})
+
+
+def test_dequantize():
+    check("DEQUANTIZE", [Tensor((5, 7), I8, q(0.05, 3))], [Tensor((5, 7), np.float32)], {})
+
+
+def test_pad_fills_the_zero_point():
+    pads = Tensor((4, 2), np.int32, None, np.array([[0, 0], [1, 2], [2, 1], [0, 0]], np.int32))
+    check("PAD", [Tensor((1, 4, 4, 3), I8, q(0.05, 9)), pads], [Tensor((1, 7, 7, 3), I8, q(0.05, 9))], {})
+
+
+def test_concatenation():
+    inputs = [Tensor((1, 3, 3, 2), I8, q(0.05, 3)), Tensor((1, 3, 3, 4), I8, q(0.05, 3))]
+    check(
+        "CONCATENATION",
+        inputs,
+        [Tensor((1, 3, 3, 6), I8, q(0.05, 3))],
+        {"axis": 3, "fused_activation_function": "NONE"},
+    )
+
+
+def test_reshape():
+    shape = Tensor((2,), np.int32, None, np.array([4, 15], np.int32))
+    check("RESHAPE", [Tensor((1, 3, 4, 5), I8, q(0.05, 3)), shape], [Tensor((4, 15), I8, q(0.05, 3))], {})

@@ -1,0 +1,235 @@
+"""One-operator `.tflite` models for the integer kernels' tests, run by TensorFlow Lite Micro and by memplan.
+
+`one_op_model` writes a model with the `flatbuffers` builder and the `tflite` package's generated
+functions: its tensors (constants carry their bytes), one builtin operator with its options given
+as the reader hands them to kernels (snake_case fields, enums by their schema names). `run_tflm`
+runs it in the `tflite-micro` wheel's interpreter (reference kernels); `run_kernel` calls memplan's
+kernel of the same builtin with the same tensors, attributes and quantization, into a preallocated
+output and a workspace of the size the kernel asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pytest
+
+from runtime.kernels import TensorMeta, get_kernel
+from runtime.quantization import QuantParams
+
+tflite = pytest.importorskip("tflite")
+flatbuffers = pytest.importorskip("flatbuffers")
+
+TYPES = {
+    np.dtype(np.float32): 0,
+    np.dtype(np.int32): 2,
+    np.dtype(np.uint8): 3,
+    np.dtype(np.int64): 4,
+    np.dtype(np.int16): 7,
+    np.dtype(np.int8): 9,
+}
+ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4}
+PADDINGS = {"SAME": 0, "VALID": 1}
+OPTIONS = {  # builtin -> its options table in the schema
+    "CONV_2D": "Conv2DOptions",
+    "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "FULLY_CONNECTED": "FullyConnectedOptions",
+    "ADD": "AddOptions",
+    "SUB": "SubOptions",
+    "MUL": "MulOptions",
+    "AVERAGE_POOL_2D": "Pool2DOptions",
+    "MAX_POOL_2D": "Pool2DOptions",
+    "SOFTMAX": "SoftmaxOptions",
+    "CONCATENATION": "ConcatenationOptions",
+    "MEAN": "ReducerOptions",
+    "RESHAPE": "ReshapeOptions",
+    "PAD": "PadOptions",
+    "QUANTIZE": "QuantizeOptions",
+    "DEQUANTIZE": "DequantizeOptions",
+}
+
+
+@dataclass
+class Tensor:
+    shape: tuple[int, ...]
+    dtype: Any
+    quant: QuantParams | None = None
+    data: np.ndarray | None = None  # a constant's value
+    name: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def q(scale: Any, zero_point: Any = 0, axis: int | None = None) -> QuantParams:
+    return QuantParams(np.asarray(scale, dtype=np.float32), np.asarray(zero_point), axis)
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def _option_value(name: str, value: Any) -> Any:
+    if name == "padding":
+        return PADDINGS[value]
+    if name == "fused_activation_function":
+        return ACTIVATIONS[value]
+    return value
+
+
+def one_op_model(op: str, inputs: list[Tensor], outputs: list[Tensor], options: dict[str, Any]) -> bytes:
+    """A `.tflite` model (schema version 3) with one subgraph and one operator `op`."""
+    b = flatbuffers.Builder(1024)
+    tensors = [*inputs, *outputs]
+    buffers = [b""]  # buffer 0: empty, as every converter writes it
+    buffer_of = []
+    for t in tensors:
+        if t.data is None:
+            buffer_of.append(0)
+        else:
+            buffers.append(np.ascontiguousarray(t.data, dtype=t.dtype).tobytes())
+            buffer_of.append(len(buffers) - 1)
+    buffer_offsets = []
+    for data in buffers:
+        vec = b.CreateByteVector(data) if data else None
+        tflite.BufferStart(b)
+        if vec is not None:
+            tflite.BufferAddData(b, vec)
+        buffer_offsets.append(tflite.BufferEnd(b))
+    tensor_offsets = [_tensor(b, t, i, buffer_of[i]) for i, t in enumerate(tensors)]
+    opts = _options(b, op, options)
+    inputs_vec = _int_vector(b, tflite.OperatorStartInputsVector, list(range(len(inputs))))
+    outputs_vec = _int_vector(b, tflite.OperatorStartOutputsVector, list(range(len(inputs), len(tensors))))
+    tflite.OperatorStart(b)
+    tflite.OperatorAddOpcodeIndex(b, 0)
+    tflite.OperatorAddInputs(b, inputs_vec)
+    tflite.OperatorAddOutputs(b, outputs_vec)
+    if opts is not None:
+        tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, OPTIONS[op]))
+        tflite.OperatorAddBuiltinOptions(b, opts)
+    operator = tflite.OperatorEnd(b)
+    graph_inputs = [i for i, t in enumerate(inputs) if t.data is None]
+    sub_tensors = _offset_vector(b, tflite.SubGraphStartTensorsVector, tensor_offsets)
+    sub_inputs = _int_vector(b, tflite.SubGraphStartInputsVector, graph_inputs)
+    sub_outputs = _int_vector(b, tflite.SubGraphStartOutputsVector, list(range(len(inputs), len(tensors))))
+    sub_ops = _offset_vector(b, tflite.SubGraphStartOperatorsVector, [operator])
+    tflite.SubGraphStart(b)
+    tflite.SubGraphAddTensors(b, sub_tensors)
+    tflite.SubGraphAddInputs(b, sub_inputs)
+    tflite.SubGraphAddOutputs(b, sub_outputs)
+    tflite.SubGraphAddOperators(b, sub_ops)
+    subgraph = tflite.SubGraphEnd(b)
+    code = getattr(tflite.BuiltinOperator, op)
+    tflite.OperatorCodeStart(b)
+    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
+    tflite.OperatorCodeAddBuiltinCode(b, code)
+    tflite.OperatorCodeAddVersion(b, 1)
+    opcode = tflite.OperatorCodeEnd(b)
+    codes = _offset_vector(b, tflite.ModelStartOperatorCodesVector, [opcode])
+    subgraphs = _offset_vector(b, tflite.ModelStartSubgraphsVector, [subgraph])
+    buffer_vec = _offset_vector(b, tflite.ModelStartBuffersVector, buffer_offsets)
+    tflite.ModelStart(b)
+    tflite.ModelAddVersion(b, 3)
+    tflite.ModelAddOperatorCodes(b, codes)
+    tflite.ModelAddSubgraphs(b, subgraphs)
+    tflite.ModelAddBuffers(b, buffer_vec)
+    b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def _int_vector(b: Any, start: Any, values: list[int]) -> int:
+    start(b, len(values))
+    for v in reversed(values):
+        b.PrependInt32(int(v))
+    return b.EndVector()
+
+
+def _offset_vector(b: Any, start: Any, offsets: list[int]) -> int:
+    start(b, len(offsets))
+    for o in reversed(offsets):
+        b.PrependUOffsetTRelative(o)
+    return b.EndVector()
+
+
+def _float_vector(b: Any, start: Any, values: Any) -> int:
+    start(b, len(values))
+    for v in reversed(list(values)):
+        b.PrependFloat32(float(v))
+    return b.EndVector()
+
+
+def _long_vector(b: Any, start: Any, values: Any) -> int:
+    start(b, len(values))
+    for v in reversed(list(values)):
+        b.PrependInt64(int(v))
+    return b.EndVector()
+
+
+def _tensor(b: Any, t: Tensor, index: int, buffer: int) -> int:
+    name = b.CreateString(t.name or f"t{index}")
+    shape = _int_vector(b, tflite.TensorStartShapeVector, list(t.shape))
+    quant = None
+    if t.quant is not None:
+        scales = _float_vector(b, tflite.QuantizationParametersStartScaleVector, t.quant.scale)
+        zeros = _long_vector(b, tflite.QuantizationParametersStartZeroPointVector, t.quant.zero_point)
+        tflite.QuantizationParametersStart(b)
+        tflite.QuantizationParametersAddScale(b, scales)
+        tflite.QuantizationParametersAddZeroPoint(b, zeros)
+        tflite.QuantizationParametersAddQuantizedDimension(b, t.quant.axis or 0)
+        quant = tflite.QuantizationParametersEnd(b)
+    tflite.TensorStart(b)
+    tflite.TensorAddShape(b, shape)
+    tflite.TensorAddType(b, TYPES[np.dtype(t.dtype)])
+    tflite.TensorAddBuffer(b, buffer)
+    tflite.TensorAddName(b, name)
+    if quant is not None:
+        tflite.TensorAddQuantization(b, quant)
+    return tflite.TensorEnd(b)
+
+
+def _options(b: Any, op: str, options: dict[str, Any]) -> int | None:
+    table = OPTIONS.get(op)
+    if table is None:
+        return None
+    getattr(tflite, f"{table}Start")(b)
+    for key, value in options.items():
+        getattr(tflite, f"{table}Add{_camel(key)}")(b, _option_value(key, value))
+    return getattr(tflite, f"{table}End")(b)
+
+
+# ---- running it ------------------------------------------------------------------------------------------
+
+
+def run_tflm(model: bytes, feeds: list[np.ndarray], outputs: int = 1) -> list[np.ndarray]:
+    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    interpreter = runtime.Interpreter.from_bytes(
+        model, arena_size=max(1 << 16, 8 * len(model) + sum(f.nbytes for f in feeds) * 8)
+    )
+    for i, x in enumerate(feeds):
+        interpreter.set_input(x, i)
+    interpreter.invoke()
+    return [np.array(interpreter.get_output(i)) for i in range(outputs)]
+
+
+def run_kernel(
+    op: str, inputs: list[Tensor], outputs: list[Tensor], options: dict[str, Any], feeds: list[np.ndarray]
+) -> list[np.ndarray]:
+    """memplan's kernel for builtin `op` on the same tensors: constants from the model, the rest
+    from `feeds` in order, into outputs allocated here (the session would hand arena views)."""
+    k = get_kernel(op, "tflite")
+    assert k is not None, f"no tflite kernel for {op}"
+    it = iter(feeds)
+    values = [t.data if t.data is not None else next(it) for t in inputs]
+    attrs = dict(options)
+    attrs["q_inputs"] = tuple(t.quant for t in inputs)
+    attrs["q_outputs"] = tuple(t.quant for t in outputs)
+    outs = [np.full(t.shape, 77, dtype=t.dtype) for t in outputs]
+    metas_in = [TensorMeta(tuple(t.shape), np.dtype(t.dtype)) for t in inputs]
+    metas_out = [TensorMeta(tuple(t.shape), np.dtype(t.dtype)) for t in outputs]
+    extra: dict[str, Any] = {}
+    if k.workspace is not None:
+        size = k.workspace(metas_in, metas_out, **attrs)
+        extra["ws"] = np.zeros(size, dtype=np.uint8) if size else None
+    out: Any = tuple(outs) if k.multi_output else outs[0]
+    k.fn(*values, out=out, **attrs, **extra)
+    return outs
