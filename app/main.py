@@ -24,7 +24,7 @@ from app.db import public_url
 from app.jobs import JobEnv, JobService, connect
 from app.routes import errors
 from app.routes.rendering import make_templates
-from app.security import AccessControl
+from app.routes.security import AccessControl
 from app.services.paths import STATIC_DIR, plotly_js_path
 from app.settings import Settings, activate
 from app.storage import Storage

@@ -3,6 +3,8 @@
 - imports go one way: app -> runtime -> planner (planner imports neither, runtime not app);
 - no import cycle between modules, lazy (function-level) imports included;
 - a route module (app/routes/api/*, app/routes/pages/*) is imported only by the router assembly;
+- the web layer (app/routes/: routes, their errors, templates, the access middleware) is imported
+  only from inside it and by the app's assembly (app/main.py): what serves the routes lives with them;
 - services, the CLI and the lower packages never import FastAPI or Starlette;
 - nobody imports another module's private (underscore) names;
 - every module stays under a line budget, with a short list of exceptions and the reason for each;
@@ -26,6 +28,8 @@ PACKAGES = ("planner", "runtime", "app")  # lowest first: each may import only t
 OTHERS = ("bench", "reliability", "tests")  # may import anything, but no private names
 ROUTE_PACKAGES = ("app.routes.api", "app.routes.pages")
 ROUTER_ASSEMBLY = "app.routes"
+WEB_LAYER = "app.routes"
+APP_ASSEMBLY = "app.main"
 WEB_FRAMEWORKS = ("fastapi", "starlette")
 WEB_FREE = ("planner", "runtime", "app.services", "app.cli", "app.storage", "app.jobs", "app.settings", "app.errors")
 # The bench's peers (torch: the bench extra; TVM, TensorFlow and onnx2tf: folders of their own),
@@ -177,6 +181,18 @@ def route_imports(found: list[Import]) -> list[str]:
     ]
 
 
+def web_layer_imports(found: list[Import]) -> list[str]:
+    """Imports of the web layer (app.routes and below) from outside it, but for the app's assembly."""
+    inside = (WEB_LAYER, APP_ASSEMBLY)
+    return [
+        f"{i.source}:{i.line} imports {i.target}"
+        for i in found
+        if (i.target == WEB_LAYER or i.target.startswith(WEB_LAYER + "."))
+        and _top(i.source) in PACKAGES
+        and not any(i.source == s or i.source.startswith(s + ".") for s in inside)
+    ]
+
+
 def web_imports(root: Path, prefixes: tuple[str, ...] = WEB_FREE) -> list[str]:
     """Modules under `prefixes` that import FastAPI or Starlette."""
     bad = []
@@ -248,6 +264,10 @@ def test_route_modules_are_imported_only_by_the_router_assembly(tree):
     assert route_imports(tree) == []
 
 
+def test_only_the_web_layer_and_the_app_assembly_import_the_web_layer(tree):
+    assert web_layer_imports(tree) == []
+
+
 def test_services_cli_and_lower_packages_never_import_the_web_framework():
     assert web_imports(ROOT) == []
 
@@ -298,6 +318,7 @@ def test_a_clean_planted_tree_passes_every_check(tmp_path):
     root = _plant(tmp_path, CLEAN)
     found = imports(root, PACKAGES)
     assert (upward_imports(found), cycles(found), route_imports(found), private_imports(found)) == ([], [], [], [])
+    assert web_layer_imports(found) == []
     assert web_imports(root) == []
 
 
@@ -319,6 +340,12 @@ def test_a_route_module_imported_by_a_service_fails(tmp_path):
     planted = {**CLEAN, "app/services/library.py": "from app.routes.api.models import helper\n"}
     found = imports(_plant(tmp_path, planted), PACKAGES)
     assert route_imports(found) == ["app.services.library:1 imports route module app.routes.api.models"]
+
+
+def test_a_module_outside_the_routes_importing_their_errors_fails(tmp_path):
+    planted = {**CLEAN, "app/routes/errors.py": "X = 1\n", "app/security.py": "from app.routes.errors import X\n"}
+    found = imports(_plant(tmp_path, planted), PACKAGES)
+    assert web_layer_imports(found) == ["app.security:1 imports app.routes.errors"]
 
 
 def test_a_service_importing_fastapi_fails(tmp_path):

@@ -13,7 +13,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
 
 from app.errors import AppError
-from app.security import access
+from app.routes.security import access
 from app.services.paths import TEMPLATES_DIR
 
 HEAD_END = "</head>"

@@ -1,11 +1,11 @@
 """Signing in from the browser: the form that sets the write-token cookie, and signing out.
 
-With ``MEMPLAN_TOKEN`` set, writes need the token (`app.security`). A browser presents it once
+With ``MEMPLAN_TOKEN`` set, writes need the token (`app.routes.security`). A browser presents it once
 at ``POST /token``, which sets the ``memplan_token`` cookie (HttpOnly, SameSite=Strict, Path=/,
 Secure over https); ``POST /token/signout`` clears it. Both answer with a redirect to ``next``,
 a path on this site: anything else (another host, a scheme, ``//``) is refused, so the sign-in
 page cannot be turned into an open redirect. Wrong tokens are rate limited per client address
-(`app.security.FailedSignIns`).
+(`app.routes.security.FailedSignIns`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from app.errors import AppError
 from app.routes.deps import SettingsDep
 from app.routes.errors import problem_response
 from app.routes.rendering import render, wants_json
-from app.security import (
+from app.routes.security import (
     COOKIE,
     COOKIE_MAX_AGE_S,
     FAILURE_WINDOW_S,

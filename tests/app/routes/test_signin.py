@@ -182,7 +182,7 @@ def test_the_open_sign_in_endpoint_reads_only_a_small_form(make_client):
 
 
 def test_wrong_tokens_are_rate_limited_per_address(make_client, tmp_path):
-    from app.security import MAX_FAILURES
+    from app.routes.security import MAX_FAILURES
 
     with make_client(token=TOKEN) as client:
         for _ in range(MAX_FAILURES):

@@ -115,7 +115,7 @@ async def _refuse(
     detail: str,
     headers: dict[str, str] | None = None,
 ) -> None:
-    """Answer as every route does (`app.errors.problem_response`: problem+json, or the error
+    """Answer as every route does (`app.routes.errors.problem_response`: problem+json, or the error
     page for a browser's own navigation); a 401 also names where to sign in."""
     extra = {"signin": "/token?" + urlencode({"next": _back_to(scope)})} if status == 401 else {}
     response = problem_response(Request(scope), AppError(status, detail, title=title, **extra))
