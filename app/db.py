@@ -1,9 +1,10 @@
 """The database's tables as SQLAlchemy 2 typed models, and the engine memplan opens on a URL.
 
-`app.storage` is the only user: it reads and writes these models through sessions and turns
-rows into its record types. The tables themselves are created and changed by the Alembic
-revisions in `app/migrations/versions/`, never by `Base.metadata.create_all`; a test checks
-that the revisions and these models agree, on SQLite and on PostgreSQL.
+The stores read and write these models through `Storage`'s sessions (`app.storage` for models,
+problems, plans, runs and jobs; `app.notes` for notes) and turn rows into their record types.
+The tables themselves are created and changed by the Alembic revisions in
+`app/migrations/versions/`, never by `Base.metadata.create_all`; a test checks that the
+revisions and these models agree, on SQLite and on PostgreSQL.
 
 JSON documents (problems, plans, summaries, job results) are stored as text in both databases
 (`JSONText`), so that a SQLite file made before SQLAlchemy reads the same.

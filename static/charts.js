@@ -1,6 +1,6 @@
 // memplan charts: strategy comparison, live bytes, offsets over steps. A big plan's offset chart is
 // in big_charts.js; the pages built on these charts (plan, diff, run times) in chart_pages.js.
-// The page hands over one VIEW object (built by the chart service, app.services.charts); every chart is a few traces,
+// The page hands over one VIEW object (built by the server for that page); every chart is a few traces,
 // so 20,000 tensors stay interactive: rectangles are painted on a canvas shown under the
 // axes, and hover is resolved here from the data, not by one Plotly object per tensor.
 (function () {

@@ -1,4 +1,5 @@
-"""The services' one door into the runtime: stored model -> graph -> planning problem.
+"""Stored model -> graph -> planning problem: the cached graphs of stored models, and the
+problem a graph gives under memory options.
 
 Runtime errors about a model become 422 answers naming what the model does that memplan
 cannot take.
