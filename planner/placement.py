@@ -222,8 +222,8 @@ class Placer:
 
         An order is given up once the pools together reach a feasible kept arena: it can no
         longer win, so the placement kept is the one that placing every order whole gives
-        (XLA's best fit tries two orders: on training_like(10^6) the losing one stops after
-        13.8 s CPU, about a fifth of its whole run)."""
+        (XLA's best fit tries two orders; how early the losing one stops at scale:
+        docs/BENCHMARKS.md, "Figures behind the code")."""
         kept: tuple[bool, int, int, str, tuple[np.ndarray, np.ndarray, list[int]]] | None = None
         for rank, (name, order) in enumerate(orders.items()):
             self.reset()

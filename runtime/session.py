@@ -26,8 +26,8 @@ Variations are hooks, not copies: ``problem=`` plans a prebuilt problem of the g
 a callable right after the named node, before the next step (a training step's loss check,
 which raises to stop the run before any update).
 
-Time and memory are measured in separate runs, because tracemalloc slows numpy down (1.1x to
-2.9x): ``run(inputs, measure="time")`` (the default) times the loop and each step with tracing
+Time and memory are measured in separate runs, because tracemalloc slows numpy down (by how
+much: docs/BENCHMARKS.md, "Figures behind the code"): ``run(inputs, measure="time")`` (the default) times the loop and each step with tracing
 off; ``run(inputs, measure="memory")`` traces it with tracemalloc (which sees numpy's data
 allocations) and reports the peak of bytes allocated outside the arena as
 `RunStats.outside_arena_bytes`; the arena itself and the returned outputs are allocated outside

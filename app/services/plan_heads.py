@@ -4,7 +4,7 @@ A plan page of more than `chart_windows.AGGREGATE_ABOVE` tensors draws from the 
 data folder (`column_store`); what else it shows of the problem is its name, counts, step names,
 alignment and pools. `save` writes that head (a few KB, plus the step names) when the plan's
 columns are written, at planning time; `stored` reads it in any app process, so that opening the
-page never reads nor parses the stored problem (at 10^6 buffers, 15 s). The full problem is read
+page never reads nor parses the stored problem (seconds at 10^6 buffers). The full problem is read
 only where every tensor is needed: the CSV and HTML exports, the Netron attachment, diffs, notes.
 
 A `ProblemHead` stands in for the `planner.Problem` in the page's functions (`charts.big_plan_view`,

@@ -13,7 +13,7 @@ from app.storage import PlanRecord, Storage
 from planner import Plan, Problem, ProblemError
 from planner.csvio import write_csv
 
-# Stored problems never change: keep the last few parsed (20,000 buffers take 0.4 s to parse).
+# Stored problems never change: keep the last few parsed (parsing a big one is slow: docs/BENCHMARKS.md).
 PARSED_CACHE = 8
 _parsed: LRU[str, tuple[Problem, dict[str, Any]]] = LRU(PARSED_CACHE)
 

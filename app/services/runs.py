@@ -233,7 +233,7 @@ def execute_measured(
     what: str,
 ) -> tuple[dict[str, np.ndarray], float, list[dict[str, Any]], dict[str, Any]]:
     """`execute_with_progress`, then one more run traced for the bytes allocated beside the arena: the
-    timed run is never traced (tracemalloc slows kernels 1.4-3x), so its times are the kernels' own."""
+    timed run is never traced (tracemalloc slows kernels several times over), so its times are the kernels' own."""
     outputs, elapsed, times = execute_with_progress(job, runner, nodes, feeds, what)
     stats = run_stats(session)
     runner.run(feeds, measure="memory")

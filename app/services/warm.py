@@ -1,5 +1,6 @@
 """Warming numba's on-disk cache, so that a fresh process (a new container, a new worker) loads
-the compiled loops instead of compiling them on its first big plan or first run (about 10 s).
+the compiled loops instead of compiling them on its first big plan or first run (seconds of it:
+docs/BENCHMARKS.md, "Figures behind the code").
 
 `warm` does once what those first requests do:
 
