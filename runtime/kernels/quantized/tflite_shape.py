@@ -67,3 +67,8 @@ def concatenation(*inputs, out, axis=0, fused_activation_function="NONE", q_inpu
             target[...] = x
     if out.dtype.kind == "f":
         float_activation(out, fused_activation_function)
+
+
+@kernel("TRANSPOSE", domain=TFLITE)
+def transpose(x, perm, *, out, **_):
+    np.copyto(out, np.transpose(x, [int(p) for p in np.asarray(perm).reshape(-1)]))
