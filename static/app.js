@@ -123,7 +123,8 @@
   M.readPlanForm = function (form) {
     // Values go to the server as typed: it answers a bad one with a reason naming the dim.
     const dims = {};
-    for (const el of form.querySelectorAll("[name^='dim:']")) dims[el.name.slice(4)] = el.value === "" ? null : Number(el.value);
+    // An empty dim is left unbound, never guessed: the server names the input and axis it leaves open.
+    for (const el of form.querySelectorAll("[name^='dim:']")) if (el.value.trim() !== "") dims[el.name.slice(4)] = Number(el.value);
     const pools = [];
     for (const line of form.elements.pools.value.split("\n").map((l) => l.trim()).filter(Boolean)) {
       const [name, capacity] = line.split("=").map((x) => x.trim());

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 from fastapi.templating import Jinja2Templates
 
 from app.errors import not_found
@@ -70,3 +71,21 @@ def _templates(request: Request) -> Jinja2Templates:
 
 
 TemplatesDep = Annotated[Jinja2Templates, Depends(_templates)]
+
+
+@dataclass(frozen=True)
+class Paging:
+    """`?limit=&offset=` of a list, newest first (the service refuses a limit out of range, naming it)."""
+
+    limit: int
+    offset: int
+
+
+def _paging(
+    limit: Annotated[int, Query(description="items per page, 1 to 200")] = 20,
+    offset: Annotated[int, Query(description="items to skip, from the newest")] = 0,
+) -> Paging:
+    return Paging(limit, offset)
+
+
+PagingDep = Annotated[Paging, Depends(_paging)]

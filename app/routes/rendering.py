@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.errors import AppError
 from app.routes.security import access
+from app.services import notes
 from app.services.paths import TEMPLATES_DIR
 
 HEAD_END = "</head>"
@@ -22,6 +23,7 @@ HEAD_END = "</head>"
 def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
     templates.env.globals["access"] = access  # pages show or hide write controls by it
+    templates.env.filters["when"] = notes.when  # times of earlier work, as the notes show theirs
     return templates
 
 

@@ -12,6 +12,7 @@ from app.errors import AppError
 from app.services import chart_windows, charts, graphs, library, notes, parameters, plan_heads, planning
 from app.services.library import model_out
 from app.services.paths import STATIC_DIR, plotly_js_path
+from app.services.planned_with import planned_with
 from app.services.plans import problem_of
 from app.storage import ModelRecord, PlanRecord, Storage
 from planner import get, names
@@ -85,6 +86,7 @@ def plan_page_context(
             "options": stored["options"],
         },
         "model": model_out(model) if model else None,
+        "planned_with": planned_with(model.summary if model else None, stored["options"]),
         "plans": summaries,
         "peak": peak,
         "view": view,

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.errors import AppError
-from app.routes.deps import JobsDep, ModelDep, SettingsDep, StorageDep
+from app.routes.deps import JobsDep, ModelDep, PagingDep, SettingsDep, StorageDep
 from app.schemas import JobOut, ModelList, ModelOut, PlanRequest, PlansOut, RunRequest
-from app.services import library, planning, runs
+from app.services import library, listings, planning, runs
 from app.services.library import model_out
 from app.services.uploads import receive
 
@@ -73,6 +73,18 @@ def get_model(record: ModelDep) -> dict[str, Any]:
 def delete_model(record: ModelDep, storage: StorageDep) -> Response:
     library.remove(storage, record)
     return Response(status_code=204)
+
+
+@router.get("/models/{model_id}/plans")
+def list_model_plans(record: ModelDep, storage: StorageDep, paging: PagingDep) -> dict[str, Any]:
+    """The model's plans, newest first, paged (`items`, `total`, `limit`, `offset`, `next`)."""
+    return listings.plans(storage, model_id=record.id, limit=paging.limit, offset=paging.offset)
+
+
+@router.get("/models/{model_id}/runs")
+def list_model_runs(record: ModelDep, storage: StorageDep, paging: PagingDep) -> dict[str, Any]:
+    """The model's finished runs, newest first, paged: strategy, arena, seconds and verdict of each."""
+    return listings.runs(storage, model_id=record.id, limit=paging.limit, offset=paging.offset)
 
 
 @router.post("/models/{model_id}/plans", response_model=PlansOut)

@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from app.routes.deps import JobsDep, StorageDep
+from app.routes.deps import JobsDep, PagingDep, StorageDep
 from app.schemas import JobOut, PipelineRequest, PipelineRunRequest
-from app.services import pipelines
+from app.services import listings, pipelines
 
 router = APIRouter(tags=["pipelines"])
 
@@ -25,6 +25,12 @@ async def create_pipeline(body: PipelineRequest, storage: StorageDep, jobs: Jobs
         job = await run_in_threadpool(pipelines.start_run, storage, jobs, out["id"], PipelineRunRequest(seed=body.seed))
         out["job"] = job.to_json()
     return out
+
+
+@router.get("/pipelines")
+def list_pipelines(storage: StorageDep, paging: PagingDep) -> dict[str, Any]:
+    """Stored pipelines, newest first, paged (`items`, `total`, `limit`, `offset`, `next`)."""
+    return listings.pipelines(storage, limit=paging.limit, offset=paging.offset)
 
 
 @router.get("/pipelines/{pipeline_id}")

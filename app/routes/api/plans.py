@@ -7,10 +7,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, PlainTextResponse
 
-from app.routes.deps import PlanDep, StorageDep, TemplatesDep
-from app.services import chart_windows, diffs, notes, plans, reports
+from app.routes.deps import PagingDep, PlanDep, StorageDep, TemplatesDep
+from app.services import chart_windows, diffs, listings, notes, plans, reports
 
 router = APIRouter(tags=["plans"])
+
+
+@router.get("/plans")
+def list_plans(storage: StorageDep, paging: PagingDep) -> dict[str, Any]:
+    """Every stored plan, newest first, paged (`items`, `total`, `limit`, `offset`, `next`): strategy,
+    arena, LOAD, validity, its model and the dims and shapes it was planned at."""
+    return listings.plans(storage, limit=paging.limit, offset=paging.offset)
 
 
 @router.get("/plans/{plan_id}")

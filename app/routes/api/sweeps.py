@@ -8,9 +8,9 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 from starlette.concurrency import run_in_threadpool
 
-from app.routes.deps import JobDep, JobsDep, SettingsDep, StorageDep
+from app.routes.deps import JobDep, JobsDep, PagingDep, SettingsDep, StorageDep
 from app.schemas import SweepRequest
-from app.services import sweeps
+from app.services import listings, sweeps
 
 router = APIRouter(tags=["sweeps"])
 
@@ -36,6 +36,12 @@ async def create_sweep(body: SweepRequest, storage: StorageDep, jobs: JobsDep, s
         )
     )
     return sweeps.describe(job, [])
+
+
+@router.get("/sweeps")
+def list_sweeps(storage: StorageDep, paging: PagingDep) -> dict[str, Any]:
+    """Sweeps, newest first, paged (`items`, `total`, `limit`, `offset`, `next`): title, state, progress."""
+    return listings.sweeps(storage, limit=paging.limit, offset=paging.offset)
 
 
 @router.get("/sweeps/{job_id}")

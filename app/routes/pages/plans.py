@@ -11,9 +11,16 @@ from starlette.concurrency import run_in_threadpool
 
 from app.routes.deps import PlanHeadDep, StorageDep
 from app.routes.rendering import head_first, render, wants_json
-from app.services import diffs, reports
+from app.services import diffs, listings, reports
 
 router = APIRouter(include_in_schema=False)
+
+
+@router.get("/plans")
+def plans_list(request: Request, storage: StorageDep, offset: Annotated[int, Query(ge=0)] = 0) -> Response:
+    """Every stored plan, newest first (paged by `offset`), with its model and the shapes it was planned at."""
+    listed = listings.plans(storage, offset=offset)
+    return render(request, "plans.html", {"page_title": "plans", "listed": listed})
 
 
 @router.get("/plans/{plan_id}")
