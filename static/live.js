@@ -51,6 +51,20 @@
     return state;
   };
 
+  // A verdict as runtime.oracle.verify states it: `verdict` ("passed", "failed", "ill-conditioned",
+  // "skipped") when present, else `passed`; ill-conditioned outputs are yellow with their evidence.
+  M.verdictOf = function (v) {
+    const state = v.verdict || (v.passed ? "passed" : v.passed === false ? "failed" : "skipped");
+    const cls = { passed: "pass", failed: "fail", "ill-conditioned": "ill" }[state] || "none";
+    const evidence = (v.outputs || []).filter((o) => o.evidence).map((o) => o.name + ": " + o.evidence);
+    const text = v.summary ? v.summary  // a verdict that says itself (the training demo's checks)
+      : state === "passed" ? "outputs match " + v.oracle
+      : state === "failed" ? "outputs differ from " + v.oracle
+      : state === "ill-conditioned" ? "ill-conditioned: " + v.oracle + " and memplan cannot be told apart in float32 on some outputs; not a failure of the plan"
+      : "not verified: " + (v.detail || "verification skipped");
+    return { state: state, cls: cls, text: [text].concat(v.check ? [v.check] : [], evidence).join(" · ") };
+  };
+
   // Follow a run job on a plan chart: `state.a` is the offset chart (charts.js), `live` the live-bytes
   // chart on the same step axis. The page holds the panel #live-run (progress, status, verdict, link).
   // `run.start(submit)` posts the run (submit() resolves with its job) and follows it; `run.follow(id)`
@@ -108,9 +122,10 @@
       const v = result.verdict || {};
       const el = document.getElementById("live-verdict");
       el.hidden = false;
-      el.className = "verdict " + (v.passed ? "pass" : v.passed === false ? "fail" : "none");
-      el.textContent = v.summary ? v.summary  // a verdict that says itself (the training demo's checks)
-        : v.passed ? "outputs match " + v.oracle : v.passed === false ? "outputs differ from " + v.oracle : "not verified: " + (v.detail || "");
+      const said = M.verdictOf(v);
+      el.className = "verdict " + said.cls;
+      el.dataset.verdict = said.state;
+      el.textContent = said.text;
       const link = document.getElementById("live-link");
       link.href = run.permalink ? run.permalink(jobId) : "/runs/" + jobId;
       link.hidden = false;
