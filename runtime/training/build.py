@@ -86,10 +86,8 @@ def build_training_step(
     if optimizer not in OPTIMIZERS:
         raise ModelError(f"optimizer={optimizer!r}: accepted values are {OPTIMIZERS}")
     # BatchNormalization trains on batch statistics: keep it apart from the Conv before it.
-    proto = _proto(model)
-    graph = load_model(proto, dims, shapes=shapes, fuse=False, base_dir=_base_dir(model))
-    made = {o for node in proto.graph.node if node.op_type == "ConstantOfShape" for o in node.output}
-    names = _trainable(graph, trainable, made)
+    graph = load_model(model, dims, shapes=shapes, fuse=False)
+    names = _trainable(graph, trainable, _made_by_constant_of_shape(model))
     out = output or graph.outputs[0]
     if out not in graph.outputs:
         raise ModelError(f"output {out!r} is not a graph output; the model's outputs are {list(graph.outputs)}")
@@ -97,16 +95,19 @@ def build_training_step(
     return builder.build(out, loss, label)
 
 
-def _proto(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, bytes | bytearray | memoryview):
-        return onnx.load_from_string(bytes(model))
-    return onnx.load(os.fspath(model), load_external_data=False)  # weights are read when the step runs
-
-
-def _base_dir(model: object) -> str | None:
-    return os.path.dirname(os.path.abspath(os.fspath(model))) if isinstance(model, str | os.PathLike) else None
+def _made_by_constant_of_shape(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> set[str]:
+    """Outputs of the model's ConstantOfShape nodes (weights some exporters make that way); load_model
+    has folded them into constants by then, so the ONNX graph itself is read (no external data)."""
+    try:
+        if isinstance(model, onnx.ModelProto):
+            proto = model
+        elif isinstance(model, bytes | bytearray | memoryview):
+            proto = onnx.load_from_string(bytes(model))
+        else:
+            proto = onnx.load(os.fspath(model), load_external_data=False)
+    except Exception:  # not ONNX (a .tflite file): it has no ConstantOfShape
+        return set()
+    return {o for node in proto.graph.node if node.op_type == "ConstantOfShape" for o in node.output if o}
 
 
 def _trainable(graph: Graph, trainable: Sequence[str] | None, made: set[str] = frozenset()) -> tuple[str, ...]:
