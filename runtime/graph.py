@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,83 +21,14 @@ from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
 from runtime.fuse import fold_batchnorm, fuse_conv_activation, fuse_erf_gelu, fuse_pointwise_conv_add
 from runtime.fuse_se import fuse_squeeze_excite
+from runtime.graph_types import DEFAULT_MAX_TENSOR_BYTES, FUSIONS, Graph, Node, TensorInfo
 from runtime.kernels import attributes_of
-from runtime.quantization import QuantParams
 from runtime.shapes import TensorType, bind_inputs, fill_unknown, infer, skeleton, type_of
+from runtime.tflite import is_tflite, read_tflite
 
-DEFAULT_MAX_TENSOR_BYTES = 4 << 30
+__all__ = ["DEFAULT_MAX_TENSOR_BYTES", "FUSIONS", "Graph", "Node", "TensorInfo", "load_model"]
+
 MAX_FOLD_ROUNDS = 16  # each round may expose more constants (Shape -> Gather -> Reshape chains)
-
-
-FUSIONS = (
-    "batchnorm_into_conv",
-    "pointwise_conv_add",
-    "gelu",
-    "conv_activation",
-    "squeeze_excite",
-)  # the keys of `Graph.fusions`
-
-
-@dataclass(frozen=True)
-class Node:
-    """One step of the schedule. Omitted optional inputs and outputs are ``""``."""
-
-    name: str
-    op_type: str
-    inputs: tuple[str, ...]
-    outputs: tuple[str, ...]
-    attributes: Mapping[str, Any]
-    opset: int
-    domain: str = ""
-    proto: onnx.NodeProto | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    nbytes: int
-    kind: str  # "input", "output", "activation" or "constant"
-    producer: str | None  # name of the node writing it; None for inputs and constants
-    consumers: tuple[str, ...]  # names of the nodes reading it, in schedule order
-    quant: QuantParams | None = None  # integer tensors of quantized models (`runtime.quantization`)
-
-
-@dataclass
-class Graph:
-    """A loaded model: nodes in schedule order and a static type for every tensor they touch."""
-
-    name: str
-    nodes: tuple[Node, ...]
-    tensors: dict[str, TensorInfo]
-    inputs: tuple[str, ...]  # graph inputs the caller feeds (initializers excluded)
-    outputs: tuple[str, ...]
-    constants: dict[str, Constant]  # initializers, Constant nodes and folded results still in use
-    opset: int
-    dims: dict[str, int]  # each dim name's size, where all the axes it names got one size
-    max_tensor_bytes: int = DEFAULT_MAX_TENSOR_BYTES
-    model_dir: str | None = None
-    folded: int = 0  # nodes removed by constant folding
-    # Nodes each load-time fusion made (`FUSIONS`): BatchNormalization folded into the Conv
-    # before it, 1x1 Conv -> Add pairs made one PointwiseConvAdd, Div -> Erf -> Add -> Mul -> Mul
-    # chains made one Gelu.
-    fusions: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FUSIONS, 0))
-
-    def tensor(self, name: str) -> TensorInfo:
-        try:
-            return self.tensors[name]
-        except KeyError:
-            raise ModelError(f"no tensor named {name!r} in graph {self.name!r}") from None
-
-    def node(self, name: str) -> Node:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise ModelError(f"no node named {name!r} in graph {self.name!r}")
-
-    def by_kind(self, kind: str) -> list[TensorInfo]:
-        return [t for t in self.tensors.values() if t.kind == kind]
 
 
 def load_model(
@@ -114,7 +44,8 @@ def load_model(
 ) -> Graph:
     """Load, check, bind, fold and type a model; see the module docstring.
 
-    `source` is a path, the serialized bytes, or a ModelProto. `shapes` binds whole input
+    `source` is a path, the serialized bytes, or a ModelProto; a `.tflite` file (told by its content,
+    the identifier "TFL3" at bytes 4..8) is read by `runtime.tflite` into the same Graph. `shapes` binds whole input
     shapes ({input name: sizes}) whatever the model declares (-1, 0, unnamed, a name reused
     for different axes); `dims` binds the other inputs' symbolic dims by name; `default_dim`,
     when given, sizes every dim left unbound (otherwise an unbound dim is an `UnboundDimError`
@@ -125,6 +56,11 @@ def load_model(
     with the residual Add after it, the exact GELU's five ops become one Gelu, and a Conv
     with the activation after it becomes one ConvAct (`runtime.fuse`).
     """
+    tflite_bytes, stem = _tflite_source(source)
+    if tflite_bytes is not None:  # picked by content: the TFLite identifier at bytes 4..8
+        if dims:
+            raise ShapeError(f"dims: a .tflite model has no symbolic dims to bind ({', '.join(dims)} given)")
+        return read_tflite(tflite_bytes, max_tensor_bytes=max_tensor_bytes, shapes=shapes, name=stem)
     model, model_dir = _parse(source, base_dir)
     graph = model.graph
     opset = _default_opset(model)
@@ -180,6 +116,18 @@ def load_model(
 
 
 # ---- parsing and structure ----------------------------------------------------------------------------
+
+
+def _tflite_source(source: Any) -> tuple[bytes | None, str | None]:
+    """(the file's bytes, its name's stem) when `source` is a `.tflite` model; (None, None) otherwise."""
+    if isinstance(source, bytes | bytearray | memoryview):
+        return (bytes(source), None) if is_tflite(bytes(source[:8])) else (None, None)
+    if isinstance(source, str | os.PathLike) and os.path.isfile(source):
+        with open(source, "rb") as f:
+            if is_tflite(f.read(8)):
+                f.seek(0)
+                return f.read(), os.path.splitext(os.path.basename(os.fspath(source)))[0]
+    return None, None
 
 
 def _parse(source: Any, base_dir: Any) -> tuple[onnx.ModelProto, str | None]:
