@@ -6,6 +6,8 @@ every module below, so each registers its kernels.
 """
 
 from runtime.kernels.quantized import (  # noqa: F401
+    qlinear_conv,
+    qlinear_ops,
     tflite_conv,
     tflite_dense,
     tflite_elementwise,

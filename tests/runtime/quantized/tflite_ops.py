@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runtime.kernels import TensorMeta, get_kernel
+from runtime.kernels import TensorMeta, call, get_kernel
 from runtime.quantization import QuantParams
 
 tflite = pytest.importorskip("tflite")
@@ -226,10 +226,9 @@ def run_kernel(
     outs = [np.full(t.shape, 77, dtype=t.dtype) for t in outputs]
     metas_in = [TensorMeta(tuple(t.shape), np.dtype(t.dtype)) for t in inputs]
     metas_out = [TensorMeta(tuple(t.shape), np.dtype(t.dtype)) for t in outputs]
-    extra: dict[str, Any] = {}
+    ws = None
     if k.workspace is not None:
         size = k.workspace(metas_in, metas_out, **attrs)
-        extra["ws"] = np.zeros(size, dtype=np.uint8) if size else None
-    out: Any = tuple(outs) if k.multi_output else outs[0]
-    k.fn(*values, out=out, **attrs, **extra)
+        ws = np.zeros(size, dtype=np.uint8) if size else None
+    call(k, values, outs, ws, attrs, 0)
     return outs
