@@ -14,6 +14,7 @@ from runtime.options import MemoryOptions
 from runtime.training import data, models
 from runtime.training.build import build_training_step
 from runtime.training.plans import CategoryPlans, plan_categories, training_problem
+from runtime.training.remat_spec import parse_overhead, parse_remat, rematerialized
 from runtime.training.session import TrainingSession
 
 DEMO_MODELS = ("mlp", "cnn")
@@ -45,6 +46,7 @@ class DemoResult:
     # The first step's loss as onnx.reference computes it from the initial weights and the same batch.
     reference_loss: float | None = None
     seconds: float = 0.0  # the training steps' own time, planning and the checks left out
+    remat: dict[str, Any] | None = None  # what recomputation chose (`RematResult.report`), when asked for
 
 
 def train_demo(
@@ -61,13 +63,17 @@ def train_demo(
     on_node: Callable[[NodeEvent], None] | None = None,
     canary: bool = False,
     options: MemoryOptions | None = None,
+    remat: str | None = None,
+    remat_overhead: float | str | None = None,
 ) -> DemoResult:
     """Train `model` ("mlp" or "cnn") for `steps` steps of `batch` digits; the step runs in its unified arena.
 
     Hooks: `on_plans` once the plans are made (before any step runs), `on_step(i, loss)` after
     each training step, `on_node` after each node of every step. `canary` checks every node of
     every step (`runtime.CanaryError` on a write over a live tensor). Of `options` a training step
-    takes ``alignment``, ``workspace`` and ``prepared_weights`` (`training_problem`)."""
+    takes ``alignment``, ``workspace`` and ``prepared_weights`` (`training_problem`). `remat`
+    (``off``, ``auto`` or a budget, `parse_remat`) runs the step with the tensors the search chose
+    recomputed, within `remat_overhead` extra FLOPs."""
     if model not in DEMO_MODELS:
         raise ModelError(f"model={model!r}: the demo trains one of {DEMO_MODELS}")
     if steps < 1 or batch < 1:
@@ -79,12 +85,16 @@ def train_demo(
     else:
         proto = models.small_cnn(batch=batch, size=8, channels=(8, 16), classes=10, seed=seed)
     hyper = {"lr": lr if lr is not None else (0.01 if optimizer == "adam" else 0.05)}
-    step = build_training_step(proto, optimizer=optimizer, hyper=hyper)
+    spec, overhead = parse_remat(remat), parse_overhead(remat_overhead)
+    step = build_training_step(proto, optimizer=optimizer, hyper=hyper, recompute=not spec.on)
+    found = rematerialized(step, spec, overhead, strategy=strategy, options=options)
+    if found is not None and found.step is not None:
+        step = found.step
     plans = plan_categories(training_problem(step, options), strategy)
     if on_plans is not None:
         on_plans(plans)
     session = TrainingSession(step, plans.unified, options, canary=canary).prepare()
-    result = DemoResult(model, source, plans=plans)
+    result = DemoResult(model, source, plans=plans, remat=found.report() if found is not None else None)
     feed = data.batches(images, labels, batch, seed)
     nodes = step.graph.nodes
     current = 0  # the training step under way, for `timed`

@@ -160,6 +160,7 @@ def search(
     step: TrainingStep,
     *,
     budget: int | None = None,
+    budget_fraction: float | None = None,
     overhead: float = 0.2,
     strategy: str = planner.DEFAULT_STRATEGY,
     options: MemoryOptions | None = None,
@@ -167,7 +168,8 @@ def search(
     exact_up_to: int = 10,
     method: str = "auto",
 ) -> RematResult:
-    """The recomputation choice for `step` (see the module docstring); `budget` in bytes of arena."""
+    """The recomputation choice for `step` (see the module docstring); `budget` in bytes of arena, or
+    `budget_fraction` of the arena without recomputation."""
     started = time.perf_counter()
     score = Scorer(step, strategy, options)
     names = list(score.cands)
@@ -184,6 +186,8 @@ def search(
         best = _greedy(step, score, overhead, deadline)
         _local(score, best, overhead, deadline)
     curve = pareto(score.points.values())
+    if budget_fraction is not None:
+        budget = math.floor(budget_fraction * without.arena_bytes)
     chosen, met = choose(curve, budget, overhead)
     remat_step, problem = score.problem(chosen.recomputed)
     plan = planner.plan(problem, strategy)
