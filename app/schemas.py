@@ -306,7 +306,27 @@ class PipelineRunRequest(BaseModel):
     )
 
 
-class TrainingPlanRequest(TrainingMemoryRequest, InputShapes):
+class RematRequest(BaseModel):
+    """Recomputation of a training step (the CLI's --remat and --remat-overhead): off, auto, or a budget
+    in bytes ("20MB") or as a fraction of the arena without recomputation ("0.5")."""
+
+    remat: str = Field(default="off", description="off, auto, a budget in bytes (20MB) or a fraction (0.5, 50%)")
+    remat_overhead: float = Field(
+        default=0.2, ge=0, allow_inf_nan=False, description="extra FLOPs allowed, a fraction of the step's"
+    )
+
+    @field_validator("remat", mode="before")
+    @classmethod
+    def _spec(cls, value: Any) -> str:
+        from runtime.training.remat_spec import parse_remat
+
+        try:
+            return str(parse_remat(value))
+        except ValueError as e:
+            raise PydanticCustomError("remat", "{message}", {"message": str(e)}) from None
+
+
+class TrainingPlanRequest(TrainingMemoryRequest, InputShapes, RematRequest):
     """A training step (forward, loss, backward, update) of a stored model, planned by category and unified."""
 
     trainable: list[str] | None = Field(default=None, description="initializers to train; default every float one")
@@ -322,7 +342,7 @@ class TrainingPlanRequest(TrainingMemoryRequest, InputShapes):
         return RunRequest._known(value)
 
 
-class TrainingDemoRequest(TrainingMemoryRequest):
+class TrainingDemoRequest(TrainingMemoryRequest, RematRequest):
     """Train the demo MLP or small CNN on 8x8 digits inside one arena, as a job streaming the loss."""
 
     model: Literal["mlp", "cnn"] = "mlp"

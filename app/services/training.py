@@ -28,6 +28,7 @@ from runtime.training import (
     plan_categories,
     training_problem,
 )
+from runtime.training.remat_spec import parse_remat, rematerialized
 
 if TYPE_CHECKING:
     from runtime.training.demo import NodeEvent
@@ -36,6 +37,7 @@ MAX_LOSS_EVENTS = 1000  # a longer demo reports every n-th step (the result keep
 MAX_NODE_EVENTS = 3000  # node events of a whole demo: every n-th training step is reported node by node
 REFERENCE_RTOL = 1e-4  # the first loss against onnx.reference's, relative (float32 kernels, float64 oracle)
 PLANNED_WITHIN = 10  # the plan's event is among a demo job's first events
+REMAT_SECONDS = 10.0  # the recomputation search of a training plan answered in the request
 
 
 def _fast(strategy: str) -> None:
@@ -57,8 +59,17 @@ def plan_training(storage: Storage, jobs: JobService, record: ModelRecord, body:
             optimizer=body.optimizer,
             dims=body.dims,
             shapes=body.shapes,
-            recompute=body.recompute,
+            recompute=body.recompute and body.remat == "off",
         )
+        found = rematerialized(
+            step,
+            parse_remat(body.remat),
+            body.remat_overhead,
+            strategy=body.strategy,
+            options=body.memory(),
+            time_limit=REMAT_SECONDS,
+        )
+        step = found.step if found is not None and found.step is not None else step
         problem = training_problem(step, body.memory())
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be trained: {e}", title="Cannot train") from None
@@ -66,7 +77,8 @@ def plan_training(storage: Storage, jobs: JobService, record: ModelRecord, body:
     name = f"{record.name} · training step"
     stored = _store(storage, jobs, problem, body.strategy, name, step.graph, body)
     options = body.model_dump()
-    return {"model_id": record.id, "options": options, **breakdown(plans), **stored}
+    remat = {"remat": found.report()} if found is not None else {}
+    return {"model_id": record.id, "options": options, **breakdown(plans), **stored, **remat}
 
 
 def _store(
@@ -170,6 +182,8 @@ def demo_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
             on_node=follower.on_node,
             canary=body.canary,
             options=body.memory(),
+            remat=body.remat,
+            remat_overhead=body.remat_overhead,
         )
     except runtime.CanaryError as e:
         follower.flush()  # the page's cursor ends on the step that corrupted
@@ -189,6 +203,7 @@ def demo_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
         "seconds": result.seconds,  # every training step, planning and checks left out
         "canary": body.canary,  # every node of every step checked, no hit: a hit fails the job at its step
         "verdict": verdict(result.losses, result.reference_loss),
+        **({"remat": result.remat} if result.remat is not None else {}),
         **breakdown(result.plans),
         **follower.stored,
     }
