@@ -160,7 +160,9 @@
           if (run.onProgress) run.onProgress(p);  // the page's own progress, if it shows one
         });
         document.getElementById("live-progress").value = 1;
-        say("done: " + M.fmt(done.result.arena_bytes) + " bytes of arena, " + (done.result.seconds * 1000).toFixed(2) + " ms");
+        const timed = (done.result.stats || {}).timed_runs;
+        say("done: " + M.fmt(done.result.arena_bytes) + " bytes of arena, " + (done.result.seconds * 1000).toFixed(2) + " ms" +
+          (timed ? " (median of " + timed + " timed runs; the job's other phases are listed on the run's page)" : ""));
         verdict(done.result, jobId);
         run.done = done;
       } catch (error) {

@@ -130,7 +130,7 @@
       ev.preventDefault();
       M.clearError();
       const dims = {};
-      for (const el of document.querySelectorAll("#plan-form [name^='dim:']")) dims[el.name.slice(4)] = Number(el.value);
+      for (const el of document.querySelectorAll("#plan-form [name^='dim:']")) if (el.value.trim() !== "") dims[el.name.slice(4)] = Number(el.value);
       const body = {
         loss: form.elements.loss.value, optimizer: form.elements.optimizer.value,
         strategy: form.elements.strategy.value, dims: dims, shapes: M.readShapes(document.getElementById("plan-form")),
@@ -149,8 +149,14 @@
         document.getElementById("training-plan-summary").textContent = result.unified_bytes.toLocaleString() +
           " bytes unified, " + result.per_category_total.toLocaleString() + " in one arena per category (" +
           result.ratio.toFixed(3) + "×)";
-        M.categoryChart(document.getElementById("chart-training-categories"), result);
-      } catch (problem) { status.textContent = ""; M.showError(problem); }
+        const chart = document.getElementById("chart-training-categories");
+        chart.hidden = false;
+        status.className = "muted";
+        M.categoryChart(chart, result);
+      } catch (problem) {  // said in the card itself, never a blank card with the error far above
+        status.textContent = (problem && (problem.detail || problem.title)) || "the training step could not be planned";
+        status.className = "warn";
+      }
     });
   };
 })();

@@ -9,7 +9,7 @@ from typing import Any
 from jinja2 import Environment
 
 from app.errors import AppError
-from app.services import chart_windows, charts, graphs, library, notes, parameters, plan_heads, planning
+from app.services import chart_windows, charts, graphs, library, notes, parameters, plan_heads, planning, readiness
 from app.services.library import model_out
 from app.services.paths import STATIC_DIR, plotly_js_path
 from app.services.planned_with import planned_with
@@ -93,6 +93,7 @@ def plan_page_context(
         "notes": view["notes"],
         # An invalid plan runs only with the canary, which shows where it corrupts data.
         "runnable": model is not None and bool(record.plan),
+        "missing_kernels": readiness.missing_kernels(storage, model, stored["options"]) if model else [],
     }
 
 
@@ -180,4 +181,10 @@ def model_page_context(storage: Storage, record: ModelRecord) -> dict[str, Any]:
         "strategies": strategy_list(),
         "memory": MemoryOptions().to_json(),  # the planning form's defaults
         "parameters": parameters.sharing(storage, record),
+        "readiness": {
+            "missing_kernels": readiness.missing_kernels(storage, record),
+            "training": readiness.training(
+                library.model_path(storage, record), record.summary, record.bytes, record.format
+            ),
+        },
     }
