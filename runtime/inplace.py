@@ -101,9 +101,11 @@ class LiveBytes:
                 for first, last, height in groups.pieces(root, ranges):
                     self.live[first : last + 1] += height
 
-    def try_join(self, name: str, target: str, offset: int, safe: Callable[[str], bool]) -> bool:
+    def try_join(
+        self, name: str, target: str, offset: int, safe: Callable[[str], bool], *, force: bool = False
+    ) -> bool:
         """Alias `name` into `target` unless that raises the peak of live bytes or `safe(root)`
-        says the merged group has a hazard; say whether it did."""
+        says the merged group has a hazard (`force`: whatever it does); say whether it did."""
         groups = self.groups
         live = self.live.copy()
         spans = [piece for n in (name, target) for piece in groups.pieces(groups.root(n)[0], self.ranges)]
@@ -118,7 +120,7 @@ class LiveBytes:
         # Judged over the merged block's own steps: bytes it adds there must stay under the
         # peak it already had, so an alias far from the model's peak is not waved through.
         lo, hi = min(f for f, _, _ in spans + merged), max(end for _, end, _ in spans + merged)
-        if live[lo : hi + 1].max() > self.live[lo : hi + 1].max() or not safe(root):
+        if not force and (live[lo : hi + 1].max() > self.live[lo : hi + 1].max() or not safe(root)):
             del groups.links[name]
             groups.members.update(saved)
             return False
@@ -179,6 +181,7 @@ def plan_in_place(
     Conv, an output of any size there); returns the links added."""
     added: dict[str, tuple[str, int]] = {}
     pinned = set(graph.outputs) | set(graph.constants)
+    live: LiveBytes | None = None  # made at the first smaller output, then kept in step with every join
     for step, node in enumerate(graph.nodes):
         kernel = kernel_of(node)
         if kernel is None or not node.outputs or not node.outputs[0]:
@@ -200,11 +203,17 @@ def plan_in_place(
             if _clobbered(graph, node, kernel, step, source, written, members, sizes, ranges, pinned):
                 continue
             if _same_type(graph, source, out):
-                groups.join(out, source, 0)
-            elif not LiveBytes(groups, ranges, len(graph.nodes)).try_join(out, source, 0, lambda _: True):
+                if live is None:
+                    groups.join(out, source, 0)
+                else:
+                    live.try_join(out, source, 0, lambda _: True, force=True)
+            else:
                 # A smaller output over its input: the group holds the input's height while
                 # the input lives, the output's after; taken only where that raises no peak.
-                continue
+                # One live curve for the whole pass (a tiled model has thousands of such nodes).
+                live = live or LiveBytes(groups, ranges, len(graph.nodes))
+                if not live.try_join(out, source, 0, lambda _: True):
+                    continue
             added[out] = (source, 0)
             break
     return added
