@@ -1,14 +1,19 @@
-"""Stored model -> graph -> planning problem: the cached graphs of stored models, and the
-problem a graph gives under memory options.
+"""Model file -> graph -> planning problem: the cached graphs of model files, and the problem a
+graph gives under memory options.
 
-Runtime errors about a model become 422 answers naming what the model does that memplan
-cannot take.
+`problem_of_model` is the one road from a model file to its memory problem, for the CLI and
+REST alike: it raises the runtime's own errors, which each face words in its own spelling
+(`model_errors` turns them into 422 answers naming what the model does that memplan cannot
+take; the CLI names its flags).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +27,76 @@ from runtime import MemoryOptions
 MEMORY_FIELDS = frozenset(f.name for f in dataclasses.fields(MemoryOptions))
 
 GRAPH_CACHE = 4  # graphs of big models hold their folded constants: keep only a few
-GraphKey = tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, tuple[int, ...]], ...], bool]
+GraphKey = tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, tuple[int, ...]], ...], bool, int | None]
 _graphs: LRU[GraphKey, Any] = LRU(GRAPH_CACHE)
 
 
-def load_graph(
-    path: Path, dims: dict[str, int], *, shapes: dict[str, list[int]] | None = None, fuse: bool = True
+@dataclass(frozen=True)
+class ModelProblem:
+    """A model file's memory problem, the graph it was made from (its nodes in the order planned),
+    and the memory-aware order's search (`planner.reorder.Reordered`) when one was asked for."""
+
+    problem: Problem
+    graph: Any
+    reordered: Any = None
+
+
+def problem_of_model(
+    path: Path,
+    memory: MemoryOptions,
+    *,
+    dims: dict[str, int] | None = None,
+    shapes: dict[str, list[int]] | None = None,
+    reorder: bool = False,
+    order: list[int] | None = None,
+    pools: list[dict[str, Any]] | None = None,
+    name: str = "",
+    max_tensor_bytes: int | None = None,
+) -> ModelProblem:
+    """The one road from a model file to its memory problem: the graph (`graph_of`, cached), its
+    nodes in a memory-aware order when `reorder` asks for one or in a stored `order`, then the
+    problem under `memory`, named `name` (else the graph's name) with `pools` when given.
+    Raises the runtime's errors (`runtime.ModelError`, `runtime.UnboundDimError`)."""
+    graph = graph_of(path, dims or {}, shapes=shapes, fuse=memory.fuse, max_tensor_bytes=max_tensor_bytes)
+    reordered = None
+    if reorder:
+        graph, reordered = runtime.reorder_graph(graph, memory)
+    else:
+        graph = in_order(graph, order)
+    problem = runtime.memory_problem(graph, memory)
+    changes: dict[str, Any] = {"name": name or problem.name}  # the stored model's name, not the graph's doc name
+    if pools:
+        changes["pools"] = tuple(Pool(p["name"], p.get("capacity")) for p in pools)
+    return ModelProblem(problem.replace(**changes), graph, reordered)
+
+
+def graph_of(
+    path: Path,
+    dims: dict[str, int],
+    *,
+    shapes: dict[str, list[int]] | None = None,
+    fuse: bool = True,
+    max_tensor_bytes: int | None = None,
 ) -> Any:
-    """The runtime graph of a stored model with its inputs bound (whole `shapes` by input name, and
+    """The runtime graph of a model file with its inputs bound (whole `shapes` by input name, and
     symbolic `dims` by name) and its load-time fusions applied unless `fuse` is False; cached by
-    all of them."""
+    all of them. `max_tensor_bytes` bounds a tensor (None: the runtime's default). Raises the
+    runtime's errors."""
     bound = tuple(sorted((name, tuple(int(d) for d in sizes)) for name, sizes in (shapes or {}).items()))
-    key = (str(path), tuple(sorted(dims.items())), bound, fuse)
+    key = (str(path), tuple(sorted(dims.items())), bound, fuse, max_tensor_bytes)
     found = _graphs.get(key)
     if found is not None:
         return found
+    limit = {} if max_tensor_bytes is None else {"max_tensor_bytes": max_tensor_bytes}
+    graph = runtime.load_model(path, dims=dims, shapes=shapes, fuse=fuse, **limit)
+    return _graphs.put(key, graph)
+
+
+@contextmanager
+def model_errors() -> Iterator[None]:
+    """The runtime's errors about a model as 422 answers, in the REST bodies' spelling."""
     try:
-        graph = runtime.load_model(
-            path, dims=dims, shapes=shapes, fuse=fuse, max_tensor_bytes=active_limits().max_tensor_bytes
-        )
+        yield
     except runtime.UnboundDimError as e:
         how = e.describe(
             lambda name, sizes: f"shapes {json.dumps({name: list(sizes)})}", lambda d: f"dims {{{json.dumps(d)}: size}}"
@@ -48,7 +104,21 @@ def load_graph(
         raise AppError(422, f"the model cannot be planned: {how}", title="Unbound input dims") from None
     except runtime.ModelError as e:
         raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
-    return _graphs.put(key, graph)
+
+
+def load_graph(
+    path: Path, dims: dict[str, int], *, shapes: dict[str, list[int]] | None = None, fuse: bool = True
+) -> Any:
+    """`graph_of` a stored model under the service's tensor limit, its errors as 422 answers."""
+    with model_errors():
+        return graph_of(path, dims, shapes=shapes, fuse=fuse, max_tensor_bytes=active_limits().max_tensor_bytes)
+
+
+def stored_model_problem(path: Path, memory: MemoryOptions, **options: Any) -> ModelProblem:
+    """`problem_of_model` of a stored model under the service's tensor limit, its errors as 422
+    answers."""
+    with model_errors():
+        return problem_of_model(path, memory, max_tensor_bytes=active_limits().max_tensor_bytes, **options)
 
 
 def in_order(graph: Any, order: list[int] | None) -> Any:
@@ -71,16 +141,12 @@ def memory_of(options: dict[str, Any]) -> MemoryOptions:
     return MemoryOptions.from_json({k: v for k, v in options.items() if k in MEMORY_FIELDS})
 
 
-def model_problem(graph: Any, memory: MemoryOptions, *, pools: list[dict[str, Any]] | None, name: str) -> Problem:
-    """The planning problem of a graph under the page's or the request's memory options."""
-    try:
+def model_problem(graph: Any, memory: MemoryOptions, *, name: str) -> Problem:
+    """The planning problem of a graph made in memory (a pipeline's joint graph) under the request's
+    memory options; a model file's goes through `problem_of_model`."""
+    with model_errors():
         problem = runtime.memory_problem(graph, memory)
-    except runtime.ModelError as e:
-        raise AppError(422, f"the model cannot be planned: {e}", title="Unsupported model") from None
-    changes: dict[str, Any] = {"name": name or problem.name}  # the stored model's name, not the graph's doc name
-    if pools:
-        changes["pools"] = tuple(Pool(p["name"], p.get("capacity")) for p in pools)
-    return problem.replace(**changes)
+    return problem.replace(name=name or problem.name)
 
 
 def tensor_facts(graph: Any, problem: Problem) -> dict[str, dict[str, Any]]:

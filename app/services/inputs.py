@@ -1,4 +1,4 @@
-"""Turning what a user hands memplan (a Problem .json, a MiniMalloc .csv, an ONNX model)
+"""Turning what a user hands memplan (a Problem .json, a MiniMalloc .csv, an ONNX or .tflite model)
 into a planner.Problem, with the options every front end (CLI, REST) shares."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from planner.csvio import read_csv
 from runtime import MemoryOptions
 
 PROBLEM_SUFFIXES = (".json", ".csv")
-MODEL_SUFFIXES = (".onnx",)
+MODEL_SUFFIXES = (".onnx", ".tflite")
 
 
 class InputError(ValueError):
@@ -115,13 +115,11 @@ def load_problem_and_order(
     elif suffix == ".csv":
         problem, _ = read_csv(_read_text(path), source=str(path))
     elif suffix in MODEL_SUFFIXES:
-        import runtime
+        from app.services.graphs import problem_of_model
 
         options = model or ModelOptions()
-        graph = runtime.load_model(path, dims=options.dims, shapes=options.shapes, fuse=options.memory.fuse)
-        if options.reorder:
-            graph, found = runtime.reorder_graph(graph, options.memory)
-        problem = runtime.memory_problem(graph, options.memory)
+        made = problem_of_model(path, options.memory, dims=options.dims, shapes=options.shapes, reorder=options.reorder)
+        problem, graph, found = made.problem, made.graph, made.reordered
     else:
         accepted = ", ".join(PROBLEM_SUFFIXES + MODEL_SUFFIXES)
         raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; accepted: {accepted}")

@@ -76,7 +76,7 @@ def plan_pipeline(storage: Storage, jobs: JobService, body: PipelineRequest) -> 
     spec = body.model_dump(include={"models", "connections", "dims", "strategy", *MEMORY_FIELDS})
     pipe = _pipeline(graphs, spec, body.strategy)
     name = "+".join(records[n].name for n in body.models)
-    problem = model_problem(pipe.graph, memory, pools=None, name=name)
+    problem = model_problem(pipe.graph, memory, name=name)
     separate = pipe.separate_arena_bytes()
     made = plan_and_store(
         storage,

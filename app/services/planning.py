@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import runtime
 from app.errors import AppError, not_found
 from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import PlanRequest
@@ -171,12 +170,16 @@ def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: Pl
     library.check_dims(record, body.dims)
     library.check_shapes(record, body.shapes)
     memory = body.memory()
-    graph = graphs.load_graph(library.model_path(storage, record), body.dims, shapes=body.shapes, fuse=memory.fuse)
-    found = None
-    if body.reorder:  # the order found is stored with the plans: runs execute the nodes in it
-        graph, found = runtime.reorder_graph(graph, memory)
-    pools = [p.model_dump() for p in body.pools] if body.pools else None
-    problem = graphs.model_problem(graph, memory, pools=pools, name=record.name)
+    made = graphs.stored_model_problem(
+        library.model_path(storage, record),
+        memory,
+        dims=body.dims,
+        shapes=body.shapes,
+        reorder=body.reorder,  # the order found is stored with the plans: runs execute the nodes in it
+        pools=[p.model_dump() for p in body.pools] if body.pools else None,
+        name=record.name,
+    )
+    graph, problem, found = made.graph, made.problem, made.reordered
     strategy_options: dict[str, Any] = {"seed": body.seed}
     if body.time_limit is not None:
         strategy_options["time_limit"] = body.time_limit
