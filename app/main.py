@@ -68,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "compare the plans, and run the model inside its plan.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # app.routes.pages.docs serves Swagger UI from the installed package, not a CDN
     )
     app.state.settings = settings
     app.state.storage = storage

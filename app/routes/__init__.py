@@ -9,7 +9,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI
 
 from app.routes.api import examples, jobs, models, notes, pipelines, plans, problems, sweeps, training
-from app.routes.pages import home, signin
+from app.routes.pages import docs, home, signin
 from app.routes.pages import jobs as job_pages
 from app.routes.pages import models as model_pages
 from app.routes.pages import pipelines as pipeline_pages
@@ -19,7 +19,7 @@ from app.routes.pages import training as training_pages
 
 API_PREFIX = "/api/v1"
 API_MODULES = (models, plans, notes, problems, jobs, examples, pipelines, training, sweeps)
-PAGE_MODULES = (home, model_pages, plan_pages, job_pages, pipeline_pages, training_pages, sweep_pages, signin)
+PAGE_MODULES = (home, model_pages, plan_pages, job_pages, pipeline_pages, training_pages, sweep_pages, signin, docs)
 
 
 def include_routers(app: FastAPI) -> None:
