@@ -28,7 +28,9 @@ from app.cli.common import (
 
 @user_errors
 def plan(
-    input: Annotated[Path, typer.Argument(help="A Problem .json, a MiniMalloc .csv or an ONNX .onnx model.")],
+    input: Annotated[
+        Path, typer.Argument(help="A Problem .json, a MiniMalloc .csv, an ONNX .onnx or a TFLite .tflite model.")
+    ],
     strategy: Annotated[str, typer.Option("--strategy", "-s", help=strategy_help())] = "all",
     alignment: Annotated[
         int | None, typer.Option(help="Offset alignment in bytes (default: the problem's; 64 for models).")
@@ -53,7 +55,10 @@ def plan(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", help="Write the chosen plan: .csv (MiniMalloc with offsets) or .json (Plan JSON)."
+            "--output",
+            "-o",
+            help="Write the chosen plan: .csv (MiniMalloc with offsets), .json (Plan JSON), or .tflite (a .tflite "
+            "model with the plan as TensorFlow Lite Micro's offline plan).",
         ),
     ] = None,
 ) -> None:
@@ -70,8 +75,12 @@ def plan(
 
     if time_limit is not None and time_limit <= 0:
         raise fail(f"--time-limit must be > 0 seconds, got {time_limit}")
-    if output is not None and output.suffix.lower() not in (".csv", ".json"):
-        raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json")
+    if output is not None and output.suffix.lower() not in (".csv", ".json", ".tflite"):
+        raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv, .json, .tflite")
+    if output is not None and output.suffix.lower() == ".tflite":
+        from app.services.tflite_export import check_output
+
+        check_output(input, reorder)
     names = resolve_names(strategy)
     memory = memory_options(
         io=io,
@@ -117,7 +126,13 @@ def plan(
                 f"greedy_by_size {saved['arena_bytes_without']:,} -> {saved['arena_bytes_with']:,} bytes"
             )
     chosen = best(outcomes)
-    if output is not None and chosen is not None:
+    if output is not None and chosen is not None and output.suffix.lower() == ".tflite":
+        from app.services.tflite_export import write_tflite
+
+        told = write_tflite(output, input, graph, chosen.plan)
+        if not as_json:
+            typer.echo(f"wrote the {chosen.strategy} plan into {output}: {told}")
+    elif output is not None and chosen is not None:
         _write_plan(output, problem, chosen.plan)
         if not as_json:
             typer.echo(f"wrote the {chosen.strategy} plan to {output}")

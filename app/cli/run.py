@@ -26,7 +26,7 @@ from app.cli.common import (
 
 @user_errors
 def run(
-    model: Annotated[Path, typer.Argument(help="An ONNX .onnx model.")],
+    model: Annotated[Path, typer.Argument(help="An ONNX .onnx or a TFLite .tflite model.")],
     dims: DimsOption = None,
     shape: ShapeOption = None,
     strategy: Annotated[

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -26,7 +26,9 @@ from app.cli.common import (
 
 @user_errors
 def sweep(
-    inputs: Annotated[list[Path], typer.Argument(help="ONNX models, or folders of them (every *.onnx inside).")],
+    inputs: Annotated[
+        list[Path], typer.Argument(help="ONNX or TFLite models, or folders of them (every *.onnx and *.tflite inside).")
+    ],
     strategy: Annotated[str, typer.Option("--strategy", "-s", help=strategy_help())] = "all",
     dims: Annotated[
         str | None, typer.Option(help="Values of symbolic dims to sweep, e.g. batch=1,8,32 or batch=1,8,seq=64,128.")
@@ -52,7 +54,7 @@ def sweep(
     """Plan every model x strategy x dims combination, one task each, on a Dask cluster; table, JSON or CSV."""
     from app.services import sweeps
     from app.services.inputs import parse_shapes
-    from app.services.modelinfo import read_model, summarize
+    from app.services.tflite_info import summary_of
     from planner.compare import resolve_names
 
     if workers < 1:
@@ -69,7 +71,7 @@ def sweep(
         prepared_weights=prepared_weights,
     )
     files = _model_files(inputs)
-    summaries = {f.stem: summarize(read_model(f)) for f in files}
+    summaries = {f.stem: _summary(f, summary_of) for f in files}
     symbolic = {f.stem: (str(f), summaries[f.stem]["symbolic_dims"]) for f in files}
     inputs = {n: {v["name"]: (list(v["dims"]) or None) for v in s["inputs"]} for n, s in summaries.items()}
     names = resolve_names(strategy)
@@ -91,18 +93,29 @@ def sweep(
             typer.echo(f"wrote {len(rows)} rows to {output}")
 
 
+def _summary(path: Path, summary_of: Any) -> dict[str, Any]:
+    from app.errors import AppError
+
+    try:
+        return dict(summary_of(path))
+    except AppError as e:
+        raise fail(f"{path}: {e}") from None
+
+
 def _model_files(inputs: list[Path]) -> list[Path]:
+    from app.services.inputs import MODEL_SUFFIXES
+
     files: list[Path] = []
     for path in inputs:
         if path.is_dir():
-            found = sorted(path.glob("*.onnx"))
+            found = sorted(p for p in path.iterdir() if p.suffix.lower() in MODEL_SUFFIXES)
             if not found:
-                raise fail(f"{path}: a folder with no .onnx model in it")
+                raise fail(f"{path}: a folder with no .onnx model (nor a .tflite one) in it")
             files += found
-        elif path.suffix.lower() == ".onnx" and path.exists():
+        elif path.suffix.lower() in MODEL_SUFFIXES and path.exists():
             files.append(path)
         else:
-            raise fail(f"{path}: no such .onnx model; give ONNX models or folders of them")
+            raise fail(f"{path}: no such .onnx or .tflite model; give ONNX or TFLite models or folders of them")
     stems = [f.stem for f in files]
     twice = sorted({s for s in stems if stems.count(s) > 1})
     if twice:

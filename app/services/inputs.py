@@ -1,4 +1,4 @@
-"""Turning what a user hands memplan (a Problem .json, a MiniMalloc .csv, an ONNX model)
+"""Turning what a user hands memplan (a Problem .json, a MiniMalloc .csv, an ONNX or .tflite model)
 into a planner.Problem, with the options every front end (CLI, REST) shares."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from planner.csvio import read_csv
 from runtime import MemoryOptions
 
 PROBLEM_SUFFIXES = (".json", ".csv")
-MODEL_SUFFIXES = (".onnx",)
+MODEL_SUFFIXES = (".onnx", ".tflite")
 
 
 class InputError(ValueError):

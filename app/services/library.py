@@ -1,8 +1,9 @@
 """The model library: taking files in (uploads, the example gallery) and finding them again.
 
-A file is checked before it is kept: an .onnx must parse as an ONNX model, a .zip must
-hold exactly one .onnx with its data files. Content is stored once per SHA-256, so the
-same model uploaded twice (even at the same moment) is one file and one record.
+A file is checked before it is kept: an .onnx must parse as an ONNX model, a .tflite (told by
+its content) must read whole as one, a .zip must hold exactly one .onnx with its data files.
+Content is stored once per SHA-256, so the same model uploaded twice (even at the same moment)
+is one file and one record.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import runtime
 from app.errors import AppError
 from app.services import chart_windows, graphs
 from app.services.modelinfo import read_model, summarize
+from app.services.tflite_info import summarize_tflite
 from app.services.uploads import Incoming, sniff_format, unpack_zip
 from app.storage import ModelRecord, Storage
 from runtime.shapes import check_shapes as check_shapes_of
@@ -29,7 +31,9 @@ def ingest(storage: Storage, incoming: Incoming) -> tuple[ModelRecord, bool]:
     """Check, keep and record an uploaded file; (record, newly stored)."""
     fmt = sniff_format(incoming.path)
     try:
-        if fmt == "zip":
+        if fmt == "tflite":
+            summary = summarize_tflite(incoming.path)
+        elif fmt == "zip":
             scratch = storage.incoming / f"{incoming.path.stem}.d"
             try:
                 model = read_model(unpack_zip(incoming.path, scratch))
@@ -37,13 +41,16 @@ def ingest(storage: Storage, incoming: Incoming) -> tuple[ModelRecord, bool]:
                 shutil.rmtree(scratch, ignore_errors=True)
         else:
             model = read_model(incoming.path)
+        if fmt != "tflite":
+            summary = summarize(model)
     except BaseException:
         incoming.path.unlink(missing_ok=True)
         raise
-    summary = summarize(model)
     storage.keep_blob(incoming.path, incoming.sha256, fmt)
     name = Path(incoming.filename).stem or "model"
-    return storage.add_model(incoming.sha256, name, incoming.filename, fmt, incoming.size, summary)
+    return storage.add_model(
+        sha256=incoming.sha256, name=name, filename=incoming.filename, fmt=fmt, size=incoming.size, summary=summary
+    )
 
 
 def model_path(storage: Storage, record: ModelRecord) -> Path:

@@ -26,8 +26,9 @@ def read_model(path: Path) -> onnx.ModelProto:
     except DecodeError as e:
         raise AppError(
             415,
-            f"not an ONNX model: the file does not parse as an ONNX protobuf ({e}); it may be truncated "
-            "or another format. Export it with torch.onnx.export or tf2onnx and upload the .onnx file",
+            f"not an ONNX model (nor a .tflite one): the file does not parse as an ONNX protobuf ({e}) and lacks the "
+            "TFLite identifier 'TFL3' at bytes 4..8; it may be truncated or another format. Upload an .onnx "
+            "(torch.onnx.export, tf2onnx) or a .tflite model",
         ) from None
     except Exception as e:  # onnx raises assorted errors on garbage
         raise AppError(415, f"not an ONNX model: {type(e).__name__}: {e}") from None

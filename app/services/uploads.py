@@ -20,6 +20,7 @@ from python_multipart.multipart import parse_options_header
 
 from app.errors import AppError
 from app.settings import Limits, active_limits
+from runtime.tflite import is_tflite
 
 FIELD = "file"
 ZIP_MAGIC = b"PK\x03\x04"
@@ -94,7 +95,10 @@ async def receive(
         raise
     if sink.size == 0:
         temp.unlink(missing_ok=True)
-        raise AppError(422, "the uploaded file is empty; send an .onnx model (or a .zip of one with its data files)")
+        raise AppError(
+            422,
+            "the uploaded file is empty; send an .onnx or .tflite model (or a .zip of an .onnx with its data files)",
+        )
     return Incoming(temp, sink.hash.hexdigest(), sink.size, _safe_name(filename))
 
 
@@ -170,9 +174,12 @@ def _safe_name(filename: str) -> str:
 
 
 def sniff_format(path: Path) -> str:
+    """The format by content: "zip", "tflite" (its identifier at bytes 4..8) or "onnx"."""
     with path.open("rb") as f:
-        head = f.read(4)
-    return "zip" if head == ZIP_MAGIC else "onnx"
+        head = f.read(8)
+    if head[:4] == ZIP_MAGIC:
+        return "zip"
+    return "tflite" if is_tflite(head) else "onnx"
 
 
 def unpack_zip(archive: Path, into: Path, limits: Limits | None = None) -> Path:

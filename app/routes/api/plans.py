@@ -1,14 +1,15 @@
-"""/api/v1/plans: one plan in full, and its exports (MiniMalloc CSV, offline report, Netron)."""
+"""/api/v1/plans: one plan in full, and its exports (MiniMalloc CSV, offline report, Netron, .tflite)."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
-from fastapi.responses import HTMLResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 
 from app.routes.deps import PagingDep, PlanDep, StorageDep, TemplatesDep
-from app.services import chart_windows, diffs, listings, notes, plans, reports
+from app.services import chart_windows, diffs, listings, notes, plans, reports, tflite_export
 
 router = APIRouter(tags=["plans"])
 
@@ -25,7 +26,7 @@ def get_plan(record: PlanDep, storage: StorageDep) -> dict[str, Any]:
     """The Plan JSON (schema memplan.plan/1) with every buffer: id, name, size, first, last, kind, offset;
     and the reviewers' `notes` on it."""
     problem, stored = plans.problem_of(storage, record)
-    return {**plans.plan_document(record, problem, stored["model_id"]), "notes": notes.listing(storage, record)}
+    return {**plans.plan_document(record, problem, stored.model_id), "notes": notes.listing(storage, record)}
 
 
 @router.get("/plans/{a}/diff/{b}")
@@ -74,7 +75,7 @@ def export_tensors(record: PlanDep, storage: StorageDep) -> PlainTextResponse:
     problem, stored = plans.problem_of(storage, record)
     filename = f"{problem.name or 'plan'}-{record.strategy}-tensors.csv"
     return PlainTextResponse(
-        plans.tensors_csv(record, problem, stored["tensors"] or {}),
+        plans.tensors_csv(record, problem, stored.tensors or {}),
         media_type="text/csv",
         headers={"Content-Disposition": f'attachment; filename="{filename}"'},
     )
@@ -87,10 +88,33 @@ def export_html(record: PlanDep, storage: StorageDep, templates: TemplatesDep) -
     return HTMLResponse(reports.report_html(templates.env, storage, record))
 
 
+@router.get(
+    "/plans/{plan_id}/export.tflite",
+    response_class=Response,
+    responses={200: {"content": {"application/octet-stream": {}}, "description": "the .tflite model with the plan"}},
+)
+def export_tflite(record: PlanDep, storage: StorageDep) -> Response:
+    """The plan's .tflite model with the plan as TensorFlow Lite Micro's offline plan (`OfflineMemoryAllocation`
+    metadata). Headers: `X-Memplan-Offline` (tensors placed by the plan), `X-Memplan-Head` (their highest end)
+    and `X-Memplan-Left-Out` (JSON: tensor -> why TensorFlow Lite Micro's own planner places it). 409 for a
+    plan of an ONNX model or a problem, or of a reordered model."""
+    exported, filename = tflite_export.export_stored(storage, record)
+    return Response(
+        exported.data,
+        media_type="application/octet-stream",
+        headers={
+            "Content-Disposition": f'attachment; filename="{tflite_export.ascii_name(filename)}"',
+            "X-Memplan-Offline": str(len(exported.offsets)),
+            "X-Memplan-Head": str(exported.head),
+            "X-Memplan-Left-Out": json.dumps(exported.online),
+        },
+    )
+
+
 @router.get("/plans/{plan_id}/netron.json")
 def export_netron(record: PlanDep, storage: StorageDep) -> dict[str, Any]:
     """Per-tensor metadata (offset, size, pool, lifetime, kind) to show next to a model's tensors."""
     plans.needs_plan(record)
     problem, stored = plans.problem_of(storage, record)
-    model = storage.get_model(stored["model_id"]) if stored["model_id"] else None
+    model = storage.get_model(stored.model_id) if stored.model_id else None
     return plans.netron_attachment(record, problem, model.name if model else problem.name)
