@@ -43,8 +43,8 @@ def train(
     """Train an MLP or a small CNN on 8x8 digits inside one arena and print the loss falling.
 
     Its memory switches are --alignment, --workspace and --prepared-weights (everything else lives in the arena)."""
-    from runtime.training import NonFiniteLossError
     from app.cli.train_plan import remat_line
+    from runtime.training import NonFiniteLossError
     from runtime.training.demo import train_demo
     from runtime.training.remat_spec import parse_overhead, parse_remat
 

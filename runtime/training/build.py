@@ -110,15 +110,15 @@ def _made_by_constant_of_shape(model: str | os.PathLike[str] | bytes | onnx.Mode
     return {o for node in proto.graph.node if node.op_type == "ConstantOfShape" for o in node.output if o}
 
 
-def _trainable(graph: Graph, trainable: Sequence[str] | None, made: set[str] = frozenset()) -> tuple[str, ...]:
+def _trainable(
+    graph: Graph, trainable: Sequence[str] | None, made: frozenset[str] | set[str] = frozenset()
+) -> tuple[str, ...]:
     """Float initializers, and weights a ConstantOfShape of the model makes (`made`: folded at load)."""
     # Batch-norm running statistics and Clip bounds are float initializers too, but no gradient moves them.
     fixed = {"BatchNormalization": slice(3, 5), "Clip": slice(1, 3)}
     running = {n for node in graph.nodes if node.op_type in fixed for n in node.inputs[fixed[node.op_type]]}
     floats = [
-        n
-        for n, c in graph.constants.items()
-        if c.dtype.kind == "f" and _weight(c.source, n, made) and n not in running
+        n for n, c in graph.constants.items() if c.dtype.kind == "f" and _weight(c.source, n, made) and n not in running
     ]
     names = tuple(floats if trainable is None else trainable)
     if not names:
@@ -138,7 +138,7 @@ def _trainable(graph: Graph, trainable: Sequence[str] | None, made: set[str] = f
     return names
 
 
-def _weight(source: str, name: str, made: set[str]) -> bool:
+def _weight(source: str, name: str, made: frozenset[str] | set[str]) -> bool:
     return source in ("initializer", "external") or (source == "folded" and name in made)
 
 

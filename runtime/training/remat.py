@@ -102,7 +102,9 @@ def rematerialize(step: TrainingStep, tensors: Iterable[str]) -> TrainingStep:
                 if o:
                     infos[again] = dataclasses.replace(graph.tensors[o], name=again, kind="activation")
                     done[o] = again
-            nodes.append(dataclasses.replace(src, name=f"{src.name}{SUFFIX}", inputs=inputs, outputs=outputs, proto=None))
+            nodes.append(
+                dataclasses.replace(src, name=f"{src.name}{SUFFIX}", inputs=inputs, outputs=outputs, proto=None)
+            )
         return done[name]
 
     for node in graph.nodes[fwd:]:
@@ -148,8 +150,8 @@ def node_flops(graph: Graph, node: Node) -> int:
     y = _size(graph, outs[0]) if outs and outs[0] else 0
     if op in ("Conv", "ConvGradInput") and len(ins) > 1:
         w = graph.tensors[ins[1]].shape
-        dy = _size(graph, outs[0]) if op == "Conv" else _size(graph, ins[0])
-        return 2 * dy * int(np.prod(w[1:]))
+        pixels = _size(graph, outs[0]) if op == "Conv" else _size(graph, ins[0])
+        return 2 * pixels * int(np.prod(w[1:]))
     if op == "ConvGradWeight":
         return 2 * _size(graph, ins[1]) * int(np.prod(graph.tensors[outs[0]].shape[1:]))
     if op == "MatMul":
@@ -158,11 +160,13 @@ def node_flops(graph: Graph, node: Node) -> int:
         a = graph.tensors[ins[0]].shape
         return 2 * y * (a[0] if node.attributes.get("transA", 0) else a[1])
     if op in ("MatMulGradA", "GemmGradA"):
-        dy = graph.tensors[ins[0]].shape
-        return 2 * int(np.prod(dy)) * (y // max(int(np.prod(dy[:-1])), 1) if op == "MatMulGradA" else y // dy[0])
+        grad = graph.tensors[ins[0]].shape
+        rows = max(int(np.prod(grad[:-1])), 1) if op == "MatMulGradA" else grad[0]
+        return 2 * int(np.prod(grad)) * (y // rows)
     if op in ("MatMulGradB", "GemmGradB"):
-        a = graph.tensors[ins[0]].shape
-        return 2 * _size(graph, ins[1]) * (a[-1] if op == "MatMulGradB" else _size(graph, ins[0]) // graph.tensors[ins[1]].shape[0])
+        lhs, grad_out = graph.tensors[ins[0]].shape, graph.tensors[ins[1]].shape
+        inner = lhs[-1] if op == "MatMulGradB" else _size(graph, ins[0]) // grad_out[0]
+        return 2 * _size(graph, ins[1]) * inner
     return y + sum(_size(graph, n) for n in ins if n and n not in graph.constants)
 
 

@@ -113,15 +113,17 @@ def test_curve_never_inverts_and_budgets_below_reach_get_the_closest_point():
     step = build_training_step(NETWORKS["transformer"](), optimizer="sgd", recompute=False)
     result = search(step, overhead=0.3, strategy="greedy_by_size", time_limit=5)
     curve = result.curve
-    assert all(a.extra_flops <= b.extra_flops and a.arena_bytes > b.arena_bytes for a, b in zip(curve, curve[1:]))
+    assert all(
+        a.extra_flops <= b.extra_flops and a.arena_bytes > b.arena_bytes for a, b in zip(curve, curve[1:], strict=False)
+    )
     budgets = sorted({p.arena_bytes for p in curve} | {p.arena_bytes + 1 for p in curve}, reverse=True)
     arenas = [choose(curve, b, 0.3)[0].arena_bytes for b in budgets]
-    assert all(a >= b for a, b in zip(arenas, arenas[1:]))
+    assert all(a >= b for a, b in zip(arenas, arenas[1:], strict=False))
     point, met = choose(curve, 1, 0.3)
     assert not met and point.arena_bytes == min(p.arena_bytes for p in curve if p.extra_flops <= 0.3)
     overheads = [0.0, 0.01, 0.05, 0.1, 0.2, 0.3]
     by_overhead = [choose(curve, None, f)[0].arena_bytes for f in overheads]
-    assert all(a >= b for a, b in zip(by_overhead, by_overhead[1:]))
+    assert all(a >= b for a, b in zip(by_overhead, by_overhead[1:], strict=False))
 
 
 def test_pareto_keeps_the_best_arena_at_each_level():
