@@ -20,6 +20,7 @@ from runtime.constants import Constant, from_initializer, np_dtype
 from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
 from runtime.fuse import fold_batchnorm, fuse_conv_activation, fuse_erf_gelu, fuse_pointwise_conv_add
+from runtime.fuse_qdq import fuse_qdq, qdq_weights
 from runtime.fuse_se import fuse_squeeze_excite
 from runtime.graph_types import DEFAULT_MAX_TENSOR_BYTES, FUSIONS, Graph, Node, TensorInfo
 from runtime.kernels import attributes_of
@@ -82,10 +83,12 @@ def load_model(
     for name, t in inputs.items():
         _check_bytes(name, t.shape, np_dtype(t.elem_type, f"input {name!r}"), "graph input", max_tensor_bytes)
     keep = set(outputs)
+    # A QDQ model's weights stay DequantizeLinear nodes until fuse_qdq makes their ops integer.
+    fold_keep = keep | qdq_weights(nodes, constants) if fuse else keep
     folded = 0
     types = infer(skeleton(model, nodes, inputs, constants, named))
     for _ in range(MAX_FOLD_ROUNDS if fold else 0):
-        nodes, count = fold_pass(nodes, constants, types, keep, opset, max_tensor_bytes)
+        nodes, count = fold_pass(nodes, constants, types, fold_keep, opset, max_tensor_bytes)
         if not count:
             break
         folded += count
@@ -96,8 +99,9 @@ def load_model(
         if fused:
             types = infer(skeleton(model, nodes, inputs, constants, named))
     fill_unknown(nodes, types, opset)
-    residual = gelus = activations = excites = 0
+    residual = gelus = activations = excites = qdq = 0
     if fuse:
+        nodes, qdq = fuse_qdq(nodes, constants, types, keep)
         # After typing: the fused node's output keeps the Add's type, the Conv's output goes.
         nodes, residual = fuse_pointwise_conv_add(nodes, constants, types, keep)
         nodes, gelus = fuse_erf_gelu(nodes, constants, types, keep)
@@ -111,6 +115,7 @@ def load_model(
         "gelu": gelus,
         "conv_activation": activations,
         "squeeze_excite": excites,
+        "qdq": qdq,
     }
     return loaded
 

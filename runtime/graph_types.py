@@ -25,6 +25,7 @@ FUSIONS = (
     "gelu",
     "conv_activation",
     "squeeze_excite",
+    "qdq",
 )  # the keys of `Graph.fusions`
 
 

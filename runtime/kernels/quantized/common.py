@@ -78,3 +78,24 @@ def taps(
     """The (rows, cols, C) view of a padded band that filter tap (ky, kx) reads."""
     y0, x0 = ky * dilation[0], kx * dilation[1]
     return band[y0 : y0 + (rows - 1) * stride[0] + 1 : stride[0], x0 : x0 + (cols - 1) * stride[1] + 1 : stride[1]]
+
+
+# float32 sums of 8-bit products are exact below 2**24: 255 * 128 * 512 is just under it, so a
+# product of depth at most EXACT_DEPTH runs through float32 BLAS (twice float64's speed) exactly.
+EXACT_DEPTH = 512
+
+
+def exact_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, part: np.ndarray) -> None:
+    """``out = a @ b`` exactly for integer-valued float32 `a` (rows, depth) and `b` (depth, columns)
+    with 8-bit magnitudes: float32 products over depth chunks of EXACT_DEPTH, summed in `out`
+    (float64); `part` is float32 scratch of out's shape."""
+    depth = a.shape[1]
+    if depth <= EXACT_DEPTH:
+        np.matmul(a, b, out=part)
+        np.copyto(out, part)
+        return
+    out[...] = 0
+    for k0 in range(0, depth, EXACT_DEPTH):
+        k1 = min(depth, k0 + EXACT_DEPTH)
+        np.matmul(a[:, k0:k1], b[k0:k1], out=part)
+        out += part

@@ -13,6 +13,7 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.quantized.common import exact_matmul
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -26,53 +27,105 @@ def _geometry(x, w, y, auto_pad, pads, strides, dilations, kernel_shape):
     return window_geometry(x.shape, y.shape, kernel_shape or w.shape[2:], auto_pad, pads, strides, dilations)
 
 
+BAND_BYTES = 1 << 17  # a band's columns and accumulators: bounded whatever the layer's size
+
+
 def _conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, group):
+    """The geometry, output rows per band, and workspace blocks: the padded image, a band's
+    columns (float64, exact for 8-bit products) and its accumulators."""
     geo = _geometry(x, w, y, auto_pad, pads, strides, dilations, kernel_shape)
     extent = padded_extent(x.shape[2:], geo)
     depth = (x.shape[1] // group) * int(np.prod(geo.kernel))
-    pixels = int(np.prod(y.shape[2:]))
+    rest = int(np.prod(geo.out[1:]))
     per_group = y.shape[1] // group
-    return geo, [((x.shape[1], *extent), x.dtype), ((depth, pixels), np.float64), ((per_group, pixels), np.float64)]
+    depthwise = depth == int(np.prod(geo.kernel)) and per_group == 1
+    unit = rest * (x.shape[1] * 2 if depthwise else depth + per_group) * 8
+    rows = max(1, min(geo.out[0], BAND_BYTES // max(1, unit)))
+    if depthwise:
+        band = [((x.shape[1], rows * rest), np.float64), ((x.shape[1], rows * rest), np.float64)]
+    else:
+        columns = rows * rest
+        band = [((depth, columns), np.float32), ((per_group, columns), np.float64), ((per_group, columns), np.float32)]
+    return geo, rows, [((x.shape[1], *extent), x.dtype), *band]
 
 
 def _workspace(w_index: int):
     def workspace(inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
                   strides=None, **_) -> int:  # fmt: skip
         x, w, y = inputs[0], inputs[w_index], outputs[0]
-        return scratch_bytes(*_conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, group)[1])
+        return scratch_bytes(*_conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, group)[2])
 
     return workspace
 
 
-def _accumulate(x, x_zero, w, w_zero, y, ws, group, geo_args, owner, finish) -> None:
-    """Per image and group: the int32 accumulators (M_g, pixels), then `finish(image, channels, acc)`."""
+def weight_matrix(w: np.ndarray, w_zero: np.ndarray) -> np.ndarray:
+    """(M, C/group * prod(kernel)) float32 of ``w - w_zero`` (a zero point per output channel or one)."""
+    shifted = w.astype(np.float64) - (
+        w_zero.reshape(-1, *([1] * (w.ndim - 1))) if w_zero.size > 1 else float(w_zero[0])
+    )
+    return shifted.reshape(w.shape[0], -1)
+
+
+def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> None:
+    """Per image, band of output rows and group: the exact accumulators (channels, band pixels),
+    handed to ``finish(image, channels, pixels, acc)``."""
     auto_pad, pads, strides, dilations, kernel_shape = geo_args
-    geo, blocks = _conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, group)
+    geo, rows, blocks = _conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, group)
     scratch = Scratch(ws, owner)
-    padded, columns, acc = (scratch.take(*b) for b in blocks)
+    padded, columns_all, acc_all = (scratch.take(*b) for b in blocks[:3])
+    part_all = scratch.take(*blocks[3]) if len(blocks) > 3 else acc_all  # the depthwise route has no part
     fill = int(x_zero[0])
     per_group, depth_in = y.shape[1] // group, x.shape[1] // group
-    weights = (
-        w.astype(np.float64) - w_zero.reshape(-1, *([1] * (w.ndim - 1))) if w_zero.size > 1 else w - float(w_zero[0])
-    )
-    matrix = np.asarray(weights, dtype=np.float64).reshape(w.shape[0], -1)
-    rank = len(geo.kernel)
+    depthwise = depth_in == 1 and per_group == 1
+    rank, rest = len(geo.kernel), int(np.prod(geo.out[1:]))
+    order = (0, *range(1 + rank, 1 + 2 * rank), *range(1, 1 + rank))
+    taps = list(np.ndindex(*geo.kernel))
     for n in range(x.shape[0]):
         pad_into(padded, x[n], geo, fill)
         view = windows(padded, geo)  # (C, *out, *kernel)
-        for g in range(group):
-            cols = columns.reshape(depth_in, *geo.kernel, *geo.out)
-            order = (0, *range(1 + rank, 1 + 2 * rank), *range(1, 1 + rank))
-            cols[...] = view[g * depth_in : (g + 1) * depth_in].transpose(order)
-            columns -= fill
-            channels = slice(g * per_group, (g + 1) * per_group)
-            np.matmul(matrix[channels], columns, out=acc)
-            finish(n, channels, acc)
+        for r0 in range(0, geo.out[0], rows):
+            r1 = min(geo.out[0], r0 + rows)
+            pixels = slice(r0 * rest, r1 * rest)
+            count = (r1 - r0) * rest
+            if depthwise:
+                acc, product = _front(acc_all, count), _front(columns_all, count)
+                acc[...] = 0
+                for t, tap in enumerate(taps):
+                    product.reshape(x.shape[1], r1 - r0, *geo.out[1:])[...] = view[
+                        (slice(None), slice(r0, r1), Ellipsis, *tap)
+                    ]
+                    product -= fill
+                    product *= matrix[:, t : t + 1]  # float64: the depthwise route sums in float64
+                    acc += product
+                finish(n, slice(None), pixels, acc)
+                continue
+            columns, acc, part = _front(columns_all, count), _front(acc_all, count), _front(part_all, count)
+            shaped = columns.reshape(depth_in, *geo.kernel, r1 - r0, *geo.out[1:])
+            for g in range(group):
+                shaped[...] = view[g * depth_in : (g + 1) * depth_in, r0:r1].transpose(order)
+                columns -= fill
+                channels = slice(g * per_group, (g + 1) * per_group)
+                exact_matmul(matrix[channels], columns, acc, part)
+                finish(n, channels, pixels, acc)
 
 
-@kernel("QLinearConv", workspace=_workspace(3))
+def _front(block: np.ndarray, columns: int) -> np.ndarray:
+    """The first ``rows x columns`` elements of a 2-D block as a contiguous (rows, columns) array
+    (a column slice would be strided, and BLAS would not take it)."""
+    return block.reshape(-1)[: block.shape[0] * columns].reshape(block.shape[0], columns)
+
+
+def qlinear_constants(values, inputs, outputs, **_) -> dict:
+    w, w_zero = values[3], values[5]
+    if w is None or w_zero is None:
+        return {}
+    return {"w_matrix": weight_matrix(w, _zero(w_zero))}
+
+
+@kernel("QLinearConv", workspace=_workspace(3), constants=qlinear_constants)
 def qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None, *, out, ws,
-                 auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None):  # fmt: skip
+                 auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
+                 w_matrix=None, prepared_weights=True):  # fmt: skip
     channels_all = out.shape[1]
     w_scales = np.broadcast_to(np.asarray(w_scale, dtype=np.float64).reshape(-1), (channels_all,))
     real = float(np.asarray(x_scale).reshape(-1)[0]) * w_scales / float(np.asarray(y_scale).reshape(-1)[0])
@@ -82,15 +135,16 @@ def qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_
     flat = out.reshape(out.shape[0], channels_all, -1)
     bias = None if B is None else np.asarray(B, dtype=np.int64)
 
-    def finish(n, channels, acc):
+    def finish(n, channels, pixels, acc):
         total = acc.astype(np.int64)
         if bias is not None:
             total += bias[channels, None]
         m, s = multiplier[channels, None], shift[channels, None]
-        flat[n, channels] = qa.requantize(total, m, s, zero, lo, hi)
+        flat[n, channels, pixels] = qa.requantize(total, m, s, zero, lo, hi)
 
+    matrix = w_matrix if w_matrix is not None else weight_matrix(w, _zero(w_zero_point))
     geo_args = (auto_pad, pads, strides, dilations, kernel_shape)
-    _accumulate(x, _zero(x_zero_point), w, _zero(w_zero_point), out, ws, group, geo_args, "QLinearConv", finish)
+    _accumulate(x, _zero(x_zero_point), w, matrix, out, ws, group, geo_args, "QLinearConv", finish)
 
 
 def _product(a, a_zero, b, b_zero) -> np.ndarray:
