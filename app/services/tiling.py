@@ -1,0 +1,47 @@
+"""`--tile auto|off` and `--tile-overhead` (REST: `tile`, `tile_overhead`): a model's graph
+tiled by `runtime.tiling.tile_auto` before it is planned or run, and the `tiling` field."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from app.services.inputs import InputError
+from planner import Problem
+from runtime import Graph, MemoryOptions, memory_problem
+from runtime.tiling import DEFAULT_OVERHEAD, TILE_MODES, Tiling, tile_auto
+
+__all__ = ["DEFAULT_OVERHEAD", "TILE_MODES", "check_tile", "tile_graph", "tiled_problem"]
+
+
+def check_tile(tile: str, overhead: Any, *, names: tuple[str, str] = ("--tile", "--tile-overhead")) -> float:
+    """`overhead` as a float, once `tile` and it are valid; else an InputError naming the field."""
+    if tile not in TILE_MODES:
+        raise InputError(f"{names[0]} {tile!r}: accepted values are {', '.join(TILE_MODES)}")
+    try:
+        value = float(overhead)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(overhead, bool) or not math.isfinite(value) or value < 0:
+        raise InputError(
+            f"{names[1]} {overhead!r}: takes a number >= 0, the extra multiply-accumulates allowed as a fraction "
+            f"of the model's (default {DEFAULT_OVERHEAD})"
+        )
+    return value
+
+
+def tile_graph(graph: Graph, memory: MemoryOptions, *, tile: str, overhead: float) -> Tiling | None:
+    """The tiling `tile_auto` chooses for `graph` (its `graph` is the model itself when nothing
+    pays, and its `note` says why), or None for ``tile="off"``."""
+    check_tile(tile, overhead)
+    return tile_auto(graph, memory, overhead=overhead) if tile == "auto" else None
+
+
+def tiled_problem(problem: Problem, tiling: Tiling | None, memory: MemoryOptions) -> Problem:
+    """`problem` made again for the tiled graph, with its name, alignment and capacity."""
+    if tiling is None or tiling.chosen is None:
+        return problem
+    tiled = memory_problem(tiling.graph, memory, name=problem.name)
+    if tiled.alignment != problem.alignment:
+        tiled = tiled.replace(alignment=problem.alignment)
+    return tiled.replace(pools=problem.pools) if problem.pools != tiled.pools else tiled

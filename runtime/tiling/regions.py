@@ -1,0 +1,142 @@
+"""Which input rows an op reads for a band of its output rows: one declared function per op.
+
+A region function takes a node's attributes, its input's shape (N, C, H, W) and a band of
+output rows ``[y0, y1)`` on the height axis, and returns the input rows ``[a, b)`` it reads
+and the attribute overrides under which the node's own kernel, run on exactly those input
+rows, writes exactly those output rows. Only the pads change, and only at the borders: a band
+inside the map reads real rows where the whole map read padding. So the same registered kernel
+runs on a band of rows; nothing here computes anything.
+
+The registry is keyed by (domain, op type), as the kernels are. An op without a region
+function, or a node whose attributes a region function refuses (returns None), ends a chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.kernels import DEFAULT_DOMAINS, MEMPLAN_DOMAIN
+
+
+@dataclass(frozen=True)
+class Region:
+    """Input rows [a, b) read for the output band, and the node's attributes for that band."""
+
+    a: int
+    b: int
+    overrides: Mapping[str, Any]
+
+
+# (attributes, input shape, output shape, y0, y1) -> Region, or None when the node cannot be split
+RegionFn = Callable[[Mapping[str, Any], tuple[int, ...], tuple[int, ...], int, int], Region | None]
+
+_REGIONS: dict[tuple[str, str], RegionFn] = {}
+
+
+def region(*keys: str | tuple[str, str]) -> Callable[[RegionFn], RegionFn]:
+    """Register `fn` as the region function of each op type ("Conv") or (domain, op type)."""
+
+    def wrap(fn: RegionFn) -> RegionFn:
+        for key in keys:
+            domain, op = ("", key) if isinstance(key, str) else key
+            _REGIONS[(domain, op)] = fn
+        return fn
+
+    return wrap
+
+
+def region_of(node: Any) -> RegionFn | None:
+    domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+    return _REGIONS.get((domain, node.op_type))
+
+
+def tileable_ops() -> list[str]:
+    """Every op with a region function, as "op" or "domain.op"."""
+    return sorted(op if not domain else f"{domain}.{op}" for domain, op in _REGIONS)
+
+
+def _pair(value: Any, default: int) -> tuple[int, int]:
+    if value is None:
+        return default, default
+    values = [int(v) for v in value]
+    return (values[0], values[1]) if len(values) == 2 else (values[0], values[0])
+
+
+def _explicit_pads(attrs: Mapping[str, Any], shape: tuple[int, ...], effective: tuple[int, int]) -> list[int] | None:
+    """[top, left, bottom, right] whatever the node's auto_pad, or None for a form not handled."""
+    mode = str(attrs.get("auto_pad", "NOTSET"))
+    strides = _pair(attrs.get("strides"), 1)
+    if mode == "NOTSET":
+        pads = [int(p) for p in attrs.get("pads") or [0, 0, 0, 0]]
+        return pads if len(pads) == 4 else None
+    if mode == "VALID":
+        return [0, 0, 0, 0]
+    if mode not in ("SAME_UPPER", "SAME_LOWER"):
+        return None
+    begin, end = [], []
+    for size, stride, k in zip(shape[2:], strides, effective, strict=True):
+        total = max(0, (-(-size // stride) - 1) * stride + k - size)
+        small, large = total // 2, total - total // 2
+        begin.append(small if mode == "SAME_UPPER" else large)
+        end.append(large if mode == "SAME_UPPER" else small)
+    return [begin[0], begin[1], end[0], end[1]]
+
+
+@region("Conv", "MaxPool", "AveragePool", "LpPool", (MEMPLAN_DOMAIN, "ConvAct"))
+def window(
+    attrs: Mapping[str, Any], shape: tuple[int, ...], out_shape: tuple[int, ...], y0: int, y1: int
+) -> Region | None:
+    """A sliding window of kernel_shape, strides, dilations and pads over H and W."""
+    if len(shape) != 4 or int(attrs.get("ceil_mode", 0)):
+        return None
+    kernel = attrs.get("kernel_shape")
+    if kernel is None or len(kernel) != 2:
+        return None
+    stride, _ = _pair(attrs.get("strides"), 1)
+    dilation, dilation_w = _pair(attrs.get("dilations"), 1)
+    effective = ((int(kernel[0]) - 1) * dilation + 1, (int(kernel[1]) - 1) * dilation_w + 1)
+    pads = _explicit_pads(attrs, shape, effective)
+    if pads is None:
+        return None
+    height = shape[2]
+    start = y0 * stride - pads[0]
+    end = (y1 - 1) * stride - pads[0] + effective[0]
+    a, b = max(start, 0), min(end, height)
+    top, bottom = a - start, end - b
+    return Region(a, b, {"auto_pad": "NOTSET", "pads": [top, pads[1], bottom, pads[3]]})
+
+
+@region(
+    "Relu",
+    "Clip",
+    "Sigmoid",
+    "Tanh",
+    "HardSigmoid",
+    "HardSwish",
+    "LeakyRelu",
+    "Elu",
+    "Selu",
+    "Softplus",
+    "Mish",
+    "Erf",
+    "Identity",
+    "BatchNormalization",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Max",
+    "Min",
+    "Sum",
+    (MEMPLAN_DOMAIN, "PointwiseConvAdd"),
+)
+def same_rows(
+    attrs: Mapping[str, Any], shape: tuple[int, ...], out_shape: tuple[int, ...], y0: int, y1: int
+) -> Region | None:
+    """Each output row reads the same row of every row-split input (elementwise maps, a
+    per-channel affine map, a 1x1 convolution plus its residual)."""
+    if len(shape) != 4 or len(out_shape) != 4 or shape[2] != out_shape[2]:
+        return None
+    return Region(y0, y1, {})

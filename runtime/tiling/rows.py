@@ -1,0 +1,34 @@
+"""TileRows: the one op a tiled stage adds, moving rows between its tiles (memplan domain).
+
+``TileRows(s0, s1, ..., starts=[r0, r1, ...], first=f)`` writes rows ``[f, f + H)`` of a map
+(H is its output's height) from sources holding that map's rows from ``r0``, ``r1``, ...:
+every source row inside the output's band is copied there, later sources last. It gathers the
+rows a band of a consumer reads from the tiles that hold them (a window over two stripes, a
+band of the stage's input), and puts each tile of the stage's output in its place: there the
+previous partial output is source 0 and the output may be planned over it (in place), so only
+the new rows are copied.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime.kernels import MEMPLAN_DOMAIN, kernel
+
+OP_TYPE = "TileRows"
+HEIGHT = 2  # the row axis of an NCHW map
+
+
+def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+
+
+@kernel(OP_TYPE, domain=MEMPLAN_DOMAIN, inplace=(0,))
+def tile_rows(*sources: np.ndarray, out: np.ndarray, starts: list[int], first: int = 0) -> None:
+    height = out.shape[HEIGHT]
+    for source, start in zip(sources, starts, strict=True):
+        a = max(first, start)
+        b = min(first + height, start + source.shape[HEIGHT])
+        if a >= b or (start == first and _same_memory(source, out)):
+            continue
+        out[:, :, a - first : b - first] = source[:, :, a - start : b - start]

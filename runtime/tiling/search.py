@@ -1,0 +1,186 @@
+"""The planner's choice of a tiling: split point, rows per band and method, measured by placing.
+
+1. List every tileable head of the schedule (`runtime.tiling.stage.chains`); none: untiled,
+   and the result says so.
+2. For each head, each band height of its output (1, 2, 4, ... rows up to half the map) and
+   each method, build the tiled graph and its memory problem, and score it by LOAD (the peak
+   of live bytes: a fast lower bound of its arena) and its extra multiply-accumulates as a
+   fraction of the model's.
+3. Keep the candidates no other beats on both (the Pareto front), place each with the
+   strategy, and take the smallest placed arena whose extra MACs are within `overhead`; if it
+   is not smaller than the untiled graph's placed arena, keep the model untiled.
+
+Placing is what decides, not the bound alone: a tiling can raise the peak instead of lowering
+it (patch-based inference reported so in tinyengine#104), and then it is not taken.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import planner
+from planner.bounds import live_bytes, load
+from runtime.graph import Graph
+from runtime.options import MemoryOptions
+from runtime.problem import memory_problem
+from runtime.tiling.macs import graph_macs, node_macs
+from runtime.tiling.stage import HEIGHT, METHODS, Chain, band_count, chains, tiled_graph
+
+DEFAULT_OVERHEAD = 0.2  # extra MACs allowed, a fraction of the model's
+SEARCH_STRATEGY = "greedy_by_size"
+TILE_MODES = ("auto", "off")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    chain: Chain
+    rows: int
+    method: str
+    tiles: int
+    extra_macs: float
+    load: int
+    arena_bytes: int | None = None  # placed, for the candidates on the front
+
+
+@dataclass
+class Tiling:
+    """What `tile_auto` chose: the graph to plan and run, and the figures behind the choice."""
+
+    graph: Graph
+    arena_bytes_untiled: int
+    chosen: Candidate | None = None
+    curve: list[dict[str, float | int]] = field(default_factory=list)
+    note: str = ""
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any] | None:
+        """The plan JSON's `tiling` field; None when the model stays untiled."""
+        if self.chosen is None:
+            return None
+        c = self.chosen
+        stage = {"nodes": [n.name for n in c.chain.nodes], "method": c.method, "tiles": c.tiles}
+        return {
+            "stages": [stage],
+            "extra_macs": round(c.extra_macs, 6),
+            "arena_bytes_untiled": self.arena_bytes_untiled,
+            "curve": self.curve,
+        }
+
+
+def candidate_rows(graph: Graph, chain: Chain, method: str) -> list[int]:
+    """Rows per band to try: powers of two up to half the map that is cut (the stage's input
+    for stripes, its output for patches); a band of one input row computes almost nothing."""
+    height = graph.tensors[chain.source if method == "stripes" else chain.output].shape[HEIGHT]
+    rows, found = (2 if method == "stripes" and height > 2 else 1), []
+    while rows <= max(1, height // 2):
+        found.append(rows)
+        rows *= 2
+    return found
+
+
+def _search(graph: Graph, heads: list[Chain], options: MemoryOptions, total: int, deadline: float) -> list[Candidate]:
+    """Every head whose output is a narrow point of the network, screened with its finest
+    stripes; then every band height and method for the three best heads."""
+    rest = _rest_peaks(graph, options)
+    screened: list[Candidate] = []
+    best = None
+    for chain in _narrow(graph, heads):
+        if time.perf_counter() > deadline:
+            break
+        if best is not None and rest[len(chain.nodes)] >= best:
+            continue  # what runs after this head alone needs more than the best so far
+        c = score(graph, chain, candidate_rows(graph, chain, "stripes")[0], "stripes", options, total)
+        screened.append(c)
+        best = c.load if best is None else min(best, c.load)
+    found = list(screened)
+    for head in sorted(screened, key=lambda c: (c.load, len(c.chain.nodes)))[:3]:
+        for method in METHODS:
+            for rows in candidate_rows(graph, head.chain, method):
+                if time.perf_counter() > deadline:
+                    return found
+                if (method, rows) != (head.method, head.rows):
+                    found.append(score(graph, head.chain, rows, method, options, total))
+    return found
+
+
+def _narrow(graph: Graph, heads: list[Chain]) -> list[Chain]:
+    """Heads whose output is no larger than the outputs of the heads just before and after."""
+    sizes = [graph.tensors[c.output].nbytes for c in heads]
+    return [c for i, c in enumerate(heads) if sizes[i] <= min(sizes[max(i - 1, 0)], sizes[min(i + 1, len(sizes) - 1)])]
+
+
+def _rest_peaks(graph: Graph, options: MemoryOptions) -> list[int]:
+    """For each head length k, the peak of live bytes over the untiled steps after it: tiling
+    the head leaves those steps as they are, so no tiling of it can go below."""
+    live = live_bytes(memory_problem(graph, options))
+    peaks = [0] * (len(graph.nodes) + 1)
+    for k in range(len(graph.nodes) - 1, -1, -1):
+        peaks[k] = max(peaks[k + 1], int(live[k]))
+    return peaks
+
+
+def score(graph: Graph, chain: Chain, rows: int, method: str, options: MemoryOptions, total: int) -> Candidate:
+    """A candidate's extra MACs and LOAD, from its tiled graph and memory problem."""
+    tiled = tiled_graph(graph, chain, rows, method)
+    extra = sum(node_macs(tiled, n) for n in tiled.nodes) - total
+    tiles = band_count(graph, chain, rows, method)
+    peak = load(memory_problem(tiled, options))
+    return Candidate(chain, rows, method, tiles, extra / total if total else 0.0, peak)
+
+
+def tile_auto(
+    graph: Graph,
+    options: MemoryOptions | None = None,
+    *,
+    strategy: str = SEARCH_STRATEGY,
+    overhead: float = DEFAULT_OVERHEAD,
+    time_limit: float = 60.0,
+) -> Tiling:
+    """The tiling of `graph` with the smallest placed arena within `overhead` extra MACs (see
+    the module docstring), or `graph` itself with a note saying why it stays untiled."""
+    options = options or MemoryOptions()
+    started = time.perf_counter()
+    untiled = planner.plan(memory_problem(graph, options), strategy).arena_bytes
+    heads = chains(graph)
+    if not heads:
+        return Tiling(graph, untiled, note="nothing tileable: the model does not start with a chain of convolutions, "
+                      "pooling or elementwise ops on one NCHW map; planned untiled")  # fmt: skip
+    total = graph_macs(graph)
+    scored = _search(graph, heads, options, total, started + time_limit)
+    placed: list[tuple[Candidate, Graph]] = []
+    for cand in _front(scored):
+        tiled = tiled_graph(graph, cand.chain, cand.rows, cand.method)
+        arena = planner.plan(memory_problem(tiled, options), strategy).arena_bytes
+        placed.append((_with_arena(cand, arena), tiled))
+    curve = [{"extra_macs": 0.0, "arena_bytes": untiled}] + [
+        {"extra_macs": round(c.extra_macs, 6), "arena_bytes": c.arena_bytes or 0}
+        for c, _ in sorted(placed, key=lambda p: (p[0].extra_macs, p[0].arena_bytes or 0))
+    ]
+    within = [(c, g) for c, g in placed if c.extra_macs <= overhead and (c.arena_bytes or 0) < untiled]
+    seconds = time.perf_counter() - started
+    if not within:
+        note = f"no tiling within {overhead:.0%} extra MACs lowers the arena below {untiled:,} bytes; planned untiled"
+        return Tiling(graph, untiled, curve=curve, note=note, seconds=seconds)
+    best, tiled = min(within, key=lambda p: (p[0].arena_bytes or 0, p[0].extra_macs, len(p[0].chain.nodes), p[0].rows))
+    note = (
+        f"tiled the first {len(best.chain.nodes)} nodes in {best.tiles} {best.method}: arena {best.arena_bytes:,} "
+        f"bytes, untiled {untiled:,}; extra MACs {best.extra_macs:.1%}"
+    )
+    return Tiling(tiled, untiled, best, curve, note, seconds)
+
+
+def _with_arena(c: Candidate, arena: int) -> Candidate:
+    return Candidate(c.chain, c.rows, c.method, c.tiles, c.extra_macs, c.load, arena)
+
+
+def _front(candidates: list[Candidate]) -> list[Candidate]:
+    """Candidates no other has both fewer-or-equal extra MACs and a lower-or-equal LOAD (strictly in one)."""
+    ordered = sorted(candidates, key=lambda c: (c.extra_macs, c.load, len(c.chain.nodes), c.rows, c.method))
+    front, best = [], None
+    for c in ordered:
+        if best is None or c.load < best:
+            front.append(c)
+            best = c.load
+    return front

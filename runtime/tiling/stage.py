@@ -1,0 +1,324 @@
+"""A chain at the head of a CNN computed band by band: the graph pass behind `runtime.tiling`.
+
+`chains(graph)` lists every prefix of the schedule that can become a tiled stage: each node
+has a region function (`runtime.tiling.regions`) that accepts its attributes, writes one NCHW
+map and reads maps of its own height or through a window; the stage reads one map from before
+it, and exactly one map it makes is read after it (the stage's output).
+
+`tiled_graph(graph, chain, rows, method)` is the graph with that chain replaced by its bands,
+computed one after the other; in each band every node of the chain runs at most once, on a
+band of its rows (a node ``"<node>@<band>"`` writing a tile ``"<tensor>@<band>"``, with the
+node's own kernel and its pads overridden at the borders only), and the band's new rows of the
+stage's output are put in place (`runtime.tiling.rows.TileRows`, planned in place over the
+partial output). Two methods:
+
+1. ``"stripes"`` (Arm's cascading, rolling buffers): band ``i`` reads `rows` more rows of the
+   stage's input, and each node computes every new row its inputs now allow, so no
+   multiply-accumulate is repeated. A node whose window reaches back reads the last rows of
+   earlier tiles; once a band has read a map for the last time, the rows a later band still
+   needs are carried into one small tile ``"<tensor>@<band>~"`` and the rest die.
+2. ``"patches"`` (MCUNetV2's recomputed halos, along the height): band ``i`` is rows
+   ``[i * rows, (i + 1) * rows)`` of the stage's output; each tile holds every row its band
+   needs, halo included, recomputed, and each band reads only its own tiles.
+
+The result is an ordinary `Graph` of ordinary nodes, so `memory_problem`, every strategy, the
+checker, the bounds, the canary and the Session run it as they run any model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from runtime.errors import ModelError
+from runtime.graph import Graph, Node, TensorInfo
+from runtime.kernels import MEMPLAN_DOMAIN
+from runtime.tiling.regions import Region, region_of, same_rows
+from runtime.tiling.rows import OP_TYPE as ROWS
+
+METHODS = ("stripes", "patches")
+HEIGHT = 2
+
+
+@dataclass(frozen=True)
+class Chain:
+    nodes: tuple[Node, ...]  # a prefix of the schedule
+    source: str  # the one map it reads from before it
+    output: str  # the one map read after it
+
+
+def chains(graph: Graph) -> list[Chain]:
+    """Every prefix of the schedule that can be tiled, shortest first."""
+    last_use = {name: len(graph.nodes) for name in graph.outputs}
+    for i, node in enumerate(graph.nodes):
+        for name in node.inputs:
+            if name:
+                last_use[name] = max(last_use.get(name, -1), i)
+    found: list[Chain] = []
+    source: str | None = None
+    produced: set[str] = set()
+    alive: set[str] = set()
+    for k, node in enumerate(graph.nodes):
+        if not _tileable(graph, node):
+            break
+        sources = {n for n in _split_inputs(graph, node) if n not in produced} | ({source} if source else set())
+        if len(sources) != 1:
+            break
+        source = next(iter(sources))
+        produced.add(node.outputs[0])
+        alive = {n for n in (*alive, node.outputs[0]) if last_use.get(n, -1) > k}
+        if len(alive) == 1 and graph.tensors[next(iter(alive))].shape[HEIGHT] > 1:
+            found.append(Chain(graph.nodes[: k + 1], source, next(iter(alive))))
+    return found
+
+
+def _split_inputs(graph: Graph, node: Node) -> list[str]:
+    """The node's inputs cut into bands with its output: every input that is not a constant."""
+    return list(dict.fromkeys(n for n in node.inputs if n and n not in graph.constants))
+
+
+def _tileable(graph: Graph, node: Node) -> bool:
+    fn = region_of(node)
+    outputs = [n for n in node.outputs if n]
+    if fn is None or len(outputs) != 1 or outputs[0] != node.outputs[0]:
+        return False
+    out = graph.tensors[outputs[0]].shape
+    split = _split_inputs(graph, node)
+    if len(out) != 4 or not split:
+        return False
+    shape = graph.tensors[split[0]].shape
+    if fn is same_rows:
+        if any(graph.tensors[n].shape[HEIGHT:] != out[HEIGHT:] or len(graph.tensors[n].shape) != 4 for n in split):
+            return False
+        for name in node.inputs:  # a constant must not vary along the rows
+            if name in graph.constants:
+                dims = (1,) * (4 - len(graph.tensors[name].shape)) + graph.tensors[name].shape
+                if len(dims) != 4 or dims[HEIGHT] != 1:
+                    return False
+    elif len(split) != 1:
+        return False
+    return fn(node.attributes, shape, out, 0, 1) is not None
+
+
+@dataclass
+class _Builder:
+    graph: Graph
+    chain: Chain
+    method: str
+    nodes: list[Node] = dataclasses.field(default_factory=list)
+    infos: dict[str, TensorInfo] = dataclasses.field(default_factory=dict)
+    tiles: dict[str, list[tuple[int, int, str]]] = dataclasses.field(default_factory=dict)  # (first, end, name)
+    placed: str | None = None  # the stage's output as placed so far
+
+    def tile(self, name: str, rows: tuple[int, int], label: str) -> str:
+        base = self.graph.tensors[name]
+        shape = base.shape[:HEIGHT] + (rows[1] - rows[0],) + base.shape[HEIGHT + 1 :]
+        nbytes = base.nbytes // max(base.shape[HEIGHT], 1) * (rows[1] - rows[0])
+        if label in self.graph.tensors or label in self.infos:
+            raise ModelError(f"tiling: tensor name {label!r} is taken; rename it to tile this model")
+        self.infos[label] = TensorInfo(label, shape, base.dtype, nbytes, "activation", None, ())
+        return label
+
+    def read(self, name: str, rows: tuple[int, int], band: int, reader: str) -> str:
+        """The name of a tensor holding exactly `rows` of map `name`: a tile, or a window gathered."""
+        held = self.tiles.get(name) or [(0, self.graph.tensors[name].shape[HEIGHT], name)]
+        exact = [t for t in held if (t[0], t[1]) == rows]
+        if exact:
+            return exact[-1][2]
+        sources = [t for t in held if t[0] < rows[1] and t[1] > rows[0]]
+        window = self.tile(name, rows, f"{name}@{band}>{reader}")
+        self.emit(
+            f"rows:{window}", [t[2] for t in sources], window, {"starts": [t[0] for t in sources], "first": rows[0]}
+        )
+        return window
+
+    def emit(self, name: str, inputs: list[str], output: str, attributes: dict, like: Node | None = None) -> None:
+        op, domain = (like.op_type, like.domain) if like is not None else (ROWS, MEMPLAN_DOMAIN)
+        opset = like.opset if like is not None else self.graph.opset
+        self.nodes.append(Node(name, op, tuple(inputs), (output,), attributes, opset, domain))
+
+    def ranges(self, rows: tuple[int, int], done: dict[str, int]) -> dict[str, tuple[tuple[int, int], Region]]:
+        """Per node of the chain, the rows of its output it computes for a band of the stage's
+        output (and the region it reads); `done` holds the rows each map has so far (stripes)."""
+        graph, need, made = self.graph, {self.chain.output: rows}, {}
+        for node in reversed(self.chain.nodes):
+            out = node.outputs[0]
+            if out not in need:
+                continue
+            first, end = need[out]
+            if self.method == "stripes":
+                first = max(first, done.get(out, 0))
+            if first >= end:
+                continue
+            split = _split_inputs(graph, node)
+            fn = region_of(node)
+            assert fn is not None
+            found = fn(node.attributes, graph.tensors[split[0]].shape, graph.tensors[out].shape, first, end)
+            assert found is not None  # accepted by _tileable
+            made[node.name] = ((first, end), found)
+            for name in split:
+                a, b = need.get(name, (found.a, found.b))
+                need[name] = (min(a, found.a), max(b, found.b))
+        for node in self.chain.nodes:
+            if node.name in made:
+                done[node.outputs[0]] = made[node.name][0][1]
+        return made
+
+    def pushed(self, available: int, done: dict[str, int]) -> dict[str, tuple[tuple[int, int], Region]]:
+        """Stripes: per node, the new rows of its output computable once the stage's input has
+        its first `available` rows, each node taking every row its inputs allow so far."""
+        graph, made = self.graph, {}
+        have = {self.chain.source: available}
+        for node in self.chain.nodes:
+            out = node.outputs[0]
+            split = _split_inputs(graph, node)
+            first = done.get(out, 0)
+            end = min(self.reachable(node, name, have.get(name, 0)) for name in split)
+            if end > first:
+                fn = region_of(node)
+                assert fn is not None
+                found = fn(node.attributes, graph.tensors[split[0]].shape, graph.tensors[out].shape, first, end)
+                assert found is not None
+                made[node.name] = ((first, end), found)
+                done[out] = end
+            have[out] = done.get(out, 0)
+        return made
+
+    def reachable(self, node: Node, name: str, rows: int) -> int:
+        """How many rows of the node's output can be computed from the first `rows` rows of input `name`."""
+        shape, out = self.graph.tensors[name].shape, self.graph.tensors[node.outputs[0]].shape
+        if rows >= shape[HEIGHT]:
+            return out[HEIGHT]
+        fn = region_of(node)
+        assert fn is not None
+        lo, hi = 0, out[HEIGHT]  # the answer is in [lo, hi]: binary search on the last row's reach
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            found = fn(node.attributes, self.graph.tensors[_split_inputs(self.graph, node)[0]].shape, out, mid - 1, mid)
+            if found is not None and found.b <= rows:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def band(self, index: int, made: dict[str, tuple[tuple[int, int], Region]], later: dict[str, int]) -> None:
+        """Every node of the chain on its rows of band `index`; with stripes, each map's rows a
+        later band still reads (from row `later[map]`) are carried over as soon as this band
+        has read them for the last time, and the rest of its tiles die there."""
+        graph = self.graph
+        last_reader = {
+            n: node.name for node in self.chain.nodes if node.name in made for n in _split_inputs(graph, node)
+        }
+        for node in self.chain.nodes:
+            if node.name not in made:
+                continue
+            (first, end), found = made[node.name]
+            inputs = [
+                self.read(n, (found.a, found.b), index, node.name) if n and n not in graph.constants else n
+                for n in node.inputs
+            ]
+            out = node.outputs[0]
+            label = self.tile(out, (first, end), f"{out}@{index}")
+            self.emit(f"{node.name}@{index}", inputs, label, {**node.attributes, **found.overrides}, node)
+            self.tiles.setdefault(out, []).append((first, end, label))
+            for name in _split_inputs(graph, node):
+                if self.method == "stripes" and last_reader[name] == node.name and name in self.tiles:
+                    self.carry(name, later.get(name), index)
+
+    def carry(self, name: str, keep_from: int | None, index: int) -> None:
+        """Keep only rows from `keep_from` of map `name` (none when no later band reads it)."""
+        held = [t for t in self.tiles[name] if keep_from is not None and t[1] > keep_from]
+        if not held or held[0][0] >= keep_from:  # type: ignore[operator]
+            self.tiles[name] = held
+            return
+        assert keep_from is not None
+        rows = (keep_from, held[-1][1])
+        kept = self.tile(name, rows, f"{name}@{index}~")
+        self.emit(f"rows:{kept}", [t[2] for t in held], kept, {"starts": [t[0] for t in held], "first": rows[0]})
+        self.tiles[name] = [(rows[0], rows[1], kept)]
+
+    def place(self, index: int, last: bool) -> None:
+        """The band's tile of the stage's output written into its rows of the whole output."""
+        out = self.chain.output
+        first, end, tile = self.tiles[out][-1]
+        previous = self.placed
+        target = out if last else f"{out}@placed{index}"
+        self.placed = target
+        if not last:
+            info = self.graph.tensors[out]
+            self.infos[target] = TensorInfo(target, info.shape, info.dtype, info.nbytes, "activation", None, ())
+        sources, starts = ([previous, tile], [0, first]) if previous else ([tile], [first])
+        self.emit(f"place:{target}", sources, target, {"starts": starts, "first": 0})
+
+
+def bands(height: int, rows: int) -> Iterator[tuple[int, int]]:
+    for first in range(0, height, rows):
+        yield first, min(first + rows, height)
+
+
+def tiled_graph(graph: Graph, chain: Chain, rows: int, method: str) -> Graph:
+    """`graph` with `chain` computed in bands of `rows` rows of its output (see the module docstring)."""
+    if method not in METHODS:
+        raise ModelError(f"tiling method {method!r}: accepted values are {METHODS}")
+    height = graph.tensors[chain.output].shape[HEIGHT]
+    split = graph.tensors[chain.source].shape[HEIGHT] if method == "stripes" else height
+    if not 1 <= rows <= split:
+        what = "input" if method == "stripes" else "output"
+        raise ModelError(f"tiling: {rows} rows per band; the stage's {what} has {split} rows")
+    builder = _Builder(graph, chain, method)
+    done: dict[str, int] = {}
+    if method == "stripes":  # the stage's input read in bands of `rows` rows, each node computing what it can
+        plans = [builder.pushed(first + rows, done) for first in range(0, split, rows)]
+    else:
+        spans = list(bands(height, rows))
+        plans = [builder.ranges((a, height) if i == len(spans) - 1 else (a, b), done) for i, (a, b) in enumerate(spans)]
+    producer = next(n.name for n in chain.nodes if n.outputs[0] == chain.output)
+    last = max(i for i, made in enumerate(plans) if producer in made)
+    later = _first_rows_read(graph, chain, plans)
+    for index, made in enumerate(plans):
+        builder.band(index, made, later[index])
+        if producer in made:
+            builder.place(index, index == last)
+    return _assemble(graph, chain, builder)
+
+
+def band_count(graph: Graph, chain: Chain, rows: int, method: str) -> int:
+    """How many bands `tiled_graph` cuts the stage into."""
+    split = graph.tensors[chain.source if method == "stripes" else chain.output].shape[HEIGHT]
+    return -(-split // rows)
+
+
+def _first_rows_read(
+    graph: Graph, chain: Chain, plans: list[dict[str, tuple[tuple[int, int], Region]]]
+) -> list[dict[str, int]]:
+    """For each band, the first row of each map that any later band reads."""
+    inputs = {node.name: _split_inputs(graph, node) for node in chain.nodes}
+    found: list[dict[str, int]] = [{} for _ in plans]
+    first: dict[str, int] = {}
+    for index in range(len(plans) - 1, -1, -1):
+        found[index] = dict(first)
+        for name, (_, region) in plans[index].items():
+            for tensor in inputs[name]:
+                first[tensor] = min(first.get(tensor, region.a), region.a)
+    return found
+
+
+def _assemble(graph: Graph, chain: Chain, builder: _Builder) -> Graph:
+    nodes = (*builder.nodes, *graph.nodes[len(chain.nodes) :])
+    dropped = {n.outputs[0] for n in chain.nodes} - {chain.output}
+    infos = {name: t for name, t in graph.tensors.items() if name not in dropped} | builder.infos
+    producer = {out: n.name for n in nodes for out in n.outputs if out}
+    consumers: dict[str, list[str]] = {}
+    for n in nodes:
+        for name in dict.fromkeys(n.inputs):
+            if name:
+                consumers.setdefault(name, []).append(n.name)
+    tensors = {
+        name: dataclasses.replace(
+            t, producer=producer.get(name, t.producer if t.kind == "constant" else None),
+            consumers=tuple(consumers.get(name, ())),
+        )
+        for name, t in infos.items()
+    }  # fmt: skip
+    return dataclasses.replace(graph, nodes=nodes, tensors=tensors)
