@@ -83,6 +83,25 @@ class ModelRecord:
 
 
 @dataclass(frozen=True)
+class ProblemRecord:
+    id: str
+    model_id: str | None  # None: a bare problem, or a pipeline's
+    options: dict[str, Any]  # the request that made it
+    problem: dict[str, Any] | None  # the planner's Problem JSON (None: read without its content)
+    tensors: dict[str, Any] | None  # per-tensor facts for charts (None: read without its content)
+    created: float
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    id: str
+    model_id: str | None  # None: a pipeline's run
+    plan_id: str | None
+    result: dict[str, Any]
+    created: float
+
+
+@dataclass(frozen=True)
 class PlanRecord:
     id: str
     problem_id: str
@@ -304,7 +323,7 @@ class Storage:
     # ---- models ------------------------------------------------------------------------
 
     def add_model(
-        self, sha256: str, name: str, filename: str, fmt: str, size: int, summary: dict[str, Any]
+        self, *, sha256: str, name: str, filename: str, fmt: str, size: int, summary: dict[str, Any]
     ) -> tuple[ModelRecord, bool]:
         """Insert a model unless its content is already stored; (record, created)."""
         model_id = sha256[:16]
@@ -359,43 +378,29 @@ class Storage:
 
     def add_problem(
         self,
+        *,
         problem: dict[str, Any],
         options: dict[str, Any],
         model_id: str | None,
         tensors: dict[str, Any] | None = None,
-    ) -> str:
+    ) -> ProblemRecord:
         """Store a planned problem with the options that made it and per-tensor facts for charts."""
-        problem_id = new_id()
+        row = ProblemRow(
+            id=new_id(), model_id=model_id, options=options, problem=problem, tensors=tensors or {}, created=time.time()
+        )
         with self._write() as session:
-            session.add(
-                ProblemRow(
-                    id=problem_id,
-                    model_id=model_id,
-                    options=options,
-                    problem=problem,
-                    tensors=tensors or {},
-                    created=time.time(),
-                )
-            )
-        return problem_id
+            session.add(row)
+        return _problem(row)
 
-    def get_problem(self, problem_id: str, *, content: bool = True) -> dict[str, Any] | None:
-        """{id, model_id, options, problem, tensors} or None; with `content` False the problem and its
-        tensor facts are not read (tens of MB at 10^6 buffers): both are None."""
+    def get_problem(self, problem_id: str, *, content: bool = True) -> ProblemRecord | None:
+        """A stored problem, or None; with `content` False the problem and its tensor facts are not
+        read (tens of MB at 10^6 buffers): both are None."""
         deferred = [] if content else [defer(ProblemRow.problem), defer(ProblemRow.tensors)]
         with self._reader() as session:
             row = session.get(ProblemRow, problem_id, options=deferred)
-            if row is None:
-                return None
-            return {
-                "id": row.id,
-                "model_id": row.model_id,
-                "options": row.options,
-                "problem": row.problem if content else None,
-                "tensors": row.tensors if content else None,
-            }
+            return _problem(row, content) if row else None
 
-    def add_plans(self, problem_id: str, plans: list[PlanRecord]) -> None:
+    def add_plans(self, *, problem_id: str, plans: list[PlanRecord]) -> None:
         now = time.time()
         with self._write() as session:
             session.add_all(
@@ -436,14 +441,17 @@ class Storage:
 
     # ---- runs --------------------------------------------------------------------------
 
-    def add_run(self, run_id: str, model_id: str, plan_id: str | None, result: dict[str, Any]) -> None:
+    def add_run(self, *, run_id: str, model_id: str | None, plan_id: str | None, result: dict[str, Any]) -> RunRecord:
+        """Store a run's result (a run stored again under the same id replaces it)."""
+        row = RunRow(id=run_id, model_id=model_id, plan_id=plan_id, result=result, created=time.time())
         with self._write() as session:
-            session.merge(RunRow(id=run_id, model_id=model_id, plan_id=plan_id, result=result, created=time.time()))
+            session.merge(row)
+        return _run(row)
 
-    def get_run(self, run_id: str) -> dict[str, Any] | None:
+    def get_run(self, run_id: str) -> RunRecord | None:
         with self._reader() as session:
             row = session.get(RunRow, run_id)
-            return row.result if row else None
+            return _run(row) if row else None
 
 
 def _model(row: ModelRow) -> ModelRecord:
@@ -457,6 +465,21 @@ def _model(row: ModelRow) -> ModelRecord:
         created=row.created,
         summary=row.summary,
     )
+
+
+def _problem(row: ProblemRow, content: bool = True) -> ProblemRecord:
+    return ProblemRecord(
+        id=row.id,
+        model_id=row.model_id,
+        options=row.options,
+        problem=row.problem if content else None,
+        tensors=row.tensors if content else None,
+        created=row.created,
+    )
+
+
+def _run(row: RunRow) -> RunRecord:
+    return RunRecord(id=row.id, model_id=row.model_id, plan_id=row.plan_id, result=row.result, created=row.created)
 
 
 def _plan(row: PlanRow, placements: bool = True) -> PlanRecord:

@@ -95,7 +95,7 @@ from planner import Problem
 root, url, problem_id, plan_id = sys.argv[1:5]
 storage = Storage(Path(root), url, owns_jobs=False)
 t = time.perf_counter()
-problem = Problem.from_json(storage.get_problem(problem_id)["problem"])
+problem = Problem.from_json(storage.get_problem(problem_id).problem)
 parse = time.perf_counter() - t
 t = time.perf_counter()
 plan = storage.get_plan(plan_id).plan

@@ -14,7 +14,7 @@ from app.errors import AppError
 from app.services import charts
 from app.services.library import model_out
 from app.services.plans import problem_of
-from app.storage import PlanRecord, Storage
+from app.storage import PlanRecord, ProblemRecord, Storage
 from planner import Problem, peak_step
 
 CHANGED_ROWS = 50  # the largest changes listed; `changed_count` says how many there are
@@ -84,7 +84,7 @@ def diff_page_context(
         problem, stored = problem_of(storage, record)
         summary = {**diff[side], "id": record.id}
         offsets = {record.id: charts.offsets_of(problem, record.plan)} if record.plan else {}
-        view = charts.plan_view(problem, [summary], offsets, stored["tensors"], selected=record.id, compare=None)
+        view = charts.plan_view(problem, [summary], offsets, stored.tensors, selected=record.id, compare=None)
         view["x_range"] = [x0, x1] if x0 is not None and x1 is not None else None
         views[side] = view
     title = f"{diff['a']['title']} vs {diff['b']['title']}"
@@ -95,8 +95,8 @@ def _sizes(problem: Problem) -> dict[str, int]:
     return {b.name or b.id: b.size for b in problem.buffers}
 
 
-def _side(storage: Storage, record: PlanRecord, problem: Problem, stored: dict[str, Any]) -> dict[str, Any]:
-    model = storage.get_model(stored["model_id"]) if stored["model_id"] else None
+def _side(storage: Storage, record: PlanRecord, problem: Problem, stored: ProblemRecord) -> dict[str, Any]:
+    model = storage.get_model(stored.model_id) if stored.model_id else None
     peak = peak_step(problem)
     names = problem.step_names
     has_plan = bool(record.plan)
@@ -106,7 +106,7 @@ def _side(storage: Storage, record: PlanRecord, problem: Problem, stored: dict[s
         "title": f"{model.name if model else problem.name or 'problem'} · {record.strategy}",
         "model": model_out(model) if model else None,
         "problem_id": record.problem_id,
-        "options": stored["options"],
+        "options": stored.options,
         "buffers": len(problem.buffers),
         "steps": problem.steps,
         "arena_bytes": record.arena_bytes if has_plan else None,

@@ -93,10 +93,10 @@ def plan_pipeline(storage: Storage, jobs: JobService, body: PipelineRequest) -> 
 def describe(storage: Storage, pipeline_id: str) -> dict[str, Any]:
     """A stored pipeline: its models, connections, joint plan, and the separate arenas it replaces."""
     stored = storage.get_problem(pipeline_id)
-    if stored is None or "pipeline" not in stored["options"]:
+    if stored is None or "pipeline" not in stored.options:
         raise not_found("pipeline", pipeline_id)
-    spec = stored["options"]["pipeline"]
-    separate: dict[str, int] = stored["options"]["separate_arena_bytes"]
+    spec = stored.options["pipeline"]
+    separate: dict[str, int] = stored.options["separate_arena_bytes"]
     plans = storage.plans_of(pipeline_id)
     plan = plans[0] if plans else None
     joint = plan.arena_bytes if plan is not None and plan.valid else None
@@ -107,7 +107,7 @@ def describe(storage: Storage, pipeline_id: str) -> dict[str, Any]:
         models[name] = {"id": model_id, "name": record.name if record else None, "page": f"/models/{model_id}"}
     return {
         "id": pipeline_id,
-        "name": stored["problem"].get("name"),
+        "name": (stored.problem or {}).get("name"),
         "models": models,
         "connections": spec["connections"],
         "dims": spec["dims"],
@@ -150,7 +150,7 @@ def run_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     stored = storage.get_problem(pipeline_id)
     if plan_record is None or stored is None:
         raise JobFailed(f"pipeline {pipeline_id!r} or its plan was deleted before the run", 410)
-    spec = stored["options"]["pipeline"]
+    spec = stored.options["pipeline"]
     try:
         records = _records(storage, spec["models"])
     except AppError as e:
@@ -165,7 +165,7 @@ def run_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
             "body": {"seed": body.seed, "verify": body.verify, "canary": body.canary},
         },
     )
-    storage.add_run(job.id, None, plan_record.id, result)  # type: ignore[arg-type]  # no single model
+    storage.add_run(run_id=job.id, model_id=None, plan_id=plan_record.id, result=result)  # no single model
     return result
 
 

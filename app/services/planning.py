@@ -79,7 +79,7 @@ def _rounded(value: float | None) -> float | None:
 def _store(storage: Storage, problem_id: str, outcomes: list[StrategyResult]) -> list[PlanRecord]:
     records = [record_of(o) for o in outcomes]
     records = [PlanRecord(**{**r.__dict__, "problem_id": problem_id}) for r in records]
-    storage.add_plans(problem_id, records)
+    storage.add_plans(problem_id=problem_id, plans=records)
     return records
 
 
@@ -100,7 +100,9 @@ def plan_and_store(
     `jobs` may be None where every strategy is fast and nothing is `background` (inside a job).
     """
     strategy_options = active_limits().cap_time(strategy_options)  # no request outlasts plan_seconds
-    problem_id = storage.add_problem(problem.to_json(), request_options, model_id, tensors)
+    problem_id = storage.add_problem(
+        problem=problem.to_json(), options=request_options, model_id=model_id, tensors=tensors
+    ).id
     remember(storage, problem_id, problem)  # the plan page need not parse 20,000 buffers again
     inline = [] if background else [n for n in names if not get(n).slow]
     later = [n for n in names if n not in inline]
@@ -150,7 +152,7 @@ def plan_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     stored = storage.get_problem(problem_id)
     if stored is None:
         raise JobFailed(f"problem {problem_id!r} was deleted before it was planned", 410)
-    problem = Problem.from_json(stored["problem"])
+    problem = Problem.from_json(stored.problem or {})
     done: list[dict[str, Any]] = []
 
     def on_done(outcome: StrategyResult) -> None:
@@ -267,11 +269,11 @@ def problem_document(storage: Storage, problem_id: str) -> dict[str, Any]:
     stored = storage.get_problem(problem_id)
     if stored is None:
         raise not_found("problem", problem_id)
-    problem = Problem.from_json(stored["problem"])
+    problem = Problem.from_json(stored.problem or {})
     return {
         "id": problem_id,
-        "model_id": stored["model_id"],
-        "options": stored["options"],
-        "problem": stored["problem"],
+        "model_id": stored.model_id,
+        "options": stored.options,
+        "problem": stored.problem,
         "plans": [summary(r, problem) for r in storage.plans_of(problem_id)],
     }

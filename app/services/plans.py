@@ -9,16 +9,16 @@ from typing import Any
 
 from app.errors import AppError
 from app.services.cache import LRU
-from app.storage import PlanRecord, Storage
+from app.storage import PlanRecord, ProblemRecord, Storage
 from planner import Plan, Problem, ProblemError
 from planner.csvio import write_csv
 
 # Stored problems never change: keep the last few parsed (parsing a big one is slow: docs/BENCHMARKS.md).
 PARSED_CACHE = 8
-_parsed: LRU[str, tuple[Problem, dict[str, Any]]] = LRU(PARSED_CACHE)
+_parsed: LRU[str, tuple[Problem, ProblemRecord]] = LRU(PARSED_CACHE)
 
 
-def problem_of(storage: Storage, record: PlanRecord) -> tuple[Problem, dict[str, Any]]:
+def problem_of(storage: Storage, record: PlanRecord) -> tuple[Problem, ProblemRecord]:
     """The problem a plan was made for, and its stored record (options, tensor facts)."""
     found = _parsed.get(record.problem_id)
     if found is not None:
@@ -26,7 +26,8 @@ def problem_of(storage: Storage, record: PlanRecord) -> tuple[Problem, dict[str,
     stored = storage.get_problem(record.problem_id)
     if stored is None:  # only if the database was edited by hand
         raise AppError(404, f"the problem of plan {record.id!r} is gone")
-    return _parsed.put(record.problem_id, (Problem.from_json(stored["problem"]), stored))
+    assert stored.problem is not None  # read with its content
+    return _parsed.put(record.problem_id, (Problem.from_json(stored.problem), stored))
 
 
 def remember(storage: Storage, problem_id: str, problem: Problem) -> None:

@@ -14,7 +14,7 @@ from app.services.library import model_out
 from app.services.paths import STATIC_DIR, plotly_js_path
 from app.services.planned_with import planned_with
 from app.services.plans import problem_of
-from app.storage import ModelRecord, PlanRecord, Storage
+from app.storage import ModelRecord, PlanRecord, ProblemRecord, Storage
 from planner import get, names
 from runtime import MemoryOptions
 
@@ -56,7 +56,7 @@ def plan_page_context(
     record = next((p for p in siblings if p.id == record.id), record)  # with its Plan JSON, read once
     other = resolve_compare(siblings, record, compare)
     summaries = [planning.summary(p, problem) for p in siblings]
-    model = storage.get_model(stored["model_id"]) if stored["model_id"] else None
+    model = storage.get_model(stored.model_id) if stored.model_id else None
     compared = other.id if other else None
     if big is not None or chart_windows.is_big(problem):  # an aggregate, and windows fetched as the user zooms in
         records = {p.id: p.plan for p in siblings if p.plan}
@@ -65,7 +65,7 @@ def plan_page_context(
         )
         peak = chart_windows.peak_table(record.problem_id, problem, view["peak_step"], charts.PEAK_ROWS, storage)
     else:
-        tensors = stored["tensors"]
+        tensors = stored.tensors
         offsets = {p.id: charts.offsets_of(problem, p.plan) for p in siblings if p.plan}
         view = charts.plan_view(problem, summaries, offsets, tensors, selected=record.id, compare=compared)
         peak = charts.peak_table(problem, tensors, view["peak_step"])
@@ -83,23 +83,23 @@ def plan_page_context(
             "steps": problem.steps,
             "alignment": problem.alignment,
             "pools": [{"name": p.name, "capacity": p.capacity} for p in problem.pools],
-            "options": stored["options"],
+            "options": stored.options,
         },
         "model": model_out(model) if model else None,
-        "planned_with": planned_with(model.summary if model else None, stored["options"]),
+        "planned_with": planned_with(model.summary if model else None, stored.options),
         "plans": summaries,
         "peak": peak,
         "view": view,
         "notes": view["notes"],
         # An invalid plan runs only with the canary, which shows where it corrupts data.
         "runnable": model is not None and bool(record.plan),
-        "missing_kernels": readiness.missing_kernels(storage, model, stored["options"]) if model else [],
+        "missing_kernels": readiness.missing_kernels(storage, model, stored.options) if model else [],
     }
 
 
 def _big_page(
     storage: Storage, record: PlanRecord
-) -> tuple[plan_heads.ProblemHead, dict[str, Any], list[PlanRecord]] | None:
+) -> tuple[plan_heads.ProblemHead, ProblemRecord, list[PlanRecord]] | None:
     """A big plan's page without its problem: the head and every sibling plan's columns stored under
     the data folder, the problem's record and the plans read without their content (each plan stands
     for its Plan JSON with its pool sizes). None when something is not stored: the page reads it all."""

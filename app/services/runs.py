@@ -36,7 +36,7 @@ def start(storage: Storage, jobs: JobService, record: ModelRecord, body: RunRequ
     if body.plan_id is not None:
         plan_record = storage.get_plan(body.plan_id)
         stored = storage.get_problem(plan_record.problem_id) if plan_record else None
-        if plan_record is None or stored is None or stored["model_id"] != record.id:
+        if plan_record is None or stored is None or stored.model_id != record.id:
             raise AppError(404, f"plan_id: no plan {body.plan_id!r} of model {record.id!r}; plan the model first")
         if not plan_record.valid and not body.canary:
             raise AppError(
@@ -44,7 +44,7 @@ def start(storage: Storage, jobs: JobService, record: ModelRecord, body: RunRequ
                 f"plan {body.plan_id!r} ({plan_record.strategy}) is not valid and cannot be run; "
                 "run it with canary on to see where it corrupts data",
             )
-        options = stored["options"]
+        options = stored.options
     else:
         # Zero-copy needs inputs and outputs outside the arena, where caller memory can be bound.
         memory = body.memory().replace(io="external") if body.zero_copy else body.memory()
@@ -92,7 +92,7 @@ def run_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     result["plan_id"] = plan_record.id
     result["options"] = {**options, "zero_copy": body.zero_copy, "seed": body.seed}
     result["rerun"] = {"url": f"/api/v1/models/{record.id}/runs", "body": rerun_body(plan_record.strategy, options)}
-    storage.add_run(job.id, record.id, plan_record.id, result)
+    storage.add_run(run_id=job.id, model_id=record.id, plan_id=plan_record.id, result=result)
     return result
 
 

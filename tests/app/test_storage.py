@@ -19,7 +19,7 @@ from sqlalchemy import inspect, text
 
 from app import migrations
 from app.db import Base, open_engine
-from app.storage import DatabaseUnavailable, PlanRecord, Storage
+from app.storage import DatabaseUnavailable, PlanRecord, ProblemRecord, RunRecord, Storage
 
 SHA = "ab" * 32
 
@@ -63,9 +63,11 @@ def plan(plan_id: str, strategy: str, arena: int = 1 << 40) -> PlanRecord:
 
 def test_a_model_round_trips_and_the_same_content_is_stored_once(storage):
     summary = {"inputs": [{"name": "x", "shape": [1, 3]}], "ops": 12}
-    record, created = storage.add_model(SHA, "tiny", "tiny.onnx", "onnx", 3 << 30, summary)
+    record, created = storage.add_model(
+        sha256=SHA, name="tiny", filename="tiny.onnx", fmt="onnx", size=3 << 30, summary=summary
+    )
     assert created and record.id == SHA[:16] and record.bytes == 3 << 30 and record.summary == summary
-    again, created = storage.add_model(SHA, "other name", "x.onnx", "onnx", 1, {})
+    again, created = storage.add_model(sha256=SHA, name="other name", filename="x.onnx", fmt="onnx", size=1, summary={})
     assert not created and again == record
     assert storage.get_model(record.id) == record
     assert storage.list_models() == [record]
@@ -73,25 +75,35 @@ def test_a_model_round_trips_and_the_same_content_is_stored_once(storage):
 
 
 def test_models_are_listed_newest_first(storage):
-    first, _ = storage.add_model("01" * 32, "a", "a.onnx", "onnx", 1, {})
+    first, _ = storage.add_model(sha256="01" * 32, name="a", filename="a.onnx", fmt="onnx", size=1, summary={})
     time.sleep(0.01)
-    second, _ = storage.add_model("02" * 32, "b", "b.zip", "zip", 2, {})
+    second, _ = storage.add_model(sha256="02" * 32, name="b", filename="b.zip", fmt="zip", size=2, summary={})
     assert [m.id for m in storage.list_models()] == [second.id, first.id]
 
 
 def test_problems_plans_and_runs_round_trip_and_go_with_their_model(storage):
-    record, _ = storage.add_model(SHA, "tiny", "tiny.onnx", "onnx", 10, {})
+    record, _ = storage.add_model(sha256=SHA, name="tiny", filename="tiny.onnx", fmt="onnx", size=10, summary={})
     problem = {"buffers": [{"id": "b1", "size": 64, "first": 0, "last": 2}], "steps": 3}
-    problem_id = storage.add_problem(problem, {"alignment": 64}, record.id, {"b1": {"dtype": "float32"}})
-    assert storage.get_problem(problem_id) == {
-        "id": problem_id,
-        "model_id": record.id,
-        "options": {"alignment": 64},
-        "problem": problem,
-        "tensors": {"b1": {"dtype": "float32"}},
-    }
+    made = storage.add_problem(
+        problem=problem, options={"alignment": 64}, model_id=record.id, tensors={"b1": {"dtype": "float32"}}
+    )
+    problem_id = made.id
+    assert (
+        storage.get_problem(problem_id)
+        == made
+        == ProblemRecord(
+            id=problem_id,
+            model_id=record.id,
+            options={"alignment": 64},
+            problem=problem,
+            tensors={"b1": {"dtype": "float32"}},
+            created=made.created,
+        )
+    )
+    light = storage.get_problem(problem_id, content=False)
+    assert light == ProblemRecord(problem_id, record.id, {"alignment": 64}, None, None, made.created)
     given = [plan("p-z", "wic"), plan("p-a", "naive"), plan("p-m", "broken")]
-    storage.add_plans(problem_id, given)
+    storage.add_plans(problem_id=problem_id, plans=given)
     stored = storage.plans_of(problem_id)
     assert [p.id for p in stored] == ["p-z", "p-a", "p-m"]  # the order given, not the ids'
     assert stored[2] == PlanRecord(**{**given[2].__dict__, "problem_id": problem_id})
@@ -100,9 +112,9 @@ def test_problems_plans_and_runs_round_trip_and_go_with_their_model(storage):
     head = storage.get_plan("p-z", placements=False)
     assert head == PlanRecord(**{**given[0].__dict__, "problem_id": problem_id, "plan": {}})
     assert storage.get_plan("p-z").plan == given[0].plan != {}
-    storage.add_run("r1", record.id, "p-z", {"peak": 1})
-    storage.add_run("r1", record.id, "p-z", {"peak": 2})  # a run is replaced, not duplicated
-    assert storage.get_run("r1") == {"peak": 2}
+    storage.add_run(run_id="r1", model_id=record.id, plan_id="p-z", result={"peak": 1})
+    again = storage.add_run(run_id="r1", model_id=record.id, plan_id="p-z", result={"peak": 2})
+    assert storage.get_run("r1") == again == RunRecord("r1", record.id, "p-z", {"peak": 2}, again.created)  # replaced
 
     assert storage.delete_model(record.id)
     assert storage.get_model(record.id) is None and storage.get_problem(problem_id) is None
@@ -111,10 +123,10 @@ def test_problems_plans_and_runs_round_trip_and_go_with_their_model(storage):
 
 
 def test_a_problem_without_a_model_and_a_run_without_one(storage):
-    problem_id = storage.add_problem({"buffers": []}, {}, None)
-    assert storage.get_problem(problem_id)["tensors"] == {}
-    storage.add_run("pipeline-run", None, None, {"ok": True})
-    assert storage.get_run("pipeline-run") == {"ok": True}
+    problem_id = storage.add_problem(problem={"buffers": []}, options={}, model_id=None).id
+    assert storage.get_problem(problem_id).tensors == {}
+    storage.add_run(run_id="pipeline-run", model_id=None, plan_id=None, result={"ok": True})
+    assert storage.get_run("pipeline-run").result == {"ok": True}
 
 
 def test_blobs_are_content_addressed_files_in_the_data_folder(storage, tmp_path):
@@ -125,7 +137,7 @@ def test_blobs_are_content_addressed_files_in_the_data_folder(storage, tmp_path)
     duplicate = storage.incoming_path()
     duplicate.write_bytes(b"onnx bytes")
     assert storage.keep_blob(duplicate, SHA, "onnx") == kept and not duplicate.exists()
-    record, _ = storage.add_model(SHA, "m", "m.onnx", "onnx", 10, {})
+    record, _ = storage.add_model(sha256=SHA, name="m", filename="m.onnx", fmt="onnx", size=10, summary={})
     assert storage.model_file(record) == kept
     storage.delete_model(record.id)
     assert not kept.exists()
@@ -142,10 +154,12 @@ def test_writers_in_two_processes_worth_of_storage_do_not_lose_or_mix_rows(open_
         try:
             for k in range(15):
                 sha = f"{worker:02x}{k:02x}" * 16
-                record, created = storage.add_model(sha, f"m{worker}-{k}", "m.onnx", "onnx", k, {"k": k})
+                record, created = storage.add_model(
+                    sha256=sha, name=f"m{worker}-{k}", filename="m.onnx", fmt="onnx", size=k, summary={"k": k}
+                )
                 assert created
-                problem_id = storage.add_problem({"k": k}, {}, record.id)
-                storage.add_plans(problem_id, [plan(f"{worker}-{k}", "naive")])
+                problem_id = storage.add_problem(problem={"k": k}, options={}, model_id=record.id).id
+                storage.add_plans(problem_id=problem_id, plans=[plan(f"{worker}-{k}", "naive")])
         except BaseException as e:  # reported below, with the thread's failure
             errors.append(e)
 
@@ -165,7 +179,9 @@ def test_two_uploads_of_the_same_content_at_once_make_one_model(open_storage):
 
     def upload(storage: Storage) -> None:
         barrier.wait()
-        results.append(storage.add_model(SHA, "same", "same.onnx", "onnx", 1, {})[1])
+        results.append(
+            storage.add_model(sha256=SHA, name="same", filename="same.onnx", fmt="onnx", size=1, summary={})[1]
+        )
 
     threads = [threading.Thread(target=upload, args=(storages[i % 2],)) for i in range(6)]
     for t in threads:

@@ -117,7 +117,7 @@ def _ill_conditioned_run(storage: Storage, model_id: str, plan_id: str) -> str:
         "fallbacks": {},
         "created": time.time(),
     }
-    storage.add_run(run_id, model_id, plan_id, result)
+    storage.add_run(run_id=run_id, model_id=model_id, plan_id=plan_id, result=result)
     return run_id
 
 

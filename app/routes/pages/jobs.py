@@ -34,7 +34,7 @@ def run_page(request: Request, run_id: str, jobs: JobsDep, storage: StorageDep) 
         stored = storage.get_run(run_id)
         if stored is None:
             raise not_found("run", run_id)
-        data = {"job": None, "result": stored}
+        data = {"job": None, "result": stored.result}
     data["view"] = run_plan_view(storage, data["result"])  # the plan it ran in, with the measured times
     if data["view"] is None and data["job"] is not None:  # under way: followed live on its plan
         data["view"] = running_plan_view(storage, data["job"])

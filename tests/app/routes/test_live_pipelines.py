@@ -31,7 +31,7 @@ def test_a_pipeline_page_carries_the_chart_of_its_joint_plan(client):
     view = page["view"]
     storage = client.app.state.storage
     plan = Plan.from_json(storage.get_plan(out["plan_id"]).plan)
-    problem = Problem.from_json(storage.get_problem(out["id"])["problem"])
+    problem = Problem.from_json(storage.get_problem(out["id"]).problem)
     assert view["selected"] == out["plan_id"] and view["steps"] == problem.steps
     assert view["buffers"]["id"] == [b.id for b in problem.buffers]
     placed = [plan.offsets[b.id].offset if b.id in plan.offsets else None for b in problem.buffers]

@@ -41,7 +41,7 @@ def store_broken_plan(storage, plan_doc: dict) -> tuple[str, int, int]:
         violations=["h overlaps r"],
         plan=broken.to_json(),
     )
-    storage.add_plans(plan_doc["problem_id"], [record])
+    storage.add_plans(problem_id=plan_doc["problem_id"], plans=[record])
     return record.id, plan.offsets["r"].offset, min(sizes["r"], sizes["h"])
 
 

@@ -39,7 +39,7 @@ def test_a_demo_reports_its_plan_first_then_every_node_with_the_canary_and_a_ver
     assert len(planned) == 1 and planned[0] < events.index(nodes[0])  # the chart can be drawn before any node
     assert events[planned[0]]["plan_id"] == result["plan_id"]
     storage = client.app.state.storage
-    problem = Problem.from_json(storage.get_problem(result["problem_id"])["problem"])
+    problem = Problem.from_json(storage.get_problem(result["problem_id"]).problem)
     plan = Plan.from_json(storage.get_plan(result["plan_id"]).plan)
     assert check_plan(problem, plan).ok and result["arena_bytes"] == plan.arena_bytes == result["unified_bytes"]
     # A few steps: every node of every training step, in order, on the plan's step axis.

@@ -107,7 +107,7 @@ def test_the_light_reads_leave_out_the_content(client):
     storage = client.app.state.storage
     light = storage.get_problem(r.json()["problem_id"], content=False)
     full = storage.get_problem(r.json()["problem_id"])
-    assert light["problem"] is None and light["tensors"] is None and full["problem"]["buffers"]
-    assert {k: light[k] for k in ("id", "model_id", "options")} == {k: full[k] for k in ("id", "model_id", "options")}
+    assert light.problem is None and light.tensors is None and full.problem["buffers"]
+    assert (light.id, light.model_id, light.options) == (full.id, full.model_id, full.options)
     (plan,) = storage.plans_of(r.json()["problem_id"], placements=False)
     assert plan.plan == {} and storage.plans_of(r.json()["problem_id"])[0].plan["placements"]
