@@ -60,7 +60,7 @@ def export_stored(storage: Storage, record: PlanRecord) -> tuple[Export, str]:
     .tflite model or was made for another node order."""
     plans.needs_plan(record)
     _, stored = plans.problem_of(storage, record)
-    model = storage.get_model(stored["model_id"]) if stored["model_id"] else None
+    model = storage.get_model(stored.model_id) if stored.model_id else None
     if model is None or model.format != "tflite":
         what = "a problem without a model" if model is None else f"{model.format} model {model.name!r}"
         raise AppError(
@@ -69,7 +69,7 @@ def export_stored(storage: Storage, record: PlanRecord) -> tuple[Export, str]:
             "back as TensorFlow Lite Micro's offline plan (try export.csv or the Plan JSON)",
             title="Not a .tflite model",
         )
-    if stored["options"].get("order") is not None:
+    if stored.options.get("order") is not None:
         raise AppError(
             409,
             f"export.tflite: plan {record.id!r} was made for a memory-aware node order; TensorFlow Lite Micro runs "
