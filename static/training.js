@@ -10,8 +10,9 @@
   M.categoryChart = function (el, breakdown) {
     const x = ["one arena per category", "unified arena (at its peak step)"];
     const traces = breakdown.categories.map((c, i) => ({
+      // One name and colour per category on every training chart (charts.js: ONE's names, kinds' colours).
       type: "bar", name: c.category, x: x, y: [c.per_category_bytes, c.unified_peak_bytes],
-      marker: { color: COLORS[i % COLORS.length] },
+      marker: { color: M.kindColor ? M.kindColor(M.kindOfCategory(c.category), i) : COLORS[i % COLORS.length] },
       hovertemplate: c.category + ": %{y:,} bytes<extra></extra>",
     }));
     traces.push({
@@ -19,9 +20,23 @@
       marker: { color: "#e5e7eb" }, hovertemplate: "unused: %{y:,} bytes<extra></extra>",
     });
     return Plotly.newPlot(el, traces, {
-      barmode: "stack", margin: { t: 30, r: 10, b: 40, l: 80 }, yaxis: { title: "bytes" },
+      barmode: "stack", margin: { t: 30, r: 10, b: 40, l: 80 }, yaxis: { title: { text: "bytes" } },
       title: { text: breakdown.per_category_total.toLocaleString() + " bytes per category vs " +
         breakdown.unified_bytes.toLocaleString() + " unified", font: { size: 13 } },
+    }, CONFIG);
+  };
+
+  // The recomputation search's Pareto curve (each point placed and checked) and the point chosen.
+  M.rematChart = function (el, remat) {
+    const curve = remat.curve || [];
+    return Plotly.newPlot(el, [
+      { type: "scatter", mode: "lines+markers", line: { shape: "hv", color: "#4e79a7" }, name: "smallest placed arena",
+        x: curve.map((p) => 100 * p.extra_flops), y: curve.map((p) => p.arena_bytes),
+        hovertemplate: "+%{x:.1f}% FLOPs: %{y:,} bytes<extra></extra>" },
+      { type: "scatter", mode: "markers", name: "chosen", marker: { size: 12, color: "#e15759", symbol: "star" },
+        x: [100 * remat.extra_flops], y: [remat.arena_bytes], hovertemplate: "chosen: %{y:,} bytes<extra></extra>" },
+    ], {
+      margin: { t: 10, r: 10, b: 40, l: 80 }, xaxis: { title: "extra FLOPs (%)" }, yaxis: { title: "arena bytes" },
     }, CONFIG);
   };
 
@@ -30,7 +45,7 @@
       type: "scatter", mode: "lines", name: "loss", x: losses.map((_, i) => i + 1), y: losses.slice(),
       line: { color: "#e15759" },
     }], {
-      margin: { t: 10, r: 10, b: 40, l: 60 }, xaxis: { title: "step" }, yaxis: { title: "loss", rangemode: "tozero" },
+      margin: { t: 10, r: 10, b: 40, l: 60 }, xaxis: { title: { text: "step" } }, yaxis: { title: { text: "loss" }, rangemode: "tozero" },
     }, CONFIG);
   };
 
@@ -43,6 +58,7 @@
         model: form.elements.model.value, steps: Number(form.elements.steps.value),
         batch: Number(form.elements.batch.value), optimizer: form.elements.optimizer.value,
         strategy: form.elements.strategy.value, canary: form.elements.canary.checked, ...M.readStepMemory(form),
+        remat: form.elements.remat.value.trim() || "off", remat_overhead: Number(form.elements.remat_overhead.value),
       };
       try {
         const job = await M.readJson(await fetch("/api/v1/training/demo", {
@@ -57,6 +73,7 @@
     if (job.result) {
       M.lossChart(chart, job.result.losses);
       M.categoryChart(document.getElementById("chart-categories"), job.result);
+      if (job.result.remat) M.rematChart(document.getElementById("chart-remat"), job.result.remat);
       return;
     }
     const hit = job.state === "failed" && job.error && job.error.canary;

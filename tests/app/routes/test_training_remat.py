@@ -61,7 +61,7 @@ def _demo(client, **body):
     assert client.app.state.jobs.wait(r.json()["id"], 180)
     job = client.get(f"/api/v1/jobs/{r.json()['id']}").json()
     assert job["state"] == "done", job.get("error")
-    return job["result"]
+    return {**job["result"], "id": job["id"]}
 
 
 def test_training_demo_with_remat_runs_the_same_steps_in_a_smaller_arena(client):
@@ -71,3 +71,9 @@ def test_training_demo_with_remat_runs_the_same_steps_in_a_smaller_arena(client)
     remat = again["remat"]
     assert remat["recomputed"] and again["arena_bytes"] == remat["arena_bytes"] < remat["arena_bytes_without"]
     assert again["verdict"]["passed"]
+    # The page draws the curve and the chosen point from the result it embeds, and names what was recomputed.
+    page = client.get(f"/training/demo/{again['id']}").text
+    assert 'id="chart-remat"' in page and all(name in page for name in remat["recomputed"])
+    assert 'id="chart-remat"' not in client.get(f"/training/demo/{plain['id']}").text
+    twin = client.get(f"/training/demo/{again['id']}", params={"format": "json"}).json()
+    assert twin["job"]["result"]["remat"] == remat
