@@ -111,8 +111,8 @@ def bench_shape(shape: tuple, repeat: int, calls: int) -> tuple[float, float, bo
         kernel.prepare(metas, out_metas, **attrs)
     bound = kernel.constants([x, w, r, b], metas, out_metas, **attrs) if kernel.constants is not None else {}
     # Bound once, as a session's prepare binds the step (`runtime.step_calls`), where the kernel has a `bind`.
-    bind = getattr(kernel.fn, "bind", None)
-    fn = kernel.fn if bind is None else bind(metas, out_metas, attrs)
+    made = kernel.bind(metas, out_metas, attrs) if kernel.bind is not None else None
+    fn = kernel.fn if made is None else made.run
     outputs = (out,)
 
     def mine() -> None:

@@ -1,12 +1,11 @@
-"""Each step's kernel call, bound once when a `runtime.Session` prepares (the contract of
-`runtime.kernels.call`): output views, workspace, attributes and opset fixed, so that a run
-only reads the input slots.
+"""Each step's kernel call, bound once when a `runtime.Session` prepares: the dispatcher
+(`runtime.kernels.bound_call`) gives the call for the step's shapes and attributes (the kernel's
+`bind` hook, or its general call), and the output views, workspace and input slots are fixed
+here, so that a run only reads the input slots.
 
-A kernel function with a `bind` (`runtime.kernels.planes.PlaneWise`) is bound to the step's
-static shapes first. A bound call marked `attributes_bound` took the attributes there and is
-called without them. A bound call with a `prime` (same arguments as the call) makes what it
-derives from the step's arrays (`runtime.kernels.same_arrays`) here, at prepare, so that no
-run, the first traced one included, allocates it.
+A bound call with a `prime` (same arguments as the call) makes what it derives from the step's
+arrays (`runtime.kernels.same_arrays`) here, at prepare, so that no run, the first traced one
+included, allocates it.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from runtime.graph import Graph
+from runtime.kernels import bound_call
 
 StepCall = Callable[[list[Any]], None]  # one step's kernel call, bound at prepare: reads the slots it is given
 
@@ -29,16 +29,9 @@ def bind_call(step: Any, none_slot: int, graph: Graph, values: list[Any]) -> Ste
     if step.skip:
         return _nothing
     k = step.kernel
-    fn = k.fn
-    bind = getattr(fn, "bind", None)
-    if bind is not None:
-        metas = [[graph.tensors[n] if n else None for n in names] for names in (step.node.inputs, step.node.outputs)]
-        fn = bind(*metas, step.attributes)
-    kwargs = {} if getattr(fn, "attributes_bound", False) else dict(step.attributes) | step.constants
-    if k.takes_opset:
-        kwargs["opset"] = step.node.opset
-    if k.workspace is not None:
-        kwargs["ws"] = step.ws
+    metas_in = [graph.tensors[n] if n else None for n in step.node.inputs]
+    metas_out = [graph.tensors[n] if n else None for n in step.node.outputs]
+    fn, kwargs, prime = bound_call(k, metas_in, metas_out, step.attributes, step.constants, step.node.opset, step.ws)
     slots = [i if i >= 0 else none_slot for i in step.inputs]
     outputs = step.outputs
     if any(isinstance(o, int) for o in outputs):
@@ -50,7 +43,6 @@ def bind_call(step: Any, none_slot: int, graph: Graph, values: list[Any]) -> Ste
 
         return external
     out = tuple(outputs) if k.multi_output else outputs[0]
-    prime = getattr(fn, "prime", None)
     arrays = [values[i] for i in slots]
     if prime is not None and all(a is None or isinstance(a, np.ndarray) for a in arrays):
         prime(*arrays, out=out, **kwargs)

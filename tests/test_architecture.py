@@ -8,7 +8,10 @@
 - services, the CLI and the lower packages never import FastAPI or Starlette;
 - nobody imports another module's private (underscore) names;
 - every module stays under a line budget, with a short list of exceptions and the reason for each;
-  the browser's scripts (static/*.js, plain scripts without a build step) too.
+  the browser's scripts (static/*.js, plain scripts without a build step) too;
+- a kernel's hooks are fields of its `Kernel` value: no attribute set on a function, no getattr
+  probe for a hook; and one dispatcher (`runtime.kernels.bound_call`) calls kernels: no other
+  module reads `takes_opset` or calls a kernel's `fn` or `bind` itself.
 
 The checks are plain functions over a source tree, so the tests below also plant an upward
 import and a cycle in a scratch tree and see each check fail.
@@ -36,6 +39,8 @@ WEB_FREE = ("planner", "runtime", "app.services", "app.cli", "app.storage", "app
 # never imported by the core, the service or the tests.
 BENCH_ONLY = ("torch", "torchvision", "tvm", "tensorflow", "onnx2tf", "onnxsim")
 LINE_BUDGET = 500
+DISPATCHER = "runtime.kernels"  # the one module that turns a kernel into a call (`bound_call`, `call`)
+KERNEL_HOOKS = ("bind", "bind_static", "prime", "attributes_bound", "workspace", "prepare", "constants", "planes")
 SCRIPTS = "static"  # the browser's modules: plain scripts the templates load, one concern each
 OVER_BUDGET = {
     # module: why it may be longer than the budget
@@ -227,6 +232,60 @@ def private_imports(found: list[Import]) -> list[str]:
     return bad
 
 
+def function_attribute_hooks(root: Path, packages: Iterable[str]) -> list[str]:
+    """Attributes set on a function (``f.bind = ...``) and getattr/hasattr probes for a kernel hook's name."""
+    bad = []
+    for name, path in modules(root, packages).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        functions = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        # A name also assigned as a variable somewhere is not (only) a function: `model.ir_version = 8`.
+        functions -= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            if isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            for target in targets:
+                for t in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    if (
+                        isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id in functions
+                        and not t.attr.startswith("__")  # a wrapper's __name__ and __doc__
+                    ):
+                        bad.append(f"{name}:{node.lineno} sets {t.value.id}.{t.attr}")
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in KERNEL_HOOKS
+            ):
+                bad.append(f"{name}:{node.lineno} probes for {node.args[1].value!r}")
+    return sorted(bad)
+
+
+def second_dispatchers(root: Path, packages: Iterable[str]) -> list[str]:
+    """Modules other than the dispatcher that call kernels themselves: reading `takes_opset`, or
+    calling a kernel's `fn` or `bind` (its run or bind hook; a kernel named `k` or `*kernel*`)."""
+    bad = []
+    for name, path in modules(root, packages).items():
+        if name == DISPATCHER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "takes_opset":
+                bad.append(f"{name}:{node.lineno} reads takes_opset")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("fn", "bind")
+                and isinstance(node.func.value, ast.Name)
+                and (node.func.value.id == "k" or "kernel" in node.func.value.id)
+            ):
+                bad.append(f"{name}:{node.lineno} calls .{node.func.attr}()")
+    return sorted(bad)
+
+
 def over_budget(root: Path, packages: Iterable[str], budget: int = LINE_BUDGET) -> dict[str, int]:
     return {
         name: lines
@@ -278,6 +337,14 @@ def test_only_benchmarks_import_torch():
 
 def test_no_module_imports_a_private_name_of_another(tree):
     assert private_imports(tree) == []
+
+
+def test_kernel_hooks_are_declared_not_set_on_functions():
+    assert function_attribute_hooks(ROOT, PACKAGES) == []
+
+
+def test_one_dispatcher_calls_kernels():
+    assert second_dispatchers(ROOT, PACKAGES) == []
 
 
 def test_modules_stay_under_the_line_budget():
@@ -375,3 +442,20 @@ def test_a_script_over_the_budget_is_reported(tmp_path):
         tmp_path, {"static/big.js": "x;\n" * 12, "static/small.js": "x;\n" * 3, "static/vendor/v.js": "x;\n" * 99}
     )
     assert scripts_over_budget(root, budget=10) == {"big.js": 12}
+
+
+def test_a_planted_function_attribute_hook_fails(tmp_path):
+    planted = "def conv(x):\n    pass\n\n\ndef bind(i, o, a):\n    pass\n\n\nconv.bind = bind\n"
+    probe = "def run(fn):\n    return getattr(fn, 'prime', None)\n"
+    root = _plant(tmp_path, {**CLEAN, "runtime/kernels/conv.py": planted, "runtime/step_calls.py": probe})
+    assert function_attribute_hooks(root, PACKAGES) == [
+        "runtime.kernels.conv:9 sets conv.bind",
+        "runtime.step_calls:2 probes for 'prime'",
+    ]
+
+
+def test_a_planted_second_dispatcher_fails(tmp_path):
+    planted = "def call(k, inputs, out, attrs, opset):\n    extra = {'opset': opset} if k.takes_opset else {}\n"
+    planted += "    k.fn(*inputs, out=out, **attrs, **extra)\n"
+    root = _plant(tmp_path, {**CLEAN, "runtime/fold.py": planted, "runtime/kernels/__init__.py": planted})
+    assert second_dispatchers(root, PACKAGES) == ["runtime.fold:2 reads takes_opset", "runtime.fold:3 calls .fn()"]

@@ -1,9 +1,11 @@
 """Kernels: one function per ONNX op type (or small family), found by exact `op_type`.
 
-The contract every kernel keeps (the dispatcher in `runtime.session` relies on it):
+A kernel is one declared `Kernel` value, registered by `kernel`; every hook it has is a field
+of that value (run, workspace, prepare, constants, planes, in-place inputs, bind), never an
+attribute set on a function. The contract every kernel keeps:
 
-* Signature ``fn(*inputs, out, **attributes) -> None``, plus ``ws`` for kernels that
-  register a ``workspace`` function.
+* Run: ``fn(*inputs, out, **attributes) -> None``, plus ``ws`` for kernels that register a
+  ``workspace`` function.
   - ``inputs`` are numpy arrays in the node's input order; an omitted optional input is
     ``None``. They are read-only views (arena views or constants): never write to them.
   - ``out`` is the preallocated output array (a view into the arena) with the final shape
@@ -18,12 +20,17 @@ The contract every kernel keeps (the dispatcher in `runtime.session` relies on i
   - A kernel that needs the node's opset version declares an ``opset`` keyword.
 * ``workspace(inputs, outputs, **attributes) -> int``, optional: bytes of scratch the kernel
   needs, from the `TensorMeta` (shape, dtype) of its inputs and outputs.
+* ``bind``, optional (`runtime.kernels.protocol`): once per node at prepare, the call for the
+  node's shapes and attributes, worked out once (a `Bound`).
 * A kernel registering a ``constants`` hook also takes ``prepared_weights=False`` in its
   workspace function and its call (`weights_kwargs`), from a problem or session whose
   `runtime.MemoryOptions.prepared_weights` is off (its hook is then never called): it makes no
   transformed copy of a weight, neither beside the arena nor per call in its workspace, and
   takes the route that reads the weight as stored.
-* Contracts (shapes, dtypes) are checked once, by the dispatcher, not in every kernel.
+* One dispatcher, `bound_call`, turns a kernel and a node's metas into the call to make: a
+  session binds each step through it once (`runtime.step_calls`), and `call`, the one-shot
+  form for arrays (constant folding, the kernel tests), goes through it too. Shapes and dtypes
+  are fixed before it (shape inference at load, the plan's views), not checked in each kernel.
 * Kernels avoid hidden temporaries: memplan reports bytes numpy allocates outside the
   arena, so a kernel that needs a large temporary declares it as workspace instead.
 """
@@ -33,7 +40,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +55,7 @@ from runtime.kernels._jit import compiled as compiled_loop  # noqa: F401
 from runtime.kernels._scratch import UFUNC_BUFFER as UFUNC_BUFFER
 from runtime.kernels._scratch import loop_ufunc_buffers as loop_ufunc_buffers
 from runtime.kernels.planes import Planes, plane_wise
+from runtime.kernels.protocol import BindFn, BindHook, Bound, KernelFn
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,6 @@ class TensorMeta:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
 
-KernelFn = Callable[..., None]
 WorkspaceFn = Callable[..., int]
 PrepareFn = Callable[..., None]
 ConstantsFn = Callable[..., dict[str, Any]]
@@ -92,6 +99,15 @@ class Kernel:
     # and the workspace function's arguments; returns keyword arguments bound into the node's
     # call (a weight transformed once, say). The session counts their bytes as constants.
     constants: ConstantsFn | None = None
+    # Called once per node when a session prepares, with the node's input and output metas and
+    # its attributes: the call worked out once for them (`runtime.kernels.protocol.Bound`), or
+    # None for the general call. A plane-wise kernel's decides its plane-wise route here too.
+    bind: BindFn | None = None
+
+    @property
+    def run(self) -> KernelFn:
+        """The kernel's general call (`fn`)."""
+        return self.fn
 
 
 _KERNELS: dict[str, Kernel] = {}
@@ -124,13 +140,15 @@ def kernel(
     planes: bool | Planes = False,
     prepare: PrepareFn | None = None,
     constants: ConstantsFn | None = None,
+    bind: BindHook | None = None,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
     lists the inputs whose memory output 0 may be when shapes and dtypes match; `planes`
     marks a plane-wise kernel, whose output may be planned over input 0 even when smaller
     (it is then registered wrapped, see `runtime.kernels.planes`); `prepare` is called with
     the workspace function's arguments when a session prepares the node; `constants` (see
-    `Kernel.constants`) with the node's constant input values before them."""
+    `Kernel.constants`) with the node's constant input values before them; `bind` (see
+    `runtime.kernels.protocol`) with the node's metas, attributes and general call."""
     if outputs not in ("one", "many"):
         raise ValueError("outputs must be 'one' or 'many'")
     key = _key(op_type, domain)
@@ -139,10 +157,10 @@ def kernel(
         if key in _KERNELS:
             raise ValueError(f"kernel {key!r} registered twice")
         takes_opset = "opset" in inspect.signature(fn).parameters
-        run, scratch, spec = fn, workspace, None
+        run, scratch, spec, binder = fn, workspace, None, _plain_bind(fn, workspace is not None, bind)
         if planes:
             spec = Planes() if planes is True else planes
-            run, scratch = plane_wise(fn, workspace, spec)
+            run, scratch, binder = plane_wise(fn, workspace, spec, bind)
         _KERNELS[key] = Kernel(
             op_type,
             run,
@@ -154,10 +172,25 @@ def kernel(
             spec,
             prepare,
             constants,
+            binder,
         )
         return fn
 
     return wrap
+
+
+def _plain_bind(fn: KernelFn, takes_ws: bool, hook: BindHook | None) -> BindFn | None:
+    """The dispatcher's `bind` of a kernel that is not plane-wise: `hook` given `fn` as the general call."""
+    if hook is None:
+        return None
+
+    def general(inputs: Any, out: Any, ws: Any, attrs: dict[str, Any]) -> None:
+        fn(*inputs, out=out, **({"ws": ws} if takes_ws else {}), **attrs)
+
+    def bind(inputs: Any, outputs: Any, attrs: dict[str, Any]) -> Bound | None:
+        return hook(inputs, outputs, attrs, general)
+
+    return bind
 
 
 _LOADED: list[bool] = []  # non-empty once every kernel module has been imported
@@ -217,12 +250,31 @@ def attributes_of(node: Any) -> dict[str, Any]:
     return attrs
 
 
+def bound_call(
+    k: Kernel, inputs: Sequence[Any], outputs: Sequence[Any], attrs: dict[str, Any], constants: dict[str, Any],
+    opset: int, ws: np.ndarray | None,
+) -> tuple[KernelFn, dict[str, Any], KernelFn | None]:  # fmt: skip
+    """The dispatcher: (function, keyword arguments, prime) of a node's call with inputs and outputs of
+    these metas (anything with ``shape`` and ``dtype``; None for an omitted one), its attributes,
+    the keyword arguments bound into it (`Kernel.constants`' values, `weights_kwargs`), its opset
+    and its workspace. The function is called as ``fn(*inputs, out=out, **kwargs)``, `out` a
+    tuple for a kernel with many outputs; `prime`, with the same arguments, at prepare."""
+    made = k.bind(inputs, outputs, attrs) if k.bind is not None else None
+    if made is None:
+        made = Bound(k.fn, takes_attributes=True)
+    kwargs = dict(attrs) | constants if made.takes_attributes else {}
+    if k.takes_opset:
+        kwargs["opset"] = opset
+    if k.workspace is not None:
+        kwargs["ws"] = ws
+    return made.run, kwargs, made.prime
+
+
 def call(
     k: Kernel, inputs: list[Any], outputs: list[Any], ws: np.ndarray | None, attrs: dict[str, Any], opset: int
 ) -> None:
-    """Run one kernel with the contract above (the dispatcher's single entry point)."""
-    extra: dict[str, Any] = {"opset": opset} if k.takes_opset else {}
-    if k.workspace is not None:
-        extra["ws"] = ws
-    out = tuple(outputs) if k.multi_output else outputs[0]
-    k.fn(*inputs, out=out, **attrs, **extra)
+    """Run one kernel once on arrays, through the dispatcher (`bound_call`) a session binds its steps with."""
+    metas_in = [None if a is None else TensorMeta(tuple(a.shape), a.dtype) for a in inputs]
+    metas_out = [None if a is None else TensorMeta(tuple(a.shape), a.dtype) for a in outputs]
+    fn, kwargs, _ = bound_call(k, metas_in, metas_out, attrs, {}, opset, ws)
+    fn(*inputs, out=tuple(outputs) if k.multi_output else outputs[0], **kwargs)

@@ -4,7 +4,9 @@ Conv copies each image's receptive fields into an im2col buffer carved from the 
 (after copying the image into a zero-padded buffer when it has pads), then multiplies by
 the weights, all groups in one batched matmul written straight into the output. A 1x1,
 stride-1, unpadded, ungrouped conv is a plain matmul and takes no workspace at all.
-The window geometry (pads, auto_pad, strides, dilations) is `runtime.kernels.window`'s.
+The window geometry (pads, auto_pad, strides, dilations) is `runtime.kernels.window`'s, and the
+route a Conv takes is decided once per shape by `runtime.kernels.conv_routes`, which the workspace
+function, the call and the bound call (`runtime.kernels.conv_bound`) all read.
 With compiled loops on, a float32 3x3 stride-1 ungrouped conv on a large enough map runs by
 Winograd's F(2x2, 3x3) (`runtime.kernels.winograd`; not with ``prepared_weights=False``, as it
 reads a transformed weight), and any other float32 2-D conv fills each band straight from the
@@ -19,15 +21,26 @@ workspace covers (the larger of it and the usual route's).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import TensorMeta, jit_conv, jit_depthwise, jit_phases, jit_winograd, kernel, window, winograd
+from runtime.kernels import (
+    Bound,
+    TensorMeta,
+    jit_conv,
+    jit_depthwise,
+    jit_phases,
+    jit_winograd,
+    kernel,
+    window,
+    winograd,
+)
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
-from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout, over_route
+from runtime.kernels.conv_bound import bind_conv
+from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout
+from runtime.kernels.conv_routes import CONV_PLANES, DENSE_ROUTES, conv_route, over_of
 from runtime.kernels.depthwise import (
     DEPTHWISE_ROUTES,
     add_bias,
@@ -37,26 +50,13 @@ from runtime.kernels.depthwise import (
     conv_depthwise_compiled,
     conv_depthwise_rows,
     rows_layout,
-    uses_channels_last,
     uses_compiled,
-    uses_rows,
 )
-from runtime.kernels.planes import Planes
-from runtime.kernels.window import Geometry, pad_into, window_geometry, windows
-
-
-def _is_pointwise(geo: Geometry) -> bool:
-    """A 1x1, stride-1, unpadded conv: a matmul per group straight from the input."""
-    return not geo.padded and all(k == 1 and s == 1 for k, s in zip(geo.kernel, geo.strides, strict=True))
+from runtime.kernels.window import Geometry, pad_into, windows
 
 
 def _padded_shape(x_shape: tuple[int, ...], geo: Geometry) -> tuple[int, ...]:
     return tuple(i + b + e for i, b, e in zip(x_shape[2:], geo.begin, geo.end, strict=True))
-
-
-def _is_depthwise(x_shape, w_shape, group: int) -> bool:
-    """One filter per input channel: cheaper as a sum of K scaled taps than as K-long dot products."""
-    return group > 1 and group == x_shape[1] == w_shape[0] and w_shape[1] == 1
 
 
 def conv_workspace(
@@ -66,7 +66,7 @@ def conv_workspace(
     x, w, y = inputs[0], inputs[1], outputs[0]
     # Also fills the route cache at prepare, so that a run adds nothing to it beside the arena.
     geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
-    over = _over(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    over = over_of(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     own = _route_workspace(x, w, geo, path, group, prepared_weights)
     if over is None:
         return own
@@ -102,10 +102,6 @@ def _route_workspace(x, w, geo: Geometry, path: str, group: int, prepared_weight
     if geo.padded:
         blocks.append(((channels, *_padded_shape(x.shape, geo)), x.dtype))
     return scratch_bytes(*blocks)
-
-
-# The routes a dense 3x3 stride-1 conv may leave for Winograd's (`runtime.kernels.winograd`).
-DENSE_ROUTES = ("taps", "im2col")
 
 
 def _images(x, geo: Geometry, padded: np.ndarray | None):
@@ -179,19 +175,6 @@ def _conv_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch) -> N
         # One pass over the contiguous output: a band at a time would make numpy buffer the
         # strided operand (~80 KB outside the arena) for no measurable gain.
         out += b.reshape((filters,) + (1,) * len(geo.out))
-
-
-def uses_taps(x_shape, w_shape, geo: Geometry, group: int) -> bool:
-    """A 2-D, stride-1, ungrouped conv with at most half as many filters as channels: cheaper as
-    one matmul per kernel tap straight from the padded image than through an im2col buffer
-    (which would be larger than the output: kernel taps x channels rows against filters)."""
-    return (
-        group == 1
-        and len(geo.kernel) == 2
-        and geo.strides == (1, 1)
-        and math.prod(geo.kernel) > 1
-        and 2 * w_shape[0] <= x_shape[1]
-    )
 
 
 def _taps_layout(x_shape, w_shape, dtype, geo: Geometry) -> list[tuple[tuple[int, ...], np.dtype]]:
@@ -275,77 +258,6 @@ def _conv_depthwise(x, w, b, out, geo: Geometry, scratch: Scratch) -> None:
                 target += b[c : c + m].reshape(m, 1, 1)
 
 
-@functools.lru_cache(maxsize=1024)
-def _conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
-    """(geometry, path) of one Conv: a model runs the same few shapes every time, so this is
-    worked out once per shape rather than on every call (attributes come in as tuples)."""
-    geo = window_geometry(x_shape, y_shape, kernel_shape or w_shape[2:], auto_pad, pads, strides, dilations)
-    if _is_pointwise(geo):
-        return geo, "pointwise"
-    if uses_taps(x_shape, w_shape, geo, group):
-        return geo, "taps"
-    if not _is_depthwise(x_shape, w_shape, group):
-        return geo, "im2col"
-    if uses_channels_last(geo, x_shape[1]):
-        return geo, "channels_last"
-    return geo, "rows" if uses_rows(geo) else "depthwise"
-
-
-def conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
-    """`_conv_route` with list attributes made hashable."""
-    return _conv_route(
-        tuple(x_shape), tuple(w_shape), tuple(y_shape), group, auto_pad, _tuple(pads), _tuple(strides),
-        _tuple(dilations), _tuple(kernel_shape),
-    )  # fmt: skip
-
-
-def _tuple(value):
-    return None if value is None else tuple(value)
-
-
-@functools.lru_cache(maxsize=1024)
-def _over_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape):
-    geo, _ = _conv_route(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape)
-    return over_route(x_shape, w_shape, y_shape, group, geo)
-
-
-def _over(x_shape, w_shape, y_shape, group, auto_pad, pads, strides, dilations, kernel_shape) -> str | None:
-    """`conv_over.over_route` of one Conv ("columns", "rows" or None), worked out once per shape."""
-    return _over_route(
-        tuple(x_shape), tuple(w_shape), tuple(y_shape), group, auto_pad, _tuple(pads), _tuple(strides),
-        _tuple(dilations), _tuple(kernel_shape),
-    )  # fmt: skip
-
-
-def writes_over_input(attrs, inputs, out) -> bool:
-    """Whether a Conv may be called with its output from its input's first byte (any size):
-    a dense 1x1 or KxK 'same' conv with the channel geometry `conv_over` asks for."""
-    x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
-    if x is None or w is None or out is None or len(x.shape) < 3 or x.dtype != out.dtype:
-        return False
-    route = _over(
-        x.shape, w.shape, out.shape, attrs.get("group", 1), attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
-        attrs.get("strides"), attrs.get("dilations"), attrs.get("kernel_shape"),
-    )  # fmt: skip
-    return route is not None
-
-
-def reads_before_writing(attrs, inputs, out) -> bool:
-    """Whether a depthwise Conv's route reads each channel block of an image (into its padded or
-    copied rows) before writing that block's output: it may then run over its own input."""
-    x, w = inputs[0], inputs[1]
-    _, path = conv_route(
-        x.shape, w.shape, out.shape, attrs.get("group", 1), attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
-        attrs.get("strides"), attrs.get("dilations"), attrs.get("kernel_shape"),
-    )  # fmt: skip
-    return path in ("rows", "depthwise", "channels_last")
-
-
-# A depthwise Conv is plane-wise: planned over its input (MobileNet's stride-2 steps); a dense
-# 1x1 or 'same' KxK conv writes over its input by a route of its own (`conv_over`).
-CONV_PLANES = Planes(channel_inputs=(1, 2), depthwise=True, direct=reads_before_writing, over=writes_over_input)
-
-
 def conv_prepare(inputs, outputs, *, group=1, **_) -> None:
     """Conv's prepare hook: its compiled loops (the dense bands', and the depthwise ones for a
     grouped conv) are compiled when a session prepares, never in a run nor when only planning."""
@@ -370,7 +282,14 @@ def conv_constants(values, inputs, outputs, *, auto_pad="NOTSET", dilations=None
     return {"winograd_u": winograd.prepared_weights(weight, winograd.tile_of(geo, x.shape, w.shape))}
 
 
-@kernel("Conv", workspace=conv_workspace, planes=CONV_PLANES, prepare=conv_prepare, constants=conv_constants)
+def conv_bind(inputs, outputs, attrs: dict, general) -> Bound | None:
+    """Conv's bind hook: the pointwise and compiled depthwise routes bound once (`conv_bound`)."""
+    return bind_conv(inputs, outputs, attrs, None, general)
+
+
+@kernel(
+    "Conv", workspace=conv_workspace, planes=CONV_PLANES, prepare=conv_prepare, constants=conv_constants, bind=conv_bind
+)
 @small_ufunc_buffers()
 def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
@@ -395,7 +314,7 @@ def convolve(
     the cache saves)."""
     geo, path = conv_route(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
     if np.may_share_memory(x, out):
-        over = _over(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+        over = over_of(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
         if over == "columns":
             conv_columns(x, w, b, out, finish, Scratch(ws, "Conv"))
             return

@@ -4,33 +4,33 @@ activation's compiled code, whether the output may lie over the input) decided o
 a run of a small 1x1 conv (MobileNet's and EfficientNet's, a few us of arithmetic) goes
 straight to its matmul and compiled epilogue, and a depthwise one straight to its compiled
 loop (the general call's layers cost 13-19 us a step on MobileNetV3-Small's). Other routes
-keep the general call. Conv's `bind_static` is set here (ConvAct's in `fused`); the kernel
-registry imports every kernel module, this one with them.
+keep the general call. Conv's bind hook (`conv.conv_bind`) and ConvAct's (`fused`) call
+`bind_conv`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
 from runtime.kernels import jit_conv
 from runtime.kernels._scratch import Scratch, same_start
-from runtime.kernels.conv import conv, conv_route, writes_over_input
 from runtime.kernels.conv_over import over_layout, over_route
+from runtime.kernels.conv_routes import conv_route, writes_over_input
 from runtime.kernels.depthwise import DEPTHWISE_ROUTES, conv_depthwise_compiled, uses_compiled
+from runtime.kernels.protocol import Bound
 from runtime.kernels.same_arrays import SameArrays
 from runtime.kernels.window import small_columns, small_rows
 
 
-def bind_conv(inputs, outputs, attrs: dict, finish, slow) -> Callable | None:
+def bind_conv(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
     """The bound call of a Conv (`finish`: ConvAct's activation, or None) on the pointwise or
     the compiled depthwise route, or None where the route is another."""
     return bind_pointwise(inputs, outputs, attrs, finish, slow) or bind_depthwise(inputs, outputs, attrs, finish, slow)
 
 
-def bind_depthwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | None:
+def bind_depthwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
     """The call of a depthwise Conv on the compiled route (`depthwise.conv_depthwise_compiled`),
     its geometry worked out once. The route reads each channel's plane before writing its
     output, so an output over the input takes the same call on one image; with more images
@@ -52,11 +52,10 @@ def bind_depthwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
             return
         conv_depthwise_compiled(x, w, b, out, geo, Scratch(ws, "Conv"), finish)
 
-    bound.attributes_bound = True  # type: ignore[attr-defined]
-    return bound
+    return Bound(bound)
 
 
-def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | None:
+def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
     """The call of a Conv (with `finish`, its activation carrying its compiled code, for
     ConvAct) on the pointwise route, worked out once for these shapes and attributes
     (`PlaneWise.bind`): one matmul and one compiled epilogue per run, the pixel-wise route's
@@ -135,8 +134,7 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Callable | Non
     def prime(x, w, b=None, *, out, ws=None, **given):
         made(x, w, b, out, ws)
 
-    bound.attributes_bound, bound.prime = True, prime  # type: ignore[attr-defined]
-    return bound
+    return Bound(bound, prime=prime)
 
 
 def _row_chunks(whole: tuple, depth: int, pixels: int) -> list[tuple]:
@@ -149,11 +147,3 @@ def _row_chunks(whole: tuple, depth: int, pixels: int) -> list[tuple]:
          has_bias, result[r : r + height], 0, pixels, None)
         for r in range(0, rows, height)
     ]  # fmt: skip
-
-
-def _bind_conv(inputs, outputs, attrs: dict, slow) -> Callable | None:
-    """Conv's `bind_static` (`runtime.kernels.planes.PlaneWise.bind`)."""
-    return bind_conv(inputs, outputs, attrs, None, slow)
-
-
-conv.bind_static = _bind_conv  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, jit_conv, kernel
+from runtime.kernels import MEMPLAN_DOMAIN, Bound, TensorMeta, jit_conv, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
 from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
 from runtime.kernels.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
@@ -63,12 +63,53 @@ def _activation_of(name: str, dtype: np.dtype, act: dict[str, float]):
     return activation(name, np.dtype(dtype), **bounds)
 
 
+def _bind_pointwise_add(inputs, outputs, attrs: dict, general) -> Bound | None:
+    """PointwiseConvAdd's call for these shapes and attributes (a session's prepare, through
+    `bind`): the band, the activation's compiled code and the scratch's shape worked out once,
+    each band's views once per set of arrays (`SameArrays`), the compiled route called
+    straight; None (the general call) where that route does not apply."""
+    out = outputs[0] if outputs else None
+    if out is None or not jit_conv.takes_epilogue(out.dtype) or len(out.shape) < 3:
+        return None
+    name = attrs.get("activation", "")
+    act = {k: v for k, v in attrs.items() if k in ("lo", "hi", "alpha", "beta")}
+    spec = jit_conv.spec_of(_activation_of(name, out.dtype, act) if name else None)
+    if spec is None:
+        return None
+    channels, plane = out.shape[1], math.prod(out.shape[2:])
+    # Bands within OpenBLAS's small-matrix kernel where they hold enough rows (`window.small_rows`).
+    rows = min(_band(channels, plane, out.dtype.itemsize), small_rows(channels, inputs[0].shape[1], plane))
+    nbytes = rows * plane * out.dtype.itemsize
+
+    def bands(x, w, b, r, out, ws) -> list | None:
+        if ws is None or ws.size < nbytes or not jit_conv.usable(out, r):
+            return None
+        scratch = ws[:nbytes].view(jit_conv.DTYPE).reshape(rows, plane)
+        return _bands(x, w.reshape(channels, -1), b, r, out, scratch)
+
+    made = SameArrays(bands)
+
+    def bound(x, w, b, r, *, out, ws=None, **given):
+        todo = made(x, w, b, r, out, ws)
+        if todo is None:
+            general((x, w, b, r), out, ws, attrs)
+        else:
+            _run_bands(todo, spec)
+
+    def prime(x, w, b, r, *, out, ws=None, **given):
+        made(x, w, b, r, out, ws)
+
+    # A session calls it without the attributes, and primes it at prepare (`runtime.step_calls`).
+    return Bound(bound, prime=prime)
+
+
 @kernel(
     "PointwiseConvAdd",
     domain=MEMPLAN_DOMAIN,
     workspace=_pointwise_add_workspace,
     inplace=(3,),
     prepare=jit_conv.prepare,
+    bind=_bind_pointwise_add,
 )
 def pointwise_conv_add(
     x: np.ndarray,
@@ -148,50 +189,6 @@ def _run_bands(bands: list[tuple], spec) -> None:
             apart(band, bias, has_bias, residual, target, *spec)
 
 
-def _bind_pointwise_add(inputs, outputs, attrs: dict):
-    """PointwiseConvAdd's call for these shapes and attributes (a session's prepare, through
-    `bind`): the band, the activation's compiled code and the scratch's shape worked out once,
-    each band's views once per set of arrays (`SameArrays`), the compiled route called
-    straight; the kernel itself where that route does not apply."""
-    out = outputs[0] if outputs else None
-    if out is None or not jit_conv.takes_epilogue(out.dtype) or len(out.shape) < 3:
-        return pointwise_conv_add
-    name = attrs.get("activation", "")
-    act = {k: v for k, v in attrs.items() if k in ("lo", "hi", "alpha", "beta")}
-    spec = jit_conv.spec_of(_activation_of(name, out.dtype, act) if name else None)
-    if spec is None:
-        return pointwise_conv_add
-    channels, plane = out.shape[1], math.prod(out.shape[2:])
-    # Bands within OpenBLAS's small-matrix kernel where they hold enough rows (`window.small_rows`).
-    rows = min(_band(channels, plane, out.dtype.itemsize), small_rows(channels, inputs[0].shape[1], plane))
-    nbytes = rows * plane * out.dtype.itemsize
-
-    def bands(x, w, b, r, out, ws) -> list | None:
-        if ws is None or ws.size < nbytes or not jit_conv.usable(out, r):
-            return None
-        scratch = ws[:nbytes].view(jit_conv.DTYPE).reshape(rows, plane)
-        return _bands(x, w.reshape(channels, -1), b, r, out, scratch)
-
-    made = SameArrays(bands)
-
-    def bound(x, w, b, r, *, out, ws=None, **given):
-        todo = made(x, w, b, r, out, ws)
-        if todo is None:
-            pointwise_conv_add(x, w, b, r, out=out, ws=ws, **attrs)
-        else:
-            _run_bands(todo, spec)
-
-    def prime(x, w, b, r, *, out, ws=None, **given):
-        made(x, w, b, r, out, ws)
-
-    # A session calls it without the attributes, and primes it at prepare (`runtime.step_calls`).
-    bound.attributes_bound, bound.prime = True, prime  # type: ignore[attr-defined]
-    return bound
-
-
-pointwise_conv_add.bind = _bind_pointwise_add  # type: ignore[attr-defined]
-
-
 @functools.lru_cache(maxsize=1024)
 def _finisher(name: str, dtype: np.dtype, lo: float, hi: float, alpha: float, beta: float, out_shape: tuple[int, ...]):
     """(activation function, temp elements, temp bytes) of one ConvAct: worked out once per
@@ -210,6 +207,20 @@ def _conv_act_workspace(
     return conv_workspace(inputs, outputs, **conv_attrs) + temp_bytes
 
 
+def _bind_conv_act(inputs, outputs, attrs: dict, slow) -> Bound | None:
+    """ConvAct's bind hook (given the plane-wise call as `slow`): the pointwise or
+    compiled depthwise route with its activation's compiled code, worked out once."""
+    y = outputs[0] if outputs else None
+    if y is None:
+        return None
+    names = ("lo", "hi", "alpha", "beta")
+    defaults = {"lo": -np.inf, "hi": np.inf, "alpha": 0.2, "beta": 0.5}
+    bounds = [attrs.get(k, defaults[k]) for k in names]
+    fn, _, _ = _finisher(attrs.get("activation", "Relu"), y.dtype, *bounds, tuple(y.shape))
+    # The temp is never read: the bound call takes only compiled routes, which apply `spec`.
+    return bind_conv(inputs, outputs, attrs, Finish(fn, jit_conv.EMPTY), slow)
+
+
 # Planned over its input like Conv: plane-wise when depthwise, pixel-wise or row-lagged when dense.
 @kernel(
     "ConvAct",
@@ -218,6 +229,7 @@ def _conv_act_workspace(
     planes=CONV_PLANES,
     prepare=conv_prepare,
     constants=conv_constants,
+    bind=_bind_conv_act,
 )
 @small_ufunc_buffers()
 def conv_act(
@@ -237,20 +249,3 @@ def conv_act(
         x, w, b, out, conv_ws, finish, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u,
         prepared_weights,
     )  # fmt: skip
-
-
-def _bind_conv_act(inputs, outputs, attrs: dict, slow):
-    """ConvAct's `bind_static` (`runtime.kernels.planes.PlaneWise.bind`): the pointwise or
-    compiled depthwise route with its activation's compiled code, worked out once."""
-    y = outputs[0] if outputs else None
-    if y is None:
-        return None
-    names = ("lo", "hi", "alpha", "beta")
-    defaults = {"lo": -np.inf, "hi": np.inf, "alpha": 0.2, "beta": 0.5}
-    bounds = [attrs.get(k, defaults[k]) for k in names]
-    fn, _, _ = _finisher(attrs.get("activation", "Relu"), y.dtype, *bounds, tuple(y.shape))
-    # The temp is never read: the bound call takes only compiled routes, which apply `spec`.
-    return bind_conv(inputs, outputs, attrs, Finish(fn, jit_conv.EMPTY), slow)
-
-
-conv_act.bind_static = _bind_conv_act  # type: ignore[attr-defined]

@@ -4,20 +4,19 @@ mean, which may run with the output over its input (MobileNet and EfficientNet h
 planned so). Plane (n, c)'s mean is written after the plane is read, at flat position
 n * C + c, inside a plane already read ((n * C + c) * P >= n * C + c), so no chunk through
 scratch is needed; the general call took them through `planes`' chunks (15 us for 576 planes
-of 7 x 7, against 2 us). The kernel registry imports every kernel module, this one with them.
+of 7 x 7, against 2 us). `pool` registers it as GlobalAveragePool's bind hook.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 
 import numpy as np
 
 from runtime.kernels import jit_conv
 from runtime.kernels._jit import compiled
-from runtime.kernels.pool import global_average_pool
+from runtime.kernels.protocol import Bound
 
 
 def _plane_means(x, out, inv):  # type: ignore[no-untyped-def]
@@ -33,7 +32,7 @@ def _plane_means(x, out, inv):  # type: ignore[no-untyped-def]
 plane_means = compiled(_plane_means)
 
 
-def _bind(inputs, outputs, attrs: dict, slow) -> Callable | None:
+def bind_global_average(inputs, outputs, attrs: dict, slow) -> Bound | None:
     x, y = inputs[0], outputs[0] if outputs else None
     if plane_means is None or x is None or y is None or len(x.shape) < 3 or x.dtype != jit_conv.DTYPE:
         return None
@@ -47,8 +46,7 @@ def _bind(inputs, outputs, attrs: dict, slow) -> Callable | None:
             return
         plane_means(x.reshape(planes, size), out.reshape(planes), inv)
 
-    bound.attributes_bound = True  # type: ignore[attr-defined]  # a session calls it without them
-    return bound
+    return Bound(bound)  # a session calls it without the attributes
 
 
 @functools.cache
@@ -61,6 +59,3 @@ def warm() -> None:
     read_only.flags.writeable = False  # a session's tensors are
     for source in (x, read_only):
         plane_means(source, np.empty(2, jit_conv.DTYPE), np.float32(1 / 3))
-
-
-global_average_pool.bind_static = _bind  # type: ignore[attr-defined]

@@ -17,9 +17,10 @@ even where the op is not plane-wise (`Planes.over`: a dense Conv, pixel-wise or 
 `runtime.kernels.conv_over`, whose output may be larger than its input); it is then called
 on the memory as it is, and picks that route itself.
 
-`Planes` says how a kernel is plane-wise; `plane_wise(fn, workspace, spec)` returns the
-kernel function and the workspace function to register (the scratch for one chunk of
-output planes is added after the kernel's own, only where the spec applies).
+`Planes` says how a kernel is plane-wise; `plane_wise(fn, workspace, spec, bind)` returns the
+kernel function, the workspace function and the bind hook to register (the scratch for one
+chunk of output planes is added after the kernel's own, only where the spec applies; the
+kernel's own `bind` is given the plane-wise call decided for the node's shapes as its general call).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from runtime.kernels._scratch import same_start, units_within
+from runtime.kernels.protocol import BindFn, BindHook, Bound
 
 # Bytes of output planes computed per chunk (at least one plane): the scratch the planner
 # adds for the chunk, small beside the tensors pooled.
@@ -86,8 +88,10 @@ def _chunk_bytes(out_shape: tuple[int, ...], itemsize: int) -> int:
     return units_within(CHUNK_BYTES, plane, out_shape[1]) * plane
 
 
-def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None, spec: Planes) -> tuple[Any, Any]:
-    """The kernel wrapped to allow its output over input 0, and its workspace function."""
+def plane_wise(
+    fn: Callable[..., None], workspace: Callable[..., int] | None, spec: Planes, bind: BindHook | None = None
+) -> tuple[Any, Any, BindFn]:
+    """The kernel wrapped to allow its output over input 0, its workspace function and its bind."""
 
     def with_chunk(inputs: list[Any], outputs: list[Any], **attrs: Any) -> int:
         own = int(workspace(inputs, outputs, **attrs)) if workspace is not None else 0
@@ -96,23 +100,25 @@ def plane_wise(fn: Callable[..., None], workspace: Callable[..., int] | None, sp
             return own
         return own + _chunk_bytes(tuple(out.shape), out.dtype.itemsize)
 
-    return PlaneWise(fn, spec, workspace is not None), with_chunk
+    wrapped = PlaneWise(fn, spec, workspace is not None, bind)
+    return wrapped, with_chunk, wrapped.bind
 
 
 class PlaneWise:
     """A plane-wise kernel function, callable as the kernel itself. Each call works out whether
     the op is plane-wise here and through which path; `bind` works it out once for fixed shapes
-    and attributes (at a session's prepare) and returns the call that skips it."""
+    and attributes (at a session's prepare) and returns the call that skips it, or the kernel's
+    own bound call (its `hook`)."""
 
-    def __init__(self, fn: Callable[..., None], spec: Planes, takes_ws: bool) -> None:
+    def __init__(self, fn: Callable[..., None], spec: Planes, takes_ws: bool, hook: BindHook | None = None) -> None:
         functools.update_wrapper(self, fn)
-        self.fn, self.spec, self.takes_ws = fn, spec, takes_ws
+        self.fn, self.spec, self.takes_ws, self.hook = fn, spec, takes_ws, hook
 
     def __call__(self, *inputs: Any, out: Any, ws: np.ndarray | None = None, **attrs: Any) -> None:
         y = out[0] if isinstance(out, tuple) else out
         self._run(inputs, out, ws, attrs, self._decide(attrs, inputs, y))
 
-    def bind(self, inputs: Sequence[Any], outputs: Sequence[Any], attrs: dict[str, Any]) -> Callable[..., None]:
+    def bind(self, inputs: Sequence[Any], outputs: Sequence[Any], attrs: dict[str, Any]) -> Bound:
         """The call for inputs and outputs of these shapes (anything with `shape` and `dtype`)
         and these attributes."""
         decision = self._decide(attrs, inputs, outputs[0] if outputs else None)
@@ -120,16 +126,17 @@ class PlaneWise:
         def bound(*inputs: Any, out: Any, ws: np.ndarray | None = None, **attrs: Any) -> None:
             self._run(inputs, out, ws, attrs, decision)
 
-        # A kernel may bind its own call for these shapes (`bind_static`), falling back to
-        # `fallback(inputs, out, ws, attrs)` (`bound`'s work, the attributes passed as the dict
-        # the call got, not splatted again) where a run's arrays are not the ones it was bound
-        # for. A plane-wise kernel binding its own call takes its output over its input on
-        # itself (a depthwise Conv's route reads each plane before writing it, GlobalAveragePool
-        # writes each mean past the planes read), or leaves that call to `fallback`, the chunks.
-        own = getattr(self.fn, "bind_static", None)
-        if own is None:
-            return bound
-        return own(inputs, outputs, attrs, functools.partial(self._run, decision=decision)) or bound
+        # The kernel's own bound call for these shapes, given `general(inputs, out, ws, attrs)`
+        # (`bound`'s work, the attributes passed as one dict) for arrays it was not bound for. A
+        # plane-wise kernel binding its own call takes its output over its input on itself (a
+        # depthwise Conv's route reads each plane before writing it, GlobalAveragePool writes
+        # each mean past the planes read), or leaves that call to `general`, the chunks.
+        own = (
+            None
+            if self.hook is None
+            else self.hook(inputs, outputs, attrs, functools.partial(self._run, decision=decision))
+        )
+        return own or Bound(bound, takes_attributes=True)
 
     def _decide(self, attrs: dict[str, Any], inputs: Sequence[Any], y: Any) -> tuple[bool, bool, int, bool]:
         """(plane-wise, direct, bytes of the chunk at the end of the workspace, over)."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from runtime.kernels import jit_conv, jit_pool, kernel
 from runtime.kernels._scratch import STRIDED_UFUNC_BUFFER, Scratch, scratch_bytes, small_ufunc_buffers
+from runtime.kernels.global_pool_bound import bind_global_average
 from runtime.kernels.planes import Planes
 from runtime.kernels.window import Geometry, pad_into, padded_extent, window_geometry, windows
 
@@ -442,7 +443,7 @@ def global_average_workspace(inputs, outputs, **_) -> int:
     return scratch_bytes(((_averaging_row(x),), x.dtype)) if _averaging_row(x) else 0
 
 
-@kernel("GlobalAveragePool", planes=True, workspace=global_average_workspace)
+@kernel("GlobalAveragePool", planes=True, workspace=global_average_workspace, bind=bind_global_average)
 @small_ufunc_buffers()
 def global_average_pool(x, *, out, ws=None):
     rows = out.reshape(x.shape[:2])

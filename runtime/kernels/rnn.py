@@ -19,6 +19,7 @@ import numpy as np
 
 from runtime.kernels import jit_panels, jit_rnn, kernel, rnn_plan
 from runtime.kernels._scratch import small_ufunc_buffers
+from runtime.kernels.protocol import Bound
 from runtime.kernels.rnn_plan import Buffers
 
 Activation = Callable[[np.ndarray], object]  # applies in place; the result is ignored
@@ -418,20 +419,27 @@ _DEFAULTS = dict(
 )  # fmt: skip
 
 
-def _binder(op: str, general):
-    """`general`'s `bind` (`runtime.step_calls`): the compiled route's plan made once per set of arrays."""
+def _binder(op: str):
+    """The bind hook of `op`'s kernel: the compiled route's plan made once per set of arrays."""
 
-    def bind(inputs, outputs, attributes: dict):
+    def bind(inputs, outputs, attributes: dict, general) -> Bound:
         attrs = {k: attributes.get(k, v) for k, v in _DEFAULTS.items()}
         directions = inputs[1].shape[0]
         specs = _activation_specs(op, attrs["activations"], attrs["activation_alpha"], attrs["activation_beta"],
                                   directions)  # fmt: skip
-        return rnn_plan.bind(op, general, attrs, specs, len(outputs))
+        return rnn_plan.bound_recurrence(op, general, attrs, specs, len(outputs))
 
     return bind
 
 
-@kernel("LSTM", workspace=rnn_plan.workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
+@kernel(
+    "LSTM",
+    workspace=rnn_plan.workspace,
+    outputs="many",
+    prepare=rnn_prepare,
+    constants=rnn_constants,
+    bind=_binder("LSTM"),
+)
 def lstm(
     x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=None, p=None, *, out, ws,
     activation_alpha=None, activation_beta=None, activations=None, clip=None, direction="forward",
@@ -444,7 +452,14 @@ def lstm(
     _run("LSTM", x, w, r, b, sequence_lens, initial_h, initial_c, p, out, ws, attrs, w_t=w_t, r_panels=r_panels)
 
 
-@kernel("GRU", workspace=rnn_plan.workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
+@kernel(
+    "GRU",
+    workspace=rnn_plan.workspace,
+    outputs="many",
+    prepare=rnn_prepare,
+    constants=rnn_constants,
+    bind=_binder("GRU"),
+)
 def gru(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0,
@@ -457,7 +472,14 @@ def gru(
     _run("GRU", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs, w_t=w_t, r_panels=r_panels)
 
 
-@kernel("RNN", workspace=rnn_plan.workspace, outputs="many", prepare=rnn_prepare, constants=rnn_constants)
+@kernel(
+    "RNN",
+    workspace=rnn_plan.workspace,
+    outputs="many",
+    prepare=rnn_prepare,
+    constants=rnn_constants,
+    bind=_binder("RNN"),
+)
 def rnn(
     x, w, r, b=None, sequence_lens=None, initial_h=None, *, out, ws, activation_alpha=None,
     activation_beta=None, activations=None, clip=None, direction="forward", hidden_size=None, layout=0, w_t=None,
@@ -468,8 +490,3 @@ def rnn(
         direction=direction, input_forget=0, layout=layout, linear_before_reset=0,
     )  # fmt: skip
     _run("RNN", x, w, r, b, sequence_lens, initial_h, None, None, out, ws, attrs, w_t=w_t, r_panels=r_panels)
-
-
-lstm.bind = _binder("LSTM", lstm)  # type: ignore[attr-defined]
-gru.bind = _binder("GRU", gru)  # type: ignore[attr-defined]
-rnn.bind = _binder("RNN", rnn)  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ import numpy as np
 from runtime.kernels import jit_rnn
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.jit_panels import PANEL
+from runtime.kernels.protocol import Bound, GeneralFn
 from runtime.kernels.same_arrays import SameArrays
 
 GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
@@ -135,9 +136,9 @@ def execute(plan: Plan, x: np.ndarray, initial_h, initial_c) -> None:
                 np.copyto(final, state)
 
 
-def bind(op: str, general: Callable[..., None], attrs: dict, specs: list, outputs: int) -> Callable[..., None]:
-    """The node's call as a session makes it (`runtime.step_calls`): its plan made at prepare
-    (`prime`) and again only for other arrays; `general` (the kernel) where numpy's route runs.
+def bound_recurrence(op: str, general: GeneralFn, attrs: dict, specs: list, outputs: int) -> Bound:
+    """The node's call as a session makes it (the kernel's bind hook): its plan made at prepare
+    (`prime`) and again only for other arrays; `general` (the kernel's call) where numpy's route runs.
     `attrs` the node's attributes with their defaults, `outputs` how many output slots it has."""
 
     def make(*arrays: Any) -> Plan | None:
@@ -170,7 +171,7 @@ def bind(op: str, general: Callable[..., None], attrs: dict, specs: list, output
     def bound(*inputs, out, ws=None, w_t=None, r_panels=None, **given):
         todo = planned(inputs, out, ws, w_t, r_panels)
         if todo is None:
-            general(*inputs, out=out, ws=ws, w_t=w_t, r_panels=r_panels, **given)
+            general(inputs, out, ws, {**given, "w_t": w_t, "r_panels": r_panels})
             return
         initial = (*inputs[5:7], None, None)  # initial_h, initial_c
         execute(todo, inputs[0], initial[0], initial[1])
@@ -179,5 +180,4 @@ def bind(op: str, general: Callable[..., None], attrs: dict, specs: list, output
         if inputs[0] is not None:  # else x is the caller's, bound at run: the plan is made then
             planned(inputs, out, ws, w_t, r_panels)
 
-    bound.prime = prime  # type: ignore[attr-defined]
-    return bound
+    return Bound(bound, takes_attributes=True, prime=prime)

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, jit_activation, kernel
+from runtime.kernels import MEMPLAN_DOMAIN, Bound, TensorMeta, jit_activation, kernel
 from runtime.kernels._epilogue import activation
 from runtime.kernels._jit import compiled
 from runtime.kernels._scratch import Scratch, same_start, scratch_bytes, small_ufunc_buffers
@@ -59,26 +59,6 @@ def _workspace(inputs, outputs, *, squeeze: str = "", gate: str = "Sigmoid", **p
 
 def _prepare(*_: object, **__: object) -> None:
     warm()
-
-
-@kernel("SqueezeExcite", domain=MEMPLAN_DOMAIN, workspace=_workspace, inplace=(0,), prepare=_prepare)
-def squeeze_excite(x, w1, b1, w2, b2, *, out, ws, squeeze="", gate="Sigmoid", **params):
-    fns, specs = _activations(x.dtype, squeeze, gate, _params(params))
-    n, channels = x.shape[0], x.shape[1]
-    plane = x.size // (n * channels)
-    hidden = w1.shape[0]
-    if _se is not None and jit_activation.usable(x, w1, w2, out) and _all_float32(b1, b2):
-        # The three vectors as one float32 block, cut in the loop: one view here, not three.
-        size = 2 * channels + hidden
-        work = np.empty(size, np.float32) if ws is None else ws[: 4 * size].view(np.float32)
-        _se(
-            _read_only(x.reshape(n, channels, plane)), _read_only(w1.reshape(hidden, channels)), _bias(b1),
-            b1 is not None, _read_only(w2.reshape(channels, hidden)), _bias(b2), b2 is not None,
-            out.reshape(n, channels, plane), same_start(x, out), work, np.float32(1.0 / plane), *specs[0], *specs[1],
-        )  # fmt: skip
-        return
-    with small_ufunc_buffers():
-        _numpy_route(x, w1, b1, w2, b2, out, ws, *fns)
 
 
 def _numpy_route(x, w1, b1, w2, b2, out, ws, squeeze_fn, gate_fn) -> None:
@@ -172,14 +152,14 @@ def _squeeze_excite(x, w1, b1, has_b1, w2, b2, has_b2, out, in_place, work, inv,
 _se = compiled(_squeeze_excite) if _activate is not None else None
 
 
-def _bind(inputs, outputs, attrs: dict):
+def _bind(inputs, outputs, attrs: dict, general) -> Bound | None:
     """The kernel's call for these shapes and attributes (a session's prepare, through `bind`):
     the activations' codes worked out once, and the compiled loop's arguments made once per
     set of arrays (`SameArrays`: a session passes the same ones every run), so that a run is
     one call of the loop (the general call spent 8-11 us a step around it on MobileNetV3-Small)."""
     x, out = inputs[0], outputs[0] if outputs else None
     if _se is None or x is None or out is None or len(x.shape) < 2 or x.dtype != jit_activation.DTYPE:
-        return squeeze_excite
+        return None
     squeeze, gate = attrs.get("squeeze", ""), attrs.get("gate", "Sigmoid")
     _, (s_spec, g_spec) = _activations(np.dtype(x.dtype), squeeze, gate, _params(attrs))
     n, channels = x.shape[0], x.shape[1]
@@ -202,7 +182,7 @@ def _bind(inputs, outputs, attrs: dict):
     def bound(x, w1, b1, w2, b2, *, out, ws=None, **given):
         args = made(x, w1, b1, w2, b2, out, ws)
         if args is None:
-            squeeze_excite(x, w1, b1, w2, b2, out=out, ws=ws, **attrs)
+            general((x, w1, b1, w2, b2), out, ws, attrs)
         else:
             _se(*args)
 
@@ -210,11 +190,27 @@ def _bind(inputs, outputs, attrs: dict):
         made(x, w1, b1, w2, b2, out, ws)
 
     # A session calls it without the attributes, and primes it at prepare (`runtime.step_calls`).
-    bound.attributes_bound, bound.prime = True, prime  # type: ignore[attr-defined]
-    return bound
+    return Bound(bound, prime=prime)
 
 
-squeeze_excite.bind = _bind  # type: ignore[attr-defined]
+@kernel("SqueezeExcite", domain=MEMPLAN_DOMAIN, workspace=_workspace, inplace=(0,), prepare=_prepare, bind=_bind)
+def squeeze_excite(x, w1, b1, w2, b2, *, out, ws, squeeze="", gate="Sigmoid", **params):
+    fns, specs = _activations(x.dtype, squeeze, gate, _params(params))
+    n, channels = x.shape[0], x.shape[1]
+    plane = x.size // (n * channels)
+    hidden = w1.shape[0]
+    if _se is not None and jit_activation.usable(x, w1, w2, out) and _all_float32(b1, b2):
+        # The three vectors as one float32 block, cut in the loop: one view here, not three.
+        size = 2 * channels + hidden
+        work = np.empty(size, np.float32) if ws is None else ws[: 4 * size].view(np.float32)
+        _se(
+            _read_only(x.reshape(n, channels, plane)), _read_only(w1.reshape(hidden, channels)), _bias(b1),
+            b1 is not None, _read_only(w2.reshape(channels, hidden)), _bias(b2), b2 is not None,
+            out.reshape(n, channels, plane), same_start(x, out), work, np.float32(1.0 / plane), *specs[0], *specs[1],
+        )  # fmt: skip
+        return
+    with small_ufunc_buffers():
+        _numpy_route(x, w1, b1, w2, b2, out, ws, *fns)
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 import planner
 from runtime import MemoryOptions, PlanError, Session, load_model, memory_problem
 from runtime.inplace import alias_hazards
-from runtime.kernels import conv
+from runtime.kernels import conv_routes
 from runtime.problem import check_aliases
 
 RNG = np.random.default_rng(29)
@@ -142,7 +142,7 @@ def test_the_resnet_blocks_convs_are_planned_over_their_input_and_lower_load(mon
     off = memory_problem(graph, LIKE.replace(inplace=False))
     assert set(_links(off)) == {"flat"}  # the view alone
     assert planner.load(problem) < planner.load(off)
-    monkeypatch.setattr(conv, "_over", lambda *args: None)  # the form before dense convs went over their input
+    monkeypatch.setattr(conv_routes, "over_of", lambda *args: None)  # the form before dense convs went over their input
     without = memory_problem(graph, LIKE)
     assert "b0c2" not in _links(without)
     assert planner.load(problem) < planner.load(without), "the conv alias should lower LOAD here"

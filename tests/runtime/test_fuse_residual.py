@@ -105,7 +105,7 @@ def test_pairs_that_are_not_a_plain_product_and_add_are_left_alone(variant):
 
 
 def test_fusion_removes_the_conv_output_from_the_residual_step(monkeypatch):
-    from runtime.kernels import conv
+    from runtime.kernels import conv_routes
 
     model = residual_model()
     fused = runtime.load_model(model)
@@ -114,7 +114,7 @@ def test_fusion_removes_the_conv_output_from_the_residual_step(monkeypatch):
     load_fused = planner.load(runtime.memory_problem(fused, options))
     # Apart, the 1x1 Conv writes p over h, its dying input (`runtime.kernels.conv_over`): as low.
     assert planner.load(runtime.memory_problem(apart, options)) == load_fused
-    monkeypatch.setattr(conv, "_over", lambda *args: None)  # no conv over its input
+    monkeypatch.setattr(conv_routes, "over_of", lambda *args: None)  # no conv over its input
     load_apart = planner.load(runtime.memory_problem(apart, options))
     one_activation = 2 * 8 * 6 * 6 * 4
     # Apart, t, h and p are live at the 1x1 Conv's step; fused, t and h (the sum is written over t).

@@ -14,7 +14,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta
-from runtime.kernels.conv import conv, conv_workspace, uses_taps
+from runtime.kernels.conv import conv, conv_workspace
+from runtime.kernels.conv_routes import uses_taps
 from runtime.kernels.window import window_geometry
 from tests.runtime.kernels.harness import close, one_node, random_window, run_against_reference, run_kernel, run_ort
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from runtime.kernels import TensorMeta, get_kernel, jit_conv, loop_ufunc_buffers, winograd
-from runtime.kernels.conv import conv_route, writes_over_input
+from runtime.kernels.conv_routes import conv_route, writes_over_input
 from tests.runtime.kernels.harness import conv_reference
 
 RNG = np.random.default_rng(907)
@@ -85,7 +85,7 @@ def _both(kernel, x, w, b, shape, attrs):
     for bind in (False, True):
         y = np.full(shape, np.nan, np.float32)
         ws = np.zeros(size, np.uint8)
-        fn = kernel.fn.bind(*metas, attrs) if bind else kernel.fn
+        fn = kernel.bind(*metas, attrs).run if bind else kernel.fn
         with loop_ufunc_buffers():
             fn(x, w, b, out=y, ws=ws, **attrs)
         outs.append(y)
@@ -125,7 +125,7 @@ def test_the_bound_pointwise_call_allocates_nothing(act):
     kernel = _kernel(act)
     metas = _metas(x, w, b), _metas(y)
     ws = np.zeros(kernel.workspace(*metas, **attrs), np.uint8)
-    bound = kernel.fn.bind(*metas, attrs)
+    bound = kernel.bind(*metas, attrs).run
     if jit_conv.bias_act is not None:
         assert bound.__qualname__.startswith("bind_pointwise"), "the 1x1 conv was not bound apart"
     with loop_ufunc_buffers():
@@ -156,7 +156,7 @@ def test_a_bound_call_over_its_own_input_matches_the_reference(case, act):
     kernel = _kernel(act)
     metas = _metas(x, w, b), _metas(want)
     ws = np.zeros(kernel.workspace(*metas, **attrs), np.uint8)
-    bound = kernel.fn.bind(*metas, attrs)
+    bound = kernel.bind(*metas, attrs).run
     if case.startswith("columns") and jit_conv.bias_act is not None:
         assert bound.__qualname__.startswith("bind_pointwise"), "the 1x1 conv was not bound apart"
     block = np.full(max(x.size, want.size), np.nan, np.float32)
@@ -188,7 +188,7 @@ def test_the_bound_depthwise_call_over_its_own_input_matches_the_reference(case,
     kernel = _kernel(act)
     metas = _metas(x, w, b), _metas(want)
     ws = np.zeros(kernel.workspace(*metas, **attrs), np.uint8)
-    bound = kernel.fn.bind(*metas, attrs)
+    bound = kernel.bind(*metas, attrs).run
     if jit_conv.bias_act is not None:
         assert bound.__qualname__.startswith("bind_depthwise"), "the depthwise conv was not bound apart"
     block = np.full(x.size, np.nan, np.float32)

@@ -16,8 +16,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, conv_over, get_kernel, window
-from runtime.kernels.conv import conv_route, writes_over_input
 from runtime.kernels.conv_over import over_route
+from runtime.kernels.conv_routes import conv_route, writes_over_input
 from runtime.kernels.window import window_geometry
 
 RNG = np.random.default_rng(83)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.kernels.conv import conv_route
+from runtime.kernels.conv_routes import conv_route
 from runtime.kernels.depthwise import tile_width, uses_channels_last, uses_rows
 from runtime.kernels.window import spatial_geometry
 from tests.runtime.kernels.harness import close, one_node, run_against_reference

@@ -13,7 +13,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, get_kernel, planes
-from runtime.kernels.conv import conv_route, conv_workspace
+from runtime.kernels.conv import conv_workspace
+from runtime.kernels.conv_routes import conv_route
 
 RNG = np.random.default_rng(61)
 
@@ -121,7 +122,7 @@ def test_the_direct_routes_ask_no_chunk_of_scratch():
     assert not kernel.planes.chunked(attrs, [x, w, b], y)
     # The same op without `direct` adds one chunk of output planes to the conv's own scratch.
     spec = planes.Planes(channel_inputs=(1, 2), depthwise=True)
-    _, chunked = planes.plane_wise(lambda *a, **k: None, conv_workspace, spec)
+    _, chunked, _ = planes.plane_wise(lambda *a, **k: None, conv_workspace, spec)
     direct = kernel.workspace([x, w, b], [y], **attrs)
     assert direct == conv_workspace([x, w, b], [y], **attrs)
     assert chunked([x, w, b], [y], **attrs) == direct + 8 * 7 * 7 * 4
@@ -159,7 +160,7 @@ def test_a_call_bound_to_its_shapes_matches_the_reference_over_its_input(k, chun
     assert kernel is not None and kernel.workspace is not None
     metas_in = [TensorMeta(a.shape, a.dtype) for a in (x, w, b)]
     metas_out = [TensorMeta(want.shape, want.dtype)]
-    bound = kernel.fn.bind(metas_in, metas_out, attrs)  # type: ignore[attr-defined]
+    bound = kernel.bind(metas_in, metas_out, attrs).run
     memory = x.copy()
     y = memory.reshape(-1)[: want.size].reshape(want.shape)
     ws = np.empty(kernel.workspace(metas_in, metas_out, **attrs), np.uint8)

@@ -20,9 +20,9 @@ def test_bound_means_match_numpy(shape, over):
     want = x.mean(axis=(2, 3), keepdims=True, dtype=np.float64)
     metas = [TensorMeta(shape, x.dtype)], [TensorMeta(want.shape, x.dtype)]
     ws = np.zeros(kernel.workspace(*metas), np.uint8)
-    bound = kernel.fn.bind(*metas, {})
+    bound = kernel.bind(*metas, {}).run
     if global_pool_bound.plane_means is not None:
-        assert bound.__qualname__.startswith("_bind"), "not bound apart"
+        assert bound.__qualname__.startswith("bind_global_average"), "not bound apart"
     block = x.reshape(-1).copy()
     source = block.reshape(shape) if over else x
     out = block[: want.size].reshape(want.shape) if over else np.empty(want.shape, np.float32)
@@ -35,5 +35,5 @@ def test_other_dtypes_keep_the_general_call():
     kernel = get_kernel("GlobalAveragePool")
     assert kernel is not None
     metas = [TensorMeta((1, 4, 3, 3), np.dtype(np.float64))], [TensorMeta((1, 4, 1, 1), np.dtype(np.float64))]
-    bound = kernel.fn.bind(*metas, {})
-    assert not bound.__qualname__.startswith("_bind")
+    bound = kernel.bind(*metas, {}).run
+    assert not bound.__qualname__.startswith("bind_global_average")

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import runtime
 from runtime.kernels import TensorMeta, get_kernel, jit_activation, jit_depthwise, planes
-from runtime.kernels.conv import conv_route
+from runtime.kernels.conv_routes import conv_route
 from runtime.kernels.depthwise import compiled_layout, uses_compiled
 from runtime.kernels.jit_depthwise import channels_last_layout
 from runtime.kernels.window import window_geometry

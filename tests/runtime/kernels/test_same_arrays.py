@@ -12,6 +12,12 @@ from runtime.kernels import TensorMeta, get_kernel, loop_ufunc_buffers
 from runtime.kernels.same_arrays import SameArrays
 
 
+def _bound(kernel, inputs, outputs, attrs):
+    """The kernel's call as a session binds it: its bind hook's, or the general call."""
+    made = kernel.bind(inputs, outputs, attrs) if kernel.bind is not None else None
+    return kernel.fn if made is None else made.run
+
+
 def test_made_once_per_set_of_array_objects():
     made: list[tuple] = []
 
@@ -37,7 +43,7 @@ def test_a_bound_squeeze_excite_follows_new_arrays():
     metas = [TensorMeta(s, np.dtype(np.float32)) for s in shapes]
     attrs = {"squeeze": "Relu", "gate": "Sigmoid"}
     ws = np.zeros(kernel.workspace(metas, metas[:1], **attrs), np.uint8)
-    bound = kernel.fn.bind(metas, metas[:1], attrs) if hasattr(kernel.fn, "bind") else kernel.fn
+    bound = _bound(kernel, metas, metas[:1], attrs)
     weights = [rng.standard_normal(s).astype(np.float32) for s in shapes[1:]]
     for _ in range(2):  # each time new input and output objects
         x = rng.standard_normal(shapes[0]).astype(np.float32)
@@ -60,7 +66,7 @@ def test_a_bound_pointwise_conv_follows_new_arrays_apart_and_over_its_input():
     metas = [TensorMeta(s, np.dtype(np.float32)) for s in (x_shape, w_shape, (24,))]
     out_meta = [TensorMeta((1, 24, 6, 5), np.dtype(np.float32))]
     ws = np.zeros(kernel.workspace(metas, out_meta, **attrs), np.uint8)
-    bound = kernel.fn.bind(metas, out_meta, attrs)
+    bound = _bound(kernel, metas, out_meta, attrs)
     for over in (False, True, False):
         x = rng.standard_normal(x_shape).astype(np.float32)
         want = conv_reference(x, w, b, {}, [("Relu", {})])
@@ -81,7 +87,7 @@ def test_a_bound_pointwise_conv_add_follows_new_arrays(inner, outer, side):
     shapes = [(1, inner, side, side), (outer, inner, 1, 1), (outer,), (1, outer, side, side)]
     metas = [TensorMeta(s, np.dtype(np.float32)) for s in shapes]
     ws = np.zeros(kernel.workspace(metas, metas[3:], activation="Relu"), np.uint8)
-    bound = kernel.fn.bind(metas, metas[3:], {"activation": "Relu"}) if hasattr(kernel.fn, "bind") else kernel.fn
+    bound = _bound(kernel, metas, metas[3:], {"activation": "Relu"})
     w, b = (rng.standard_normal(s).astype(np.float32) for s in shapes[1:3])
     for in_place in (False, True):
         x, r = (rng.standard_normal(s).astype(np.float32) for s in (shapes[0], shapes[3]))
