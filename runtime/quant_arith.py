@@ -79,10 +79,28 @@ def rounding_divide_by_pot(x: np.ndarray, exponent: np.ndarray | int) -> np.ndar
 def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: Any, shift: Any) -> np.ndarray:
     """TFLite's MultiplyByQuantizedMultiplier (the double-rounding form its reference kernels use)."""
     shift = np.asarray(shift, dtype=np.int64)
+    multiplier = np.asarray(multiplier, dtype=np.int64)
+    x = np.asarray(x, dtype=np.int64)
+    if np.all(shift <= 0) and np.all(multiplier >= 0):
+        return _scale_down(x, multiplier, -shift)
     left = np.maximum(shift, 0)
     right = np.maximum(-shift, 0)
-    shifted = wrap32(np.asarray(x, dtype=np.int64) << left)
-    return rounding_divide_by_pot(srdhm(shifted, multiplier), right)
+    return rounding_divide_by_pot(srdhm(wrap32(x << left), multiplier), right)
+
+
+def _scale_down(x: np.ndarray, multiplier: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """The same for a non-negative multiplier and no left shift, in fewer passes: the doubling high
+    multiply cannot saturate, and truncation toward zero is a floor after biasing negatives."""
+    t = x * multiplier
+    t += np.where(t >= 0, 1 << 30, 1 - (1 << 30))
+    t += (t >> 63) & 0x7FFFFFFF  # C++'s division by 2**31 truncates toward zero
+    t >>= 31
+    mask = (np.int64(1) << right) - 1
+    threshold = (mask >> 1) + (t < 0)
+    remainder = t & mask
+    t >>= right
+    t += remainder > threshold
+    return t
 
 
 def multiply_smaller_than_one(x: np.ndarray, multiplier: Any, left_shift: Any) -> np.ndarray:

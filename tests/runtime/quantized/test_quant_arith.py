@@ -60,11 +60,12 @@ def test_srdhm_and_rounding_divide_are_exact_roundings():
     assert qa.srdhm(np.array([qa.INT32_MIN]), qa.INT32_MIN).tolist() == [qa.INT32_MAX]  # the one saturating case
 
 
-def test_multiply_by_quantized_multiplier_rounds_twice_as_tflite_does():
+@pytest.mark.parametrize("shifts", [(-12, 4), (-31, 1)], ids=["any shift", "right shifts only"])
+def test_multiply_by_quantized_multiplier_rounds_twice_as_tflite_does(shifts):
     rng = np.random.default_rng(2)
     x = rng.integers(-(1 << 20), 1 << 20, 2000, dtype=np.int64)
     m = rng.integers(1 << 30, qa.INT32_MAX, 2000, dtype=np.int64)
-    s = rng.integers(-12, 4, 2000)
+    s = rng.integers(*shifts, 2000)
     got = qa.multiply_by_quantized_multiplier(x, m, s)
     for xi, mi, si, g in zip(x.tolist(), m.tolist(), s.tolist(), got.tolist(), strict=True):
         high = _round_away(Fraction((xi << max(si, 0)) * mi, 1 << 31))
