@@ -118,6 +118,21 @@ PreparedWeightsSwitch = Annotated[
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+TileOption = Annotated[
+    str,
+    typer.Option(
+        "--tile",
+        help="auto: compute the first layers of a CNN in row bands (stripes or patches) when that lowers the "
+        "planned arena, the planner's choice of split point, band height and method; off: as the model is.",
+    ),
+]
+TileOverheadOption = Annotated[
+    float,
+    typer.Option(
+        "--tile-overhead",
+        help="Extra multiply-accumulates --tile auto may add, a fraction of the model's (a number >= 0).",
+    ),
+]
 
 
 def memory_options(

@@ -18,6 +18,8 @@ from app.cli.common import (
     IoOption,
     PreparedWeightsSwitch,
     ShapeOption,
+    TileOption,
+    TileOverheadOption,
     WorkspaceSwitch,
     fail,
     memory_options,
@@ -51,6 +53,8 @@ def plan(
     concat_inplace: ConcatSwitch = "on",
     fuse: FuseSwitch = "on",
     prepared_weights: PreparedWeightsSwitch = "on",
+    tile: TileOption = "off",
+    tile_overhead: TileOverheadOption = 0.2,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
     output: Annotated[
         Path | None,
@@ -71,7 +75,10 @@ def plan(
         parse_dims,
         parse_shapes,
     )
+    from app.services.tiling import check_tile, tiled_problem
     from planner.compare import best, resolve_names, run_strategies
+
+    check_tile(tile, tile_overhead)
 
     if time_limit is not None and time_limit <= 0:
         raise fail(f"--time-limit must be > 0 seconds, got {time_limit}")
@@ -93,12 +100,15 @@ def plan(
     )
     model = ModelOptions(dims=parse_dims(dims), shapes=parse_shapes(shape), memory=memory, reorder=reorder)
     problem, graph, found = load_problem_and_order(input, alignment=alignment, capacity=capacity, model=model)
+    tiling = _tiling(input, problem, graph, memory, tile, tile_overhead)
+    if tiling is not None:
+        problem, graph = tiled_problem(problem, tiling, memory), tiling.graph
     options: dict[str, Any] = {"seed": seed}
     if time_limit is not None:
         options["time_limit"] = time_limit
     outcomes = run_strategies(problem, names, **options)
     facts = {"tensors": len(graph.tensors), "fused_nodes": fused_nodes(graph)} if graph is not None else {}
-    extras: list[dict[str, Any]] = [dict(facts) for _ in outcomes]
+    extras: list[dict[str, Any]] = [dict(facts, tiling=tiling and tiling.to_json()) for _ in outcomes]
     if reorder:
         own, _ = load_problem(
             input, alignment=alignment, capacity=capacity, model=dataclasses.replace(model, reorder=False)
@@ -117,6 +127,8 @@ def plan(
         typer.echo(json.dumps([{**o.to_json(), **extra} for o, extra in zip(outcomes, extras, strict=True)], indent=2))
     else:
         _print_table(problem, outcomes, extras)
+        if tiling is not None:
+            typer.echo(f"tiling: {tiling.note}")
         if graph is not None:
             saved = extras[0]["aliases"]
             fused = ", ".join(f"{count} {kind}" for kind, count in facts["fused_nodes"].items() if count)
@@ -139,6 +151,17 @@ def plan(
     if chosen is None:
         reasons = "; ".join(f"{o.strategy}: {o.error or o.violations}" for o in outcomes)
         raise fail(f"no strategy produced a valid plan: {reasons}", EXIT_INFEASIBLE)
+
+
+def _tiling(input: Path, problem: Any, graph: Any, memory: Any, tile: str, overhead: float) -> Any:
+    """The tiling `--tile auto` chooses (its note says what, or why the model stays untiled), or None."""
+    from app.services.tiling import tile_graph
+
+    if tile == "off":
+        return None
+    if graph is None:
+        raise fail(f"{input}: --tile auto tiles a model's layers; a bare problem has none")
+    return tile_graph(graph, memory, tile=tile, overhead=overhead)
 
 
 def _alias_savings(
