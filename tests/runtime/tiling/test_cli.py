@@ -1,0 +1,70 @@
+"""`memplan plan --tile auto|off --tile-overhead F`: the tiling field, and bad input refused by name."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import app
+from runtime.training.models import mlp, mobilenet_v2_like
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("tile") / "cnn.onnx"
+    onnx.save(mobilenet_v2_like(size=64, width=0.35, classes=10), path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("tile") / "mlp.onnx"
+    onnx.save(mlp(), path)
+    return str(path)
+
+
+def _rows(args: list[str]) -> list[dict]:
+    result = runner.invoke(app, ["plan", *args, "--json", "-s", "greedy_by_size,first_fit"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_plan_json_carries_the_tiling_in_every_row_and_a_smaller_arena(cnn):
+    untiled = _rows([cnn, "--io", "external"])
+    tiled = _rows([cnn, "--io", "external", "--tile", "auto"])
+    assert all(row["tiling"] is None for row in untiled)
+    for row, before in zip(tiled, untiled, strict=True):
+        field = row["tiling"]
+        assert set(field) == {"stages", "extra_macs", "arena_bytes_untiled", "curve"}
+        assert field["stages"][0]["method"] in ("stripes", "patches") and field["stages"][0]["tiles"] > 1
+        assert 0 <= field["extra_macs"] <= 0.2
+        assert row["arena_bytes"] < before["arena_bytes"]
+    assert tiled[0]["tiling"]["arena_bytes_untiled"] == untiled[0]["arena_bytes"]
+
+
+def test_a_model_with_nothing_tileable_plans_untiled_and_says_so(dense):
+    result = runner.invoke(app, ["plan", dense, "--tile", "auto", "-s", "greedy_by_size"])
+    assert result.exit_code == 0, result.output
+    assert "nothing tileable" in result.output and "planned untiled" in result.output
+    assert all(row["tiling"] is None for row in _rows([dense, "--tile", "auto"]))
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--tile", "yes"], "--tile 'yes': accepted values are auto, off"),
+        (["--tile", "auto", "--tile-overhead", "-0.5"], "--tile-overhead -0.5: takes a number >= 0"),
+        (["--tile", "auto", "--tile-overhead", "nan"], "--tile-overhead nan: takes a number >= 0"),
+        (["--tile", "auto", "--tile-overhead", "lots"], "--tile-overhead"),
+    ],
+)
+def test_bad_tile_flags_exit_2_naming_the_flag(dense, args, named):
+    result = runner.invoke(app, ["plan", dense, *args])
+    assert result.exit_code == 2
+    assert named in result.output
+    assert "Traceback" not in result.output
