@@ -66,7 +66,6 @@ def sources(wanted: list[str]) -> list[tuple[str, Path]]:
 
 def quantized(name: str, path: Path) -> Path:
     """The QDQ model of `path`, made once by onnxruntime's quantizer and kept in bench/.models/quant."""
-    import numpy as np
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 

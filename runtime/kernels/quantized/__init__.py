@@ -14,4 +14,5 @@ from runtime.kernels.quantized import (  # noqa: F401
     tflite_pool,
     tflite_shape,
     tflite_softmax,
+    tflite_svdf,
 )
