@@ -10,9 +10,11 @@ extra FLOPs (its recomputed ops' over the step's). The search:
 2. Exact when there are at most `exact_up_to` candidates: every subset whose extra FLOPs fit
    `overhead` is placed (exhaustive enumeration; optimal for the strategy's placement).
 3. Otherwise greedy then local search, until `time_limit`: at each round the moves (add one
-   segment between articulation tensors, or one candidate, ranked by bytes freed per FLOP) are
-   placed, best first, and the one that lowers the arena most per extra FLOP is kept; then single
-   tensors are toggled around the best point while that lowers the arena.
+   segment between articulation tensors, or one tensor backward reads with the tensors its
+   recomputation needs, ranked by bytes freed per FLOP) are placed in that order, and the first
+   among the next few that lowers the arena plus the placed problem's lower bound (which moves on
+   a plateau of the arena) is kept; then single tensors are dropped or added around that point
+   while that improves it.
 4. The curve keeps, over every point placed, the smallest arena at or under each extra-FLOPs
    level (so a larger budget never gives a larger arena); the chosen point is the cheapest one
    whose arena meets the budget within `overhead`, else the smallest arena there (budget not met).
@@ -264,11 +266,13 @@ def _better(score: Scorer, a: frozenset[str], b: frozenset[str]) -> bool:
 
 
 def _greedy(step: TrainingStep, score: Scorer, overhead: float, deadline: float, width: int = 6) -> frozenset[str]:
-    """First improving move in density order, `width` tried per round at most."""
+    """Take the first improving move among the next `width` in density order, again and again, until none
+    of them improves (scanning every move instead spends the time limit on moves that do not pay)."""
     chosen: frozenset[str] = frozenset()
     score(chosen)
-    while time.perf_counter() < deadline:
-        tried, moved = 0, False
+    moved = True
+    while moved and time.perf_counter() < deadline:
+        moved, tried = False, 0
         for move in _moves(step, score, chosen):
             trial = chosen | move
             if score.flops(trial) > overhead + 1e-12:
@@ -279,8 +283,6 @@ def _greedy(step: TrainingStep, score: Scorer, overhead: float, deadline: float,
                 break
             if tried >= width or time.perf_counter() >= deadline:
                 break
-        if not moved:
-            break
     return chosen
 
 
