@@ -17,6 +17,8 @@ from app.cli.common import (
     IoOption,
     PreparedWeightsSwitch,
     ShapeOption,
+    TileOption,
+    TileOverheadOption,
     WorkspaceSwitch,
     fail,
     memory_options,
@@ -57,6 +59,8 @@ def run(
     concat_inplace: ConcatSwitch = "on",
     fuse: FuseSwitch = "on",
     prepared_weights: PreparedWeightsSwitch = "on",
+    tile: TileOption = "off",
+    tile_overhead: TileOverheadOption = 0.2,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
     ] = False,
@@ -88,6 +92,8 @@ def run(
         canary=canary,
         verify=verify,
         reorder=reorder,
+        tile=tile,
+        tile_overhead=tile_overhead,
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2, allow_nan=False))  # strict JSON: the verdict holds finite floats
@@ -106,6 +112,8 @@ def run(
         )
         if "reorder" in report:
             typer.echo(report["reorder"]["description"])
+        if "tiling_note" in report:
+            typer.echo(f"tiling: {report['tiling_note']}")
         for name, sizes in report["outputs"].items():
             typer.echo(f"  output {name}: {sizes}")
         if "verification" in report:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from app.services.inputs import InputError, fused_nodes
+from app.services.tiling import check_tile, tile_graph
 from runtime import MemoryOptions
 
 
@@ -30,6 +31,8 @@ def run_model(
     canary: bool,
     verify: bool,
     reorder: bool = False,
+    tile: str = "off",
+    tile_overhead: float = 0.2,
 ) -> dict[str, Any]:
     import planner
     import runtime
@@ -39,10 +42,13 @@ def run_model(
     if not path.exists():
         raise InputError(f"{path}: no such file")
     planner.get(strategy)  # an unknown name fails here, listing the accepted ones
+    check_tile(tile, tile_overhead)
     graph = runtime.load_model(path, dims=dims, shapes=shapes, fuse=memory.fuse)
     found = None
     if reorder:
         graph, found = runtime.reorder_graph(graph, memory)
+    tiling = tile_graph(graph, memory, tile=tile, overhead=tile_overhead)
+    graph = tiling.graph if tiling is not None else graph  # tiled stages are ordinary nodes to the Session
     session = runtime.Session(graph, strategy, memory, canary=canary).prepare()  # refuses too big an arena
     feeds = _read_npz(inputs) if inputs is not None else random_inputs(graph, seed)
     # What the aliases save: the same strategy on the problem without in-place and concat-in-place aliases.
@@ -72,6 +78,9 @@ def run_model(
     }
     if found is not None:
         report["reorder"] = found.summary()  # the method (exact, divided, heuristic) and whether proven
+    report["tiling"] = tiling.to_json() if tiling is not None else None
+    if tiling is not None:
+        report["tiling_note"] = tiling.note
     if verify:
         report["verification"] = judge(path, feeds, outputs)
     if save_outputs is not None:
