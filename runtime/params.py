@@ -30,6 +30,7 @@ import numpy as np
 from runtime.constants import Constant
 from runtime.errors import ModelError
 from runtime.graph import Graph, load_model
+from runtime.tflite import is_tflite
 
 Key = tuple[str, str, tuple[int, ...]]
 HASH_CHUNK = 1 << 20
@@ -189,6 +190,9 @@ def raw_data_locations(path: str | os.PathLike[str]) -> dict[str, tuple[int, int
     path = os.fspath(path)
     if os.path.getsize(path) == 0:
         return {}
+    with open(path, "rb") as f:
+        if is_tflite(f.read(8)):
+            return {}  # a .tflite file holds no initializers; its constants are hashed from their values
     data = np.memmap(path, dtype=np.uint8, mode="r")
     buf = data.data
     found: dict[str, tuple[int, int]] = {}

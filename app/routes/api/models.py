@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from app.errors import AppError
 from app.routes.deps import JobsDep, ModelDep, PagingDep, SettingsDep, StorageDep
 from app.schemas import JobOut, ModelList, ModelOut, PlanRequest, PlansOut, RunRequest
-from app.services import library, listings, planning, runs
+from app.services import library, listings, planning, runs, tensor_table
 from app.services.library import model_out
 from app.services.uploads import receive
 
@@ -79,6 +79,13 @@ def delete_model(record: ModelDep, storage: StorageDep) -> Response:
 def list_model_plans(record: ModelDep, storage: StorageDep, paging: PagingDep) -> dict[str, Any]:
     """The model's plans, newest first, paged (`items`, `total`, `limit`, `offset`, `next`)."""
     return listings.plans(storage, model_id=record.id, limit=paging.limit, offset=paging.offset)
+
+
+@router.get("/models/{model_id}/tensors")
+def list_model_tensors(record: ModelDep, storage: StorageDep, paging: PagingDep) -> dict[str, Any]:
+    """The model's tensors in graph order, paged (`items`, `total`, `limit`, `offset`): kind, dtype, shape,
+    bytes and quantization (scale and zero point, per tensor or per channel; null for float tensors)."""
+    return tensor_table.model_tensors(storage, record, paging.offset, paging.limit)
 
 
 @router.get("/models/{model_id}/runs")

@@ -37,6 +37,42 @@ def test_a_tflite_upload_is_summarised_from_the_file_whatever_its_name(client):
     assert {o["op_type"] for o in summary["ops"]} == {"DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "RESHAPE", "SOFTMAX"}
 
 
+def test_the_model_page_and_its_json_twin_show_each_tensors_dtype_and_quantization(client):
+    import runtime
+
+    data = model_bytes("person_detect")
+    graph = runtime.load_model(data)
+    model = upload(client, data, "person_detect.tflite").json()
+    listed = client.get(f"/api/v1/models/{model['id']}/tensors", params={"limit": 200}).json()
+    assert listed["total"] == len(graph.tensors)
+    assert (
+        listed["quantized"] == sum(1 for t in graph.tensors.values() if t.quant is not None) == len(graph.tensors) - 1
+    )
+    for row in listed["items"]:
+        t = graph.tensors[row["name"]]
+        assert (row["dtype"], row["shape"], row["bytes"]) == (str(t.dtype), list(t.shape), t.nbytes)
+        assert row["quantization"] == (t.quant.describe() if t.quant is not None else None)
+    conv_weights = graph.tensors[graph.nodes[0].inputs[1]]
+    row = next(r for r in listed["items"] if r["name"] == conv_weights.name)
+    assert row["quantization"]["axis"] == 3 and row["quantization"]["channels"] == 8
+    page = client.get(f"/models/{model['id']}").text
+    assert 'id="tensor-table"' in page and "per channel (axis 3, 8)" in page
+    assert "scale 0.00784314 · zero point -1" in page  # the input's
+    made = plan_of(client, model["id"], **FOR_TFLM)
+    assert 'id="export-tflite"' in client.get(f"/plans/{made['id']}").text
+
+
+def test_an_onnx_models_tensors_are_float_without_quantization(client):
+    from app.services.library import EXAMPLES_DIR
+
+    model = upload(client, (EXAMPLES_DIR / "light_squeezenet.onnx").read_bytes(), "sq.onnx").json()
+    listed = client.get(f"/api/v1/models/{model['id']}/tensors").json()
+    assert listed["quantized"] == 0 and all(r["quantization"] is None for r in listed["items"])
+    assert client.get(f"/api/v1/models/{model['id']}/tensors", params={"limit": 1000}).status_code == 422
+    made = plan_of(client, model["id"])
+    assert 'id="export-tflite"' not in client.get(f"/plans/{made['id']}").text
+
+
 def test_the_exported_plan_runs_in_tflite_micro_like_its_own(client, capfd):
     tflm = pytest.importorskip("tflite_micro.python.tflite_micro.runtime", reason="tflite-micro is not installed")
     data = model_bytes("hello_world_int8")
