@@ -11,6 +11,17 @@
     constant: "#9c755f", gradient: "#b07aa1", backprop: "#ff9da7", optimizer: "#76b7b2",
     trainable: "#edc948", disposable: "#bab0ac", extra: "#7f7f7f",
   };
+  // ONE's names of a training step's categories (runtime.training.CATEGORIES), by planner kind: the
+  // training charts all name and colour a category the same way through these two maps.
+  const ONE_NAMES = {
+    activation: "non-const", trainable: "trainable", backprop: "back-prop", gradient: "gradient",
+    optimizer: "optimizer variables", disposable: "disposable", extra: "extra",
+  };
+  const TRAINING_KINDS = ["trainable", "backprop", "gradient", "optimizer"];
+  // The kind a category name stands for (ONE's name or the kind itself).
+  M.kindOfCategory = (name) => Object.keys(ONE_NAMES).find((k) => ONE_NAMES[k] === name) || name;
+  // A kind as a chart names it: ONE's name in a training step's plan, the kind itself otherwise.
+  M.kindLabel = (view, kind) => (view && view.kinds && view.kinds.some((k) => TRAINING_KINDS.includes(k)) && ONE_NAMES[kind]) || kind;
   const CONFIG = { displaylogo: false, responsive: true };
   const fmt = (n) => (n === null || n === undefined ? "—" : Number(n).toLocaleString("en-US"));
   const esc = (s) => String(s === null || s === undefined ? "" : s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
@@ -34,7 +45,9 @@
     const load = Math.max(view.load, 1);
     const ratios = plans.map((p) => p.arena_bytes / load);
     const naive = view.naive / load;
-    const worst = Math.max(1, ...ratios.filter((r, i) => plans[i].strategy !== "naive"));
+    // Scaled by the placing strategies, not the yardsticks naive and bump: 1.017× must not look like 1.000×.
+    const placing = ratios.filter((r, i) => !["naive", "bump"].includes(plans[i].strategy));
+    const worst = Math.max(1, ...(placing.length ? placing : ratios));
     const top = Math.max(1.02, worst + (worst - 1) * 0.25 + 0.01);
     const offScale = naive > top;
     const trace = {
@@ -48,16 +61,17 @@
       hovertemplate: "%{x}<br>%{customdata[3]} bytes (%{customdata[4]:.4f}× LOAD)<br>%{customdata[1]:.4f} s, %{customdata[2]}<extra></extra>",
     };
     const shapes = [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 1, y1: 1, line: { dash: "dash", width: 2, color: "#333" } }];
-    const notes = [{ xref: "paper", x: 1, y: 1, text: "LOAD " + fmt(view.load), showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 11 } }];
+    // The yardsticks' labels stand right of the plot, clear of the bars' own labels.
+    const notes = [{ xref: "paper", x: 1.01, y: 1, text: "LOAD<br>" + fmt(view.load), showarrow: false, xanchor: "left", yanchor: "middle", align: "left", font: { size: 11 } }];
     if (offScale) {
       notes.push({ xref: "paper", yref: "paper", x: 0, y: 1, text: "naive sum " + fmt(view.naive) + " bytes = " + naive.toFixed(1) + "× LOAD, off scale ↑",
         showarrow: false, xanchor: "left", yanchor: "bottom", font: { size: 11 } });
     } else {
       shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: naive, y1: naive, line: { dash: "dot", width: 2, color: "#333" } });
-      notes.push({ xref: "paper", x: 1, y: naive, text: "naive sum " + fmt(view.naive), showarrow: false, xanchor: "right", yanchor: "bottom", font: { size: 11 } });
+      notes.push({ xref: "paper", x: 1.01, y: naive, text: "naive sum<br>" + fmt(view.naive), showarrow: false, xanchor: "left", yanchor: "middle", align: "left", font: { size: 11 } });
     }
     Plotly.newPlot(el, [trace], {
-      margin: { t: 26, r: 10, b: 60, l: 80 },
+      margin: { t: 26, r: 90, b: 60, l: 80 },
       yaxis: { title: { text: "arena × LOAD" }, range: [Math.min(0.98, ...ratios) - 0.02, offScale ? top : Math.max(top, naive * 1.05)] },
       shapes: shapes, annotations: notes, showlegend: false,
     }, CONFIG);
@@ -94,12 +108,13 @@
     const p = view.peak_step;
     traces.push({
       type: "scatter", mode: "markers+text", x: [p], y: [view.peak_live !== undefined ? view.peak_live : view.live[p] || 0], text: ["peak"], textposition: "top center",
-      marker: { size: 11, color: "#e15759", symbol: "diamond" }, name: "peak",
+      marker: { size: 11, color: "#e15759", symbol: "diamond" }, name: "peak", cliponaxis: false,
       hovertemplate: "peak (LOAD) at step %{x}: " + esc(stepName(view, p)) + "<br>%{y:,} bytes<extra></extra>",
     });
     const lines = [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: view.load, y1: view.load, line: { dash: "dash", width: 1, color: "#333" } }];
     Plotly.newPlot(el, traces, {
-      margin: { t: 20, r: 10, b: 40, l: 80 }, showlegend: true, legend: { orientation: "h", y: -0.2 },
+      // The legend above the plot: below it, it sat on the x axis' title.
+      margin: { t: 40, r: 10, b: 45, l: 80 }, showlegend: true, legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
       xaxis: { title: { text: "step" } }, yaxis: { title: { text: "bytes" }, rangemode: "tozero" },
       shapes: lines,
     }, CONFIG);
@@ -161,7 +176,7 @@
     const shape = fact("shape") ? fact("shape").join("×") : "";
     const consumers = fact("consumers") && fact("consumers").length ? fact("consumers").join(", ") : "—";
     return "<b>" + esc(b.id[i]) + "</b><br>" +
-      esc(view.kinds[b.kind[i]]) + (shape ? " · " + esc(shape) : "") + (fact("dtype") ? " " + esc(fact("dtype")) : "") + "<br>" +
+      esc(M.kindLabel(view, view.kinds[b.kind[i]])) + (shape ? " · " + esc(shape) : "") + (fact("dtype") ? " " + esc(fact("dtype")) : "") + "<br>" +
       fmt(b.size[i]) + " bytes at offset " + fmt(offsets[i]) + " (" + esc(strategy) + ")<br>" +
       "steps " + b.first[i] + "–" + b.last[i] + ": " + esc(stepName(view, b.first[i])) + " → " + esc(stepName(view, b.last[i])) + "<br>" +
       "producer: " + esc(fact("producer") || "—") + "<br>consumers: " + esc(consumers);
@@ -178,7 +193,7 @@
     const offsets = view.offsets[planId];
     // One empty trace per kind: the legend (and clicking it hides a kind); the picture is painted.
     const traces = view.kinds.map((kind, k) => ({
-      type: "scatter", mode: "none", fill: "toself", name: kind, x: [null], y: [null], hoverinfo: "skip",
+      type: "scatter", mode: "none", fill: "toself", name: M.kindLabel(view, kind), x: [null], y: [null], hoverinfo: "skip",
       fillcolor: kindColor(kind, k), opacity: 0.85,
     }));
     const arena = plan ? plan.arena_bytes : 0;

@@ -25,7 +25,8 @@
     if (index >= 0) return Plotly.restyle(live, { x: [xs], y: [ys] }, [index]);
     return Plotly.addTraces(live, { type: "bar", x: xs, y: ys, yaxis: "y2", name: "ms per step", marker: { color: "#f28e2b" }, opacity: 0.7,
       hovertemplate: "step %{x}: %{y:.3f} ms<extra></extra>" })
-      .then(() => Plotly.relayout(live, { yaxis2: { title: { text: "ms per step" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false } }));
+      // Room on the right for the second axis' ticks and title, which the chart's own margin would clip.
+      .then(() => Plotly.relayout(live, { "margin.r": 70, yaxis2: { title: { text: "ms per step" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false, automargin: true } }));
   }
 
   // The run page (a finished run's permalink): the plan it ran in, and its measured step times on
@@ -136,6 +137,8 @@
     run.start = async function (submit) {
       M.clearError();
       document.getElementById("live-run").hidden = false;
+      // The cursor moves on the chart: bring it into view (it may be a screen or more below the button).
+      state.a.el.scrollIntoView({ behavior: "instant", block: "start" });
       say("starting the run…");
       let job;
       try { job = await submit(); } catch (problem) { M.showError(problem); say("not started", "warn"); return null; }

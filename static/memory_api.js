@@ -65,7 +65,7 @@
         marker: { color: "#59a14f" }, hovertemplate: "joint: %{y:,} bytes<extra></extra>" });
     }
     Plotly.newPlot(document.getElementById("chart-pipeline"), traces, {
-      barmode: "stack", margin: { t: 10, r: 10, b: 40, l: 80 }, yaxis: { title: "bytes" },
+      barmode: "stack", margin: { t: 10, r: 10, b: 40, l: 80 }, yaxis: { title: { text: "bytes" } },
     }, CONFIG);
     const state = view ? M.runPlan(view, []) : null;
     M.pipeline = state;

@@ -67,10 +67,17 @@
       const el = document.createElement("div");
       el.className = "chart short";
       host.appendChild(el);
-      Plotly.newPlot(el, [{ type: "heatmap", x: strategies, y: models.map(label_of), z: z, colorscale: "YlOrRd", reversescale: true, zmin: 1,
+      // Coloured by the placing strategies, not the yardsticks naive and bump (their cells saturate and
+      // keep their figures), so that 1.017× and 1.000× differ; the names get the room they need.
+      const placing = [];
+      models.forEach((m, i) => strategies.forEach((s, j) => { if (z[i][j] !== null && !["naive", "bump"].includes(s)) placing.push(z[i][j]); }));
+      const zmax = Math.max(1.02, ...placing);
+      const longest = Math.max(...models.map((m) => String(label_of(m)).length));
+      Plotly.newPlot(el, [{ type: "heatmap", x: strategies, y: models.map(label_of), z: z, colorscale: "YlOrRd", reversescale: true, zmin: 1, zmax: zmax,
         text: z.map((row) => row.map((v) => (v === null ? "—" : v.toFixed(3) + "×"))), texttemplate: "%{text}",
         hovertemplate: "%{y} · %{x}: %{z:.4f}× LOAD<extra>" + M.esc(label) + "</extra>", colorbar: { title: { text: "× LOAD" } } }],
-        { title: { text: label, font: { size: 13 } }, margin: { t: 30, r: 10, b: 80, l: 120 } }, CONFIG);
+        { title: { text: label, font: { size: 13 } }, margin: { t: 30, r: 10, b: 80, l: Math.min(360, 20 + 7 * longest) },
+          yaxis: { automargin: true }, xaxis: { automargin: true } }, CONFIG);
     }
   }
 
