@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from runtime.kernels import kernel
+from runtime.kernels import Bound, kernel
 from runtime.kernels._blocks import apply_blocks, erf, readable, same_memory
 from runtime.kernels._chunks import chunks_workspace, run_chunks
 from runtime.kernels._scratch import ufunc_into
@@ -22,17 +22,30 @@ def _is_int(a: np.ndarray) -> bool:
     return np.issubdtype(a.dtype, np.integer)
 
 
-@kernel("Add", inplace=(0, 1))
+def _same_shapes(ufunc):
+    """A bind hook: where no operand is broadcast, the step's call is the ufunc itself (what
+    `ufunc_into` would call), without the kernel's two Python frames around it."""
+
+    def bind(inputs, outputs, attrs, general) -> Bound | None:
+        out = outputs[0] if outputs else None
+        if out is None or any(x is None or tuple(x.shape) != tuple(out.shape) for x in inputs):
+            return None
+        return Bound(ufunc)
+
+    return bind
+
+
+@kernel("Add", inplace=(0, 1), bind=_same_shapes(np.add))
 def add(a, b, *, out):
     ufunc_into(np.add, a, b, out=out)
 
 
-@kernel("Sub", inplace=(0, 1))
+@kernel("Sub", inplace=(0, 1), bind=_same_shapes(np.subtract))
 def sub(a, b, *, out):
     ufunc_into(np.subtract, a, b, out=out)
 
 
-@kernel("Mul", inplace=(0, 1))
+@kernel("Mul", inplace=(0, 1), bind=_same_shapes(np.multiply))
 def mul(a, b, *, out):
     ufunc_into(np.multiply, a, b, out=out)
 
@@ -120,7 +133,7 @@ def _unary(op_type, ufunc, errors=None):
 
     run.__name__ = op_type.lower()
     run.__doc__ = f"ONNX {op_type}: numpy's {ufunc.__name__}."
-    kernel(op_type, inplace=(0,))(run)
+    kernel(op_type, inplace=(0,), bind=_same_shapes(ufunc) if errors is None else None)(run)
 
 
 _unary("Neg", np.negative)
