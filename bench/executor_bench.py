@@ -3,8 +3,10 @@
 Models: the set of `bench/real_models.py` (MobileNetV2, MobileNetV3-Small, EfficientNet-B0,
 ResNet-18, a small ViT, a MiniLM-sized BERT, a GPT-2-style decoder, a CRNN text recognizer, a GRU
 audio model; random weights, exported by torch into ``bench/.models``, which this command
-refreshes first when torch is installed: ``pip install -e '.[bench]'``), and the onnx wheel's
-``light_resnet50.onnx`` for comparison with the light-model benchmark.
+refreshes first when torch is installed: ``pip install -e '.[bench]'``), the small audio models of
+`bench/audio_models.py` (two voice-activity detectors, a keyword-spotting CNN, and a chain of
+one-element Adds whose time per step is the executor's overhead per step; written with onnx.helper,
+no torch), and the onnx wheel's ``light_resnet50.onnx`` for comparison with the light-model benchmark.
 
 For each model, in this one process: memplan's Session (greedy_by_size, its default memory
 options: workspace, inputs and outputs in the arena) and an onnxruntime CPU session (all graph
@@ -40,6 +42,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "bench"))  # its sibling scripts (not a package)
+
 FOLDER = ROOT / "bench" / ".models"
 ZOO = "resnet50_zoo"  # the onnx wheel's light_resnet50.onnx
 TOP_OPS = 5
@@ -74,7 +78,12 @@ def main() -> None:
 def models(wanted: list[str]) -> list[tuple[str, Path, Path | None]]:
     """(name, model, inputs .npz or None) for each model to measure: the torch set, exported first
     in a child process (torch never loads here), then the zoo's ResNet-50."""
-    real = [m for m in wanted if m != ZOO]
+    import audio_models
+
+    audio = [m for m in wanted if m in audio_models.MODELS]
+    if audio or not wanted:
+        audio_models.write(FOLDER, audio or None)
+    real = [m for m in wanted if m != ZOO and m not in audio_models.MODELS]
     if real or not wanted:
         command = [sys.executable, str(ROOT / "bench" / "real_models.py"), str(FOLDER)]
         done = subprocess.run(command + (["--models", ",".join(real)] if real else []), check=False)
@@ -113,6 +122,7 @@ def bench_model(name: str, path: Path, inputs: Path | None, repeat: int) -> dict
         stage = "run"
         outputs = session.run(feeds, measure="memory")  # the one traced run: bytes beside the arena
         row.update(arena=session.stats.arena_bytes, outside=session.stats.outside_arena_bytes)
+        row["steps"] = len(session.stats.step_times)
         stage = "verify"
         row["verdict"] = verify(path, feeds, outputs, prefer="onnxruntime")
         stage = "onnxruntime"
@@ -164,6 +174,11 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / statistics.median(values)
 
 
+def per_step(row: dict[str, Any]) -> float:
+    """memplan's CPU microseconds per step of the model (arithmetic and overhead)."""
+    return row["ours"] * 1e6 / max(1, row["steps"])
+
+
 def geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
 
@@ -191,7 +206,7 @@ def summary(row: dict[str, Any]) -> str:
         return f"{row['model']:18} FAILS {row.get('error', '')}"
     return (
         f"{row['model']:18} cpu: memplan {row['ours'] * 1e3:8.1f} ms  onnxruntime {row['theirs'] * 1e3:8.1f} ms  "
-        f"x{row['ratio']:.2f} (wall x{row['ratio_wall']:.2f})  outside/arena {row['outside'] / row['arena']:.2%}  "
+        f"x{row['ratio']:.2f} (wall x{row['ratio_wall']:.2f})  {per_step(row):.1f} us/step  outside/arena {row['outside'] / row['arena']:.2%}  "
         f"{match(row['verdict'])}  | {top_ops(row)}"
     )
 
@@ -229,30 +244,32 @@ def section(rows: list[dict[str, Any]], command: str, repeat: int) -> str:
         "## Executor: real models inside the arena, against onnxruntime",
         "",
         f"`{command}` on {machine()}. Models: `bench/real_models.py` (torch definitions, random weights, "
-        f"opset 17, batch 1) and the onnx wheel's ResNet-50 (`{ZOO}`). Both sides in one process at one thread "
+        f"opset 17, batch 1), `bench/audio_models.py` (onnx.helper, random weights) and the onnx wheel's ResNet-50 (`{ZOO}`). Both sides in one process at one thread "
         f"each; each figure is the median of {repeat} calls (inputs in, outputs out) after a warm-up, the sides "
         "alternating. ms: CPU time of the calling thread; ratio: memplan / onnxruntime (also by wall time); spread: "
         "(slowest - fastest) / median of each side's runs. Arena: greedy_by_size with workspace and graph "
         "inputs/outputs inside it; outside: bytes numpy allocated beside the arena during one traced run "
         "(tracemalloc peak; no timed run is traced). Match: outputs of that run against onnxruntime's "
-        "(`runtime.oracle.verify`). Time by op type: memplan's per-step times summed by op type (after "
+        "(`runtime.oracle.verify`). us/step: memplan's CPU time over its steps (after fusions); on `step_chain`, whose steps do no arithmetic, it is the executor's overhead per step. Time by op type: memplan's per-step times summed by op type (after "
         "memplan's load-time fusions), as a share of its loop: the median over the timed runs. Compiled loops "
         "(`MEMPLAN_JIT`) are compiled, or loaded from numba's cache, when the session prepares: before the "
         "traced run and every timed one.",
         "",
         "| model | arena (bytes) | outside arena (bytes) | outside / arena | memplan ms | onnxruntime ms | ratio "
-        "| ratio (wall) | spread memplan / ort | outputs match onnxruntime | memplan time by op type (top 5) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
+        "| ratio (wall) | spread memplan / ort | steps | memplan us/step | outputs match onnxruntime "
+        "| memplan time by op type (top 5) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---|",
     ]
     for r in rows:
         if "ratio" not in r:
-            cells = [f"{r['arena']:,}" if "arena" in r else "", "", "", "", "", "", "", ""]
+            cells = [f"{r['arena']:,}" if "arena" in r else "", "", "", "", "", "", "", "", "", ""]
             lines.append(f"| {r['model']} | " + " | ".join(cells) + f" | **fails** at {r['error']} | |")
             continue
         lines.append(
             f"| {r['model']} | {r['arena']:,} | {r['outside']:,} | {r['outside'] / r['arena']:.2%} | "
             f"{r['ours'] * 1e3:.1f} | {r['theirs'] * 1e3:.1f} | {r['ratio']:.2f}x | {r['ratio_wall']:.2f}x | "
-            f"{r['spread'][0]:.0%} / {r['spread'][1]:.0%} | {match(r['verdict'])} | {top_ops(r)} |"
+            f"{r['spread'][0]:.0%} / {r['spread'][1]:.0%} | {r['steps']} | {per_step(r):.1f} | {match(r['verdict'])} "
+            f"| {top_ops(r)} |"
         )
     failed = len(rows) - len(ratios)
     means = f"{geomean(ratios):.2f}x by CPU time, {geomean(walls):.2f}x by wall time" if ratios else "none"
