@@ -142,7 +142,7 @@ def bench_model(name: str, path: Path, repeat: int) -> dict:
     return {
         "model": name,
         "folded": graph.fusions["qdq"],
-        "left float": ", ".join(sorted(ops & {"Conv", "MatMul", "Gemm", "Add", "Mul"})) or "none",
+        "left float": ", ".join(sorted(ops & {"Conv", "MatMul", "Gemm", "Add", "Mul", "BatchNormalization"})) or "none",
         "float arena": float_session.plan.arena_bytes,
         "int8 arena": session.plan.arena_bytes,
         "ratio": session.plan.arena_bytes / float_session.plan.arena_bytes,
@@ -161,7 +161,7 @@ def section(rows: list[dict], command: str, repeat: int) -> str:
     head = (
         f"`{command}` on {platform.machine()}, {os.cpu_count()} logical CPUs (shared), Python {platform.python_version()}, "
         f"numpy {np.__version__}, onnxruntime {ort.__version__}. Models: the onnx wheel's light models and "
-        "`bench/real_models.py`'s, quantized by onnxruntime's `quantize_static` (QDQ, int8 activations, per-channel "
+        "`bench/real_models.py`'s, quantized by onnxruntime's `quantize_static` as they are (QDQ, int8 activations, per-channel "
         "int8 weights, two random calibration inputs). Arena: greedy_by_size with workspace and graph inputs/outputs "
         "inside it, for the float model and for the QDQ model after memplan folds its groups into integer ops "
         f"(folded: groups; left float: float ops still in the graph). ms: median thread CPU time of {repeat} calls at "

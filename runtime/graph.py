@@ -102,6 +102,9 @@ def load_model(
     residual = gelus = activations = excites = qdq = 0
     if fuse:
         nodes, qdq = fuse_qdq(nodes, constants, types, keep)
+        if qdq and fold:  # the DequantizeLinear nodes of weights no integer op took fold as before
+            nodes, count = fold_pass(nodes, constants, types, keep, opset, max_tensor_bytes)
+            folded += count
         # After typing: the fused node's output keeps the Add's type, the Conv's output goes.
         nodes, residual = fuse_pointwise_conv_add(nodes, constants, types, keep)
         nodes, gelus = fuse_erf_gelu(nodes, constants, types, keep)

@@ -46,7 +46,8 @@ def _conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, grou
     else:
         columns = rows * rest
         band = [((depth, columns), np.float32), ((per_group, columns), np.float64), ((per_group, columns), np.float32)]
-    return geo, rows, [((x.shape[1], *extent), x.dtype), *band]
+    image = (x.shape[1], *extent) if geo.padded else (0,)  # unpadded: the windows read the input itself
+    return geo, rows, [(image, x.dtype), *band]
 
 
 def _workspace(w_index: int):
@@ -81,8 +82,9 @@ def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> 
     order = (0, *range(1 + rank, 1 + 2 * rank), *range(1, 1 + rank))
     taps = list(np.ndindex(*geo.kernel))
     for n in range(x.shape[0]):
-        pad_into(padded, x[n], geo, fill)
-        view = windows(padded, geo)  # (C, *out, *kernel)
+        if geo.padded:
+            pad_into(padded, x[n], geo, fill)
+        view = windows(padded if geo.padded else x[n], geo)  # (C, *out, *kernel)
         for r0 in range(0, geo.out[0], rows):
             r1 = min(geo.out[0], r0 + rows)
             pixels = slice(r0 * rest, r1 * rest)
