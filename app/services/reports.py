@@ -9,7 +9,18 @@ from typing import Any
 from jinja2 import Environment
 
 from app.errors import AppError
-from app.services import chart_windows, charts, graphs, library, notes, parameters, plan_heads, planning, readiness
+from app.services import (
+    chart_windows,
+    charts,
+    graphs,
+    library,
+    notes,
+    parameters,
+    plan_heads,
+    planning,
+    readiness,
+    tensor_table,
+)
 from app.services.library import model_out
 from app.services.paths import STATIC_DIR, plotly_js_path
 from app.services.planned_with import planned_with
@@ -46,6 +57,7 @@ def plan_page_context(
     storage: Storage, record: PlanRecord, compare: str | None, x0: float | None, x1: float | None, q: str
 ) -> dict[str, Any]:
     big = _big_page(storage, record)
+    problem: Any  # the Problem, or its ProblemHead standing in (`plan_heads`: what these functions read)
     if big is not None:  # the head and columns stored beside the plan: the problem is not read
         problem, stored, siblings = big
         count = problem.count
@@ -65,7 +77,7 @@ def plan_page_context(
         )
         peak = chart_windows.peak_table(record.problem_id, problem, view["peak_step"], charts.PEAK_ROWS, storage)
     else:
-        tensors = stored.tensors
+        tensors = stored.tensors or {}
         offsets = {p.id: charts.offsets_of(problem, p.plan) for p in siblings if p.plan}
         view = charts.plan_view(problem, summaries, offsets, tensors, selected=record.id, compare=compared)
         peak = charts.peak_table(problem, tensors, view["peak_step"])
@@ -168,9 +180,11 @@ def model_page_context(storage: Storage, record: ModelRecord) -> dict[str, Any]:
     strategies to plan with, and which of its parameters other stored models share."""
     graph_facts: dict[str, Any] | None = None
     graph_error = None
+    tensors: dict[str, Any] | None = None
     if not record.summary.get("symbolic_dims"):
         try:
-            graph_facts = graphs.graph_facts(graphs.load_graph(library.model_path(storage, record), {}))
+            graph = graphs.load_graph(library.model_path(storage, record), {})
+            graph_facts, tensors = graphs.graph_facts(graph), tensor_table.tensor_rows(graph)
         except AppError as e:
             graph_error = e.detail
     return {
@@ -178,6 +192,7 @@ def model_page_context(storage: Storage, record: ModelRecord) -> dict[str, Any]:
         "model": model_out(record),
         "graph": graph_facts,
         "graph_error": graph_error,
+        "tensors": tensors,  # every tensor's dtype and quantization (`tensor_table`)
         "strategies": strategy_list(),
         "memory": MemoryOptions().to_json(),  # the planning form's defaults
         "parameters": parameters.sharing(storage, record),
