@@ -19,10 +19,12 @@ from runtime.kernels.grad_dense import unbroadcast
 
 
 @kernel("SoftmaxGrad", domain=MEMPLAN_DOMAIN)
-def softmax_grad(y, dy, *, out, axis=-1):
-    """dX = Y * (dY - sum(dY * Y) along the axis), from the forward output Y."""
+def softmax_grad(y, dy, *, out, axis=-1, coerced=0):
+    """dX = Y * (dY - sum(dY * Y) along the axis), from the forward output Y; `coerced` (Softmax before
+    opset 13) sums over every axis from `axis` on, as that Softmax normalises them together."""
     np.multiply(dy, y, out=out)
-    total = out.sum(axis=axis, keepdims=True)
+    axes = tuple(range(axis % y.ndim, y.ndim)) if coerced else axis
+    total = out.sum(axis=axes, keepdims=True)
     np.subtract(dy, total, out=out)
     out *= y
 
@@ -117,3 +119,23 @@ def reduce_mean_grad(dy, *, out, axes=(), keepdims=1):
     kept = dy if keepdims else np.expand_dims(dy, tuple(axes))
     count = int(np.prod([out.shape[a] for a in axes]))
     np.divide(np.broadcast_to(kept, out.shape), count, out=out)
+
+
+def _window_sum(a: np.ndarray, below: int, above: int) -> np.ndarray:
+    """Along channels (axis 1): out[c] = sum of a[c - below .. c + above], clipped to the channels there are."""
+    channels = a.shape[1]
+    padded = np.zeros((a.shape[0], channels + below + above + 1, *a.shape[2:]), dtype=np.float64)
+    np.cumsum(a, axis=1, out=padded[:, below + 1 : below + 1 + channels])
+    padded[:, below + 1 + channels :] = padded[:, below + channels : below + 1 + channels]
+    return padded[:, below + above + 1 :] - padded[:, :channels]
+
+
+@kernel("LRNGrad", domain=MEMPLAN_DOMAIN)
+def lrn_grad(x, dy, *, out, size, alpha=0.0001, beta=0.75, bias=1.0):
+    """LRN: Y = X s^-beta, s = bias + alpha / size * (sum of X^2 over the channel window). dX = dY s^-beta
+    - (2 alpha beta / size) X * (sum over the windows holding the channel of dY X s^(-beta - 1))."""
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    xs = np.asarray(x, np.float64)
+    s = bias + (alpha / size) * _window_sum(xs * xs, before, after)
+    spread = _window_sum(dy * xs * s ** (-beta - 1), after, before)
+    np.copyto(out, dy * s**-beta - (2 * alpha * beta / size) * xs * spread, casting="same_kind")

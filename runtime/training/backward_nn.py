@@ -13,11 +13,32 @@ from runtime.training.backward import StepBuilder, rule
 
 @rule("Softmax")
 def _softmax(b: StepBuilder, node: Node, dy: str) -> None:
-    if node.opset < 13:
-        raise ModelError(f"node {node.name!r}: Softmax before opset 13 (flattening semantics) has no backward")
     if b.needs(node.inputs[0]):
-        attrs = {"axis": node.attributes.get("axis", -1)}
+        legacy = node.opset < 13  # normalises every axis from `axis` on together, default 1
+        attrs = {"axis": node.attributes.get("axis", 1 if legacy else -1), "coerced": int(legacy)}
         b.emit("SoftmaxGrad", [node.outputs[0], dy], [b.grad_of(node.inputs[0])], node, attrs)
+
+
+@rule("Dropout")
+def _dropout(b: StepBuilder, node: Node, dy: str) -> None:
+    """Dropout as exported for inference is the identity (its mask all true, as the forward kernel runs
+    it): its gradient is dY itself."""
+    training = node.inputs[2] if len(node.inputs) > 2 else ""
+    value = b.constant(training) if training else None
+    if training and (value is None or bool(value)):
+        raise ModelError(
+            f"node {node.name!r}: Dropout in training mode has no backward; "
+            "export the model for inference (Dropout is then the identity)"
+        )
+    if b.needs(node.inputs[0]):
+        b.pass_grad(node.inputs[0], dy)
+
+
+@rule("LRN")
+def _lrn(b: StepBuilder, node: Node, dy: str) -> None:
+    if b.needs(node.inputs[0]):
+        attrs = {k: node.attributes[k] for k in ("size", "alpha", "beta", "bias") if k in node.attributes}
+        b.emit("LRNGrad", [node.inputs[0], dy], [b.grad_of(node.inputs[0])], node, attrs)
 
 
 @rule("LayerNormalization")

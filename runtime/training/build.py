@@ -160,6 +160,7 @@ class Builder:
         self.state: dict[str, np.ndarray] = {}
         self.in_place: dict[str, str] = {}
         self._fresh: list[tuple[str, str]] = []  # (tensor, new contribution) written by the node being emitted
+        self.loss_node = ""
         self._count = 0
 
     # ---- what rules call --------------------------------------------------------------------------------
@@ -273,6 +274,13 @@ class Builder:
         if label in self.types:
             raise ModelError(f"label={label!r} is already a tensor of the model; choose another name")
         seed = f"grad/{out}"
+        model_out = out
+        if loss == "cross_entropy" and len(shape) > 2 and all(d == 1 for d in shape[2:]):
+            # Logits as (N, C, 1, 1), as classifiers ending in a 1x1 Conv export them: the loss reads them flat.
+            out = f"{model_out}/flat"
+            self._add(out, shape[:2], dtype, "activation")
+            self.emit("Flatten", [model_out], [out], "loss", {"axis": 1}, domain="")
+            shape, seed = shape[:2], f"grad/{out}"
         if loss == "cross_entropy":
             if len(shape) != 2:
                 raise ModelError(f"cross_entropy needs a 2-D output (batch, classes); {out!r} has shape {list(shape)}")
@@ -280,15 +288,22 @@ class Builder:
             self._add("loss", (1,), dtype, "output")
             self._add("loss/probabilities", shape, dtype, "extra")
             self.emit("SoftmaxCrossEntropy", [out, label], ["loss", "loss/probabilities"], "loss")
+            self.loss_node = self.nodes[-1].name
             self._add(seed, shape, dtype, "backprop")
             self.emit("SoftmaxCrossEntropyGrad", ["loss/probabilities", label], [seed], "loss")
         else:
             self._add(label, shape, dtype, "input")
             self._add("loss", (1,), dtype, "output")
             self.emit("MeanSquaredError", [out, label], ["loss"], "loss")
+            self.loss_node = self.nodes[-1].name
             self._add(seed, shape, dtype, "backprop")
             self.emit("MeanSquaredErrorGrad", [out, label], [seed], "loss")
-        self.grads[out] = seed
+        if out != model_out:
+            full = f"grad/{model_out}"
+            self._add(full, self.types[model_out][0], dtype, "backprop")
+            self.emit("ReshapeGrad", [seed], [full], "loss")
+            seed = full
+        self.grads[model_out] = seed
         return "loss", seed
 
     def _backward(self, forward: list[Node], out: str, seed: str) -> None:
@@ -381,7 +396,7 @@ class Builder:
             data,
             label,
             loss,
-            self.nodes[len(fwd.nodes)].name,
+            self.loss_node,
             self.trainable,
             grads,
             self.state,

@@ -3,11 +3,14 @@ and the ResNet-18-like, MobileNetV2-like and transformer training steps built, r
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+import planner
 from runtime.training import TrainingSession, build_training_step, models, plan_categories, training_problem
 
 
@@ -67,7 +70,24 @@ def _gelu_tanh() -> onnx.ModelProto:
     return _graph(nodes, inits, (3, 6), (3, 4))
 
 
+def _exported_for_inference() -> onnx.ModelProto:
+    """As older classifiers are exported (opset 11): LRN, Dropout as the identity, a 1x1 Conv to the
+    classes, global pooling, Softmax over the flattened (N, C, 1, 1) logits."""
+    rng = np.random.default_rng(4)
+    inits = [_init(rng, "W", 6, 3, 3, 3), _init(rng, "C", 4, 6, 1, 1), _init(rng, "cb", 4)]
+    nodes = [
+        helper.make_node("Conv", ["x", "W"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("LRN", ["c"], ["n"], size=3, alpha=0.5, beta=0.75, bias=1.5),
+        helper.make_node("Dropout", ["n"], ["d"], ratio=0.5),
+        helper.make_node("Conv", ["d", "C", "cb"], ["k"], kernel_shape=[1, 1]),
+        helper.make_node("GlobalAveragePool", ["k"], ["p"]),
+        helper.make_node("Softmax", ["p"], ["y"], axis=1),
+    ]
+    return _graph(nodes, inits, (3, 3, 5, 5), (3, 4, 1, 1), opset=11)
+
+
 NETWORKS = {
+    "exported_for_inference": _exported_for_inference,
     "joins": _joins,
     "gelu_tanh": _gelu_tanh,
     "transformer": lambda: models.transformer_encoder(
@@ -78,9 +98,10 @@ NETWORKS = {
 
 
 def _feeds(step, rng):
-    x = step.graph.tensors["x"]
+    name = step.data_inputs[0]
+    x = step.graph.tensors[name]
     classes = step.graph.tensors[step.graph.node(step.loss_node).inputs[0]].shape[1]
-    return {"x": rng.standard_normal(x.shape).astype(x.dtype), step.label: rng.integers(0, classes, (x.shape[0],))}
+    return {name: rng.standard_normal(x.shape).astype(x.dtype), step.label: rng.integers(0, classes, (x.shape[0],))}
 
 
 @pytest.mark.parametrize("case", sorted(NETWORKS))
@@ -129,3 +150,31 @@ def test_real_networks_train_inside_the_arena(network):
     feeds = _feeds(step, np.random.default_rng(0))
     losses = [session.run(feeds) for _ in range(4)]
     assert losses[-1] < losses[0]
+
+
+GALLERY = sorted((Path(onnx.__file__).parent / "backend" / "test" / "data" / "light").glob("*.onnx"))
+
+
+@pytest.mark.parametrize("path", GALLERY, ids=[p.stem for p in GALLERY])
+def test_every_gallery_model_gets_a_training_step_planned_and_checked(path):
+    step = build_training_step(path, optimizer="sgd")
+    problem = training_problem(step)
+    plan = planner.plan(problem, "greedy_by_size")
+    assert planner.check_plan(problem, plan).ok and plan.arena_bytes >= plan.lower_bound > 0
+
+
+def test_a_gallery_model_trains_and_its_first_loss_matches_onnxruntime():
+    ort = pytest.importorskip("onnxruntime")
+    path = next(p for p in GALLERY if "squeezenet" in p.stem)
+    step = build_training_step(path, optimizer="sgd", hyper={"lr": 0.001})
+    session = TrainingSession(step, "greedy_by_size").prepare()
+    feeds = _feeds(step, np.random.default_rng(5))
+    first = session.run(feeds)
+    (probabilities,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
+        None, {step.data_inputs[0]: feeds[step.data_inputs[0]]}
+    )
+    z = np.asarray(probabilities, np.float64).reshape(len(feeds[step.label]), -1)
+    log_p = z - z.max(axis=1, keepdims=True)
+    log_p -= np.log(np.exp(log_p).sum(axis=1, keepdims=True))
+    assert first == pytest.approx(-log_p[np.arange(len(z)), feeds[step.label]].mean(), rel=1e-5)
+    assert session.run(feeds) < first
