@@ -138,7 +138,7 @@
     g.setTransform(ratio, 0, 0, ratio, 0, 0);
     const [x0, x1] = xa.range.map(Number), [y0, y1] = ya.range.map(Number);
     const sx = w / (x1 - x0), sy = h / (y1 - y0);
-    const b = view.buffers, offsets = chart.offsets, outline = b.id.length <= OUTLINE_MAX;
+    const b = view.buffers, offsets = chart.offsets, outline = b.id.length <= OUTLINE_MAX, aliases = b.alias_of;
     g.globalAlpha = 0.85;
     g.lineWidth = 0.5;
     g.strokeStyle = "rgba(0,0,0,0.35)";
@@ -154,6 +154,10 @@
       if (k !== kind) { g.fillStyle = kindColor(view.kinds[k], k); kind = k; }
       g.fillRect(left, top, right - left, bottom - top);
       if (outline) g.strokeRect(left, top, right - left, bottom - top);
+      if (aliases && aliases[i]) {  // an in-place alias: dashed, over the tensor whose bytes it shares
+        g.save(); g.setLineDash([5, 3]); g.lineWidth = 2; g.strokeStyle = "#111";
+        g.strokeRect(left, top, right - left, bottom - top); g.restore();
+      }
     }
     return {
       source: canvas.toDataURL("image/png"), xref: "x", yref: "y", x: x0, y: y1, sizex: x1 - x0, sizey: y1 - y0,
@@ -179,7 +183,8 @@
       esc(M.kindLabel(view, view.kinds[b.kind[i]])) + (shape ? " · " + esc(shape) : "") + (fact("dtype") ? " " + esc(fact("dtype")) : "") + "<br>" +
       fmt(b.size[i]) + " bytes at offset " + fmt(offsets[i]) + " (" + esc(strategy) + ")<br>" +
       "steps " + b.first[i] + "–" + b.last[i] + ": " + esc(stepName(view, b.first[i])) + " → " + esc(stepName(view, b.last[i])) + "<br>" +
-      "producer: " + esc(fact("producer") || "—") + "<br>consumers: " + esc(consumers);
+      "producer: " + esc(fact("producer") || "—") + "<br>consumers: " + esc(consumers) +
+      (fact("alias_of") ? "<br><b>in place over " + esc(fact("alias_of")) + "</b>: it shares those bytes, no collision" : "");
   }
 
   function rectHtml(view, r, i, strategy) {
@@ -196,6 +201,10 @@
       type: "scatter", mode: "none", fill: "toself", name: M.kindLabel(view, kind), x: [null], y: [null], hoverinfo: "skip",
       fillcolor: kindColor(kind, k), opacity: 0.85,
     }));
+    if (view.buffers.alias_of) {  // after the kinds: the legend's kinds keep their trace indexes
+      traces.push({ type: "scatter", mode: "lines", name: "dashed: in place over its input (shared bytes)", x: [null], y: [null],
+        hoverinfo: "skip", line: { dash: "dash", width: 2, color: "#111" } });
+    }
     const arena = plan ? plan.arena_bytes : 0;
     const steps = Math.max(view.steps, 1), top = Math.max(arena, 1) * 1.05;  // headroom shows the arena line
     // Two invisible corners, last: what the autoscale button and a double click fit to.

@@ -55,6 +55,8 @@ def plan_view(
             "first": [b.first for b in buffers],
             "last": [b.last for b in buffers],
             "kind": [kind_index[b.kind] for b in buffers],
+            # In-place aliases share their target's bytes: drawn outlined and named, never as a collision.
+            "alias_of": [b.alias_of for b in buffers] if any(b.alias_of for b in buffers) else None,
             **{key: _column(facts, key) for key in FACTS},
         },
         "plans": plans,

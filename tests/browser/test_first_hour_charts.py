@@ -79,3 +79,28 @@ def test_the_run_chart_comes_into_view_and_nothing_on_it_is_clipped(url, page):
     # Its per-step times' axis and title inside the chart.
     assert _inside(_box(page, "#chart-live .y2title"), _box(page, "#chart-live .main-svg"))
     shot(page, "first-hour-charts-run")
+
+
+def test_an_in_place_alias_is_named_on_the_offset_chart_not_left_as_a_collision(url, page):
+    problem = {
+        "schema": "memplan.problem/1",
+        "steps": 4,
+        "buffers": [
+            {"id": "r1", "size": 4096, "first": 0, "last": 1, "kind": "activation"},
+            {"id": "r2", "size": 4096, "first": 1, "last": 2, "kind": "activation", "alias_of": "r1"},
+            {"id": "r3", "size": 1024, "first": 2, "last": 3, "kind": "activation"},
+        ],
+    }
+    made = page.request.post(url + "/api/v1/problems/plan?strategies=greedy_by_size", data=problem).json()
+    page.goto(url + made["links"]["page"])
+    page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.ready")
+    page.evaluate("Memplan.plan.ready.then(() => true)")
+    offsets = page.evaluate("VIEW.offsets[Memplan.plan.a.planId]")
+    assert offsets[0] == offsets[1]  # the alias sits at its input's offset: the overlap the chart explains
+    assert "in place over its input" in page.locator("#chart-offsets-a .legend").text_content()
+    point = page.evaluate("Memplan.pixelOf(Memplan.plan.a, VIEW, 1)")
+    page.mouse.move(point["x"], point["y"])
+    tooltip = page.locator(".mp-tooltip:visible")
+    tooltip.wait_for()
+    assert "in place over r1" in tooltip.inner_text()
+    shot(page, "first-hour-alias")
