@@ -29,7 +29,7 @@ import secrets
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -332,7 +332,7 @@ class JobContext:
         self._write_progress()
         self.storage.add_job_event(self.id, "progress", {"progress": self.progress, "message": self.message, **data})
 
-    def report_many(self, reports: list[tuple[float | None, str | None, dict[str, Any]]]) -> None:
+    def report_many(self, reports: Sequence[tuple[float | None, str | None, dict[str, Any]]]) -> None:
         """`report(progress, message, **data)` for each of `reports` in order, the same events, written
         in one transaction (a sweep's rows): one database write instead of one per event."""
         self._check_cancel()

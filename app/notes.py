@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 
 from app.db import NoteRow, PlanRow
-from app.storage import Storage, new_id
+from app.storage import Storage, new_id, rows_changed
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,7 @@ def notes_of(storage: Storage, plan_id: str) -> list[NoteRecord]:
 def delete_note(storage: Storage, plan_id: str, note_id: str) -> bool:
     """Delete one of a plan's notes; False if the plan has no note with that id."""
     with storage.writing() as session:
-        done = session.execute(delete(NoteRow).where(NoteRow.plan_id == plan_id, NoteRow.id == note_id))
-        return bool(done.rowcount == 1)
+        return rows_changed(session, delete(NoteRow).where(NoteRow.plan_id == plan_id, NoteRow.id == note_id)) == 1
 
 
 def _note(row: NoteRow) -> NoteRecord:

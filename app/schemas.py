@@ -366,7 +366,7 @@ class SweepRequest(MemoryRequest, InputShapes):
     models: list[str] = Field(min_length=1, description="stored model ids")
     strategies: list[str] | Literal["all"] = Field(default="all", description="strategy names, or 'all'")
     dims: list[dict[str, int]] = Field(
-        default_factory=lambda: [{}],
+        default_factory=lambda: [dict[str, int]()],
         description="one mapping of symbolic dims per point, e.g. [{'batch': 1}, {'batch': 8}]",
     )
 

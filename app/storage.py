@@ -34,9 +34,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import CursorResult, Executable, delete, func, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, defer, sessionmaker
 
@@ -247,7 +247,7 @@ class Storage:
         if not fields:
             return
         with self._write() as session:
-            if session.execute(update(JobRow).where(JobRow.id == job_id).values(**fields)).rowcount != 1:
+            if rows_changed(session, update(JobRow).where(JobRow.id == job_id).values(**fields)) != 1:
                 raise KeyError(f"no job {job_id!r}")
 
     def get_job(self, job_id: str) -> dict[str, Any] | None:
@@ -290,7 +290,7 @@ class Storage:
             .values(cancel_requested=True)
         )
         with self._write() as session:
-            return session.execute(query).rowcount == 1
+            return rows_changed(session, query) == 1
 
     def count_jobs(self, states: tuple[str, ...]) -> int:
         with self._reader() as session:
@@ -503,6 +503,11 @@ def _job(row: JobRow) -> dict[str, Any]:
     out["links"] = out["links"] or {}
     out["cancel_requested"] = bool(out["cancel_requested"])
     return out
+
+
+def rows_changed(session: Session, statement: Executable) -> int:
+    """Run an UPDATE or DELETE; how many rows it changed."""
+    return cast(CursorResult[Any], session.execute(statement)).rowcount
 
 
 def one_line(error: BaseException) -> str:

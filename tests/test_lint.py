@@ -1,5 +1,5 @@
 """The code reads the way STYLE.md asks: ruff-clean and formatted everywhere, mypy-clean on
-planner/ and runtime/ (the packages other runtimes and the service build on)."""
+planner/, runtime/ and app/ (the packages other runtimes build on, and the service)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_ruff_check_and_format():
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
-def test_mypy_on_planner_and_runtime():
+def test_mypy_on_planner_runtime_and_app():
     pytest.importorskip("mypy")
-    typed = run(sys.executable, "-m", "mypy", "planner", "runtime")
+    typed = run(sys.executable, "-m", "mypy", "planner", "runtime", "app")
     assert typed.returncode == 0, typed.stdout + typed.stderr

@@ -7,6 +7,8 @@ handling are defined once, in `app.cli.common`.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
@@ -20,7 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMANDS = {
+COMMANDS: dict[str, Callable[..., Any]] = {
     "plan": plan.plan,
     "run": run.run,
     "bench": bench.bench,

@@ -107,7 +107,9 @@ def plan(
     if time_limit is not None:
         options["time_limit"] = time_limit
     outcomes = run_strategies(problem, names, **options)
-    facts = {"tensors": len(graph.tensors), "fused_nodes": fused_nodes(graph)} if graph is not None else {}
+    facts: dict[str, Any] = {}
+    if graph is not None:
+        facts = {"tensors": len(graph.tensors), "fused_nodes": fused_nodes(graph)}
     extras: list[dict[str, Any]] = [dict(facts, tiling=tiling and tiling.to_json()) for _ in outcomes]
     if reorder:
         own, _ = load_problem(

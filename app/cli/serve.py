@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -43,7 +43,7 @@ def serve(
     from app.main import Settings, create_app
     from app.storage import DatabaseUnavailable
 
-    overrides = {k: v for k, v in {"data_dir": data, "scheduler": scheduler}.items() if v is not None}
+    overrides: dict[str, Any] = {k: v for k, v in {"data_dir": data, "scheduler": scheduler}.items() if v is not None}
     settings = Settings(**overrides)
     with ExitStack() as stack:
         if settings.scheduler is None:

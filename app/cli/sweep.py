@@ -73,11 +73,11 @@ def sweep(
     files = _model_files(inputs)
     summaries = {f.stem: _summary(f, summary_of) for f in files}
     symbolic = {f.stem: (str(f), summaries[f.stem]["symbolic_dims"]) for f in files}
-    inputs = {n: {v["name"]: (list(v["dims"]) or None) for v in s["inputs"]} for n, s in summaries.items()}
+    declared = {n: {v["name"]: (list(v["dims"]) or None) for v in s["inputs"]} for n, s in summaries.items()}
     names = resolve_names(strategy)
     grid = sweeps.parse_dims_grid(dims)
     shapes = parse_shapes(shape)
-    sweeps.check_combinations(symbolic, names, grid, shapes=shapes, inputs=inputs)
+    sweeps.check_combinations(symbolic, names, grid, shapes=shapes, inputs=declared)
     tasks = sweeps.tasks_of(
         {n: p for n, (p, _) in symbolic.items()}, names, grid, memory=memory, time_limit=time_limit, shapes=shapes
     )

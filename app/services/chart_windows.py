@@ -450,5 +450,5 @@ def plan_window(
         problem, _ = problem_of(storage, record)
         columns = plan_columns(plan_id, record.problem_id, problem, record.plan, storage)
     whole = default_window(columns)
-    bounds = [whole[k] if given is None else given for k, given in enumerate((x0, x1, y0, y1))]
-    return {"plan_id": plan_id, **window(columns, *bounds, limit)}
+    lo_x, hi_x, lo_y, hi_y = (whole[k] if given is None else given for k, given in enumerate((x0, x1, y0, y1)))
+    return {"plan_id": plan_id, **window(columns, lo_x, hi_x, lo_y, hi_y, limit)}

@@ -58,7 +58,7 @@ def _write(target: Path, write: Callable[[BinaryIO], object]) -> Path:
     return target
 
 
-def save(storage: Storage, problem_id: str, name: str, arrays: dict[str, np.ndarray]) -> Path:
+def save(storage: Storage, problem_id: str, name: str, arrays: dict[str, Any]) -> Path:
     # uncompressed: read back at disk speed
     return _write(path(storage, problem_id, name), lambda f: np.savez(f, **arrays))
 

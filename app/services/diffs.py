@@ -44,7 +44,7 @@ def plan_diff(storage: Storage, a: PlanRecord, b: PlanRecord) -> dict[str, Any]:
             for name in sizes_a.keys() & sizes_b.keys()
             if sizes_a[name] != sizes_b[name]
         ),
-        key=lambda row: (-abs(row["delta"]), row["name"]),
+        key=_largest_change_first,
     )
     side_a = _side(storage, a, problem_a, stored_a)
     side_b = _side(storage, b, problem_b, stored_b)
@@ -84,11 +84,15 @@ def diff_page_context(
         problem, stored = problem_of(storage, record)
         summary = {**diff[side], "id": record.id}
         offsets = {record.id: charts.offsets_of(problem, record.plan)} if record.plan else {}
-        view = charts.plan_view(problem, [summary], offsets, stored.tensors, selected=record.id, compare=None)
+        view = charts.plan_view(problem, [summary], offsets, stored.tensors or {}, selected=record.id, compare=None)
         view["x_range"] = [x0, x1] if x0 is not None and x1 is not None else None
         views[side] = view
     title = f"{diff['a']['title']} vs {diff['b']['title']}"
     return {"page_title": title, "diff": diff, "views": views}
+
+
+def _largest_change_first(row: dict[str, Any]) -> tuple[int, str]:
+    return -abs(row["delta"]), row["name"]
 
 
 def _sizes(problem: Problem) -> dict[str, int]:

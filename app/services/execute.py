@@ -54,7 +54,8 @@ def run_model(
     # What the aliases save: the same strategy on the problem without in-place and concat-in-place aliases.
     plain = runtime.memory_problem(graph, memory.replace(inplace=False, concat_inplace=False))
     measured = runtime.measure_runs(session, feeds, repeat)
-    outputs = measured.outputs
+    outputs: dict[str, Any] = measured.outputs
+    assert session.plan is not None  # made by prepare()
     report: dict[str, Any] = {
         "model": path.name,
         "strategy": strategy,

@@ -87,8 +87,10 @@ def graph_of(
     found = _graphs.get(key)
     if found is not None:
         return found
-    limit = {} if max_tensor_bytes is None else {"max_tensor_bytes": max_tensor_bytes}
-    graph = runtime.load_model(path, dims=dims, shapes=shapes, fuse=fuse, **limit)
+    if max_tensor_bytes is None:
+        graph = runtime.load_model(path, dims=dims, shapes=shapes, fuse=fuse)
+    else:
+        graph = runtime.load_model(path, dims=dims, shapes=shapes, fuse=fuse, max_tensor_bytes=max_tensor_bytes)
     return _graphs.put(key, graph)
 
 

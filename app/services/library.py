@@ -76,9 +76,9 @@ def remove(storage: Storage, record: ModelRecord) -> None:
     chart_windows.forget_deleted(storage)  # the chart columns of its plans, kept or written, go with them
 
 
-def examples() -> list[dict[str, object]]:
+def examples() -> list[dict[str, Any]]:
     """The zoo models shipped inside the onnx wheel, smallest name first."""
-    out = []
+    out: list[dict[str, Any]] = []
     for path in sorted(EXAMPLES_DIR.glob("*.onnx")):
         out.append({"name": path.stem.removeprefix("light_"), "file": path.name, "bytes": path.stat().st_size})
     return out
@@ -126,7 +126,7 @@ def check_shapes(record: ModelRecord, shapes: dict[str, list[int]]) -> None:
     rank, a size that is not positive, or a fixed size contradicted."""
     if not shapes:
         return
-    declared = {v["name"]: (list(v["dims"]) or None) for v in record.summary.get("inputs", [])}
+    declared = {v["name"]: (tuple(v["dims"]) or None) for v in record.summary.get("inputs", [])}
     try:
         check_shapes_of(declared, shapes)
     except runtime.ShapeError as e:

@@ -97,7 +97,8 @@ def plans(storage: Storage, *, model_id: str | None = None, limit: int = DEFAULT
 def _run_item(row: RunRow) -> dict[str, Any]:
     result = row.result or {}
     verdict = result.get("verdict") or {}
-    state = verdict.get("verdict") or {True: "passed", False: "failed"}.get(verdict.get("passed"), "skipped")
+    passed = verdict.get("passed")
+    state = verdict.get("verdict") or ("skipped" if passed is None else "passed" if passed else "failed")
     return {
         "id": row.id,
         "model_id": row.model_id,

@@ -43,7 +43,7 @@ def sharing(storage: Storage, record: ModelRecord) -> dict[str, Any]:
     alone = ParameterStore()
     if not _share(alone, storage, record):
         return {"available": False, "detail": "the model's graph cannot be loaded, so its parameters are not compared"}
-    with_models = []
+    with_models: list[dict[str, Any]] = []
     for other in others:
         store = ParameterStore()
         if not _share(store, storage, other):

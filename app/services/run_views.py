@@ -26,7 +26,7 @@ def plan_chart_view(storage: Storage, plan_id: str | None) -> dict[str, Any] | N
         return None
     offsets = {record.id: charts.offsets_of(problem, record.plan)}
     summaries = [planning.summary(record, problem)]
-    view = charts.plan_view(problem, summaries, offsets, stored.tensors, selected=record.id, compare=None)
+    view = charts.plan_view(problem, summaries, offsets, stored.tensors or {}, selected=record.id, compare=None)
     view["x_range"] = None
     view["query"] = ""
     return view

@@ -113,7 +113,7 @@ def check_combinations(
     for name, (_, declared_dims) in models.items():
         symbolic = declared_dims
         if shapes:
-            declared = (inputs or {}).get(name, {})
+            declared = {k: None if v is None else tuple(v) for k, v in (inputs or {}).get(name, {}).items()}
             try:
                 check_shapes(declared, shapes)
             except runtime.ShapeError as e:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import planner
@@ -85,11 +86,11 @@ def warm(
         for name, generate in GENERATORS.items():
             problem = generate(blocks)
             for strategy in strategies:
-                timed(f"plan {name}({blocks:,}) with {strategy}", lambda p=problem, s=strategy: planner.plan(p, s))
+                timed(f"plan {name}({blocks:,}) with {strategy}", partial(planner.plan, problem, strategy))
         for model in models:
-            timed(f"run {model}", lambda m=model: _run(m))
+            timed(f"run {model}", partial(_run, model))
         for name, build in GRAPHS.items():
-            timed(f"run {name} (tiny graph)", lambda b=build: _run_graph(runtime.load_model(b())))
+            timed(f"run {name} (tiny graph)", partial(_run_built, build))
     return {"compiled_loops": jit.ENABLED, **loop_stats(), "steps": steps}
 
 
@@ -131,6 +132,10 @@ def _run(model: str) -> None:
 
     files = {e["name"]: str(e["file"]) for e in examples()}
     _run_graph(runtime.load_model(EXAMPLES_DIR / files[model]))
+
+
+def _run_built(build: Callable[[], Any]) -> None:
+    _run_graph(runtime.load_model(build()))
 
 
 def _run_graph(graph: runtime.Graph) -> None:

@@ -17,6 +17,8 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -47,7 +49,7 @@ class _Builder:
         self.weights.append(numpy_helper.from_array(value, name))
         return name
 
-    def node(self, op: str, inputs: list[str], output: str, **attrs: object) -> str:
+    def node(self, op: str, inputs: list[str], output: str, **attrs: Any) -> str:
         self.nodes.append(helper.make_node(op, inputs, [output], name=output, **attrs))
         return output
 
