@@ -60,8 +60,8 @@ def same_memory(x: np.ndarray, out: np.ndarray) -> bool:
 def apply_blocks(fn: Callable[..., None], out: np.ndarray, *inputs: np.ndarray) -> None:
     """Run ``fn(*input_blocks, out_block)`` over `out` block by block.
 
-    Inputs are broadcast to `out`'s shape first (numpy's multidirectional rule, which the
-    dispatcher has already checked), and an input block that overlaps its output block is
+    Inputs are broadcast to `out`'s shape first (numpy's multidirectional rule, which shape
+    inference at load has already applied to `out`), and an input block that overlaps its output block is
     copied, so `fn` may write `out_block` before it has finished reading its inputs.
     """
     full = [np.broadcast_to(x, out.shape) for x in inputs]

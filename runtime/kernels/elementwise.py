@@ -1,7 +1,7 @@
 """Arithmetic: broadcasting binary ops, variadic Sum/Max/Min, and unary math functions.
 
-Broadcasting is numpy's multidirectional rule, which ONNX uses too; the dispatcher has
-already given `out` the broadcast shape. Every kernel here is safe when `out` shares its
+Broadcasting is numpy's multidirectional rule, which ONNX uses too; shape inference at load
+has already given `out` the broadcast shape. Every kernel here is safe when `out` shares its
 memory with an input (the planner's in-place reuse): single ufunc calls are, and the
 multi-step ones go through `apply_blocks` or `readable`.
 """

@@ -3,7 +3,7 @@ copies that move elements (Transpose, Concat, Split, Slice, Expand, Tile, Pad).
 
 View kernels are registered with ``view=True``: the runtime gives output 0 the bytes of
 input 0, so the kernel copies only when it was handed separate buffers. Their output
-shape is already `out.shape` (the dispatcher inferred it), so shape inputs and axes
+shape is already `out.shape` (shape inference at load made it), so shape inputs and axes
 attributes are accepted and not re-derived.
 
 Attributes that became inputs at some opset (Slice's starts, Squeeze's axes, Pad's pads,
