@@ -8,7 +8,8 @@ extra FLOPs (its recomputed ops' over the step's). The search:
    forward pass's articulation tensors (the only activation crossing a cut) every ceil(sqrt(n))-th
    kept, everything else recomputed.
 2. Exact when there are at most `exact_up_to` candidates: every subset whose extra FLOPs fit
-   `overhead` is placed (exhaustive enumeration; optimal for the strategy's placement).
+   `overhead` is placed (exhaustive enumeration; optimal for the strategy's placement), smallest
+   subsets first, unless the time limit stops it first (method "partial").
 3. Otherwise greedy then local search, until `time_limit`: at each round the moves (add one
    segment between articulation tensors, or one tensor backward reads with the tensors its
    recomputation needs, ranked by bytes freed per FLOP) are placed in that order, and the first
@@ -53,7 +54,7 @@ class RematResult:
     curve: list[Point]
     budget_met: bool
     fixed_bytes: int  # trainable parameters, their gradients and optimizer state at their peak
-    method: str  # "exhaustive" or "heuristic"
+    method: str  # "exhaustive", "heuristic", or "partial" (exhaustive stopped by the time limit)
     seconds: float
     evaluated: int
     sqrt_checkpoints: Point | None = None
@@ -178,13 +179,11 @@ def search(
     without = score(())
     exact = method == "exhaustive" or (method == "auto" and len(names) <= exact_up_to)
     sqrt_point = _sqrt_checkpoints(step, score)
+    deadline = started + time_limit
+    kind = "heuristic"
     if exact:
-        for k in range(1, len(names) + 1):
-            for subset in combinations(names, k):
-                if score.flops(subset) <= overhead + 1e-12:
-                    score(subset)
+        kind = "exhaustive" if _exhaustive(score, names, overhead, deadline) else "partial"
     else:
-        deadline = started + time_limit
         best = _greedy(step, score, overhead, deadline)
         _local(score, best, overhead, deadline)
     curve = pareto(score.points.values())
@@ -202,13 +201,24 @@ def search(
         curve,
         met,
         _fixed_bytes(score.problem(())[1]),
-        "exhaustive" if exact else "heuristic",
+        kind,
         time.perf_counter() - started,
         len(score.points),
         sqrt_point,
         remat_step,
         plan,
     )
+
+
+def _exhaustive(score: Scorer, names: list[str], overhead: float, deadline: float) -> bool:
+    """Place every subset within `overhead`, smallest first; False when the time limit stopped it."""
+    for k in range(1, len(names) + 1):
+        for subset in combinations(names, k):
+            if time.perf_counter() >= deadline:
+                return False
+            if score.flops(subset) <= overhead + 1e-12:
+                score(subset)
+    return True
 
 
 def _fixed_bytes(problem: Problem) -> int:

@@ -135,3 +135,10 @@ def test_unknown_tensor_is_refused_by_name():
     step = build_training_step(NETWORKS["transformer"](), optimizer="none")
     with pytest.raises(ModelError, match="nope"):
         rematerialize(step, ["nope"])
+
+
+def test_the_exhaustive_search_keeps_to_its_time_limit():
+    step = build_training_step(models.small_cnn(batch=2, size=6, channels=(3, 4), classes=3), recompute=False)
+    result = search(step, overhead=0.5, time_limit=0.0)
+    assert result.method == "partial" and result.evaluated <= 3  # no remat, sqrt(n), and nothing more
+    assert result.chosen.arena_bytes <= result.without.arena_bytes
