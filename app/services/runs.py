@@ -20,8 +20,9 @@ import runtime
 from app.errors import AppError
 from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import RunRequest
-from app.services import graphs, library
+from app.services import graphs, library, readiness
 from app.services.planning import plan_and_store
+from app.services.timed import Phases, timed_runs
 from app.settings import active_limits
 from app.storage import ModelRecord, Storage
 from planner import Plan, Problem
@@ -63,6 +64,14 @@ def start(storage: Storage, jobs: JobService, record: ModelRecord, body: RunRequ
         plan_record = storage.get_plan(plan_id)
         if plan_record is None or not plan_record.valid:
             raise AppError(422, f"{body.strategy} gave no valid plan: {made['plans'][0].get('error')}")
+    missing = readiness.missing_kernels(storage, record, options)
+    if missing:
+        ops = ", ".join(f"{op['op_type']} ({op['count']} node{'s' if op['count'] != 1 else ''})" for op in missing)
+        raise AppError(
+            422,
+            f"memplan has no kernel for {ops}: it can plan this model's memory but cannot run it",
+            title="Cannot run this model",
+        )
     if npz is not None:
         _read_npz(npz)  # refused now (422) rather than in the job
     title = f"run {record.name} in the {plan_record.strategy} plan"
@@ -127,9 +136,11 @@ def execute(
 ) -> dict[str, Any]:
     path = library.model_path(storage, record)
     memory = graphs.memory_of(options)
+    phases = Phases()
     job.report(0.0, "loading the model")
-    graph = graphs.load_graph(path, options.get("dims", {}), shapes=options.get("shapes"), fuse=memory.fuse)
-    graph = graphs.in_order(graph, options.get("order"))  # the order the plan was made for
+    with phases("loading the model"):
+        graph = graphs.load_graph(path, options.get("dims", {}), shapes=options.get("shapes"), fuse=memory.fuse)
+        graph = graphs.in_order(graph, options.get("order"))  # the order the plan was made for
     try:
         feeds = inputs if inputs is not None else oracle.random_inputs(graph, body.seed)
     except runtime.ModelError as e:
@@ -143,13 +154,19 @@ def execute(
     )
     job.report(0.0, "preparing: kernels, views into the arena")
     try:
-        session.prepare()
-        run_feeds = bind_io(session, feeds) if body.zero_copy else feeds
+        with phases("preparing kernels and arena views"):
+            session.prepare()
+            run_feeds = bind_io(session, feeds) if body.zero_copy else feeds
+    except runtime.UnsupportedOpError as e:
+        raise JobFailed(readiness.kernel_message(e.ops), 422) from None
     except runtime.ModelError as e:
         raise JobFailed(f"the plan cannot be run: {e}", 422) from None
-    outputs, elapsed, times, stats = execute_measured(job, session, session, graph.nodes, run_feeds, "the model")
+    outputs, elapsed, times, stats = execute_measured(
+        job, session, session, graph.nodes, run_feeds, "the model", phases=phases
+    )
     job.report(1.0, "checking the outputs against an oracle")
-    verdict = oracle.verify(path, feeds, outputs, body.verify)
+    with phases("checking the outputs against the oracle"):
+        verdict = oracle.verify(path, feeds, outputs, body.verify)
     return {
         "model_id": record.id,
         "strategy": plan.strategy,
@@ -159,6 +176,7 @@ def execute(
         "verdict": verdict,
         "arena_bytes": plan.arena_bytes,
         "stats": stats,
+        "job_phases": phases.to_json(),
         **copy_figures(session),
         "seed": body.seed if inputs is None else None,
         "inputs": "uploaded .npz" if inputs is not None else f"random, seed {body.seed}",
@@ -233,14 +251,29 @@ def execute_measured(
     nodes: Sequence[Any],
     feeds: dict[str, np.ndarray],
     what: str,
+    *,
+    phases: Phases | None = None,
 ) -> tuple[dict[str, np.ndarray], float, list[dict[str, Any]], dict[str, Any]]:
-    """`execute_with_progress`, then one more run traced for the bytes allocated beside the arena: the
-    timed run is never traced (tracemalloc slows kernels several times over), so its times are the kernels' own."""
-    outputs, elapsed, times = execute_with_progress(job, runner, nodes, feeds, what)
+    """`execute_with_progress` (the run followed live, its wall time mostly progress reports), then
+    untraced timed runs whose median is the run's time (returned as the seconds), then one more run
+    traced for the bytes allocated beside the arena: timed runs are never traced (tracemalloc slows
+    kernels several times over), so their times and the per-step times are the kernels' own."""
+    phases = phases or Phases()
+    with phases("the run followed live (a progress report per step)"):
+        outputs, followed, times = execute_with_progress(job, runner, nodes, feeds, what)
+    job.report(1.0, "timing untraced runs")
+    with phases("timed runs"):
+        timing = timed_runs(runner, session, feeds)
     stats = run_stats(session)
-    runner.run(feeds, measure="memory")
+    with phases("a traced run for the bytes beside the arena"):
+        runner.run(feeds, measure="memory")
     stats["outside_arena_bytes"] = session.stats.outside_arena_bytes if session.stats else None
-    return outputs, elapsed, times, stats
+    stats["timed_runs"] = timing["runs"]
+    stats["followed_run_seconds"] = followed
+    if timing["step_seconds"] is not None and len(timing["step_seconds"]) == len(times):
+        # The first run warms caches and reports each step: each step's time is its timed runs' median.
+        times = [{**t, "seconds": s} for t, s in zip(times, timing["step_seconds"], strict=True)]
+    return outputs, timing["median_seconds"], times, stats
 
 
 def run_stats(session: runtime.Session) -> dict[str, Any]:

@@ -9,12 +9,17 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from app.settings import Settings
 from app.storage import Storage
+from tests import memory_models
 from tests.app.routes.test_lists import conv_nchw
 from tests.browser.harness import BROWSER, serving, shot, upload
+from tests.runtime.test_session import small_cnn
 
 pytestmark = BROWSER
 
@@ -138,3 +143,124 @@ def test_an_ill_conditioned_verdict_is_yellow_with_its_evidence_not_a_red_failur
     page.goto(f"{url}/models/{conv_model}")
     assert "ill-conditioned" in page.inner_text("#runs-list")
     shot(page, "first-hour-ill-conditioned")
+
+
+def test_a_runs_headline_is_its_timed_runs_median_and_the_job_says_where_else_its_time_went(served, page):
+    url, _ = served
+    model_id = upload(page, url, small_cnn(), "cnn")
+    made = page.request.post(
+        f"{url}/api/v1/models/{model_id}/plans", data={"strategies": ["greedy_by_size"], "dims": {"N": 2}}
+    ).json()
+    page.goto(f"{url}/plans/{made['plans'][0]['id']}")
+    page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.run")
+    page.click("#run-button")
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)
+    assert "median of" in page.inner_text("#live-status")
+    page.click("#live-link")
+    page.wait_for_selector("#job-phases")
+    job = page.request.get(page.url.replace("/runs/", "/api/v1/jobs/")).json()
+    result = job["result"]
+    steps = sum(s["seconds"] for s in result["steps"])
+    # The headline is a run's own time: no progress reports in it, so below the followed run's wall time;
+    # its steps' times (each the median over the same timed runs) add up to about it.
+    assert result["seconds"] < result["stats"]["followed_run_seconds"]
+    assert 0.5 * result["seconds"] <= steps <= 1.5 * result["seconds"]
+    shown = page.inner_text("#run-seconds")
+    assert f"{1000 * result['seconds']:.2f} ms" in shown and "median of" in shown
+    phases = page.inner_text("#job-phases")
+    for phase in ("loading the model", "timed runs", "the run followed live", "oracle"):
+        assert phase in phases
+    assert "False" not in page.inner_text("main") and "None" not in page.inner_text("main")
+    shot(page, "first-hour-run-time")
+
+
+def cumsum_model() -> onnx.ModelProto:
+    """x [2, 8] -> CumSum along axis 1 -> Relu: an op memplan has no kernel for, on a graph input."""
+    axis = numpy_helper.from_array(np.array(1, np.int64), "axis")
+    nodes = [helper.make_node("CumSum", ["x", "axis"], ["c"]), helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "cumsum",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+        [axis],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_model_memplan_cannot_run_says_so_up_front_and_offers_no_run(served, page):
+    url, _ = served
+    model_id = upload(page, url, cumsum_model(), "cumsum")
+    page.goto(f"{url}/models/{model_id}")
+    assert "CumSum" in page.inner_text("#missing-kernels")
+    page.click("#plan-button")
+    page.wait_for_url("**/plans/*")
+    assert "CumSum" in page.inner_text("#cannot-run") and page.locator("#run-button").count() == 0
+    refused = page.request.post(f"{url}/api/v1/models/{model_id}/runs", data={"strategy": "greedy_by_size"})
+    detail = refused.json()["detail"]
+    assert refused.status == 422 and "CumSum" in detail and "runtime.kernels" not in detail
+
+
+def abs_model() -> onnx.ModelProto:
+    """x [2, 8] -> MatMul (trainable w) -> Abs: an op with no backward kernel on the way to the output."""
+    weight = numpy_helper.from_array(np.ones((8, 4), np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Abs", ["m"], ["y"])]
+    graph = helper.make_graph(
+        nodes,
+        "absnet",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [weight],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_training_card_says_what_the_model_lacks_before_the_click(served, page):
+    url, _ = served
+    model_id = upload(page, url, abs_model(), "absnet")
+    page.goto(f"{url}/models/{model_id}")
+    before = page.inner_text("#training-readiness")
+    assert "Abs" in before and "backward kernel" in before  # runtime.training's own answer
+    page.click("#training-plan-button")
+    page.wait_for_selector("#training-plan-status.warn")
+    assert "Abs" in page.inner_text("#training-plan-status")
+    assert page.is_hidden("#error-box") and page.is_hidden("#chart-training-categories")  # no blank chart
+    shot(page, "first-hour-training-card")
+
+
+def test_a_training_steps_charts_name_and_colour_each_category_alike(served, page):
+    url, _ = served
+    model_id = upload(page, url, memory_models.mlp(features=8, hidden=16, classes=4, seed=5), "trainable")
+    page.goto(f"{url}/models/{model_id}")
+    page.fill("input[name='dim:N']", "4")
+    page.click("#training-plan-button")
+    page.wait_for_selector("#chart-training-categories .main-svg")
+    script = "(id) => document.getElementById(id).data.map((t) => [t.name, (t.marker || {}).color || t.fillcolor])"
+    bars = dict(page.evaluate(script, "chart-training-categories"))
+    page.goto(url + page.get_attribute("#training-plan-link", "href"))
+    page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.ready")
+    page.evaluate("Memplan.plan.ready.then(() => true)")
+    offsets = dict(page.evaluate(script, "chart-offsets-a"))
+    shared = set(bars) & set(offsets)
+    assert {"back-prop", "gradient", "non-const"} <= shared  # ONE's names on both charts
+    assert all(bars[name] == offsets[name] for name in shared), (bars, offsets)
+
+
+def test_the_api_page_works_without_internet(served, page):
+    url, _ = served
+    outside: list[str] = []
+
+    def local_only(route) -> None:
+        if route.request.url.startswith(url) or route.request.url.startswith("data:"):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", local_only)
+    page.goto(url + "/docs")
+    page.wait_for_selector(".swagger-ui .opblock", timeout=20_000)
+    assert page.locator(".opblock-summary-path[data-path='/api/v1/plans']").count() >= 1
+    assert outside == []
+    page.unroute("**/*")
+    shot(page, "first-hour-api-docs")
