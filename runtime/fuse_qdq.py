@@ -87,11 +87,14 @@ def fuse_qdq(
 
 
 def _dq(name: str, producer: Mapping[str, onnx.NodeProto]) -> tuple[str, str, str] | None:
-    """(integers, scale, zero point) of a tensor that a DequantizeLinear with a zero point writes."""
+    """(integers, scale, zero point) of a tensor a DequantizeLinear writes; the zero point is ""
+    when it has none (zero: an int32 bias's)."""
     p = producer.get(name)
-    if p is None or not _is(p, "DequantizeLinear") or len(p.input) < 3 or not p.input[2]:
+    while p is not None and _is(p, "Identity"):  # an exporter's shared bias: DequantizeLinear -> Identity
+        p = producer.get(p.input[0])
+    if p is None or not _is(p, "DequantizeLinear"):
         return None
-    return p.input[0], p.input[1], p.input[2]
+    return p.input[0], p.input[1], p.input[2] if len(p.input) > 2 else ""
 
 
 def _per_tensor(triple: tuple[str, str, str], constants: Mapping[str, Constant]) -> bool:
@@ -171,7 +174,7 @@ def _bias(node: onnx.NodeProto, data: list, constants: dict[str, Constant]) -> l
     if d is None or d[0] not in constants or constants[d[0]].dtype != np.int32:
         return None
     zero = constants.get(d[2])
-    if zero is None or np.any(zero.value() != 0):
+    if d[2] and (zero is None or np.any(zero.value() != 0)):
         return None
     return [d[0]]
 

@@ -51,8 +51,15 @@ def float_activation(y: np.ndarray, activation: str) -> None:
         raise ValueError(f"fused_activation_function {activation!r}; accepted: NONE, RELU, RELU6, RELU_N1_TO_1, TANH")
 
 
-def rows_per_band(row_bytes: int, rows: int) -> int:
-    return max(1, min(rows, CHUNK_BYTES // max(1, row_bytes)))
+MIN_BAND_BYTES = 1 << 13
+
+
+def rows_per_band(row_bytes: int, rows: int, output_bytes: int | None = None) -> int:
+    """Rows of a band whose scratch is `row_bytes` a row: at most CHUNK_BYTES, and no more than the
+    layer's output (at least MIN_BAND_BYTES), so that on a microcontroller-sized model the scratch
+    stays below the activations it serves; at least one row."""
+    budget = CHUNK_BYTES if output_bytes is None else min(CHUNK_BYTES, max(MIN_BAND_BYTES, output_bytes))
+    return max(1, min(rows, budget // max(1, row_bytes)))
 
 
 def fill_band(x: np.ndarray, n: int, top: int, left: int, buf: np.ndarray, fill: Any, shift: int | None = None) -> None:

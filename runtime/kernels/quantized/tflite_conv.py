@@ -15,7 +15,9 @@ from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.quantized.common import (
+    EXACT_DEPTH,
     TFLITE,
+    exact_matmul,
     fill_band,
     float_activation,
     quant,
@@ -37,15 +39,20 @@ def _band_rows(rows: int, stride: int, kh: int, dilation: int) -> int:
 
 
 def _conv_blocks(x, w, y, integer, attrs):
+    """Rows per band and the workspace blocks: the band's input rows, its columns (float32: exact for
+    8-bit products in depth chunks, `exact_matmul`), and for integers its float32 products and, over
+    a depth of more than EXACT_DEPTH, their float64 sums."""
     top, left, padded_width, (kh, kw) = _geometry(x.shape, w.shape, y.shape, **attrs)
     depth = kh * kw * x.shape[3]
-    cell = np.float64 if integer else np.float32
-    unit = y.shape[2] * (depth + y.shape[3]) * np.dtype(cell).itemsize
-    rows = rows_per_band(unit, y.shape[1])
+    wide = integer and depth > EXACT_DEPTH
+    unit = y.shape[2] * (depth * 4 + (y.shape[3] * (4 + 8 * wide) if integer else 0))
+    rows = rows_per_band(unit, y.shape[1], y.nbytes)
     band = (_band_rows(rows, attrs["stride_h"], kh, attrs["dilation_h_factor"]), padded_width, x.shape[3])
-    blocks = [(band, x.dtype), ((rows * y.shape[2], depth), cell)]
+    pixels = rows * y.shape[2]
+    blocks = [(band, x.dtype), ((pixels, depth), np.float32)]
     if integer:
-        blocks.append(((rows * y.shape[2], y.shape[3]), cell))
+        blocks.append(((pixels, y.shape[3]), np.float32))
+        blocks.append(((pixels, y.shape[3]) if wide else (0,), np.float64))
     return rows, blocks, (top, left)
 
 
@@ -61,8 +68,8 @@ def conv_workspace(inputs, outputs, *, stride_h=1, stride_w=1, dilation_h_factor
 
 
 def conv_columns(w: np.ndarray, integer: bool) -> np.ndarray:
-    """The OHWI filter as the (KH*KW*C, O) matrix the columns multiply, float64 for integers."""
-    return np.ascontiguousarray(w.reshape(w.shape[0], -1).T, dtype=np.float64 if integer else np.float32)
+    """The OHWI filter as the (KH*KW*C, O) float32 matrix the columns multiply."""
+    return np.ascontiguousarray(w.reshape(w.shape[0], -1).T, dtype=np.float32)
 
 
 def conv_constants(values, inputs, outputs, **_) -> dict:
@@ -83,7 +90,8 @@ def conv_2d(x, w, b=None, *, out, ws, padding="SAME", stride_h=1, stride_w=1, di
     scratch = Scratch(ws, "CONV_2D")
     band = scratch.take(*blocks[0])
     columns_all = scratch.take(*blocks[1])
-    acc_all = scratch.take(*blocks[2]) if integer else None
+    part_all = scratch.take(*blocks[2]) if integer else columns_all
+    sums_all = scratch.take(*blocks[3]) if integer else columns_all
     kh, kw = w.shape[1], w.shape[2]
     oh, ow, channels = out.shape[1], out.shape[2], out.shape[3]
     stride, dilation = (stride_h, stride_w), (dilation_h_factor, dilation_w_factor)
@@ -111,8 +119,13 @@ def conv_2d(x, w, b=None, *, out, ws, padding="SAME", stride_h=1, stride_w=1, di
                 float_activation(target, fused_activation_function)
                 continue
             columns -= zero
-            acc = acc_all[:count]
-            np.matmul(columns, matrix, out=acc)
+            part = part_all[:count]
+            if matrix.shape[0] > EXACT_DEPTH:
+                acc = sums_all[:count]
+                exact_matmul(columns, matrix, acc, part)
+            else:  # one exact float32 product: no float64 sums needed
+                acc = part
+                np.matmul(columns, matrix, out=acc)
             total = acc.astype(np.int64) + (0 if b is None else b.astype(np.int64))
             target[...] = qa.requantize(total, multiplier, shift, int(q_out.zero_point[0]), lo, hi)
 
@@ -121,7 +134,7 @@ def _depthwise_blocks(x, w, y, integer, attrs):
     top, left, padded_width, (kh, _) = _geometry(x.shape, w.shape, y.shape, **attrs)
     channels = y.shape[3]
     unit = y.shape[2] * channels * 4 * 2 + padded_width * x.shape[3] * 2 * attrs["stride_h"]
-    rows = rows_per_band(unit, y.shape[1])
+    rows = rows_per_band(unit, y.shape[1], y.nbytes)
     band = (_band_rows(rows, attrs["stride_h"], kh, attrs["dilation_h_factor"]), padded_width, x.shape[3])
     cell = np.int32 if integer else np.float32
     blocks = [(band, np.int16 if integer else np.float32), ((rows, y.shape[2], channels), cell),

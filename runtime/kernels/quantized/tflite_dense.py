@@ -1,7 +1,8 @@
 """FULLY_CONNECTED: int8/uint8 (per-tensor or per-channel filter) with TFLite's requantization, and float32.
 
 The input's last axis is the accumulation depth (every other axis a batch row); rows go through
-BLAS in float64 bands, exact for int8 products, into the int32 accumulators TFLite keeps.
+BLAS in float32 over depth chunks short enough to be exact, summed in float64: the int32
+accumulators TFLite keeps.
 """
 
 from __future__ import annotations
@@ -11,24 +12,27 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
-from runtime.kernels.quantized.common import TFLITE, float_activation, quant, rows_per_band
+from runtime.kernels.quantized.common import EXACT_DEPTH, TFLITE, float_activation, quant, rows_per_band
 
 
-def _blocks(x, w, integer):
+def _blocks(x, w, y, integer):
+    """Batch rows, rows per band and the workspace blocks: a band's input columns over one depth
+    chunk (float32, exact up to EXACT_DEPTH), the chunk's products (float32) and their sums (float64)."""
     depth, channels = w.shape[-1], w.shape[0]
     batches = int(np.prod(x.shape)) // depth
     if not integer:
         return batches, batches, []
-    rows = rows_per_band((depth + channels) * 8, batches)
-    return batches, rows, [((rows, depth), np.float64), ((rows, channels), np.float64)]
+    chunk = min(depth, EXACT_DEPTH)
+    rows = rows_per_band(chunk * 4 + channels * 12, batches, y.nbytes)
+    return batches, rows, [((rows, chunk), np.float32), ((rows, channels), np.float32), ((rows, channels), np.float64)]
 
 
 def dense_workspace(inputs, outputs, **_) -> int:
-    return scratch_bytes(*_blocks(inputs[0], inputs[1], inputs[0].dtype.kind in "iu")[2])
+    return scratch_bytes(*_blocks(inputs[0], inputs[1], outputs[0], inputs[0].dtype.kind in "iu")[2])
 
 
 def dense_matrix(w: np.ndarray, integer: bool) -> np.ndarray:
-    return np.ascontiguousarray(w.T, dtype=np.float64 if integer else np.float32)
+    return np.ascontiguousarray(w.T, dtype=np.float32)
 
 
 def dense_constants(values, inputs, outputs, **_) -> dict:
@@ -47,7 +51,7 @@ def dense_multipliers(q_in, q_w, q_out, channels):
 def fully_connected(x, w, b=None, *, out, ws, fused_activation_function="NONE", keep_num_dims=False, q_inputs=None,
                     q_outputs=None, w_matrix=None, prepared_weights=True, **_):  # fmt: skip
     integer = x.dtype.kind in "iu"
-    batches, rows, blocks = _blocks(x, w, integer)
+    batches, rows, blocks = _blocks(x, w, out, integer)
     depth, channels = w.shape[-1], w.shape[0]
     matrix = w_matrix if w_matrix is not None else dense_matrix(w, integer)
     flat = x.reshape(batches, depth)
@@ -63,11 +67,17 @@ def fully_connected(x, w, b=None, *, out, ws, fused_activation_function="NONE", 
     lo, hi = qa.activation_range(fused_activation_function, q_out, out.dtype)
     zero, w_zero = int(q_in.zero_point[0]), int(q_w.zero_point[0])
     scratch = Scratch(ws, "FULLY_CONNECTED")
-    columns_all, acc_all = scratch.take(*blocks[0]), scratch.take(*blocks[1])
+    columns_all, part_all, sums_all = (scratch.take(*block) for block in blocks)
+    weights = matrix - w_zero if w_zero else matrix
     for r0 in range(0, batches, rows):
         r1 = min(batches, r0 + rows)
-        columns, acc = columns_all[: r1 - r0], acc_all[: r1 - r0]
-        np.subtract(flat[r0:r1], zero, out=columns, dtype=np.float64)
-        np.matmul(columns, matrix - w_zero if w_zero else matrix, out=acc)
-        total = acc.astype(np.int64) + (0 if b is None else b.astype(np.int64))
+        part, sums = part_all[: r1 - r0], sums_all[: r1 - r0]
+        sums[...] = 0
+        for k0 in range(0, depth, EXACT_DEPTH):  # exact float32 products, summed in float64
+            k1 = min(depth, k0 + EXACT_DEPTH)
+            columns = columns_all[: r1 - r0, : k1 - k0]
+            np.subtract(flat[r0:r1, k0:k1], zero, out=columns, dtype=np.float32)
+            np.matmul(columns, weights[k0:k1], out=part)
+            sums += part
+        total = sums.astype(np.int64) + (0 if b is None else b.astype(np.int64))
         target[r0:r1] = qa.requantize(total, multiplier, shift, int(q_out.zero_point[0]), lo, hi)
