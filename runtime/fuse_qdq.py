@@ -10,7 +10,9 @@ into the integer op, whose inputs are the integers the DequantizeLinear nodes re
    Gemm -> com.microsoft QGemm;
 2. Add, Mul, Sigmoid, LeakyRelu, GlobalAveragePool, AveragePool, Concat -> their com.microsoft
    QLinear ops;
-3. ops that only move or select values (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
+3. any other one-input float op (HardSwish, HardSigmoid, Tanh, ...) -> memplan's QLinearUnary, a
+   table of the op's values over the 256 integers;
+4. ops that only move or select values (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
    Dropout, Identity) run on the integers directly when the scale and zero point around them agree.
 
 A DequantizeLinear left with no reader goes. The weights' DequantizeLinear nodes are kept from
@@ -41,6 +43,9 @@ QLINEAR = {  # float op -> (integer op, domain)
     "AveragePool": ("QLinearAveragePool", MS),
     "Concat": ("QLinearConcat", MS),
 }
+# One-input float ops made tables (memplan's QLinearUnary) between a DequantizeLinear and a QuantizeLinear.
+UNARY = ("HardSwish", "HardSigmoid", "Tanh", "Relu", "Elu", "Selu", "Softplus", "Softsign", "Gelu", "Mish", "Exp",
+         "Neg", "Abs", "Sqrt", "Erf", "Celu", "ThresholdedRelu")  # fmt: skip
 MOVES = ("MaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Dropout", "Identity")
 
 
@@ -126,7 +131,7 @@ def _integer_node(
             return None
         return _copy(node, op, "", [x[0], *node.input[1:]], [out[0]])
     if op not in QLINEAR:
-        return None
+        return _unary(node, out, producer, constants)
     target, domain = QLINEAR[op]
     data = [_dq(i, producer) if i else None for i in node.input]
     if op == "Concat":
@@ -195,3 +200,21 @@ def _quantized_bias(node: onnx.NodeProto, data: list, constants: dict[str, Const
     name = f"{node.input[2]}_int32"
     constants[name] = Constant(name, tuple(value.shape), np.dtype(np.int32), "folded", _value=value)
     return [name]
+
+
+def _unary(
+    node: onnx.NodeProto,
+    out: tuple[str, str, str],
+    producer: Mapping[str, onnx.NodeProto],
+    constants: dict[str, Constant],
+) -> onnx.NodeProto | None:
+    """A one-input float op (HardSwish, HardSigmoid, Tanh, Relu, ...) as memplan's QLinearUnary: a
+    table of its values over the input's 256 integers."""
+    if node.op_type not in UNARY or len([i for i in node.input if i]) != 1:
+        return None
+    x = _dq(node.input[0], producer)
+    if x is None or not _per_tensor(x, constants):
+        return None
+    made = _copy(node, "QLinearUnary", "memplan", [*x, out[1], out[2]], [out[0]])
+    made.attribute.append(helper.make_attribute("op", node.op_type))
+    return made

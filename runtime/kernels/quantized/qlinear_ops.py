@@ -152,3 +152,28 @@ def qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, *, out
         inside[tuple(slice(b, b + n) for b, n in zip(geo.begin, x.shape[2:], strict=True))] = 1
         count = windows(inside, geo).sum(axis=tuple(range(-rank, 0)))
     _average(total, count, x_scale, y_scale, y_zero_point, out)
+
+
+@kernel("QLinearUnary", domain="memplan", inplace=(0,))
+def qlinear_unary(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, op, **attributes):
+    """Any one-input float op between a DequantizeLinear and a QuantizeLinear (`runtime.fuse_qdq`:
+    HardSwish, HardSigmoid, Tanh, ...) as a table of its 256 values, made by memplan's own float
+    kernel of `op` (with the node's attributes) as onnxruntime makes its QLinear tables."""
+    from runtime.kernels import call, get_kernel
+
+    k = get_kernel(op)
+    if k is None or k.workspace is not None and k.multi_output:
+        raise ValueError(f"QLinearUnary: no float kernel for {op!r}")
+
+    def through(real: np.ndarray) -> np.ndarray:
+        result = np.empty_like(real)
+        ws = None
+        if k.workspace is not None:
+            from runtime.kernels import TensorMeta
+
+            meta = TensorMeta(real.shape, real.dtype)
+            ws = np.zeros(k.workspace([meta], [meta], **attributes), dtype=np.uint8)
+        call(k, [real], [result], ws, attributes, 21)
+        return result
+
+    _lookup(x, _table(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point, out.dtype, through), out)

@@ -134,3 +134,36 @@ def test_integer_activations_take_less_of_the_arena(qdq_path):
         session.run({"x": np.zeros(SHAPE, np.float32)})
         arenas[name] = session.plan.arena_bytes
     assert arenas["int8"] < 0.6 * arenas["float"], arenas
+
+
+@pytest.mark.parametrize("op,attrs", [("HardSwish", {}), ("HardSigmoid", {"alpha": 0.25}), ("Tanh", {})])
+def test_one_input_float_op_becomes_a_table(op, attrs):
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(3, np.int8), "z")
+    out_scale = numpy_helper.from_array(np.array(0.02, np.float32), "so")
+    out_zero = numpy_helper.from_array(np.array(-5, np.int8), "zo")
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+        helper.make_node(op, ["xd"], ["f"], **attrs),
+        helper.make_node("QuantizeLinear", ["f", "so", "zo"], ["fq"]),
+        helper.make_node("DequantizeLinear", ["fq", "so", "zo"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "unary", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (4, 64))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (4, 64))], [scale, zero, out_scale, out_zero],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    loaded = runtime.load_model(model)
+    assert [n.op_type for n in loaded.nodes] == ["QuantizeLinear", "QLinearUnary", "DequantizeLinear"]
+    x = (np.random.default_rng(4).standard_normal((4, 64)) * 3).astype(np.float32)
+    ours = np.asarray(Session(loaded).run({"x": x})["y"])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    expected = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )[0]
+    steps = np.rint(np.abs(ours - expected) / 0.02)
+    print(f"{op}: {int((steps > 0).sum())} of {steps.size} differ from onnxruntime, by at most {int(steps.max())} step")
+    assert steps.max() <= 1 and len(np.unique(expected)) > 20
