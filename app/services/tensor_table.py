@@ -11,9 +11,10 @@ from typing import Any
 
 from app.errors import AppError
 from app.services import graphs, library
+from app.services.listings import check_paging
 from app.storage import ModelRecord, Storage
 
-MAX_ROWS = 400  # the page's table; the JSON twin pages through every tensor
+MAX_ROWS = 400  # the page's table; the JSON twin pages through every tensor, 200 at most a page
 
 
 def quantization_text(quant: Any) -> str:
@@ -56,8 +57,7 @@ def tensor_rows(graph: Any, offset: int = 0, limit: int = MAX_ROWS) -> dict[str,
 
 def model_tensors(storage: Storage, record: ModelRecord, offset: int = 0, limit: int = MAX_ROWS) -> dict[str, Any]:
     """GET /api/v1/models/{id}/tensors; 422 when the model's dims are symbolic (sizes need dims)."""
-    if not 1 <= limit <= MAX_ROWS or offset < 0:
-        raise AppError(422, f"limit must be 1 to {MAX_ROWS} and offset >= 0; got limit={limit}, offset={offset}")
+    check_paging(limit, offset)
     if record.summary.get("symbolic_dims"):
         raise AppError(
             422,
