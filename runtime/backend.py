@@ -24,6 +24,7 @@ from runtime.session import Session
 class MemplanRep(BackendRep):
     def __init__(self, session: Session) -> None:
         self.session = session
+        self.feeds: dict[str, np.ndarray] = {}  # the last run's, for a verdict that runs the model again
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         graph = self.session.graph
@@ -32,6 +33,7 @@ class MemplanRep(BackendRep):
         else:
             arrays = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
             feeds = dict(zip(graph.inputs, arrays, strict=False))
+        self.feeds = feeds
         outputs = self.session.run(feeds)
         return tuple(outputs[name] for name in graph.outputs)
 

@@ -414,6 +414,36 @@ class Session:
         self.stats = stats
         return io.collect(external_outputs, stats)
 
+    def capture(self, inputs: Mapping[str, np.ndarray] | None, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """Run once and copy each named tensor right after the step that writes it, before the arena
+        reuses its bytes (the witnesses of `runtime.conditioning`). Names no step of this graph
+        writes (fused away, graph inputs, constants) are left out."""
+        self.prepare()
+        index = {s.node.name: i for i, s in enumerate(self._steps)}
+        copies: dict[str, np.ndarray] = {}
+        hooks = dict(self._after)
+        for name in dict.fromkeys(names):
+            info = self.graph.tensors.get(name)
+            if info is not None and info.producer in index:
+                step = index[info.producer]
+                hooks[step] = self._copying(name, copies, hooks.get(step))
+        saved, self._after = self._after, hooks
+        try:
+            self.run(inputs)
+        finally:
+            self._after = saved
+        return copies
+
+    def _copying(self, name: str, into: dict[str, np.ndarray], then: AfterNode | None) -> AfterNode:
+        slot = self._slot[name]
+
+        def hook() -> None:
+            into[name] = np.array(self._values[slot], copy=True)
+            if then is not None:
+                then()
+
+        return hook
+
     def _loop(self, step_seconds: np.ndarray, on_step: OnStep | None) -> float:
         """The flat loop over the steps; each step's seconds go into `step_seconds`; returns the total.
         Without a canary, hooks or a callback, the loop is only the bound calls and one clock read

@@ -118,6 +118,10 @@ def run(
             typer.echo(f"  output {name}: {sizes}")
         if "verification" in report:
             v = report["verification"]
-            typer.echo(f"verification against {v['oracle']}: {'PASSED' if v['passed'] else 'FAILED'}")
+            word = {True: "PASSED", False: "FAILED"}.get(v["passed"], "UNDECIDED")
+            typer.echo(f"verification against {v['oracle']}: {word} ({v.get('verdict', '')}: {v.get('check', '')})")
+            for row in v.get("outputs", []):
+                if row.get("evidence"):
+                    typer.echo(f"  {row['name']} is ill-conditioned: {row['evidence']}")
     if verify and not report["verification"]["passed"]:
         raise typer.Exit(EXIT_INFEASIBLE)

@@ -83,7 +83,7 @@ def run_model(
     if tiling is not None:
         report["tiling_note"] = tiling.note
     if verify:
-        report["verification"] = judge(path, feeds, outputs)
+        report["verification"] = judge(path, feeds, outputs, capture=lambda names: session.capture(feeds, names))
     if save_outputs is not None:
         np.savez(save_outputs, **outputs)
     return report

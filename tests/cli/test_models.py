@@ -111,7 +111,12 @@ def test_light_squeezenet_runs_in_every_strategy_plan(strategy):
         app, ["run", str(LIGHT / "light_squeezenet.onnx"), "-s", strategy, "--json", "--verify", "--repeat", "1"]
     )
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["verification"]["passed"] is True
+    # The light squeezenet's softmax is ill-conditioned (constant weights: near-tied logits near
+    # 6.8e9), so its output alone decides nothing where summation orders differ; the verdict then
+    # judges the logits memplan computed in the arena (runtime.conditioning), and says which check ran.
+    verification = json.loads(result.stdout)["verification"]
+    assert verification["passed"] is True and verification["verdict"] in ("passed", "ill-conditioned")
+    assert "rms of its output" in verification["check"]
 
 
 def test_run_bad_inputs(mlp, tmp_path):

@@ -16,7 +16,7 @@ from runtime import MemoryOptions, PlanError, Session, load_model, memory_proble
 from runtime.conformance import run_conformance
 from runtime.inplace import alias_hazards
 from runtime.kernels import attributes_of, call, get_kernel, kernels
-from runtime.oracle import random_inputs
+from runtime.oracle import random_inputs, verify
 from runtime.problem import check_aliases
 from tests.runtime.kernels.harness import backend_cases
 
@@ -73,8 +73,12 @@ def test_light_model_outputs_are_identical_with_and_without_aliases(name):
     session = Session(graph).prepare()
     assert not alias_hazards(graph, session.problem)
     got = session.run(feeds)
-    for out in graph.outputs:
-        np.testing.assert_array_equal(got[out], base[out])
+    if any(not np.array_equal(got[out], base[out]) for out in graph.outputs):
+        # A kernel over its own input may sum in bands, in another order. The light models' constant
+        # weights leave their softmax on near-tied logits, where that flips outputs: not identical
+        # then, but the verdict must find the output ill-conditioned and its witnesses right.
+        verdict = verify(LIGHT / f"light_{name}.onnx", feeds, got, capture=lambda names: session.capture(feeds, names))
+        assert verdict["verdict"] == "ill-conditioned" and verdict["passed"] is True, verdict
     # LOAD never rises (it may not fall when a kernel's scratch is the peak) and the blocks shrink;
     # a greedy placement's arena may come out no smaller on a given model, so it is not asserted.
     assert session.plan.lower_bound <= off.plan.lower_bound and session.plan.naive < off.plan.naive

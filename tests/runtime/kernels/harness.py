@@ -15,6 +15,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
+from runtime.conditioning import tolerance
 from runtime.kernels import TensorMeta, attributes_of, call, get_kernel
 
 
@@ -102,10 +103,23 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray | None]) -> list
 
 
 def close(got: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-4, atol: float = 1e-5) -> None:
-    """Same shapes, values within tolerance, output by output."""
+    """Same shapes, values within tolerance, output by output: rtol * |expected| + max(atol, rtol * rms
+    of that output) (`runtime.conditioning.tolerance`), so that an element summed to near zero from
+    large terms is judged on its output's scale, as another summation order would leave it."""
     for g, e in zip(got, expected, strict=True):
         assert g.shape == e.shape
-        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+        if g.dtype.kind != "f" or e.dtype.kind != "f":
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+            continue
+        bound = tolerance(e, rtol, atol)
+        diff = np.abs(g.astype(np.float64) - e.astype(np.float64))
+        same = (np.isnan(g) & np.isnan(e)) | (np.isinf(g) & (g == e))
+        bad = ~((diff <= bound) | same)
+        assert not bad.any(), (
+            f"{int(bad.sum())} of {g.size} elements beyond rtol*|e| + max(atol, rtol*rms) = "
+            f"rtol {rtol}, atol {atol}; worst |diff| {float(np.nanmax(np.where(bad, diff, 0))):.3g} "
+            f"at {np.unravel_index(int(np.nanargmax(np.where(bad, diff, 0))), g.shape)}"
+        )
 
 
 def backend_cases(op_type: str) -> Iterator[tuple[str, onnx.ModelProto, list[np.ndarray | None], list[np.ndarray]]]:
