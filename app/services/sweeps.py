@@ -24,6 +24,7 @@ import planner
 import runtime
 from app.errors import AppError
 from app.jobs import PROGRESS_WRITE_S, Job, JobContext, JobFailed, JobService
+from app.services.graphs import problem_of_model
 from app.services.inputs import InputError
 from app.storage import Storage
 from runtime import MemoryOptions
@@ -258,8 +259,7 @@ def _failed(row: dict[str, Any], error: Exception) -> dict[str, Any]:
 def _problem(
     path: str, dims: tuple[tuple[str, int], ...], memory: MemoryOptions, shapes: Shapes = ()
 ) -> planner.Problem:
-    graph = runtime.load_model(Path(path), dims=dict(dims), shapes={k: list(v) for k, v in shapes}, fuse=memory.fuse)
-    return runtime.memory_problem(graph, memory)
+    return problem_of_model(Path(path), memory, dims=dict(dims), shapes={k: list(v) for k, v in shapes}).problem
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
