@@ -18,6 +18,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from app.cluster import PRIORITY_ENV
 from app.main import create_app
 from app.settings import Settings
 from tests.browser.harness import chromium, serving
@@ -42,10 +43,13 @@ def dask_scheduler(pgpass_file: Path) -> Iterator[str]:
     """
     # In a process of its own: the scheduler's threads would otherwise allocate inside the tests'
     # tracemalloc windows (bytes beside the arena) and take the interpreter lock from timed code.
+    # Its workers keep their normal priority: at the service's lowest (SCHED_IDLE) they would get no
+    # CPU at all on a machine busy with other work, and every job test would wait out its timeout.
+    # tests/app/test_jobs_priority.py starts clusters of its own to test that priority.
     child = subprocess.Popen(
         [sys.executable, "-c", CLUSTER],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PGPASSFILE": str(pgpass_file)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PGPASSFILE": str(pgpass_file), PRIORITY_ENV: "normal"},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -20,9 +20,12 @@ lowered = pytest.mark.skipif(os.environ.get(PRIORITY_ENV) == "normal", reason=f"
 
 
 @lowered
-def test_the_services_workers_run_at_the_lowest_priority_and_the_server_does_not(app, dask_scheduler):
-    assert app.state.jobs is not None  # the app registered its plugin when it connected
-    with Client(dask_scheduler, timeout=30) as client:
+def test_the_services_workers_run_at_the_lowest_priority_and_the_server_does_not(make_app, monkeypatch):
+    # A cluster of its own: the session's keeps its workers at normal priority (tests/conftest.py).
+    monkeypatch.delenv(PRIORITY_ENV, raising=False)
+    with local_cluster(workers=1) as address, Client(address, timeout=30) as client:
+        app = make_app(scheduler=address)
+        assert app.state.jobs is not None  # the app registered its plugin when it connected
         loops = client.run(os.sched_getscheduler, 0)  # each worker's event loop thread
         tasks = client.gather(client.map(os.sched_getscheduler, [0, 0, 0, 0], pure=False))  # threads running tasks
     assert loops and set(loops.values()) == {IDLE}
