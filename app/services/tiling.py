@@ -6,12 +6,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from app.errors import AppError
 from app.services.inputs import InputError
 from planner import Problem
 from runtime import Graph, MemoryOptions, memory_problem
-from runtime.tiling import DEFAULT_OVERHEAD, TILE_MODES, Tiling, tile_auto
+from runtime.tiling import DEFAULT_OVERHEAD, TILE_MODES, Tiling, chains, tile_auto, tiled_graph
 
-__all__ = ["DEFAULT_OVERHEAD", "TILE_MODES", "check_tile", "tile_graph", "tiled_problem"]
+__all__ = [
+    "DEFAULT_OVERHEAD",
+    "TILE_MODES",
+    "apply_choice",
+    "check_tile",
+    "tile_choice",
+    "tile_graph",
+    "tiled_problem",
+]
 
 
 def check_tile(tile: str, overhead: Any, *, names: tuple[str, str] = ("--tile", "--tile-overhead")) -> float:
@@ -45,3 +54,21 @@ def tiled_problem(problem: Problem, tiling: Tiling | None, memory: MemoryOptions
     if tiled.alignment != problem.alignment:
         tiled = tiled.replace(alignment=problem.alignment)
     return tiled.replace(pools=problem.pools) if problem.pools != tiled.pools else tiled
+
+
+def tile_choice(tiling: Tiling | None) -> dict[str, Any] | None:
+    """What a stored plan needs to make its tiled graph again: head length, rows per band, method."""
+    if tiling is None or tiling.chosen is None:
+        return None
+    c = tiling.chosen
+    return {"head": len(c.chain.nodes), "rows": c.rows, "method": c.method}
+
+
+def apply_choice(graph: Graph, choice: dict[str, Any] | None) -> Graph:
+    """`graph` tiled as a stored plan's `tile_choice` says (itself when there is none)."""
+    if not choice:
+        return graph
+    heads = [c for c in chains(graph) if len(c.nodes) == choice["head"]]
+    if not heads:
+        raise AppError(409, f"the stored tiling (first {choice['head']} nodes) does not fit this model; plan it again")
+    return tiled_graph(graph, heads[0], int(choice["rows"]), str(choice["method"]))
