@@ -146,6 +146,17 @@ class PlanRequest(MemoryRequest, InputShapes):
         default=False,
         description="plan the nodes in a memory-aware order (exact up to about 200 nodes) instead of the model's",
     )
+    tile: Literal["auto", "off"] = Field(
+        default="off",
+        description="auto: compute the first layers of a CNN in row bands when that lowers the planned arena "
+        "(the planner chooses split point, band height and method); off: the model as it is",
+    )
+    tile_overhead: float = Field(
+        default=0.2,
+        ge=0,
+        allow_inf_nan=False,
+        description="extra multiply-accumulates 'auto' may add, a fraction of the model's",
+    )
 
     @field_validator("strategies")
     @classmethod
@@ -218,6 +229,12 @@ class PlansOut(BaseModel):
         default=None,
         description="with reorder on: the order's search (method exact/divided/heuristic, proven, LOAD before and after)",
     )
+    tiling: dict[str, Any] | None = Field(
+        default=None,
+        description="with tile 'auto' and a tiling taken: its stages (nodes, method, tiles), extra_macs, "
+        "arena_bytes_untiled and the curve of arena against extra MACs; null when untiled",
+    )
+    tiling_note: str | None = Field(default=None, description="with tile 'auto': what was tiled, or why not")
 
 
 class ModelOut(BaseModel):
@@ -254,6 +271,17 @@ class RunRequest(MemoryRequest, InputShapes):
         default=False,
         description="bind caller memory to every input and output (a fresh plan then keeps them outside the arena, "
         "io 'external'); the result counts the copies that remain and says why",
+    )
+    tile: Literal["auto", "off"] = Field(
+        default="off",
+        description="auto: compute the first layers of a CNN in row bands when that lowers the planned arena "
+        "(the planner chooses split point, band height and method); off: the model as it is",
+    )
+    tile_overhead: float = Field(
+        default=0.2,
+        ge=0,
+        allow_inf_nan=False,
+        description="extra multiply-accumulates 'auto' may add, a fraction of the model's",
     )
 
     @field_validator("strategy")

@@ -15,6 +15,7 @@ from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import PlanRequest
 from app.services import chart_windows, graphs, library
 from app.services.plans import remember
+from app.services.tiling import tile_choice, tile_graph, tiled_problem
 from app.settings import active_limits
 from app.storage import ModelRecord, PlanRecord, Storage, new_id
 from planner import Problem, ProblemError, get, ratio
@@ -182,6 +183,9 @@ def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: Pl
         name=record.name,
     )
     graph, problem, found = made.graph, made.problem, made.reordered
+    tiling = tile_graph(graph, memory, tile=body.tile, overhead=body.tile_overhead)
+    if tiling is not None:
+        problem, graph = tiled_problem(problem, tiling, memory), tiling.graph
     strategy_options: dict[str, Any] = {"seed": body.seed}
     if body.time_limit is not None:
         strategy_options["time_limit"] = body.time_limit
@@ -189,6 +193,8 @@ def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: Pl
     request_options = {**body.model_dump(exclude={"strategies", "background"}), "strategies": names}
     if found is not None:
         request_options["order"] = list(found.order)
+    request_options["tile_choice"] = tile_choice(tiling)  # what a run of these plans tiles again
+    request_options["tiling"] = tiling.to_json() if tiling is not None else None
     out = plan_and_store(
         storage,
         jobs,
@@ -202,6 +208,9 @@ def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: Pl
     )
     if found is not None:
         out["reorder"] = found.summary()  # the method (exact, divided, heuristic) and whether proven optimal
+    out["tiling"] = tiling.to_json() if tiling is not None else None
+    if tiling is not None:
+        out["tiling_note"] = tiling.note
     return out
 
 

@@ -22,6 +22,7 @@ from app.jobs import Job, JobContext, JobFailed, JobService
 from app.schemas import RunRequest
 from app.services import graphs, library, readiness
 from app.services.planning import plan_and_store
+from app.services.tiling import apply_choice, tile_choice, tile_graph
 from app.services.timed import Phases, timed_runs
 from app.settings import active_limits
 from app.storage import ModelRecord, Storage
@@ -50,6 +51,8 @@ def start(storage: Storage, jobs: JobService, record: ModelRecord, body: RunRequ
         # Zero-copy needs inputs and outputs outside the arena, where caller memory can be bound.
         memory = body.memory().replace(io="external") if body.zero_copy else body.memory()
         options = {"dims": body.dims, "shapes": body.shapes, **memory.to_json()}
+        if body.tile == "auto":
+            options["tile_choice"] = _tile_choice(storage, record, options, body)
         made = plan_and_store(
             storage,
             jobs,
@@ -112,7 +115,18 @@ def _problem(storage: Storage, record: ModelRecord, options: dict[str, Any]) -> 
     made = graphs.stored_model_problem(
         path, memory, dims=options.get("dims", {}), shapes=options.get("shapes"), order=order, name=record.name
     )
+    if options.get("tile_choice"):
+        return graphs.model_problem(apply_choice(made.graph, options["tile_choice"]), memory, name=record.name)
     return made.problem
+
+
+def _tile_choice(storage: Storage, record: ModelRecord, options: dict[str, Any], body: RunRequest) -> Any:
+    """The tiling `tile_auto` chooses for a fresh plan of a run (None when nothing pays)."""
+    made = graphs.stored_model_problem(
+        library.model_path(storage, record), graphs.memory_of(options), dims=body.dims, shapes=body.shapes
+    )
+    tiling = tile_graph(made.graph, graphs.memory_of(options), tile=body.tile, overhead=body.tile_overhead)
+    return tile_choice(tiling)
 
 
 def _read_npz(data: bytes) -> dict[str, np.ndarray]:
@@ -140,7 +154,7 @@ def execute(
     job.report(0.0, "loading the model")
     with phases("loading the model"):
         graph = graphs.load_graph(path, options.get("dims", {}), shapes=options.get("shapes"), fuse=memory.fuse)
-        graph = graphs.in_order(graph, options.get("order"))  # the order the plan was made for
+        graph = apply_choice(graphs.in_order(graph, options.get("order")), options.get("tile_choice"))  # as planned
     try:
         feeds = inputs if inputs is not None else oracle.random_inputs(graph, body.seed)
     except runtime.ModelError as e:
