@@ -8,6 +8,7 @@ import struct
 import tflite
 from typer.testing import CliRunner
 
+import planner
 import runtime
 from app.cli import app
 from app.services.library import EXAMPLES_DIR
@@ -72,3 +73,18 @@ def test_a_damaged_tflite_is_exit_2_naming_the_field(tmp_path):
     assert result.exit_code == 2
     assert result.output.startswith("memplan: error: model.") or "model." in result.output
     assert "Traceback" not in result.output
+
+
+def test_sweep_takes_a_folder_of_tflite_models(tmp_path):
+    import json
+
+    (tmp_path / "hello.tflite").write_bytes(model_bytes("hello_world_int8"))
+    (tmp_path / "speech.tflite").write_bytes(model_bytes("micro_speech_quantized"))
+    result = invoke("sweep", tmp_path, "-s", "greedy_by_size", "--workers", "1", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["model"]: r for r in json.loads(result.output[result.output.index("[") :])}
+    assert set(rows) == {"hello", "speech"}
+    for name, row in rows.items():
+        graph = runtime.load_model(tmp_path / f"{name}.tflite")
+        made = planner.plan(runtime.memory_problem(graph), "greedy_by_size")  # the same problem, the same strategy
+        assert (row["arena_bytes"], row["lower_bound"], row["valid"]) == (made.arena_bytes, made.lower_bound, True)
