@@ -10,9 +10,12 @@ into the integer op, whose inputs are the integers the DequantizeLinear nodes re
    Gemm -> com.microsoft QGemm;
 2. Add, Mul, Sigmoid, LeakyRelu, GlobalAveragePool, AveragePool, Concat -> their com.microsoft
    QLinear ops;
-3. any other one-input float op (HardSwish, HardSigmoid, Tanh, ...) -> memplan's QLinearUnary, a
+3. an inference BatchNormalization -> a depthwise 1x1 QLinearConv (per-channel scale and bias);
+4. any other one-input float op (HardSwish, HardSigmoid, Tanh, ...) -> memplan's QLinearUnary, a
    table of the op's values over the 256 integers;
-4. ops that only move or select values (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
+5. an op -> Relu -> QuantizeLinear chain -> the integer op, then a Relu on its integers (a clamp at
+   the zero point, exactly what quantizing the float Relu gives);
+6. ops that only move or select values (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
    Dropout, Identity) run on the integers directly when the scale and zero point around them agree.
 
 A DequantizeLinear left with no reader goes. The weights' DequantizeLinear nodes are kept from
@@ -23,6 +26,7 @@ Nothing else changes: a group that does not match (a float op, per-channel activ
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -36,6 +40,7 @@ QLINEAR = {  # float op -> (integer op, domain)
     "MatMul": ("QLinearMatMul", ""),
     "Gemm": ("QGemm", MS),
     "Add": ("QLinearAdd", MS),
+    "Sum": ("QLinearAdd", MS),  # of two inputs
     "Mul": ("QLinearMul", MS),
     "Sigmoid": ("QLinearSigmoid", MS),
     "LeakyRelu": ("QLinearLeakyRelu", MS),
@@ -61,7 +66,7 @@ def qdq_weights(nodes: Sequence[onnx.NodeProto], constants: Mapping[str, Constan
 
 
 def fuse_qdq(
-    nodes: Sequence[onnx.NodeProto], constants: dict[str, Constant], types: Mapping[str, object], keep: set[str]
+    nodes: Sequence[onnx.NodeProto], constants: dict[str, Constant], types: dict[str, Any], keep: set[str]
 ) -> tuple[list[onnx.NodeProto], int]:
     """The nodes with each matching DequantizeLinear -> op -> QuantizeLinear group made one integer
     op (see the module docstring), and how many groups were folded."""
@@ -73,16 +78,29 @@ def fuse_qdq(
     replaced: dict[int, onnx.NodeProto] = {}  # id of the op -> the integer node
     dropped: set[int] = set()  # ids of QuantizeLinear nodes folded in
     for node in nodes:
-        if node.domain not in ("", "ai.onnx") or not node.output or node.output[0] in keep:
+        if node.domain not in ("", "ai.onnx") or not node.output or node.output[0] in keep or id(node) in replaced:
             continue
         users = readers.get(node.output[0], [])
-        if len(users) != 1 or not _is(users[0], "QuantizeLinear") or users[0].input[0] != node.output[0]:
+        relu = users[0] if len(users) == 1 and _is(users[0], "Relu") and users[0].output[0] not in keep else None
+        if relu is not None:  # op -> Relu -> QuantizeLinear: the integer op, then a clamp at the zero point
+            users = readers.get(relu.output[0], [])
+        ahead = relu.output[0] if relu is not None else node.output[0]
+        if len(users) != 1 or not _is(users[0], "QuantizeLinear") or users[0].input[0] != ahead:
             continue
         q = users[0]
         made = _integer_node(node, q, producer, constants)
-        if made is not None:
-            replaced[id(node)] = made
-            dropped.add(id(q))
+        if made is None:
+            continue
+        replaced[id(node)] = made
+        dropped.add(id(q))
+        if relu is not None:
+            middle = f"{node.output[0]}_quantized"
+            made.output[0] = middle
+            types[middle] = types[q.output[0]]
+            clamp = [middle, q.input[1], q.input[2], q.input[1], q.input[2]]
+            replaced[id(relu)] = helper.make_node(
+                "QLinearUnary", clamp, [q.output[0]], name=relu.name, domain="memplan", op="Relu"
+            )
     if not replaced:
         return list(nodes), 0
     out = [replaced.get(id(n), n) for n in nodes if id(n) not in dropped]
@@ -130,6 +148,8 @@ def _integer_node(
         if x is None or not _same(x, out, constants) or len(node.output) > 1 and any(node.output[1:]):
             return None
         return _copy(node, op, "", [x[0], *node.input[1:]], [out[0]])
+    if op == "BatchNormalization":
+        return _batchnorm(node, out, producer, constants)
     if op not in QLINEAR:
         return _unary(node, out, producer, constants)
     target, domain = QLINEAR[op]
@@ -147,7 +167,9 @@ def _integer_node(
     second = data[1] if len(data) > 1 else None
     if second is None:
         return None
-    if op in ("Add", "Mul"):
+    if op == "Sum" and len(node.input) != 2:
+        return None
+    if op in ("Add", "Mul", "Sum"):
         if not _per_tensor(second, constants):
             return None
         return _copy(node, target, domain, [*first, *second, out[1], out[2]], [out[0]])
@@ -218,3 +240,56 @@ def _unary(
     made = _copy(node, "QLinearUnary", "memplan", [*x, out[1], out[2]], [out[0]])
     made.attribute.append(helper.make_attribute("op", node.op_type))
     return made
+
+
+def _batchnorm(
+    node: onnx.NodeProto,
+    out: tuple[str, str, str],
+    producer: Mapping[str, onnx.NodeProto],
+    constants: dict[str, Constant],
+) -> onnx.NodeProto | None:
+    """Inference BatchNormalization (a quantizer leaves it when the model was not pre-processed) as
+    a depthwise 1x1 QLinearConv: per channel ``y = a * x + b``, `a` an int8 weight of +-127 with
+    scale |a| / 127 (exact) and `b` an int32 bias at scale ``x_scale * w_scale``, as a BatchNorm
+    folded into a conv would be quantized."""
+    x = _dq(node.input[0], producer)
+    params = [_constant(p, producer, constants) for p in node.input[1:5]]
+    if x is None or not _per_tensor(x, constants) or len(params) != 4 or any(p is None for p in params):
+        return None
+    if any(o for o in node.output[1:]):
+        return None  # training outputs
+    eps = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "epsilon"), 1e-5)
+    gamma, beta, mean, var = (np.asarray(p, dtype=np.float64) for p in params)
+    a = gamma / np.sqrt(var + eps)
+    b = beta - mean * a
+    w_scale = np.where(a == 0, 1.0, np.abs(a) / 127).astype(np.float32)
+    weight = (np.sign(a) * 127).astype(np.int8).reshape(-1, 1, 1, 1)
+    x_scale = float(constants[x[1]].value())
+    bias = np.rint(b / (x_scale * w_scale.astype(np.float64))).astype(np.int32)
+    made: dict[str, np.ndarray] = {
+        "w": weight,
+        "w_scale": w_scale,
+        "w_zero": np.zeros(a.size, np.int8),
+        "bias": bias,
+    }
+    names = []
+    for key, value in made.items():
+        name = f"{node.name}_{key}"
+        constants[name] = Constant(name, tuple(value.shape), value.dtype, "folded", _value=value)
+        names.append(name)
+    inputs = [*x, names[0], names[1], names[2], out[1], out[2], names[3]]
+    conv = helper.make_node("QLinearConv", inputs, [out[0]], name=node.name, group=int(a.size), kernel_shape=[1, 1])
+    return conv
+
+
+def _constant(
+    name: str, producer: Mapping[str, onnx.NodeProto], constants: Mapping[str, Constant]
+) -> np.ndarray | None:
+    """A constant's value, or a DequantizeLinear's of constants (dequantized here, in float32)."""
+    if name in constants:
+        return constants[name].value()
+    d = _dq(name, producer)
+    if d is None or not all(not n or n in constants for n in d):
+        return None
+    zero = constants[d[2]].value().astype(np.int64) if d[2] else 0
+    return ((constants[d[0]].value().astype(np.int64) - zero) * constants[d[1]].value()).astype(np.float32)

@@ -32,7 +32,10 @@ def _float_model() -> onnx.ModelProto:
         helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
         helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
         helper.make_node("Add", ["c2", "p1"], ["a2"]),
-        helper.make_node("Conv", ["a2", "w3", "b3"], ["c3"], group=8, pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["a2", "gamma", "beta", "mean", "var"], ["bn"]),
+        helper.make_node("Sum", ["bn", "p1"], ["sum"]),
+        helper.make_node("Relu", ["sum"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], group=8, pads=[1, 1, 1, 1]),
         helper.make_node("Concat", ["a2", "c3"], ["cat"], axis=1),
         helper.make_node("Sigmoid", ["cat"], ["s"]),
         helper.make_node("Mul", ["s", "cat"], ["m"]),
@@ -41,7 +44,9 @@ def _float_model() -> onnx.ModelProto:
         helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1),
     ]
     inits = [init("w1", 8, 3, 3, 3), init("b1", 8), init("w2", 8, 8, 3, 3, scale=0.2), init("b2", 8),
-             init("w3", 8, 1, 3, 3), init("b3", 8), init("wf", 10, 16), init("bf", 10)]  # fmt: skip
+             init("w3", 8, 1, 3, 3), init("b3", 8), init("wf", 10, 16), init("bf", 10), init("beta", 8),
+             init("mean", 8), numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.uniform(0.5, 2, 8).astype(np.float32), "var")]  # fmt: skip
     graph = helper.make_graph(
         nodes,
         "qdq_test",
@@ -87,9 +92,11 @@ def test_qdq_groups_become_integer_ops(qdq_path):
     graph = runtime.load_model(path)
     ops = Counter(n.op_type for n in graph.nodes)
     assert graph.fusions["qdq"] >= 10
-    assert ops["QLinearConv"] == 3 and ops["QGemm"] == 1 and ops["QLinearConcat"] == 1
-    assert ops["QLinearAdd"] == 1 and ops["QLinearMul"] == 1 and ops["QLinearSigmoid"] == 1
-    assert not {"Conv", "Gemm", "Add", "Concat"} & set(ops)
+    # BatchNormalization becomes a depthwise 1x1 QLinearConv, Sum -> Relu a QLinearAdd and a clamp.
+    assert ops["QLinearConv"] == 4 and ops["QGemm"] == 1 and ops["QLinearConcat"] == 1
+    assert ops["QLinearAdd"] == 2 and ops["QLinearMul"] == 1 and ops["QLinearSigmoid"] == 1
+    assert ops["QLinearUnary"] == 1
+    assert not {"Conv", "Gemm", "Add", "Concat", "BatchNormalization", "Sum", "Relu"} & set(ops)
     # Between the first QuantizeLinear and the last DequantizeLinear every activation is one byte.
     inner = [t for t in graph.tensors.values() if t.kind == "activation" and t.producer and
              graph.node(t.producer).op_type not in ("DequantizeLinear",)]  # fmt: skip
@@ -118,7 +125,7 @@ def test_fuse_off_keeps_the_graph_as_written(qdq_path):
     float_path, path = qdq_path
     graph = runtime.load_model(path, fuse=False)
     ops = Counter(n.op_type for n in graph.nodes)
-    assert graph.fusions["qdq"] == 0 and ops["Conv"] == 3 and ops["QuantizeLinear"] > 5
+    assert graph.fusions["qdq"] == 0 and ops["Conv"] == 3 and ops["QuantizeLinear"] > 5 and ops["Sum"] == 1
     x = np.random.default_rng(3).standard_normal(SHAPE).astype(np.float32)
     ours = np.asarray(Session(graph).run({"x": x})["y"])
     np.testing.assert_allclose(ours, _ort(path, x, optimized=False), rtol=1e-4, atol=1e-4)
