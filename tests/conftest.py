@@ -26,6 +26,12 @@ from tests.postgres import PostgreSQL, running_postgresql
 
 UPLOAD_LIMIT = 1 << 22  # bytes: every model the tests build fits
 
+# Job workers of every cluster the tests start (the session's, `memplan sweep`'s, `memplan serve`'s)
+# keep their normal priority: at the service's lowest (SCHED_IDLE) they get no CPU at all on a machine
+# busy with other work, and every job test would wait out its timeout. tests/app/test_jobs_priority.py
+# removes the variable to test that priority.
+os.environ[PRIORITY_ENV] = "normal"
+
 
 @pytest.fixture(scope="session")
 def pgpass_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -43,13 +49,10 @@ def dask_scheduler(pgpass_file: Path) -> Iterator[str]:
     """
     # In a process of its own: the scheduler's threads would otherwise allocate inside the tests'
     # tracemalloc windows (bytes beside the arena) and take the interpreter lock from timed code.
-    # Its workers keep their normal priority: at the service's lowest (SCHED_IDLE) they would get no
-    # CPU at all on a machine busy with other work, and every job test would wait out its timeout.
-    # tests/app/test_jobs_priority.py starts clusters of its own to test that priority.
     child = subprocess.Popen(
         [sys.executable, "-c", CLUSTER],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PGPASSFILE": str(pgpass_file), PRIORITY_ENV: "normal"},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PGPASSFILE": str(pgpass_file)},
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -16,12 +16,10 @@ from app.cluster import PRIORITY_ENV, ROOT, local_cluster
 
 IDLE = getattr(os, "SCHED_IDLE", None)
 pytestmark = pytest.mark.skipif(IDLE is None, reason="SCHED_IDLE is Linux's")
-lowered = pytest.mark.skipif(os.environ.get(PRIORITY_ENV) == "normal", reason=f"{PRIORITY_ENV}=normal in this run")
 
 
-@lowered
 def test_the_services_workers_run_at_the_lowest_priority_and_the_server_does_not(make_app, monkeypatch):
-    # A cluster of its own: the session's keeps its workers at normal priority (tests/conftest.py).
+    # A cluster of its own at the service's priority: the tests' keep theirs (tests/conftest.py).
     monkeypatch.delenv(PRIORITY_ENV, raising=False)
     with local_cluster(workers=1) as address, Client(address, timeout=30) as client:
         app = make_app(scheduler=address)
