@@ -25,7 +25,7 @@ def source_file(k: Kernel) -> str:
 def hooks(k: Kernel) -> str:
     """The hooks `k` declares, by name (outputs="many" as "outputs")."""
     named = [h for h in HOOKS if getattr(k, h) not in (None, False, ())]
-    return ", ".join(named + (["outputs"] if k.multi_output else []) + (["opset"] if k.takes_opset else []))
+    return ", ".join(named + (["outputs"] if k.multi_output else []))
 
 
 def table() -> str:
