@@ -16,6 +16,8 @@ from app.cli.common import (
     IoOption,
     PreparedWeightsSwitch,
     ShapeOption,
+    TileOption,
+    TileOverheadOption,
     WorkspaceSwitch,
     fail,
     memory_options,
@@ -48,6 +50,8 @@ def sweep(
     concat_inplace: ConcatSwitch = "on",
     fuse: FuseSwitch = "on",
     prepared_weights: PreparedWeightsSwitch = "on",
+    tile: TileOption = "off",
+    tile_overhead: TileOverheadOption = 0.2,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, a row per task.")] = False,
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the rows as CSV.")] = None,
 ) -> None:
@@ -55,10 +59,12 @@ def sweep(
     from app.services import sweeps
     from app.services.inputs import parse_shapes
     from app.services.tflite_info import summary_of
+    from app.services.tiling import check_tile
     from planner.compare import resolve_names
 
     if workers < 1:
         raise fail(f"--workers must be >= 1, got {workers}")
+    check_tile(tile, tile_overhead)
     if output is not None and output.suffix.lower() != ".csv":
         raise fail(f"--output {output}: unknown type {output.suffix!r}; accepted: .csv")
     memory = memory_options(
@@ -79,7 +85,14 @@ def sweep(
     shapes = parse_shapes(shape)
     sweeps.check_combinations(symbolic, names, grid, shapes=shapes, inputs=declared)
     tasks = sweeps.tasks_of(
-        {n: p for n, (p, _) in symbolic.items()}, names, grid, memory=memory, time_limit=time_limit, shapes=shapes
+        {n: p for n, (p, _) in symbolic.items()},
+        names,
+        grid,
+        memory=memory,
+        time_limit=time_limit,
+        shapes=shapes,
+        tile=tile,
+        tile_overhead=tile_overhead,
     )
     rows = _run(tasks, scheduler or os.environ.get("MEMPLAN_SCHEDULER"), workers, quiet=as_json)
     rows = sweeps.ordered(rows)

@@ -26,6 +26,7 @@ from app.errors import AppError
 from app.jobs import PROGRESS_WRITE_S, Job, JobContext, JobFailed, JobService
 from app.services.graphs import problem_of_model
 from app.services.inputs import InputError
+from app.services.tiling import tile_graph, tiled_problem
 from app.storage import Storage
 from runtime import MemoryOptions
 from runtime.shapes import check_shapes
@@ -46,6 +47,8 @@ class SweepTask:
     time_limit: float | None = None
     name: str = ""  # how a person knows the model (a stored model's name); `model` when empty
     shapes: Shapes = ()  # whole input shapes bound at every point of the sweep (--shape)
+    tile: str = "off"  # --tile: "auto" plans the model's tiled stages (`runtime.tiling`) when they pay
+    tile_overhead: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,23 @@ class SweepGroup:
     time_limit: float | None = None
     name: str = ""
     shapes: Shapes = ()
+    tile: str = "off"
+    tile_overhead: float = 0.2
 
     def tasks(self) -> list[SweepTask]:
         return [
-            SweepTask(self.model, self.path, s, self.dims, self.memory, self.time_limit, self.name, self.shapes)
+            SweepTask(
+                self.model,
+                self.path,
+                s,
+                self.dims,
+                self.memory,
+                self.time_limit,
+                self.name,
+                self.shapes,
+                self.tile,
+                self.tile_overhead,
+            )
             for s in self.strategies
         ]
 
@@ -144,6 +160,8 @@ def tasks_of(
     time_limit: float | None = None,
     names: dict[str, str] | None = None,
     shapes: dict[str, list[int]] | None = None,
+    tile: str = "off",
+    tile_overhead: float = 0.2,
 ) -> list[SweepTask]:
     """One task per model x dims x strategy, in that order (a model's combinations run together);
     `shapes` (whole input shapes) hold at every point."""
@@ -159,6 +177,8 @@ def tasks_of(
             time_limit,
             names.get(model, ""),
             frozen,
+            tile,
+            tile_overhead,
         )
         for model, path in models.items()
         for dims in (grid or [{}])
@@ -173,7 +193,10 @@ def groups_of(tasks: list[SweepTask], workers: int = 1) -> list[SweepGroup]:
     every group holds one strategy: a cut group loads its model twice, an idle worker plans nothing."""
     grouped: dict[tuple[Any, ...], list[SweepTask]] = {}
     for task in tasks:
-        key = (task.model, task.path, task.dims, task.memory, task.time_limit, task.name, task.shapes)
+        key = (
+            task.model, task.path, task.dims, task.memory, task.time_limit, task.name, task.shapes, task.tile,
+            task.tile_overhead,
+        )  # fmt: skip
         grouped.setdefault(key, []).append(task)
     groups = [
         SweepGroup(
@@ -185,6 +208,8 @@ def groups_of(tasks: list[SweepTask], workers: int = 1) -> list[SweepGroup]:
             t[0].time_limit,
             t[0].name,
             t[0].shapes,
+            t[0].tile,
+            t[0].tile_overhead,
         )
         for t in grouped.values()
     ]
@@ -204,8 +229,8 @@ def plan_group(group: SweepGroup) -> list[dict[str, Any]]:
     order, with `error` instead of figures for a strategy that failed (every one, if the model did)."""
     rows = [_row(task) for task in group.tasks()]
     try:
-        problem = _problem(group.path, group.dims, group.memory, group.shapes)
-    except (runtime.ModelError, planner.PlanningError, OSError) as e:
+        problem, tiling = _problem(group.path, group.dims, group.memory, group.shapes, group.tile, group.tile_overhead)
+    except (runtime.ModelError, planner.PlanningError, OSError, ValueError) as e:
         return [_failed(row, e) for row in rows]
     options = {"time_limit": group.time_limit} if group.time_limit is not None else {}
     out = []
@@ -226,6 +251,7 @@ def plan_group(group: SweepGroup) -> list[dict[str, Any]]:
                 "valid": valid,
                 "seconds": round(seconds, 6),
                 "error": None,
+                "tiling": tiling,
             }
         )
     return out
@@ -234,8 +260,9 @@ def plan_group(group: SweepGroup) -> list[dict[str, Any]]:
 def plan_task(task: SweepTask) -> dict[str, Any]:
     """Plan one combination and check the plan; a row, with `error` instead of figures when it fails."""
     group = SweepGroup(
-        task.model, task.path, (task.strategy,), task.dims, task.memory, task.time_limit, task.name, task.shapes
-    )
+        task.model, task.path, (task.strategy,), task.dims, task.memory, task.time_limit, task.name, task.shapes,
+        task.tile, task.tile_overhead,
+    )  # fmt: skip
     return plan_group(group)[0]
 
 
@@ -257,9 +284,17 @@ def _failed(row: dict[str, Any], error: Exception) -> dict[str, Any]:
 
 @lru_cache(maxsize=PROBLEM_CACHE)
 def _problem(
-    path: str, dims: tuple[tuple[str, int], ...], memory: MemoryOptions, shapes: Shapes = ()
-) -> planner.Problem:
-    return problem_of_model(Path(path), memory, dims=dict(dims), shapes={k: list(v) for k, v in shapes}).problem
+    path: str,
+    dims: tuple[tuple[str, int], ...],
+    memory: MemoryOptions,
+    shapes: Shapes = (),
+    tile: str = "off",
+    tile_overhead: float = 0.2,
+) -> tuple[planner.Problem, dict[str, Any] | None]:
+    """The combination's problem, of its tiled graph with ``tile="auto"``, and its `tiling` field."""
+    made = problem_of_model(Path(path), memory, dims=dict(dims), shapes={k: list(v) for k, v in shapes})
+    tiling = tile_graph(made.graph, memory, tile=tile, overhead=tile_overhead)
+    return tiled_problem(made.problem, tiling, memory), tiling.to_json() if tiling is not None else None
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:

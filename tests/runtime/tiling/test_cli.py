@@ -9,7 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from app.cli import app
+from runtime import MemoryOptions
 from runtime.training.models import mlp, mobilenet_v2_like
+
+EXTERNAL = MemoryOptions(io="external")
 
 runner = CliRunner()
 
@@ -68,3 +71,22 @@ def test_bad_tile_flags_exit_2_naming_the_flag(dense, args, named):
     assert result.exit_code == 2
     assert named in result.output
     assert "Traceback" not in result.output
+
+
+def test_a_sweep_with_tile_auto_plans_the_tiled_graph_and_says_so(cnn):
+    from app.services.sweeps import groups_of, plan_group, tasks_of
+
+    def rows(tile: str) -> list[dict]:
+        tasks = tasks_of({"cnn": cnn}, ["greedy_by_size"], [{}], memory=EXTERNAL, tile=tile)
+        return [row for group in groups_of(tasks) for row in plan_group(group)]
+
+    (plain,), (tiled,) = rows("off"), rows("auto")
+    assert plain["tiling"] is None and plain["error"] is None
+    assert tiled["tiling"]["arena_bytes_untiled"] == plain["arena_bytes"]
+    assert tiled["arena_bytes"] < plain["arena_bytes"] and tiled["valid"]
+
+
+@pytest.mark.parametrize("args", [["--tile", "both"], ["--tile", "auto", "--tile-overhead", "-1"]])
+def test_sweep_refuses_bad_tile_flags_before_any_work(dense, args):
+    result = runner.invoke(app, ["sweep", dense, *args])
+    assert result.exit_code == 2 and "--tile" in result.output
