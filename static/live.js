@@ -126,7 +126,8 @@
       const said = M.verdictOf(v);
       el.className = "verdict " + said.cls;
       el.dataset.verdict = said.state;
-      el.textContent = said.text;
+      const clean = result.canary && !v.summary;  // a training verdict says its canary itself
+      el.textContent = said.text + (clean ? " · canary: every live tensor checked after each step, none clobbered" : "");
       const link = document.getElementById("live-link");
       link.href = run.permalink ? run.permalink(jobId) : "/runs/" + jobId;
       link.hidden = false;

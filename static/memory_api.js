@@ -27,9 +27,32 @@
     });
   };
 
-  M.pipelineForm = function () {
+  // The connections the chosen models allow, as the form's suggestions: each output of a with each
+  // input of b ("a:y -> b:x"); the first becomes the field's value while the user has typed none.
+  function suggestConnections(form, models) {
+    const byId = new Map(models.map((m) => [m.id, m.summary || {}]));
+    const a = byId.get(form.elements["model-a"].value) || {}, b = byId.get(form.elements["model-b"].value) || {};
+    const pairs = [];
+    for (const out of a.outputs || []) for (const inp of b.inputs || []) pairs.push("a:" + out.name + " -> b:" + inp.name);
+    const list = document.getElementById("connection-names");
+    list.replaceChildren(...pairs.map((p) => new Option(p, p)));
+    const hint = document.getElementById("connection-hint");
+    hint.textContent = "a's outputs: " + ((a.outputs || []).map((o) => o.name).join(", ") || "—") +
+      " · b's inputs: " + ((b.inputs || []).map((i) => i.name).join(", ") || "—");
+    const field = form.elements.connections;
+    if (!field.value.trim() || field.dataset.suggested === field.value) {
+      field.value = pairs[0] || "";
+      field.dataset.suggested = field.value;
+    }
+  }
+
+  M.pipelineForm = function (models) {
     const form = document.getElementById("pipeline-form");
     if (!form) return;
+    if (models) {
+      for (const name of ["model-a", "model-b"]) form.elements[name].addEventListener("change", () => suggestConnections(form, models));
+      suggestConnections(form, models);
+    }
     form.addEventListener("submit", async (ev) => {
       ev.preventDefault();
       M.clearError();

@@ -90,6 +90,7 @@
       button.setAttribute("aria-pressed", String(on));
       table.only = on ? peak : null;
       table.render();
+      if (on) document.getElementById("tensor-table").scrollIntoView({ behavior: "instant", block: "start" });  // far below the button
       const hits = on ? peak : [];
       return Promise.all([M.highlight(state.a, view, hits), M.highlight(state.b, view, hits)]);
     });

@@ -24,7 +24,18 @@ def make_templates() -> Jinja2Templates:
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
     templates.env.globals["access"] = access  # pages show or hide write controls by it
     templates.env.filters["when"] = notes.when  # times of earlier work, as the notes show theirs
+    templates.env.filters["size"] = size_in_words
     return templates
+
+
+def size_in_words(n: int) -> str:
+    """2147483648 -> '2 GiB (2,147,483,648 bytes)': bytes as a reader says them, exact figure beside."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            value = n / scale
+            shown = f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+            return f"{shown} {unit} ({n:,} bytes)"
+    return f"{n:,} bytes"
 
 
 def wants_json(request: Request) -> bool:

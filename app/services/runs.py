@@ -196,6 +196,7 @@ def execute(
         **copy_figures(session),
         "seed": body.seed if inputs is None else None,
         "inputs": "uploaded .npz" if inputs is not None else f"random, seed {body.seed}",
+        "canary": body.canary,  # every step checked, no hit: a hit fails the run at its step
     }
 
 

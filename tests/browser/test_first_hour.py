@@ -264,3 +264,59 @@ def test_the_api_page_works_without_internet(served, page):
     assert outside == []
     page.unroute("**/*")
     shot(page, "first-hour-api-docs")
+
+
+def test_the_smaller_things(served, conv_model, page):
+    url, _ = served
+    page.goto(url + "/")
+    assert "GiB (2,147,483,648 bytes)" in page.inner_text("#upload-limit")  # in words, the exact bytes beside
+    # A clean canary run says so, on the live panel and on the run's page.
+    model_id = upload(page, url, small_cnn(), "cnn-canary")
+    made = page.request.post(
+        f"{url}/api/v1/models/{model_id}/plans", data={"strategies": ["greedy_by_size"], "dims": {"N": 1}}
+    ).json()
+    plan_id = made["plans"][0]["id"]
+    page.goto(f"{url}/plans/{plan_id}")
+    page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.run")
+    page.check("#run-form input[name='canary']")
+    page.click("#run-button")
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)
+    assert "canary" in page.inner_text("#live-verdict")
+    page.click("#live-link")
+    page.wait_for_selector("#canary-clean")
+    assert (
+        page.locator("#run-state").inner_text() != page.locator("#run-message").inner_text()
+        or not page.locator("#run-progress-card").is_visible()
+    )
+    # The peak filter brings the table it filters into view.
+    page.goto(f"{url}/plans/{plan_id}")
+    page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.review")
+    page.click("#peak-filter")
+    top = page.evaluate("document.getElementById('tensor-table').getBoundingClientRect().top")
+    assert -2 <= top < page.evaluate("window.innerHeight")
+    # The saved report has no controls that need the server.
+    report = page.request.get(f"{url}/api/v1/plans/{plan_id}/export.html").text()
+    assert 'id="run-form"' not in report and 'id="diff-form"' not in report
+    # The pipeline form lists the connections the chosen models allow.
+    page.goto(url + "/pipelines")
+    page.select_option("select[name='model-a']", conv_model)
+    page.select_option("select[name='model-b']", model_id)
+    assert page.input_value("textarea[name='connections']") == "a:y -> b:x"
+    assert "a's outputs: y" in page.inner_text("#connection-hint")
+
+
+def test_a_long_tensor_name_wraps_in_its_column(served, page):
+    url, _ = served
+    name = "backbone/stage4/block17/" * 8 + "conv"
+    made = page.request.post(
+        url + "/api/v1/problems/plan?strategies=greedy_by_size",
+        data=f"id,lower,upper,size\n{name},0,2,4096\nshort,1,3,64\n",
+        headers={"Content-Type": "text/csv"},
+    ).json()
+    page.goto(url + made["links"]["page"])
+    page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.review")
+    page.wait_for_selector("#tensor-table td")
+    table = page.evaluate(
+        "(() => { const t = document.getElementById('tensor-table'); return [t.scrollWidth, t.parentElement.clientWidth]; })()"
+    )
+    assert table[0] <= table[1]  # no sideways scrolling for one long name
