@@ -251,7 +251,7 @@ def plan_group(group: SweepGroup) -> list[dict[str, Any]]:
                 "valid": valid,
                 "seconds": round(seconds, 6),
                 "error": None,
-                "tiling": tiling,
+                **({"tiling": tiling} if group.tile != "off" else {}),  # with --tile auto: null when untiled
             }
         )
     return out
