@@ -118,7 +118,7 @@ def markdown(rows: list[dict], strategy: str, time_limit: float) -> str:
         without = r["without"]
         cells = [f"{r['at'][f].arena_bytes:,} (+{r['at'][f].extra_flops:.1%})" for f in LEVELS]
         sq = r["sqrt"]
-        sqrt_cell = f"{sq.arena_bytes:,}, +{sq.extra_flops:.1%}" if sq is not None else "no articulation"
+        sqrt_cell = f"{sq.arena_bytes:,} ({act(sq):,} activations), +{sq.extra_flops:.1%}" if sq is not None else "none"
         lines.append(
             f"| {r['name']} | {without.arena_bytes:,} | {act(without):,} | "
             + " | ".join(cells)
