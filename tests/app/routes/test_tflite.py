@@ -57,6 +57,7 @@ def test_the_model_page_and_its_json_twin_show_each_tensors_dtype_and_quantizati
     assert row["quantization"]["axis"] == 3 and row["quantization"]["channels"] == 8
     page = client.get(f"/models/{model['id']}").text
     assert 'id="tensor-table"' in page and "per channel (axis 3, 8)" in page
+    assert "TFLite schema 3, quantized" in page
     assert "scale 0.00784314 · zero point -1" in page  # the input's
     made = plan_of(client, model["id"], **FOR_TFLM)
     assert 'id="export-tflite"' in client.get(f"/plans/{made['id']}").text
