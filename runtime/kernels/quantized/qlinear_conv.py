@@ -14,6 +14,7 @@ from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.quantized.common import exact_matmul
+from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -137,12 +138,11 @@ def qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_
     flat = out.reshape(out.shape[0], channels_all, -1)
     bias = None if B is None else np.asarray(B, dtype=np.int64)
 
+    b_all, m_all, s_all, fast = channel_parameters(bias, multiplier, shift, channels_all)
+
     def finish(n, channels, pixels, acc):
-        total = acc.astype(np.int64)
-        if bias is not None:
-            total += bias[channels, None]
-        m, s = multiplier[channels, None], shift[channels, None]
-        flat[n, channels, pixels] = qa.requantize(total, m, s, zero, lo, hi)
+        params = (b_all[channels], m_all[channels], s_all[channels], fast)
+        requantize_rows(acc, params, zero, lo, hi, flat[n, channels, pixels])
 
     matrix = w_matrix if w_matrix is not None else weight_matrix(w, _zero(w_zero_point))
     geo_args = (auto_pad, pads, strides, dilations, kernel_shape)

@@ -25,6 +25,7 @@ from runtime.kernels.quantized.common import (
     same_padding,
     taps,
 )
+from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
 
 
 def _geometry(x, w, y, stride_h, stride_w, dilation_h_factor, dilation_w_factor):
@@ -100,6 +101,7 @@ def conv_2d(x, w, b=None, *, out, ws, padding="SAME", stride_h=1, stride_w=1, di
         zero = int(q_in.zero_point[0])
         multiplier, shift = qa.conv_multipliers(q_in, q_w, q_out, channels)
         lo, hi = qa.activation_range(fused_activation_function, q_out, out.dtype)
+        params = channel_parameters(b, multiplier, shift, channels)
     for n in range(x.shape[0]):
         for r0 in range(0, oh, rows):
             r1 = min(oh, r0 + rows)
@@ -126,8 +128,7 @@ def conv_2d(x, w, b=None, *, out, ws, padding="SAME", stride_h=1, stride_w=1, di
             else:  # one exact float32 product: no float64 sums needed
                 acc = part
                 np.matmul(columns, matrix, out=acc)
-            total = acc.astype(np.int64) + (0 if b is None else b.astype(np.int64))
-            target[...] = qa.requantize(total, multiplier, shift, int(q_out.zero_point[0]), lo, hi)
+            requantize_rows(acc.T, params, int(q_out.zero_point[0]), lo, hi, target.T)
 
 
 def _depthwise_blocks(x, w, y, integer, attrs):
