@@ -104,7 +104,18 @@
         const same = { "xaxis.range": x, "yaxis.range": [0, top] };
         return Promise.all([Plotly.relayout(state.a.el, same), Plotly.relayout(state.b.el, same)]);
       })
-      .then(() => { M.syncZoom([state.a, state.b], updateUrl); return state; });
+      .then(() => { M.syncZoom([state.a, state.b], updateUrl); return highlightMoved(); })
+      .then(() => state);
+    // The tensors the two plans place at different offsets, outlined on both charts.
+    function highlightMoved() {
+      const moved = ids.moved || [];
+      const indexes = (view, key) => {
+        const at = new Map(view.buffers.id.map((id, i) => [id, i]));
+        return moved.map((row) => at.get(row[key])).filter((i) => i !== undefined);
+      };
+      state.moved = { a: indexes(views.a, "id_a"), b: indexes(views.b, "id_b") };
+      return Promise.all([M.highlight(state.a, views.a, state.moved.a), M.highlight(state.b, views.b, state.moved.b)]);
+    }
     return state;
   };
 

@@ -18,6 +18,7 @@ from app.storage import PlanRecord, ProblemRecord, Storage
 from planner import Problem, peak_step
 
 CHANGED_ROWS = 50  # the largest changes listed; `changed_count` says how many there are
+MOVED_ROWS = 100  # the largest moved tensors listed; `moved_count` says how many there are
 
 
 def plan_pair(storage: Storage, a: str, b: str) -> tuple[PlanRecord, PlanRecord]:
@@ -46,6 +47,7 @@ def plan_diff(storage: Storage, a: PlanRecord, b: PlanRecord) -> dict[str, Any]:
         ),
         key=_largest_change_first,
     )
+    moved = _moved(problem_a, a, problem_b, b)
     side_a = _side(storage, a, problem_a, stored_a)
     side_b = _side(storage, b, problem_b, stored_b)
     delta = (
@@ -66,6 +68,8 @@ def plan_diff(storage: Storage, a: PlanRecord, b: PlanRecord) -> dict[str, Any]:
         "only_in_b": sorted(sizes_b.keys() - sizes_a.keys()),
         "changed": changed[:CHANGED_ROWS],
         "changed_count": len(changed),
+        "moved": moved[:MOVED_ROWS],
+        "moved_count": len(moved),
         "links": {
             "self": f"/api/v1/plans/{a.id}/diff/{b.id}",
             "page": f"/plans/{a.id}/diff/{b.id}",
@@ -93,6 +97,30 @@ def diff_page_context(
 
 def _largest_change_first(row: dict[str, Any]) -> tuple[int, str]:
     return -abs(row["delta"]), row["name"]
+
+
+def _moved(problem_a: Problem, a: PlanRecord, problem_b: Problem, b: PlanRecord) -> list[dict[str, Any]]:
+    """Tensors both plans place, at different offsets: what a strategy moved, largest first."""
+    if not a.plan or not b.plan:
+        return []
+    where_a = _placed(problem_a, a)
+    where_b = _placed(problem_b, b)
+    rows = [
+        {"name": name, "id_a": ia, "id_b": ib, "bytes": size, "offset_a": oa, "offset_b": ob}
+        for name, (ia, oa, size) in where_a.items()
+        if name in where_b and (ib := where_b[name][0]) is not None and (ob := where_b[name][1]) != oa
+    ]
+    return sorted(rows, key=lambda row: (-row["bytes"], row["name"]))
+
+
+def _placed(problem: Problem, record: PlanRecord) -> dict[str, tuple[str, int, int]]:
+    """name -> (buffer id, offset on the chart, bytes) of every placed buffer."""
+    offsets = charts.offsets_of(problem, record.plan)
+    return {
+        (buf.name or buf.id): (buf.id, offset, buf.size)
+        for buf, offset in zip(problem.buffers, offsets, strict=True)
+        if offset is not None
+    }
 
 
 def _sizes(problem: Problem) -> dict[str, int]:

@@ -104,3 +104,24 @@ def test_an_in_place_alias_is_named_on_the_offset_chart_not_left_as_a_collision(
     tooltip.wait_for()
     assert "in place over r1" in tooltip.inner_text()
     shot(page, "first-hour-alias")
+
+
+def test_a_diff_lists_and_outlines_the_tensors_placed_at_different_offsets(url, page):
+    csv = "id,lower,upper,size\n" + "".join(f"t{i},{i % 5},{i % 5 + 3},{256 * (i % 4 + 1)}\n" for i in range(12))
+    made = page.request.post(
+        url + "/api/v1/problems/plan?strategies=greedy_by_size,naive", data=csv, headers={"Content-Type": "text/csv"}
+    ).json()
+    a, b = (p["id"] for p in made["plans"])
+    placed = {}
+    for plan_id in (a, b):  # the oracle: each plan's own Plan JSON
+        doc = page.request.get(f"{url}/api/v1/plans/{plan_id}").json()
+        placed[plan_id] = {buf["id"]: buf["offset"] for buf in doc["buffers"]}
+    moved = sorted(name for name in placed[a] if placed[a][name] != placed[b][name])
+    assert moved  # naive stacks every tensor: most move
+    page.goto(f"{url}/plans/{a}/diff/{b}")
+    page.wait_for_function("window.Memplan && Memplan.diff && Memplan.diff.moved")
+    rows = page.locator("#moved-table tbody tr td:first-child").all_inner_texts()
+    assert sorted(rows) == moved
+    outlined = page.evaluate("[Memplan.diff.a.foundShapes.length, Memplan.diff.b.foundShapes.length]")
+    assert outlined == [len(moved), len(moved)]
+    shot(page, "first-hour-diff-moved")
