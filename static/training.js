@@ -36,7 +36,7 @@
       { type: "scatter", mode: "markers", name: "chosen", marker: { size: 12, color: "#e15759", symbol: "star" },
         x: [100 * remat.extra_flops], y: [remat.arena_bytes], hovertemplate: "chosen: %{y:,} bytes<extra></extra>" },
     ], {
-      margin: { t: 10, r: 10, b: 40, l: 80 }, xaxis: { title: "extra FLOPs (%)" }, yaxis: { title: "arena bytes" },
+      margin: { t: 10, r: 10, b: 40, l: 80 }, xaxis: { title: { text: "extra FLOPs (%)" } }, yaxis: { title: { text: "arena bytes" } },
     }, CONFIG);
   };
 
