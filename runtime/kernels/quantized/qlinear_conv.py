@@ -15,7 +15,7 @@ from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.quantized.common import exact_matmul
 from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
-from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
+from runtime.kernels.window import Geometry, pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
 
@@ -47,8 +47,27 @@ def _conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, grou
     else:
         columns = rows * rest
         band = [((depth, columns), np.float32), ((per_group, columns), np.float64), ((per_group, columns), np.float32)]
-    image = (x.shape[1], *extent) if geo.padded else (0,)  # unpadded: the windows read the input itself
+    if not geo.padded:
+        image: tuple[int, ...] = (0,)  # unpadded: the windows read the input itself
+    elif len(geo.kernel) == 2:  # a band's input rows, padded
+        image = (x.shape[1], (rows - 1) * geo.strides[0] + geo.extent[0], extent[1])
+    else:
+        image = (x.shape[1], *extent)
     return geo, rows, [(image, x.dtype), *band]
+
+
+def _band_input(x: np.ndarray, geo: Geometry, r0: int, r1: int, buf: np.ndarray, fill: int):
+    """The windows of output rows r0..r1 of a padded 2-D conv over `buf`, which receives the band's
+    input rows (the zero point where padding falls): never a padded copy of the whole image."""
+    rows_in = (r1 - r0 - 1) * geo.strides[0] + geo.extent[0]
+    view = buf[:, :rows_in]
+    top, left = r0 * geo.strides[0] - geo.begin[0], geo.begin[1]
+    lo, hi = max(top, 0), min(top + rows_in, x.shape[1])
+    view[...] = fill
+    if hi > lo:
+        view[:, lo - top : hi - top, left : left + x.shape[2]] = x[:, lo:hi]
+    band = Geometry(geo.kernel, geo.strides, geo.dilations, (0, geo.begin[1]), (0, geo.end[1]), (r1 - r0, geo.out[1]))
+    return windows(view, band)
 
 
 def _workspace(w_index: int):
@@ -82,12 +101,17 @@ def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> 
     rank, rest = len(geo.kernel), int(np.prod(geo.out[1:]))
     order = (0, *range(1 + rank, 1 + 2 * rank), *range(1, 1 + rank))
     taps = list(np.ndindex(*geo.kernel))
+    banded = geo.padded and rank == 2
     for n in range(x.shape[0]):
-        if geo.padded:
+        if geo.padded and not banded:
             pad_into(padded, x[n], geo, fill)
-        view = windows(padded if geo.padded else x[n], geo)  # (C, *out, *kernel)
+        whole = None if banded else windows(padded if geo.padded else x[n], geo)  # (C, *out, *kernel)
         for r0 in range(0, geo.out[0], rows):
             r1 = min(geo.out[0], r0 + rows)
+            if banded:
+                view, b0, b1 = _band_input(x[n], geo, r0, r1, padded, fill), 0, r1 - r0
+            else:
+                view, b0, b1 = whole, r0, r1
             pixels = slice(r0 * rest, r1 * rest)
             count = (r1 - r0) * rest
             if depthwise:
@@ -95,7 +119,7 @@ def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> 
                 acc[...] = 0
                 for t, tap in enumerate(taps):
                     product.reshape(x.shape[1], r1 - r0, *geo.out[1:])[...] = view[
-                        (slice(None), slice(r0, r1), Ellipsis, *tap)
+                        (slice(None), slice(b0, b1), Ellipsis, *tap)
                     ]
                     product -= fill
                     product *= matrix[:, t : t + 1]  # float64: the depthwise route sums in float64
@@ -105,7 +129,7 @@ def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> 
             columns, acc, part = _front(columns_all, count), _front(acc_all, count), _front(part_all, count)
             shaped = columns.reshape(depth_in, *geo.kernel, r1 - r0, *geo.out[1:])
             for g in range(group):
-                shaped[...] = view[g * depth_in : (g + 1) * depth_in, r0:r1].transpose(order)
+                shaped[...] = view[g * depth_in : (g + 1) * depth_in, b0:b1].transpose(order)
                 columns -= fill
                 channels = slice(g * per_group, (g + 1) * per_group)
                 exact_matmul(matrix[channels], columns, acc, part)
