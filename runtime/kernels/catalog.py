@@ -5,10 +5,13 @@ file matches the registry.
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import sys
 from pathlib import Path
 
+import runtime
 from runtime.kernels import Kernel, kernels
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -28,8 +31,16 @@ def hooks(k: Kernel) -> str:
     return ", ".join(named + (["outputs"] if k.multi_output else []))
 
 
+def _import_all() -> None:
+    """Every module of `runtime` imported, so that kernels registered outside `runtime.kernels`
+    (a graph pass's own ops) are listed whatever the caller had imported."""
+    for info in pkgutil.walk_packages(runtime.__path__, "runtime."):
+        importlib.import_module(info.name)
+
+
 def table() -> str:
     """docs/KERNELS.md's text, from the registry."""
+    _import_all()
     lines = [
         "# Kernels: which file implements each op",
         "",
