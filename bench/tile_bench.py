@@ -133,6 +133,8 @@ def main() -> None:
             rows.append(measure(name, account, options, args.repeat, args.time_limit))
             print(rows[-1], flush=True)
     command = "python bench/tile_bench.py" + ("" if args.models == ",".join(MODELS) else f" --models {args.models}")
+    command += "" if args.repeat == 5 else f" --repeat {args.repeat}"
+    command += "" if args.time_limit == 10.0 else f" --time-limit {args.time_limit:g}"
     text = section(rows, command)
     from app.services.docsections import replace_section
 
