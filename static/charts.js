@@ -211,11 +211,12 @@
     traces.push({ type: "scatter", mode: "none", x: [0, steps], y: [0, top], hoverinfo: "skip", showlegend: false });
     const layout = {
       title: { text: (plan ? plan.strategy + ": " + fmt(arena) + " bytes" : planId), font: { size: 13 } },
-      margin: { t: 34, r: 10, b: 40, l: 80 }, hovermode: false, dragmode: "zoom",
+      margin: { t: 34, r: 10, b: 90, l: 80 }, hovermode: false, dragmode: "zoom",
       xaxis: { title: { text: "step" }, range: [0, steps] },
       yaxis: { title: { text: "offset (bytes)" }, range: [0, top] },
       shapes: [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: arena, y1: arena, line: { dash: "dash", color: "#e15759", width: 1 } }],
-      legend: { orientation: "h", y: -0.15 },
+      // At the foot of the figure, below the step axis' title (a fraction of the plot height put it on the title).
+      legend: { orientation: "h", yref: "container", y: 0, yanchor: "bottom" },
     };
     if (view.x_range) layout.xaxis.range = view.x_range.slice();
     const started = performance.now();

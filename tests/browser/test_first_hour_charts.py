@@ -61,6 +61,7 @@ def test_the_run_chart_comes_into_view_and_nothing_on_it_is_clipped(url, page):
     # Live bytes: the legend clear of the x axis title, the peak label inside the chart.
     live = _box(page, "#chart-live .main-svg")
     assert not _overlap(_box(page, "#chart-live .legend"), _box(page, "#chart-live .xtitle"))
+    assert not _overlap(_box(page, "#chart-offsets-a .legend"), _box(page, "#chart-offsets-a .xtitle"))
     peak = page.locator("#chart-live .textpoint text", has_text="peak")
     assert _inside(peak.evaluate(BOX), live)
     # Strategies: scaled by the placing strategies, the LOAD label clear of every bar's label.
