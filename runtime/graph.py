@@ -57,11 +57,11 @@ def load_model(
     with the residual Add after it, the exact GELU's five ops become one Gelu, and a Conv
     with the activation after it becomes one ConvAct (`runtime.fuse`).
     """
-    tflite_bytes, stem = _tflite_source(source)
+    tflite_bytes, tflite_path = _tflite_source(source)
     if tflite_bytes is not None:  # picked by content: the TFLite identifier at bytes 4..8
         if dims:
             raise ShapeError(f"dims: a .tflite model has no symbolic dims to bind ({', '.join(dims)} given)")
-        return read_tflite(tflite_bytes, max_tensor_bytes=max_tensor_bytes, shapes=shapes, name=stem)
+        return read_tflite(tflite_bytes, max_tensor_bytes=max_tensor_bytes, shapes=shapes, path=tflite_path)
     model, model_dir = _parse(source, base_dir)
     graph = model.graph
     opset = _default_opset(model)
@@ -127,14 +127,14 @@ def load_model(
 
 
 def _tflite_source(source: Any) -> tuple[bytes | None, str | None]:
-    """(the file's bytes, its name's stem) when `source` is a `.tflite` model; (None, None) otherwise."""
+    """(the file's bytes, its path if it is a file) when `source` is a `.tflite` model; (None, None) otherwise."""
     if isinstance(source, bytes | bytearray | memoryview):
         return (bytes(source), None) if is_tflite(bytes(source[:8])) else (None, None)
     if isinstance(source, str | os.PathLike) and os.path.isfile(source):
         with open(source, "rb") as f:
             if is_tflite(f.read(8)):
                 f.seek(0)
-                return f.read(), os.path.splitext(os.path.basename(os.fspath(source)))[0]
+                return f.read(), os.path.abspath(os.fspath(source))
     return None, None
 
 

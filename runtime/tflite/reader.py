@@ -10,6 +10,7 @@ as TensorFlow Lite Micro keeps them in flash, read from the file only when a ker
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -25,10 +26,11 @@ def read_tflite(
     *,
     max_tensor_bytes: int,
     shapes: Mapping[str, Sequence[int]] | None = None,
-    name: str | None = None,
+    path: str | None = None,
 ) -> Graph:
     """The graph of a `.tflite` file's bytes. Input shapes are fixed in the file: `shapes`, when
-    given, must repeat them."""
+    given, must repeat them. With the file's `path`, the graph is named after it and its constants
+    say where their bytes lie in it, so that a `ParameterStore` maps them instead of copying."""
     model = parse(bytes(buf), max_tensor_bytes)
     tensors = model.tensors
     names = [t.name for t in tensors]
@@ -45,7 +47,7 @@ def read_tflite(
                 continue
             t = tensors[i]
             if t.data is not None or t.is_variable:
-                constants[t.name] = _constant(model.buf, t)
+                constants[t.name] = _constant(model.buf, t, path)
                 provided.add(i)
             elif any(i in later.outputs for later in model.operators[op.index :]):
                 raise ModelError(
@@ -82,6 +84,7 @@ def read_tflite(
     for i in model.outputs:
         if i not in producer and i not in inputs and tensors[i].data is None:
             raise ModelError(f"graph output {names[i]!r} is produced by no operator and is no input or constant")
+    name = os.path.splitext(os.path.basename(path))[0] if path else None
     return _graph(model, tuple(nodes), producer, constants, max_tensor_bytes, name)
 
 
@@ -97,7 +100,7 @@ def _check_shapes(model: TfModel, shapes: Mapping[str, Sequence[int]]) -> None:
             )
 
 
-def _constant(buf: bytes, t: TfTensor) -> Constant:
+def _constant(buf: bytes, t: TfTensor, path: str | None) -> Constant:
     if t.data is None:  # a variable tensor (a state) without initial data starts at real zero, as TFLite's do
         zero = int(t.quant.zero_point[0]) if t.quant is not None else 0
         return Constant.lazy(t.name, t.shape, t.dtype, lambda: np.full(t.shape, zero, t.dtype))
@@ -111,7 +114,10 @@ def _constant(buf: bytes, t: TfTensor) -> Constant:
             .reshape(t.shape)
         )
 
-    return Constant.lazy(t.name, t.shape, t.dtype, load)
+    constant = Constant.lazy(t.name, t.shape, t.dtype, load)
+    if path is not None:
+        constant.location = (path, start)  # little-endian raw bytes, as the schema stores them
+    return constant
 
 
 def _graph(

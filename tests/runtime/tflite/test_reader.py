@@ -116,3 +116,18 @@ def test_the_format_is_picked_by_content_not_by_the_name(tmp_path):
     with pytest.raises(runtime.ShapeError, match="fixed shape"):
         runtime.load_model(source, shapes={graph.inputs[0]: [4, 1]})
     assert runtime.load_model(source, shapes={graph.inputs[0]: [1, 1]}).inputs == graph.inputs
+
+
+def test_constants_of_a_file_are_mapped_from_it_not_copied():
+    from runtime.params import ParameterStore
+
+    path = model_path("person_detect")
+    graph = runtime.load_model(path)
+    store = ParameterStore()
+    shared = store.share(graph, model_path=path)
+    # Every constant's bytes come from the file's pages (deduplicated by content), none decoded on the heap.
+    assert store.bytes_by_origin()["decoded"] == 0 and store.bytes_by_origin()["mapped"] > 0
+    assert store.requested_bytes == sum(c.nbytes for c in graph.constants.values())
+    for name, constant in graph.constants.items():
+        assert np.array_equal(shared.constants[name].value(), constant.value())
+    assert graph.name == "person_detect"
