@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import load_only
 
-from app.db import JobRow, ModelRow, PlanRow, ProblemRow, RunRow
+from app.db import JobRow, ModelRow, NoteRow, PlanRow, ProblemRow, RunRow
 from app.errors import AppError
 from app.storage import Storage
 
@@ -192,3 +192,30 @@ def earlier_work(storage: Storage, model_id: str, *, plans_offset: int = 0, runs
         "plans": plans(storage, model_id=model_id, limit=10, offset=plans_offset),
         "runs": runs(storage, model_id=model_id, limit=10, offset=runs_offset),
     }
+
+
+def notes(storage: Storage, *, limit: int = DEFAULT_LIMIT, offset: int = 0) -> dict[str, Any]:
+    """Reviewers' notes on every plan, newest first: the text, the tensor and step it is on, and its plan."""
+    check_paging(limit, offset)
+    with storage.reading() as session:
+        total = session.scalar(select(func.count()).select_from(NoteRow)) or 0
+        query = (
+            select(NoteRow, PlanRow.strategy)
+            .join(PlanRow, NoteRow.plan_id == PlanRow.id)
+            .order_by(NoteRow.created.desc(), NoteRow.id)
+        )
+        items = [
+            {
+                "id": note.id,
+                "plan_id": note.plan_id,
+                "strategy": strategy,
+                "text": note.text,
+                "tensor": note.tensor,
+                "step": note.step,
+                "author": note.author,
+                "created": note.created,
+                "links": {"page": f"/plans/{note.plan_id}", "notes": f"/api/v1/plans/{note.plan_id}/notes"},
+            }
+            for note, strategy in session.execute(query.limit(limit).offset(offset)).all()
+        ]
+    return _page(items, total, limit, offset, "/api/v1/notes")

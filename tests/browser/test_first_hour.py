@@ -79,6 +79,10 @@ def test_a_models_plans_runs_and_pipelines_can_be_found_again(served, conv_model
         assert page.request.get(url + listing).status == 200, listing
     page.goto(f"{url}/pipelines")
     assert page.locator("#pipelines-card").is_visible()
+    note = page.request.post(f"{url}/api/v1/plans/{plan_id}/notes", data={"text": "the first hour's note"})
+    assert note.status == 201
+    page.click("a.brand")
+    assert "the first hour's note" in page.inner_text("#notes-list")
     shot(page, "first-hour-lists")
 
 

@@ -6,11 +6,19 @@ from typing import Any
 
 from fastapi import APIRouter, Response
 
-from app.routes.deps import PlanHeadDep, StorageDep
+from app.routes.deps import PagingDep, PlanHeadDep, StorageDep
 from app.schemas import NoteOut, NoteRequest
-from app.services import notes
+from app.services import listings, notes
 
 router = APIRouter(tags=["notes"])
+
+
+@router.get("/notes")
+def recent_notes(storage: StorageDep, paging: PagingDep) -> dict[str, Any]:
+    """Notes on every plan, newest first, paged (`items`, `total`, `limit`, `offset`, `next`)."""
+    return listings.notes(storage, limit=paging.limit, offset=paging.offset)
+
+
 # Notes need a plan to exist, not its Plan JSON: a page polls them every few seconds.
 
 

@@ -8,7 +8,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.routes.deps import SettingsDep, StorageDep
 from app.routes.rendering import render
-from app.services import library, reports
+from app.services import library, listings, reports
 from app.services.library import model_out
 
 router = APIRouter(include_in_schema=False)
@@ -25,6 +25,7 @@ def home(request: Request, storage: StorageDep, settings: SettingsDep) -> Respon
             "examples": library.examples(),
             "strategies": reports.strategy_list(),
             "max_upload_bytes": settings.max_upload_bytes,
+            "recent_notes": listings.notes(storage, limit=10),
         },
     )
 

@@ -109,3 +109,15 @@ def test_pipelines_and_sweeps_are_listed(client):
     sweeps = client.get("/api/v1/sweeps").json()
     assert [s["id"] for s in sweeps["items"]] == [sweep.json()["id"]]
     assert f"/sweeps/{sweep.json()['id']}" in client.get("/sweeps").text
+
+
+def test_recent_notes_are_listed_on_the_home_page_and_over_rest(client):
+    model = _upload(client, conv_nchw(), "conv")
+    plan = _plan(client, model, dims={"N": 1, "H": 8, "W": 8})["plans"][0]
+    first = client.post(f"/api/v1/plans/{plan['id']}/notes", json={"text": "why so big?"}).json()
+    second = client.post(f"/api/v1/plans/{plan['id']}/notes", json={"text": "ask for H=640"}).json()
+    listed = client.get("/api/v1/notes?limit=1").json()
+    assert [n["id"] for n in listed["items"]] == [second["id"]] and listed["total"] == 2
+    assert client.get(listed["next"]).json()["items"][0]["id"] == first["id"]
+    html = client.get("/").text
+    assert "ask for H=640" in html and f"/plans/{plan['id']}" in html
