@@ -86,3 +86,29 @@ def dequantize(x, *, out, q_inputs=None, **_):
     else:
         scale, zero = float(qi.scale[0]), int(qi.zero_point[0])
     np.copyto(out, scale * (x.astype(np.int64) - zero), casting="unsafe")  # double product, then float32
+
+
+@kernel("RELU", domain=TFLITE, inplace=(0,))
+def relu(x, *, out, q_inputs=None, q_outputs=None, **_):
+    if x.dtype.kind == "f":
+        np.maximum(x, 0, out=out)
+        return
+    qi, qo = quant(q_inputs, 0, "input"), quant(q_outputs, 0, "output")
+    # TFLite Micro divides the scales in float32; the floor is the output's zero point.
+    multiplier, shift = qa.quantize_multiplier(float(np.float32(qi.scale[0]) / np.float32(qo.scale[0])))
+    lo, hi = qa.dtype_range(out.dtype)
+    floor = max(lo, int(qo.zero_point[0]))
+    shifted = x.astype(np.int64) - int(qi.zero_point[0])
+    out[...] = qa.requantize(shifted, multiplier, shift, int(qo.zero_point[0]), floor, hi)
+
+
+@kernel("RELU6", domain=TFLITE, inplace=(0,))
+def relu6(x, *, out, q_inputs=None, **_):
+    if x.dtype.kind == "f":
+        np.clip(x, 0, 6, out=out)
+        return
+    qi = quant(q_inputs, 0, "input")
+    lo, hi = qa.dtype_range(out.dtype)
+    zero = int(qi.zero_point[0])
+    six = min(hi, max(lo, zero + int(qa.round_half_away(np.float32(6.0) / np.float32(qi.scale[0])))))
+    np.clip(x, zero, six, out=out)  # TFLite Micro clamps the input's integers: the output keeps its scale

@@ -188,3 +188,12 @@ def test_concatenation():
 def test_reshape():
     shape = Tensor((2,), np.int32, None, np.array([4, 15], np.int32))
     check("RESHAPE", [Tensor((1, 3, 4, 5), I8, q(0.05, 3)), shape], [Tensor((4, 15), I8, q(0.05, 3))], {})
+
+
+@pytest.mark.parametrize("scales", [(0.05, 0.05), (0.05, 0.03)])
+def test_relu(scales):
+    check("RELU", [Tensor((2, 40), I8, q(scales[0], 7))], [Tensor((2, 40), I8, q(scales[1], -20))], {})
+
+
+def test_relu6():
+    check("RELU6", [Tensor((2, 40), I8, q(0.03, -10))], [Tensor((2, 40), I8, q(0.03, -10))], {})

@@ -32,7 +32,7 @@ TYPES = {
 }
 ACTIVATIONS = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3, "TANH": 4}
 PADDINGS = {"SAME": 0, "VALID": 1}
-OPTIONS = {  # builtin -> its options table in the schema
+OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema (None: it has none)
     "CONV_2D": "Conv2DOptions",
     "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
     "FULLY_CONNECTED": "FullyConnectedOptions",
@@ -48,6 +48,8 @@ OPTIONS = {  # builtin -> its options table in the schema
     "PAD": "PadOptions",
     "QUANTIZE": "QuantizeOptions",
     "DEQUANTIZE": "DequantizeOptions",
+    "RELU": None,
+    "RELU6": None,
 }
 
 
@@ -189,7 +191,7 @@ def _tensor(b: Any, t: Tensor, index: int, buffer: int) -> int:
 
 def _options(b: Any, op: str, options: dict[str, Any]) -> int | None:
     table = OPTIONS.get(op)
-    if table is None:
+    if table is None:  # a builtin without options
         return None
     getattr(tflite, f"{table}Start")(b)
     for key, value in options.items():
