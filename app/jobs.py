@@ -31,7 +31,7 @@ import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ from app.cluster import local_cluster as local_cluster  # where its users have a
 from app.db import public_url
 from app.errors import AppError
 from app.settings import Limits, activate
-from app.storage import Storage
+from app.storage import JobRecord, Storage
 
 QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
 CANCELLED, INTERRUPTED = "cancelled", "interrupted"  # interrupted: rows from before jobs ran on Dask
@@ -86,30 +86,12 @@ class JobFailed(Exception):
 
 
 @dataclass(frozen=True)
-class Job:
-    """A job as its row in the database says (read-only: the worker and `JobService` change it)."""
-
-    id: str
-    kind: str
-    title: str
-    state: str
-    progress: float
-    message: str
-    result: dict[str, Any] | None
-    error: dict[str, Any] | None
-    links: dict[str, str]
-    created: float
-    finished: float | None = None
-    heartbeat: float | None = None
-    worker: str | None = None
-    attempts: int = 0
-    cancel_requested: bool = False
+class Job(JobRecord):
+    """A job as its record in the database says (read-only: the worker and `JobService` change it)."""
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> Job:
-        fields = {name: row[name] for name in cls.__dataclass_fields__ if name in row}
-        fields["attempts"] = fields.get("attempts") or 0
-        return cls(**fields)
+    def of(cls, record: JobRecord) -> Job:
+        return cls(**{f.name: getattr(record, f.name) for f in fields(record)})
 
     @property
     def is_finished(self) -> bool:
@@ -155,12 +137,13 @@ def finish(storage: Storage, job_id: str, state: str, message: str, **data: Any)
     """End a job: its final event first, then its row. The two are separate writes, so a reader that
     sees the row finished always finds the final event (`JobService.wait`, a page); a stream that
     sends the final event waits for the row before it ends (`app.routes.api.jobs`)."""
-    fields: dict[str, Any] = {"state": state, "message": message, **data}
-    fields["progress"] = 1.0 if state == DONE else (storage.get_job(job_id) or {}).get("progress", 0.0)
-    event = {"state": state, "progress": fields["progress"], "message": message}
+    changes: dict[str, Any] = {"state": state, "message": message, **data}
+    row = None if state == DONE else storage.get_job(job_id)
+    changes["progress"] = 1.0 if state == DONE else (row.progress if row else 0.0)
+    event = {"state": state, "progress": changes["progress"], "message": message}
     event.update({k: v for k, v in data.items() if k in ("result", "error")})
-    storage.add_job_event(job_id, state, event)
-    storage.update_job(job_id, finished=time.time(), **fields)
+    storage.add_job_event(job_id=job_id, event=state, data=event)
+    storage.update_job(job_id, finished=time.time(), **changes)
 
 
 # ---- the app's side ---------------------------------------------------------------------------------
@@ -230,14 +213,14 @@ class JobService:
         row = self.storage.get_job(job_id)
         if row is None:
             return None
-        job = Job.from_row(row)
+        job = Job.of(row)
         return self._reap(job) if job.state in ACTIVE else job
 
     def cancel(self, job_id: str) -> Job | None:
         """Ask a job to stop: a queued one is cancelled at once, a running one at its next report."""
         if self.storage.request_cancel(job_id):
             row = self.storage.get_job(job_id)
-            if row is not None and row["state"] == QUEUED:
+            if row is not None and row.state == QUEUED:
                 finish(self.storage, job_id, CANCELLED, "cancelled before it started")
         return self.get(job_id)
 
@@ -280,14 +263,14 @@ class JobService:
                     f"(attempt {job.attempts}) and no worker runs it any more; submit it again"
                 )
         now = self.storage.get_job(job.id)
-        if now is None or (now["state"], now["attempts"], now["heartbeat"]) != (job.state, job.attempts, job.heartbeat):
-            return Job.from_row(now) if now else job  # it moved on while we looked: not lost
+        if now is None or (now.state, now.attempts, now.heartbeat) != (job.state, job.attempts, job.heartbeat):
+            return Job.of(now) if now else job  # it moved on while we looked: not lost
         finish(self.storage, job.id, FAILED, reason, error={"status": 503, "detail": reason})
-        return Job.from_row(self.storage.get_job(job.id) or now)
+        return Job.of(self.storage.get_job(job.id) or now)
 
     def _reap_all(self) -> None:
         for row in self.storage.jobs_in(ACTIVE):
-            self._reap(Job.from_row(row))
+            self._reap(Job.of(row))
 
     def _task_alive(self, job_id: str) -> bool:
         key = task_key(job_id)
@@ -330,7 +313,9 @@ class JobContext:
         self._check_cancel()
         self._advance(progress, message)
         self._write_progress()
-        self.storage.add_job_event(self.id, "progress", {"progress": self.progress, "message": self.message, **data})
+        self.storage.add_job_event(
+            job_id=self.id, event="progress", data={"progress": self.progress, "message": self.message, **data}
+        )
 
     def report_many(self, reports: Sequence[tuple[float | None, str | None, dict[str, Any]]]) -> None:
         """`report(progress, message, **data)` for each of `reports` in order, the same events, written
@@ -341,14 +326,14 @@ class JobContext:
             self._advance(progress, message)
             events.append({"progress": self.progress, "message": self.message, **data})
         self._write_progress()
-        self.storage.add_job_events(self.id, "progress", events)
+        self.storage.add_job_events(job_id=self.id, event="progress", datas=events)
 
     def _check_cancel(self) -> None:
         now = time.monotonic()
         if now - self._checked >= CANCEL_CHECK_S:
             self._checked = now
             row = self.storage.get_job(self.id)
-            if row is None or row.get("cancel_requested"):
+            if row is None or row.cancel_requested:
                 raise JobCancelled
 
     def _advance(self, progress: float | None, message: str | None) -> None:
@@ -443,17 +428,17 @@ def _log_failure(job_id: str, reason: str) -> None:
 def _run(job_id: str, task: Task, payload: dict[str, Any], env: JobEnv, worker: str) -> str:
     storage = _open_storage(env)
     row = storage.get_job(job_id)
-    if row is None or row["state"] in FINISHED:
-        return row["state"] if row else "missing"  # cancelled while queued, or finished by an earlier attempt
-    if row.get("cancel_requested"):
+    if row is None or row.state in FINISHED:
+        return row.state if row else "missing"  # cancelled while queued, or finished by an earlier attempt
+    if row.cancel_requested:
         finish(storage, job_id, CANCELLED, "cancelled before it started")
         return CANCELLED
     activate(env.limits)  # one job at a time per worker process: the limits are this job's
-    attempts = int(row.get("attempts") or 0) + 1
+    attempts = row.attempts + 1
     storage.update_job(
         job_id, state=RUNNING, progress=0.0, message="running", attempts=attempts, worker=worker, heartbeat=time.time()
     )
-    storage.add_job_event(job_id, RUNNING, {"state": RUNNING, "progress": 0.0, "message": "running"})
+    storage.add_job_event(job_id=job_id, event=RUNNING, data={"state": RUNNING, "progress": 0.0, "message": "running"})
     stop = threading.Event()
     beating = threading.Thread(target=_beat, args=(storage, job_id, stop), name=f"beat-{job_id}", daemon=True)
     beating.start()

@@ -83,6 +83,27 @@ class ModelRecord:
 
 
 @dataclass(frozen=True)
+class JobRecord:
+    """A job's row: every column but the event counter."""
+
+    id: str
+    kind: str
+    title: str
+    state: str
+    progress: float
+    message: str
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    links: dict[str, str]
+    created: float
+    finished: float | None = None
+    heartbeat: float | None = None
+    worker: str | None = None
+    attempts: int = 0
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
 class ProblemRecord:
     id: str
     model_id: str | None  # None: a bare problem, or a pipeline's
@@ -250,17 +271,17 @@ class Storage:
             if rows_changed(session, update(JobRow).where(JobRow.id == job_id).values(**fields)) != 1:
                 raise KeyError(f"no job {job_id!r}")
 
-    def get_job(self, job_id: str) -> dict[str, Any] | None:
-        """Every column of a job (result/error/links decoded, cancel_requested a bool); None if unknown."""
+    def get_job(self, job_id: str) -> JobRecord | None:
+        """A job's record (result/error/links decoded); None if unknown."""
         with self._reader() as session:
             row = session.get(JobRow, job_id)
             return _job(row) if row else None
 
-    def add_job_event(self, job_id: str, event: str, data: dict[str, Any]) -> int:
+    def add_job_event(self, *, job_id: str, event: str, data: dict[str, Any]) -> int:
         """Append an event to a job; its seq, 0, 1, 2, ... per job, even with several processes writing."""
-        return self.add_job_events(job_id, event, [data])[0]
+        return self.add_job_events(job_id=job_id, event=event, datas=[data])[0]
 
-    def add_job_events(self, job_id: str, event: str, datas: list[dict[str, Any]]) -> list[int]:
+    def add_job_events(self, *, job_id: str, event: str, datas: list[dict[str, Any]]) -> list[int]:
         """Append events of one kind to a job in one transaction, in order; their seqs (consecutive)."""
         with self._write() as session:
             # The UPDATE locks the job's row (PostgreSQL) or the database (SQLite) until commit: one seq each.
@@ -271,7 +292,7 @@ class Storage:
             session.add_all(JobEventRow(job_id=job_id, seq=first + k, event=event, data=d) for k, d in enumerate(datas))
         return list(range(int(first), int(first) + len(datas)))
 
-    def job_events(self, job_id: str, after: int = -1, limit: int = 1000) -> list[dict[str, Any]]:
+    def job_events(self, job_id: str, *, after: int = -1, limit: int = 1000) -> list[dict[str, Any]]:
         """A job's events with seq > after, in order: [{"seq", "event", "data"}]."""
         query = (
             select(JobEventRow)
@@ -296,7 +317,7 @@ class Storage:
         with self._reader() as session:
             return session.scalar(select(func.count()).select_from(JobRow).where(JobRow.state.in_(states))) or 0
 
-    def jobs_in(self, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    def jobs_in(self, states: tuple[str, ...]) -> list[JobRecord]:
         """Jobs in any of these states, oldest first (the reaper looks for dead workers' jobs)."""
         query = select(JobRow).where(JobRow.state.in_(states)).order_by(JobRow.created, JobRow.id)
         with self._reader() as session:
@@ -497,12 +518,25 @@ def _plan(row: PlanRow, placements: bool = True) -> PlanRecord:
     )
 
 
-def _job(row: JobRow) -> dict[str, Any]:
+def _job(row: JobRow) -> JobRecord:
     """Every column but next_seq (bookkeeping for add_job_event)."""
-    out = {column.key: getattr(row, column.key) for column in JobRow.__table__.columns if column.key != "next_seq"}
-    out["links"] = out["links"] or {}
-    out["cancel_requested"] = bool(out["cancel_requested"])
-    return out
+    return JobRecord(
+        id=row.id,
+        kind=row.kind,
+        title=row.title,
+        state=row.state,
+        progress=row.progress,
+        message=row.message,
+        result=row.result,
+        error=row.error,
+        links=row.links or {},
+        created=row.created,
+        finished=row.finished,
+        heartbeat=row.heartbeat,
+        worker=row.worker,
+        attempts=row.attempts or 0,
+        cancel_requested=bool(row.cancel_requested),
+    )
 
 
 def rows_changed(session: Session, statement: Executable) -> int:

@@ -19,7 +19,7 @@ from sqlalchemy import inspect, text
 
 from app import migrations
 from app.db import Base, open_engine
-from app.storage import DatabaseUnavailable, PlanRecord, ProblemRecord, RunRecord, Storage
+from app.storage import DatabaseUnavailable, JobRecord, PlanRecord, ProblemRecord, RunRecord, Storage
 
 SHA = "ab" * 32
 
@@ -200,23 +200,23 @@ def new_job(storage: Storage, job_id: str = "j1", created: float = 100.0) -> Non
 
 def test_a_created_job_is_queued_with_every_column(storage):
     new_job(storage)
-    assert storage.get_job("j1") == {
-        "id": "j1",
-        "kind": "plan",
-        "title": "Plan tiny",
-        "state": "queued",
-        "progress": 0.0,
-        "message": "waiting for a worker",
-        "result": None,
-        "error": None,
-        "created": 100.0,
-        "finished": None,
-        "links": {"plan": "/plans/p1"},
-        "heartbeat": None,
-        "worker": None,
-        "attempts": 0,
-        "cancel_requested": False,
-    }
+    assert storage.get_job("j1") == JobRecord(
+        id="j1",
+        kind="plan",
+        title="Plan tiny",
+        state="queued",
+        progress=0.0,
+        message="waiting for a worker",
+        result=None,
+        error=None,
+        links={"plan": "/plans/p1"},
+        created=100.0,
+        finished=None,
+        heartbeat=None,
+        worker=None,
+        attempts=0,
+        cancel_requested=False,
+    )
     assert storage.get_job("nope") is None
 
 
@@ -225,10 +225,10 @@ def test_update_job_changes_the_fields_given_and_refuses_others(storage):
     storage.update_job("j1", state="running", progress=0.5, heartbeat=101.5, worker="tcp://127.0.0.1:4000", attempts=1)
     storage.update_job("j1", state="done", result={"plans": ["p1"]}, finished=102.0, worker=None)
     job = storage.get_job("j1")
-    assert (job["state"], job["progress"], job["result"], job["finished"]) == ("done", 0.5, {"plans": ["p1"]}, 102.0)
-    assert (job["heartbeat"], job["worker"], job["attempts"], job["links"]) == (101.5, None, 1, {"plan": "/plans/p1"})
+    assert (job.state, job.progress, job.result, job.finished) == ("done", 0.5, {"plans": ["p1"]}, 102.0)
+    assert (job.heartbeat, job.worker, job.attempts, job.links) == (101.5, None, 1, {"plan": "/plans/p1"})
     storage.update_job("j1", error={"message": "boom"}, result=None)
-    assert storage.get_job("j1")["error"] == {"message": "boom"} and storage.get_job("j1")["result"] is None
+    assert storage.get_job("j1").error == {"message": "boom"} and storage.get_job("j1").result is None
     with pytest.raises(ValueError, match="links"):
         storage.update_job("j1", links={})
     with pytest.raises(KeyError, match="nope"):
@@ -245,7 +245,9 @@ def test_event_seqs_count_from_zero_per_job_with_many_writers_at_once(open_stora
     def append(storage: Storage, job_id: str, writer: int) -> None:
         try:
             for k in range(20):
-                seqs[job_id].append(storage.add_job_event(job_id, "progress", {"writer": writer, "k": k}))
+                seqs[job_id].append(
+                    storage.add_job_event(job_id=job_id, event="progress", data={"writer": writer, "k": k})
+                )
         except BaseException as e:  # reported below
             errors.append(e)
 
@@ -271,7 +273,7 @@ from pathlib import Path
 from app.storage import Storage
 storage = Storage(Path(sys.argv[1]), sys.argv[2] or None, owns_jobs=False)
 for k in range(30):
-    storage.add_job_event("j1", "progress", {"writer": sys.argv[3], "k": k})
+    storage.add_job_event(job_id="j1", event="progress", data={"writer": sys.argv[3], "k": k})
 storage.close()
 """
 
@@ -292,7 +294,7 @@ def test_event_seqs_stay_unique_with_two_processes_appending(storage, database_u
 def test_job_events_after_a_seq_and_up_to_a_limit(storage):
     new_job(storage)
     for k in range(5):
-        assert storage.add_job_event("j1", "progress" if k < 4 else "done", {"k": k}) == k
+        assert storage.add_job_event(job_id="j1", event="progress" if k < 4 else "done", data={"k": k}) == k
     assert [e["seq"] for e in storage.job_events("j1", after=1)] == [2, 3, 4]
     assert storage.job_events("j1", after=1, limit=2) == [
         {"seq": 2, "event": "progress", "data": {"k": 2}},
@@ -300,15 +302,15 @@ def test_job_events_after_a_seq_and_up_to_a_limit(storage):
     ]
     assert storage.job_events("j1", after=4) == [] and storage.job_events("nope") == []
     with pytest.raises(KeyError, match="nope"):
-        storage.add_job_event("nope", "progress", {})
+        storage.add_job_event(job_id="nope", event="progress", data={})
 
 
 def test_a_batch_of_events_takes_consecutive_seqs_between_single_ones(storage):
     new_job(storage)
-    assert storage.add_job_event("j1", "running", {"k": 0}) == 0
-    assert storage.add_job_events("j1", "progress", [{"k": 1}, {"k": 2}, {"k": 3}]) == [1, 2, 3]
-    assert storage.add_job_events("j1", "progress", []) == []
-    assert storage.add_job_event("j1", "done", {"k": 4}) == 4
+    assert storage.add_job_event(job_id="j1", event="running", data={"k": 0}) == 0
+    assert storage.add_job_events(job_id="j1", event="progress", datas=[{"k": 1}, {"k": 2}, {"k": 3}]) == [1, 2, 3]
+    assert storage.add_job_events(job_id="j1", event="progress", datas=[]) == []
+    assert storage.add_job_event(job_id="j1", event="done", data={"k": 4}) == 4
     events = storage.job_events("j1")
     assert [(e["seq"], e["event"], e["data"]["k"]) for e in events] == [
         (0, "running", 0),
@@ -318,15 +320,15 @@ def test_a_batch_of_events_takes_consecutive_seqs_between_single_ones(storage):
         (4, "done", 4),
     ]
     with pytest.raises(KeyError, match="nope"):
-        storage.add_job_events("nope", "progress", [{}])
+        storage.add_job_events(job_id="nope", event="progress", datas=[{}])
 
 
 def test_cancel_is_requested_only_of_an_unfinished_job(storage):
     new_job(storage, "queued")
     new_job(storage, "finished")
     storage.update_job("finished", state="done", finished=1.0)
-    assert storage.request_cancel("queued") and storage.get_job("queued")["cancel_requested"] is True
-    assert not storage.request_cancel("finished") and storage.get_job("finished")["cancel_requested"] is False
+    assert storage.request_cancel("queued") and storage.get_job("queued").cancel_requested is True
+    assert not storage.request_cancel("finished") and storage.get_job("finished").cancel_requested is False
     assert not storage.request_cancel("nope")
 
 
@@ -336,7 +338,7 @@ def test_jobs_are_counted_and_listed_by_state(storage):
         storage.update_job(f"j{k}", state=state)
     assert storage.count_jobs(("queued", "running")) == 3 and storage.count_jobs(("failed",)) == 0
     assert storage.count_jobs(()) == 0 and storage.jobs_in(()) == []
-    assert [j["id"] for j in storage.jobs_in(("running", "queued"))] == ["j2", "j1", "j0"]  # oldest first
+    assert [j.id for j in storage.jobs_in(("running", "queued"))] == ["j2", "j1", "j0"]  # oldest first
 
 
 # ---- after a crash -------------------------------------------------------------------------------
@@ -356,17 +358,14 @@ def test_recover_removes_leftovers_and_interrupts_jobs_only_when_it_owns_them(op
 
     shared = open_storage(owns_jobs=False)  # another process's upload may be in flight: fresh files stay
     assert shared.recovered == {"partial_uploads": 0, "orphan_blobs": 0, "interrupted_jobs": 0}
-    assert shared.get_job("running")["state"] == "running" and orphan.exists()
+    assert shared.get_job("running").state == "running" and orphan.exists()
 
     owner = open_storage(owns_jobs=True)
     assert owner.recovered == {"partial_uploads": 2, "orphan_blobs": 1, "interrupted_jobs": 2}
     assert not any(owner.incoming.iterdir()) and not orphan.exists()
     job = owner.get_job("running")
-    assert (
-        job["state"] == "interrupted"
-        and job["message"] == "interrupted: the service stopped while this job was running"
-    )
-    assert job["finished"] is not None
+    assert job.state == "interrupted" and job.message == "interrupted: the service stopped while this job was running"
+    assert job.finished is not None
 
 
 def test_the_default_is_to_own_the_jobs_only_on_the_data_folders_sqlite(storage, database_url):
@@ -441,8 +440,8 @@ def test_a_database_left_at_the_first_revision_is_upgraded_when_storage_opens(tm
     storage = Storage(tmp_path / "data", database_url)
     try:
         job = storage.get_job("old")
-        assert (job["links"], job["attempts"], job["cancel_requested"], job["heartbeat"]) == ({}, 0, False, None)
-        assert storage.add_job_event("old", "done", {}) == 0
+        assert (job.links, job.attempts, job.cancel_requested, job.heartbeat) == ({}, 0, False, None)
+        assert storage.add_job_event(job_id="old", event="done", data={}) == 0
         if database_url is None:  # SQLite listed plans in rowid order before; they still are
             assert [p.id for p in storage.plans_of("q")] == ["z", "a"]
         assert sorted(p.id for p in storage.plans_of("q")) == ["a", "z"]
@@ -483,7 +482,7 @@ def test_a_sqlite_file_made_before_migrations_is_adopted(tmp_path):
     try:
         assert storage.get_model("m1").summary == {"ops": 3}
         new_job(storage)
-        assert storage.add_job_event("j1", "queued", {}) == 0
+        assert storage.add_job_event(job_id="j1", event="queued", data={}) == 0
     finally:
         storage.close()
 

@@ -110,7 +110,9 @@ def test_a_canary_hit_in_a_training_step_is_drawn_in_red_where_it_happened(serve
         created=time.time(),
     )
     storage.update_job(job_id, state="running", message="running", heartbeat=time.time())
-    storage.add_job_event(job_id, "progress", {"progress": 0.0, "message": "planned", "plan_id": result["plan_id"]})
+    storage.add_job_event(
+        job_id=job_id, event="progress", data={"progress": 0.0, "message": "planned", "plan_id": result["plan_id"]}
+    )
     page.goto(f"{url}/training/demo/{job_id}")
     page.wait_for_function("window.Memplan && Memplan.training && Memplan.training.run", timeout=30_000)
     page.evaluate("Memplan.training.plan.ready.then(() => true)")
@@ -118,7 +120,7 @@ def test_a_canary_hit_in_a_training_step_is_drawn_in_red_where_it_happened(serve
     hit_at = 3
     for s in nodes[: hit_at + 1]:
         event = {"progress": 0.1, "message": s["name"], "train_step": 0, "step": s["step"], "seconds": s["seconds"]}
-        storage.add_job_event(job_id, "progress", event)
+        storage.add_job_event(job_id=job_id, event="progress", data=event)
         page.wait_for_function(f"Memplan.training.run.drawn === {s['step']}", timeout=30_000)
     # The node at `hit_at` wrote over the largest tensor live there that it does not write.
     where = {b["id"]: b for b in plan["buffers"]}

@@ -66,7 +66,7 @@ def test_a_run_page_under_way_follows_the_run_on_its_plan(served, page):
             "step": s["step"],
             "seconds": s["seconds"],
         }
-        storage.add_job_event(job_id, "progress", event)
+        storage.add_job_event(job_id=job_id, event="progress", data=event)
         _wait(page, f"Memplan.runView.run.drawn === {s['step']}")
         cursor = page.evaluate(
             "document.getElementById('run-chart-live').layout.shapes.find((s) => s.name === 'cursor').x0"

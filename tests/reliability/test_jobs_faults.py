@@ -83,14 +83,14 @@ def test_a_worker_killed_mid_job_has_the_job_run_again_on_another(make_client):
         jobs.client.wait_for_workers(2, timeout=30)
         pids = jobs.client.run(os.getpid)  # asked while idle: a busy worker at idle priority answers late
         job_id = _plan_in_background(client, seconds=3)
-        row = wait_for(lambda: (r := storage.get_job(job_id))["state"] == "running" and r, 20, "the job running")
-        doomed = row["worker"]
+        row = wait_for(lambda: (r := storage.get_job(job_id)).state == "running" and r, 20, "the job running")
+        doomed = row.worker
         os.kill(pids[doomed], signal.SIGKILL)
 
         done = wait_for(lambda: _finished(client, job_id), 25, "the job finished after its worker died")
         row = storage.get_job(job_id)
         assert done["state"] == "done", done["error"]
-        assert row["attempts"] == 2 and row["worker"] != doomed  # run again, elsewhere
+        assert row.attempts == 2 and row.worker != doomed  # run again, elsewhere
         assert done["result"]["plans"][0]["valid"]
         kinds = [e["event"] for e in storage.job_events(job_id)]
         assert kinds.count("running") == 2 and kinds[-1] == "done", (storage.job_events(job_id), row)
@@ -107,7 +107,7 @@ def test_a_job_that_keeps_killing_its_workers_is_failed_as_worker_lost(make_clie
         failed = wait_for(lambda: _finished(client, job.id), 40, "the lost job failed")
         assert failed["state"] == "failed" and failed["error"]["status"] == 503
         assert failed["message"].startswith("worker lost") and "submit it again" in failed["message"]
-        assert storage.get_job(job.id)["attempts"] >= 2
+        assert storage.get_job(job.id).attempts >= 2
         assert storage.job_events(job.id)[-1]["event"] == "failed"
         jobs.client.wait_for_workers(2, timeout=30)
 

@@ -95,7 +95,7 @@ def test_report_many_writes_the_events_report_would_write_one_by_one(tmp_path):
         assert storage.job_events("many") == storage.job_events("one")
         assert [e["data"]["row"]["k"] for e in storage.job_events("many")] == [1, 2, 3, 4]
         assert (many.progress, many.message) == (1.0, "4 of 4 plans")
-        assert storage.get_job("many")["progress"] == 1.0  # the first write of a context is never held back
+        assert storage.get_job("many").progress == 1.0  # the first write of a context is never held back
         storage.request_cancel("many")
         later = JobContext("many", storage)
         with pytest.raises(JobCancelled):
