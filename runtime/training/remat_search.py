@@ -298,19 +298,22 @@ def _greedy(step: TrainingStep, score: Scorer, overhead: float, deadline: float,
 
 
 def _local(score: Scorer, start: frozenset[str], overhead: float, deadline: float) -> None:
-    """Drop single recomputed tensors (dearest first) while that does not make the point worse, then try
-    the largest tensors backward reads, with their closures, until the time is up."""
-    current = start
-    for name in sorted(current, key=lambda n: (-score.cands[n].flops, n)):
-        if time.perf_counter() >= deadline:
-            return
-        trial = current - {name}
-        if trial != current and not _better(score, current, trial):
-            current = trial
-    for c in sorted(score.cands.values(), key=lambda c: (-c.nbytes, c.name)):
-        if time.perf_counter() >= deadline:
-            return
-        if c.name in score.kept and c.name not in current:
-            trial = current | score.closure(c.name)
-            if score.flops(trial) <= overhead + 1e-12 and _better(score, trial, current):
+    """Rounds, until one changes nothing or the time is up: drop single recomputed tensors (dearest first)
+    while that does not make the point worse, then add the largest tensors backward reads, with their
+    closures, while that makes it better."""
+    current, before = start, None
+    while current != before and time.perf_counter() < deadline:
+        before = current
+        for name in sorted(current, key=lambda n: (-score.cands[n].flops, n)):
+            if time.perf_counter() >= deadline:
+                return
+            trial = current - {name}
+            if trial != current and not _better(score, current, trial):
                 current = trial
+        for c in sorted(score.cands.values(), key=lambda c: (-c.nbytes, c.name)):
+            if time.perf_counter() >= deadline:
+                return
+            if c.name in score.kept and c.name not in current:
+                trial = current | score.closure(c.name)
+                if score.flops(trial) <= overhead + 1e-12 and _better(score, trial, current):
+                    current = trial
