@@ -14,6 +14,7 @@ from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.quantized.common import exact_matmul
+from runtime.kernels.quantized.jit_depthwise_int import DEPTHWISE
 from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
 from runtime.kernels.window import Geometry, pad_into, padded_extent, window_geometry, windows
 
@@ -102,6 +103,9 @@ def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> 
     order = (0, *range(1 + rank, 1 + 2 * rank), *range(1, 1 + rank))
     taps = list(np.ndindex(*geo.kernel))
     banded = geo.padded and rank == 2
+    if depthwise and DEPTHWISE is not None and rank == 2:
+        taps_int = matrix.reshape(x.shape[1], *geo.kernel).astype(np.int64)
+        compiled_geometry = (*geo.strides, *geo.dilations, *geo.begin)
     for n in range(x.shape[0]):
         if geo.padded and not banded:
             pad_into(padded, x[n], geo, fill)
@@ -114,6 +118,11 @@ def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> 
                 view, b0, b1 = whole, r0, r1
             pixels = slice(r0 * rest, r1 * rest)
             count = (r1 - r0) * rest
+            if depthwise and DEPTHWISE is not None and rank == 2:
+                acc = _front(acc_all, count)
+                DEPTHWISE(x[n], fill, taps_int, r0, r1, compiled_geometry, acc)
+                finish(n, slice(None), pixels, acc)
+                continue
             if depthwise:
                 acc, product = _front(acc_all, count), _front(columns_all, count)
                 acc[...] = 0

@@ -74,15 +74,19 @@ def _s(v):
     (1, True, [2, 2], [0, 1, 1, 0], [1, 1]),
     (1, True, [1, 1], [2, 2, 2, 2], [2, 2]),
     (6, True, [1, 1], [1, 1, 1, 1], [1, 1]),
+    ("depthwise", True, [2, 2], [1, 0, 2, 1], [1, 1]),
+    ("depthwise", False, [1, 1], [2, 2, 2, 2], [2, 2]),
     (2, False, [2, 1], [0, 0, 0, 0], [1, 1]),
 ])  # fmt: skip
 def test_qlinear_conv(dtype, group, per_channel, strides, pads, dilations):
+    channels = 6 if group == "depthwise" else 12  # depthwise: one output channel per input channel
+    group = 6 if group == "depthwise" else group
     rng = np.random.default_rng(group + len(pads))
     info = np.iinfo(dtype)
     x = rng.integers(info.min, info.max + 1, (2, 6, 9, 8)).astype(dtype)
-    w = rng.integers(-127, 128, (12, 6 // group, 3, 3)).astype(np.int8)
-    w_scale = rng.uniform(0.002, 0.01, 12).astype(np.float32) if per_channel else _s(0.005)
-    bias = rng.integers(-2000, 2000, 12).astype(np.int32)
+    w = rng.integers(-127, 128, (channels, 6 // group, 3, 3)).astype(np.int8)
+    w_scale = rng.uniform(0.002, 0.01, channels).astype(np.float32) if per_channel else _s(0.005)
+    bias = rng.integers(-2000, 2000, channels).astype(np.int32)
     x_zero = np.array(128 if dtype == np.uint8 else 3, dtype=dtype)
     inputs = [
         x,
