@@ -72,3 +72,35 @@ def concatenation(*inputs, out, axis=0, fused_activation_function="NONE", q_inpu
 @kernel("TRANSPOSE", domain=TFLITE)
 def transpose(x, perm, *, out, **_):
     np.copyto(out, np.transpose(x, [int(p) for p in np.asarray(perm).reshape(-1)]))
+
+
+@kernel("SPLIT", domain=TFLITE, outputs="many")
+def split(axis, x, *, out, num_splits=1, **_):
+    start, along = 0, int(np.asarray(axis).reshape(-1)[0]) % x.ndim
+    for part in out:
+        if part is None:
+            continue
+        size = part.shape[along]
+        np.copyto(part, x[(slice(None),) * along + (slice(start, start + size),)])
+        start += size
+
+
+@kernel("STRIDED_SLICE", domain=TFLITE)
+def strided_slice(x, begin, end, strides=None, *, out, begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0,
+                  shrink_axis_mask=0, offset=False, **_):  # fmt: skip
+    if ellipsis_mask or new_axis_mask:
+        raise ValueError("STRIDED_SLICE: ellipsis_mask and new_axis_mask are not supported; accepted: 0")
+    b, e = np.asarray(begin).reshape(-1), np.asarray(end).reshape(-1)
+    s = np.ones_like(b) if strides is None else np.asarray(strides).reshape(-1)
+    index = []
+    for i in range(x.ndim):
+        if i >= b.size:
+            index.append(slice(None))
+        elif shrink_axis_mask >> i & 1:
+            index.append(int(b[i]))
+        else:
+            stop = int(b[i]) + int(e[i]) if offset else int(e[i])
+            index.append(
+                slice(None if begin_mask >> i & 1 else int(b[i]), None if end_mask >> i & 1 else stop, int(s[i]))
+            )
+    np.copyto(out, x[tuple(index)].reshape(out.shape))

@@ -197,3 +197,25 @@ def test_relu(scales):
 
 def test_relu6():
     check("RELU6", [Tensor((2, 40), I8, q(0.03, -10))], [Tensor((2, 40), I8, q(0.03, -10))], {})
+
+
+def test_split():
+    inputs = [Tensor((1,), np.int32, None, np.array([3], np.int32)), Tensor((1, 4, 4, 6), I8, q(0.05, 3))]
+    outputs = [Tensor((1, 4, 4, 2), I8, q(0.05, 3)) for _ in range(3)]
+    feeds = _feeds(np.random.default_rng(5), inputs)
+    model = one_op_model("SPLIT", inputs, outputs, {"num_splits": 3})
+    expected = run_tflm(model, feeds, outputs=3)
+    got = run_kernel("SPLIT", inputs, outputs, {"num_splits": 3}, feeds)
+    for e, g in zip(expected, got, strict=True):
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("begin,end,strides,masks,out_shape", [
+    ([0, 1, 0, 2], [1, 5, 6, 6], [1, 2, 1, 1], {}, (1, 2, 6, 4)),
+    ([0, 0, 1, 0], [1, 0, 5, 6], [1, 1, 2, 3], {"end_mask": 2}, (1, 6, 2, 2)),
+    ([0, 2, 0, 0], [1, 3, 6, 6], [1, 1, 1, 1], {"shrink_axis_mask": 2}, (1, 6, 6)),
+])  # fmt: skip
+def test_strided_slice(begin, end, strides, masks, out_shape):
+    consts = [Tensor((4,), np.int32, None, np.array(v, np.int32)) for v in (begin, end, strides)]
+    inputs = [Tensor((1, 6, 6, 6), I8, q(0.05, 3)), *consts]
+    check("STRIDED_SLICE", inputs, [Tensor(out_shape, I8, q(0.05, 3))], masks)

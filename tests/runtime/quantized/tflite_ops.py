@@ -49,6 +49,8 @@ OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema
     "QUANTIZE": "QuantizeOptions",
     "DEQUANTIZE": "DequantizeOptions",
     "RELU": None,
+    "SPLIT": "SplitOptions",
+    "STRIDED_SLICE": "StridedSliceOptions",
     "RELU6": None,
 }
 
