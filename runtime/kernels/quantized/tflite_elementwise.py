@@ -112,3 +112,28 @@ def relu6(x, *, out, q_inputs=None, **_):
     zero = int(qi.zero_point[0])
     six = min(hi, max(lo, zero + int(qa.round_half_away(np.float32(6.0) / np.float32(qi.scale[0])))))
     np.clip(x, zero, six, out=out)  # TFLite Micro clamps the input's integers: the output keeps its scale
+
+
+INPUT_BITS = 4  # integer bits of LOGISTIC's fixed-point input
+
+
+@kernel("LOGISTIC", domain=TFLITE, inplace=(0,))
+def logistic(x, *, out, q_inputs=None, **_):
+    if x.dtype.kind == "f":
+        np.divide(1, 1 + np.exp(-x), out=out)
+        return
+    if x.dtype != np.int8:
+        raise ValueError(f"LOGISTIC: {x.dtype} input; accepted: int8 (output zero point -128) or float32")
+    qi = quant(q_inputs, 0, "input")
+    # TFLite Micro's parameters: the input scale in Q4.27 as a significand and exponent, and the
+    # radius beyond which the output saturates.
+    fraction, left = np.frexp(float(qi.scale[0]) * float(1 << (31 - INPUT_BITS)))
+    multiplier = int(qa.round_half_away(fraction * float(1 << 31)))
+    radius = int(np.floor(float((1 << INPUT_BITS) - 1) * float(1 << (31 - INPUT_BITS)) / float(1 << int(left))))
+    values = x.astype(np.int64) - int(qi.zero_point[0])
+    q4 = qa.multiply_by_quantized_multiplier(np.clip(values, -radius, radius), multiplier, int(left))
+    positive = qa.one_over_one_plus_x(qa.exp_on_negative_values(-np.abs(q4), INPUT_BITS))
+    result = np.where(q4 > 0, positive, qa.INT32_MAX - positive)
+    result = np.where(q4 == 0, 1 << 30, result)
+    scaled = np.clip(qa.rounding_divide_by_pot(result, 23) - 128, -128, 127)
+    out[...] = np.where(values <= -radius, -128, np.where(values >= radius, 127, scaled))

@@ -219,3 +219,8 @@ def test_strided_slice(begin, end, strides, masks, out_shape):
     consts = [Tensor((4,), np.int32, None, np.array(v, np.int32)) for v in (begin, end, strides)]
     inputs = [Tensor((1, 6, 6, 6), I8, q(0.05, 3)), *consts]
     check("STRIDED_SLICE", inputs, [Tensor(out_shape, I8, q(0.05, 3))], masks)
+
+
+@pytest.mark.parametrize("scale,zero", [(0.05, 3), (0.1, -20), (0.02, 0)])
+def test_logistic(scale, zero):
+    check("LOGISTIC", [Tensor((3, 50), I8, q(scale, zero))], [Tensor((3, 50), I8, q(1 / 256, -128))], {})

@@ -49,6 +49,7 @@ OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema
     "QUANTIZE": "QuantizeOptions",
     "DEQUANTIZE": "DequantizeOptions",
     "RELU": None,
+    "LOGISTIC": None,
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "RELU6": None,
