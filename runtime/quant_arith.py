@@ -209,8 +209,8 @@ def _exp_quarter(a: np.ndarray) -> np.ndarray:
     return wrap32(constant_term + _mul(np.asarray(constant_term, dtype=np.int64), wrap32(x + poly)))
 
 
-def one_over_one_plus_x(a: np.ndarray) -> np.ndarray:
-    """1 / (1 + a) for a in [0, 1), raw values with no integer bits (Newton-Raphson, 3 steps)."""
+def _half_reciprocal(a: np.ndarray) -> np.ndarray:
+    """2 / (1 + a) with 2 integer bits, for a in [0, 1) with none: Newton-Raphson, 3 steps."""
     a = np.asarray(a, dtype=np.int64)
     half_denominator = (a + INT32_MAX + 1) // 2  # RoundingHalfSum with one; a >= 0, so the sum is too
     x = wrap32(1515870810 + _mul(half_denominator, -1010580540))
@@ -219,7 +219,17 @@ def one_over_one_plus_x(a: np.ndarray) -> np.ndarray:
         product = _mul(half_denominator, x)
         correction = _mul(x, wrap32(one_f2 - product))
         x = wrap32(x + saturating_shift_left(correction, 2))
-    return saturating_shift_left(x, 1)
+    return x
+
+
+def one_over_one_plus_x(a: np.ndarray) -> np.ndarray:
+    """1 / (1 + a) for a in [0, 1), raw values with no integer bits."""
+    return saturating_shift_left(_half_reciprocal(a), 1)
+
+
+def one_minus_x_over_one_plus_x(a: np.ndarray) -> np.ndarray:
+    """(1 - a) / (1 + a) for a in [0, 1), raw values with no integer bits."""
+    return saturating_shift_left(wrap32(_half_reciprocal(a) - (1 << 29)), 2)
 
 
 def reciprocal(x: np.ndarray, integer_digits: int) -> tuple[np.ndarray, np.ndarray]:

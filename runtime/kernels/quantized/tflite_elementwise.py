@@ -137,3 +137,24 @@ def logistic(x, *, out, q_inputs=None, **_):
     result = np.where(q4 == 0, 1 << 30, result)
     scaled = np.clip(qa.rounding_divide_by_pot(result, 23) - 128, -128, 127)
     out[...] = np.where(values <= -radius, -128, np.where(values >= radius, 127, scaled))
+
+
+@kernel("TANH", domain=TFLITE, inplace=(0,))
+def tanh(x, *, out, q_inputs=None, **_):
+    if x.dtype.kind == "f":
+        np.tanh(x, out=out)
+        return
+    if x.dtype != np.int8:
+        raise ValueError(f"TANH: {x.dtype} input; accepted: int8 (output scale 1/128, zero point 0) or float32")
+    qi = quant(q_inputs, 0, "input")
+    fraction, left = np.frexp(float(qi.scale[0]) * float(1 << (31 - INPUT_BITS)))
+    multiplier = int(qa.round_half_away(fraction * float(1 << 31)))
+    radius = int(np.floor(float((1 << INPUT_BITS) - 1) * float(1 << (31 - INPUT_BITS)) / float(1 << int(left))))
+    values = x.astype(np.int64) - int(qi.zero_point[0])
+    q4 = qa.multiply_by_quantized_multiplier(np.clip(values, -radius, radius), multiplier, int(left))
+    # tanh of -|a| from exp(-2|a|): the same raw value read with one more integer bit.
+    negative = qa.one_minus_x_over_one_plus_x(qa.exp_on_negative_values(-np.abs(q4), INPUT_BITS + 1))
+    result = np.where(q4 < 0, -negative, negative)
+    result = np.where(q4 == 0, 0, result)
+    scaled = np.clip(qa.rounding_divide_by_pot(result, 24), -128, 127)
+    out[...] = np.where(values <= -radius, -128, np.where(values >= radius, 127, scaled))

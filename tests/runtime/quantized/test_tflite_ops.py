@@ -224,3 +224,8 @@ def test_strided_slice(begin, end, strides, masks, out_shape):
 @pytest.mark.parametrize("scale,zero", [(0.05, 3), (0.1, -20), (0.02, 0)])
 def test_logistic(scale, zero):
     check("LOGISTIC", [Tensor((3, 50), I8, q(scale, zero))], [Tensor((3, 50), I8, q(1 / 256, -128))], {})
+
+
+@pytest.mark.parametrize("scale,zero", [(0.05, 3), (0.1, -20), (0.02, 0)])
+def test_tanh(scale, zero):
+    check("TANH", [Tensor((3, 50), I8, q(scale, zero))], [Tensor((3, 50), I8, q(1 / 128, 0))], {})

@@ -50,6 +50,7 @@ OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema
     "DEQUANTIZE": "DequantizeOptions",
     "RELU": None,
     "LOGISTIC": None,
+    "TANH": None,
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "RELU6": None,
