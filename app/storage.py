@@ -32,7 +32,6 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -42,6 +41,7 @@ from sqlalchemy.orm import Session, defer, sessionmaker
 
 from app import migrations
 from app.db import IMMEDIATE, JobEventRow, JobRow, ModelRow, PlanRow, ProblemRow, RunRow, open_engine, public_url
+from app.records import JobRecord, ModelRecord, PlanRecord, ProblemRecord, RunRecord
 
 UNFINISHED_JOB_STATES = ("queued", "running")
 # The job columns `update_job` may change.
@@ -56,84 +56,6 @@ def new_id() -> str:
 
 class DatabaseUnavailable(RuntimeError):
     """The database could not be opened or migrated; the message names the URL (no password) and the cause."""
-
-
-@dataclass(frozen=True)
-class ModelRecord:
-    id: str
-    sha256: str
-    name: str
-    filename: str
-    format: str  # "onnx" or "zip"
-    bytes: int
-    created: float
-    summary: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "sha256": self.sha256,
-            "filename": self.filename,
-            "format": self.format,
-            "bytes": self.bytes,
-            "created": self.created,
-            "summary": self.summary,
-        }
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """A job's row: every column but the event counter."""
-
-    id: str
-    kind: str
-    title: str
-    state: str
-    progress: float
-    message: str
-    result: dict[str, Any] | None
-    error: dict[str, Any] | None
-    links: dict[str, str]
-    created: float
-    finished: float | None = None
-    heartbeat: float | None = None
-    worker: str | None = None
-    attempts: int = 0
-    cancel_requested: bool = False
-
-
-@dataclass(frozen=True)
-class ProblemRecord:
-    id: str
-    model_id: str | None  # None: a bare problem, or a pipeline's
-    options: dict[str, Any]  # the request that made it
-    problem: dict[str, Any] | None  # the planner's Problem JSON (None: read without its content)
-    tensors: dict[str, Any] | None  # per-tensor facts for charts (None: read without its content)
-    created: float
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    id: str
-    model_id: str | None  # None: a pipeline's run
-    plan_id: str | None
-    result: dict[str, Any]
-    created: float
-
-
-@dataclass(frozen=True)
-class PlanRecord:
-    id: str
-    problem_id: str
-    strategy: str
-    arena_bytes: int
-    lower_bound: int
-    naive_bytes: int
-    seconds: float
-    valid: bool
-    violations: list[str]
-    plan: dict[str, Any]  # the planner's Plan JSON
 
 
 class Storage:
