@@ -158,3 +158,19 @@ def tanh(x, *, out, q_inputs=None, **_):
     result = np.where(q4 == 0, 0, result)
     scaled = np.clip(qa.rounding_divide_by_pot(result, 24), -128, 127)
     out[...] = np.where(values <= -radius, -128, np.where(values >= radius, 127, scaled))
+
+
+@kernel("PRELU", domain=TFLITE)
+def prelu(x, alpha, *, out, q_inputs=None, q_outputs=None, **_):
+    if x.dtype.kind == "f":
+        np.copyto(out, np.where(x >= 0, x, x * alpha))
+        return
+    qi, qa_, qo = quant(q_inputs, 0, "input"), quant(q_inputs, 1, "input"), quant(q_outputs, 0, "output")
+    m1, s1 = qa.quantize_multiplier(float(qi.scale[0]) / float(qo.scale[0]))
+    m2, s2 = qa.quantize_multiplier(float(qi.scale[0]) * float(qa_.scale[0]) / float(qo.scale[0]))
+    values = x.astype(np.int64) - int(qi.zero_point[0])
+    slopes = alpha.astype(np.int64) - int(qa_.zero_point[0])
+    positive = qa.multiply_by_quantized_multiplier(values, m1, s1)
+    negative = qa.multiply_by_quantized_multiplier(values * slopes, m2, s2)
+    lo, hi = qa.dtype_range(out.dtype)
+    out[...] = np.clip(np.where(values >= 0, positive, negative) + int(qo.zero_point[0]), lo, hi)

@@ -229,3 +229,9 @@ def test_logistic(scale, zero):
 @pytest.mark.parametrize("scale,zero", [(0.05, 3), (0.1, -20), (0.02, 0)])
 def test_tanh(scale, zero):
     check("TANH", [Tensor((3, 50), I8, q(scale, zero))], [Tensor((3, 50), I8, q(1 / 128, 0))], {})
+
+
+def test_prelu_per_channel_slopes():
+    alpha = np.random.default_rng(6).integers(-128, 128, (1, 1, 6)).astype(I8)
+    inputs = [Tensor((1, 5, 4, 6), I8, q(0.05, 3)), Tensor(alpha.shape, I8, q(0.004, -2), alpha)]
+    check("PRELU", inputs, [Tensor((1, 5, 4, 6), I8, q(0.04, -9))], {})

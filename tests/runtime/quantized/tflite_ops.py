@@ -51,6 +51,7 @@ OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema
     "RELU": None,
     "LOGISTIC": None,
     "TANH": None,
+    "PRELU": None,
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "RELU6": None,
