@@ -249,3 +249,40 @@ def softmax_parameters(beta: float, input_scale: float, integer_bits: int = 5) -
     left = int(shift[0])
     radius = math.floor(1.0 * ((1 << integer_bits) - 1) * float(1 << (31 - integer_bits)) / float(1 << left))
     return int(multiplier[0]), left, -radius
+
+
+# ---- 16-bit fixed point, for the int8 HARD_SWISH ---------------------------------------------------------
+
+
+def wrap16(x: np.ndarray) -> np.ndarray:
+    return ((np.asarray(x, dtype=np.int64) + (1 << 15)) & 0xFFFF) - (1 << 15)
+
+
+def _divide_toward_zero(x: np.ndarray, bits: int) -> np.ndarray:
+    return np.where(x >= 0, x >> bits, -((-x) >> bits))
+
+
+def srdhm16(a: np.ndarray, b: int) -> np.ndarray:
+    """gemmlowp's int16 SaturatingRoundingDoublingHighMul."""
+    ab = np.asarray(a, dtype=np.int64) * int(b)
+    high = wrap16(_divide_toward_zero(ab + np.where(ab >= 0, 1 << 14, 1 - (1 << 14)), 15))
+    return np.where((np.asarray(a) == b) & (b == -(1 << 15)), (1 << 15) - 1, high)
+
+
+def doubling_high_mul16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """TFLite's int16 SaturatingDoublingHighMul: no rounding, truncation toward zero."""
+    a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+    high = wrap16(_divide_toward_zero(a * b, 15))
+    return np.where((a == b) & (a == -(1 << 15)), (1 << 15) - 1, high)
+
+
+def saturating_left_shift16(x: np.ndarray, amount: int) -> np.ndarray:
+    return np.clip(np.asarray(x, dtype=np.int64) * (1 << amount), -(1 << 15), (1 << 15) - 1)
+
+
+def multiplier16(real: float) -> tuple[int, int]:
+    """QuantizeMultiplier, then the significand rounded to 16 bits (DownScaleInt32ToInt16Multiplier)."""
+    m, shift = quantize_multiplier(real)
+    m32 = int(m[0])
+    m16 = (1 << 15) - 1 if m32 >= INT32_MAX - (1 << 15) else (m32 + (1 << 15)) >> 16
+    return m16, int(shift[0])

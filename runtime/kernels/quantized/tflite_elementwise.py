@@ -174,3 +174,30 @@ def prelu(x, alpha, *, out, q_inputs=None, q_outputs=None, **_):
     negative = qa.multiply_by_quantized_multiplier(values * slopes, m2, s2)
     lo, hi = qa.dtype_range(out.dtype)
     out[...] = np.clip(np.where(values >= 0, positive, negative) + int(qo.zero_point[0]), lo, hi)
+
+
+@kernel("HARD_SWISH", domain=TFLITE, inplace=(0,))
+def hard_swish(x, *, out, q_inputs=None, q_outputs=None, **_):
+    if x.dtype.kind == "f":
+        np.copyto(out, x * np.clip(x + 3, 0, 6) / 6)
+        return
+    qi, qo = quant(q_inputs, 0, "input"), quant(q_outputs, 0, "output")
+    # TensorFlow Lite Micro's parameters: float32 scales, 16-bit fixed-point multipliers.
+    hires = np.float32(1.0 / 128.0) * np.float32(qi.scale[0])
+    out_m, out_e = qa.multiplier16(float(hires / np.float32(qo.scale[0])))
+    relu_m, relu_e = qa.multiplier16(float(hires / np.float32(3.0 / 32768.0)))
+    values = qa.wrap16(x.astype(np.int64) - int(qi.zero_point[0]))
+    hires_values = qa.wrap16(values * (1 << 7))
+    preshift = qa.srdhm16(hires_values, out_m)
+    reluish = hires_values
+    if relu_e > 0:
+        reluish = qa.saturating_left_shift16(reluish, relu_e - 1)
+    reluish = qa.srdhm16(reluish, relu_m)
+    if relu_e > 0:
+        reluish = qa.saturating_left_shift16(reluish, 1)
+    if relu_e < 0:
+        reluish = qa.rounding_divide_by_pot(reluish, -relu_e)
+    reluish = (reluish + (1 << 15)) >> 1
+    value = qa.rounding_divide_by_pot(qa.doubling_high_mul16(reluish, preshift), -out_e)
+    lo, hi = qa.dtype_range(out.dtype)
+    out[...] = np.clip(qa.wrap16(value + int(qo.zero_point[0])), lo, hi)

@@ -235,3 +235,8 @@ def test_prelu_per_channel_slopes():
     alpha = np.random.default_rng(6).integers(-128, 128, (1, 1, 6)).astype(I8)
     inputs = [Tensor((1, 5, 4, 6), I8, q(0.05, 3)), Tensor(alpha.shape, I8, q(0.004, -2), alpha)]
     check("PRELU", inputs, [Tensor((1, 5, 4, 6), I8, q(0.04, -9))], {})
+
+
+@pytest.mark.parametrize("in_q,out_q", [((0.05, 3), (0.03, -40)), ((0.1, -20), (0.06, -100)), ((0.02, 0), (0.01, -60))])
+def test_hard_swish(in_q, out_q):
+    check("HARD_SWISH", [Tensor((3, 50), I8, q(*in_q))], [Tensor((3, 50), I8, q(*out_q))], {})

@@ -52,6 +52,7 @@ OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema
     "LOGISTIC": None,
     "TANH": None,
     "PRELU": None,
+    "HARD_SWISH": None,
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "RELU6": None,
