@@ -104,3 +104,22 @@ def strided_slice(x, begin, end, strides=None, *, out, begin_mask=0, end_mask=0,
                 slice(None if begin_mask >> i & 1 else int(b[i]), None if end_mask >> i & 1 else stop, int(s[i]))
             )
     np.copyto(out, x[tuple(index)].reshape(out.shape))
+
+
+def _nearest(size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+    """TFLite's nearest source index per output index, in float32 as its reference kernel computes it."""
+    if align_corners and out_size > 1:
+        scale = np.float32(size - 1) / np.float32(out_size - 1)
+    else:
+        scale = np.float32(size) / np.float32(out_size)
+    position = (np.arange(out_size, dtype=np.float32) + np.float32(0.5 if half_pixel_centers else 0.0)) * scale
+    index = qa.round_half_away(position) if align_corners else np.floor(position)
+    index = np.minimum(index.astype(np.int64), size - 1)
+    return np.maximum(index, 0) if half_pixel_centers else index
+
+
+@kernel("RESIZE_NEAREST_NEIGHBOR", domain=TFLITE)
+def resize_nearest_neighbor(x, size=None, *, out, align_corners=False, half_pixel_centers=False, **_):
+    rows = _nearest(x.shape[1], out.shape[1], align_corners, half_pixel_centers)
+    cols = _nearest(x.shape[2], out.shape[2], align_corners, half_pixel_centers)
+    np.copyto(out, x[:, rows][:, :, cols])

@@ -240,3 +240,16 @@ def test_prelu_per_channel_slopes():
 @pytest.mark.parametrize("in_q,out_q", [((0.05, 3), (0.03, -40)), ((0.1, -20), (0.06, -100)), ((0.02, 0), (0.01, -60))])
 def test_hard_swish(in_q, out_q):
     check("HARD_SWISH", [Tensor((3, 50), I8, q(*in_q))], [Tensor((3, 50), I8, q(*out_q))], {})
+
+
+@pytest.mark.parametrize("out_hw", [(10, 14), (3, 5), (7, 7)])
+@pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
+def test_resize_nearest_neighbor(out_hw, align, half):
+    size = Tensor((2,), np.int32, None, np.array(out_hw, np.int32))
+    options = {"align_corners": align, "half_pixel_centers": half}
+    check(
+        "RESIZE_NEAREST_NEIGHBOR",
+        [Tensor((1, 5, 7, 3), I8, q(0.05, 3)), size],
+        [Tensor((1, *out_hw, 3), I8, q(0.05, 3))],
+        options,
+    )

@@ -53,6 +53,7 @@ OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema
     "TANH": None,
     "PRELU": None,
     "HARD_SWISH": None,
+    "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "RELU6": None,
