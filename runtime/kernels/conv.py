@@ -40,7 +40,7 @@ from runtime.kernels import (
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers, units_within
 from runtime.kernels.conv_bound import bind_conv
 from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout
-from runtime.kernels.conv_routes import CONV_PLANES, DENSE_ROUTES, conv_route, over_of
+from runtime.kernels.conv_routes import CONV_PLANES, DENSE_ROUTES, ConvGeometry, conv_route
 from runtime.kernels.depthwise import (
     DEPTHWISE_ROUTES,
     add_bias,
@@ -65,8 +65,8 @@ def conv_workspace(
 ) -> int:  # fmt: skip
     x, w, y = inputs[0], inputs[1], outputs[0]
     # Also fills the route cache at prepare, so that a run adds nothing to it beside the arena.
-    geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
-    over = over_of(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    c = ConvGeometry.of(x.shape, w.shape, y.shape, _attrs(auto_pad, dilations, group, kernel_shape, pads, strides))
+    (geo, path), over = c.route, c.over
     own = _route_workspace(x, w, geo, path, group, prepared_weights)
     if over is None:
         return own
@@ -276,7 +276,7 @@ def conv_constants(values, inputs, outputs, *, auto_pad="NOTSET", dilations=None
     weight = values[1] if len(values) > 1 else None
     if weight is None or weight.dtype != jit_winograd.DTYPE or x is None or y is None:
         return {}
-    geo, path = conv_route(x.shape, w.shape, y.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    geo, path = conv_route(x.shape, w.shape, y.shape, _attrs(auto_pad, dilations, group, kernel_shape, pads, strides))
     if path not in DENSE_ROUTES or not winograd.takes(geo, x.shape, w.shape, group, x.dtype):
         return {}
     return {"winograd_u": winograd.prepared_weights(weight, winograd.tile_of(geo, x.shape, w.shape))}
@@ -295,26 +295,31 @@ def conv(
     x, w, b=None, *, out, ws, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
     winograd_u=None, prepared_weights=True,
 ):  # fmt: skip
-    convolve(
-        x, w, b, out, ws, None, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u, prepared_weights
-    )
+    attrs = _attrs(auto_pad, dilations, group, kernel_shape, pads, strides)
+    convolve(x, w, b, out, ws, None, attrs, winograd_u, prepared_weights)
+
+
+def _attrs(auto_pad, dilations, group, kernel_shape, pads, strides) -> dict:
+    """A Conv's attributes as the dict `ConvGeometry.of` reads."""
+    return {
+        "auto_pad": auto_pad, "dilations": dilations, "group": group, "kernel_shape": kernel_shape, "pads": pads,
+        "strides": strides,
+    }  # fmt: skip
 
 
 Finish = Callable[[np.ndarray], None]
 
 
-def convolve(
-    x, w, b, out, ws, finish: Finish | None, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u=None,
-    prepared=True,
-) -> None:  # fmt: skip
-    """Conv into `out`, then `finish` (an in-place activation, or None) over the output (with `winograd_u`
+def convolve(x, w, b, out, ws, finish: Finish | None, attrs: dict, winograd_u=None, prepared=True) -> None:
+    """Conv into `out` (`attrs` the Conv's attributes), then `finish` (an in-place activation, or None) over the output (with `winograd_u`
     the weight's Winograd transform made at prepare, or None; not `prepared`: no Winograd at all): each
     channel block while it is in cache on the banded depthwise route, each image elsewhere (a
     1x1 conv banded by output channels re-reads its input per band, which costs more than
     the cache saves)."""
-    geo, path = conv_route(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+    c = ConvGeometry.of(x.shape, w.shape, out.shape, attrs)
+    (geo, path), group = c.route, c.group
     if np.may_share_memory(x, out):
-        over = over_of(x.shape, w.shape, out.shape, group, auto_pad, pads, strides, dilations, kernel_shape)
+        over = c.over
         if over == "columns":
             conv_columns(x, w, b, out, finish, Scratch(ws, "Conv"))
             return

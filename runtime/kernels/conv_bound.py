@@ -38,10 +38,7 @@ def bind_depthwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
     x, w, y = inputs[0], inputs[1], outputs[0] if outputs else None
     if x is None or w is None or y is None or len(x.shape) != 4 or jit_conv.spec_of(finish) is None:
         return None
-    geo, path = conv_route(
-        x.shape, w.shape, y.shape, attrs.get("group", 1), attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
-        attrs.get("strides"), attrs.get("dilations"), attrs.get("kernel_shape"),
-    )  # fmt: skip
+    geo, path = conv_route(x.shape, w.shape, y.shape, attrs)
     if path not in DEPTHWISE_ROUTES or not uses_compiled(geo, x.dtype):
         return None
     single = x.shape[0] == 1
@@ -68,10 +65,7 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
     if x is None or w is None or y is None or spec is None or not jit_conv.takes_epilogue(y.dtype):
         return None
     group = attrs.get("group", 1)
-    geo, path = conv_route(
-        x.shape, w.shape, y.shape, group, attrs.get("auto_pad", "NOTSET"), attrs.get("pads"),
-        attrs.get("strides"), attrs.get("dilations"), attrs.get("kernel_shape"),
-    )  # fmt: skip
+    geo, path = conv_route(x.shape, w.shape, y.shape, attrs)
     if path != "pointwise" or group != 1 or len(x.shape) < 3:
         return None
     batch, channels, filters = x.shape[0], x.shape[1], w.shape[0]

@@ -245,7 +245,8 @@ def conv_act(
         temp = ws[ws.size - temp_bytes :][: size * out.dtype.itemsize].view(out.dtype)
 
     finish = Finish(fn, temp)  # its activation's spec lets a compiled route apply it in its loop
-    convolve(
-        x, w, b, out, conv_ws, finish, auto_pad, dilations, group, kernel_shape, pads, strides, winograd_u,
-        prepared_weights,
-    )  # fmt: skip
+    conv_attrs = {
+        "auto_pad": auto_pad, "dilations": dilations, "group": group, "kernel_shape": kernel_shape, "pads": pads,
+        "strides": strides,
+    }  # fmt: skip
+    convolve(x, w, b, out, conv_ws, finish, conv_attrs, winograd_u, prepared_weights)

@@ -93,9 +93,9 @@ def spatial_geometry(
     out_spatial: tuple[int, ...],
     kernel_shape: Sequence[int],
     auto_pad: str = "NOTSET",
-    pads: list[int] | None = None,
-    strides: list[int] | None = None,
-    dilations: list[int] | None = None,
+    pads: Sequence[int] | None = None,
+    strides: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
 ) -> Geometry:
     """Geometry of a sliding-window op (Conv, pooling) whose output sizes are already known.
 
@@ -173,9 +173,9 @@ def window_geometry(
     y_shape: Sequence[int],
     kernel_shape: Sequence[int],
     auto_pad: str = "NOTSET",
-    pads: list[int] | None = None,
-    strides: list[int] | None = None,
-    dilations: list[int] | None = None,
+    pads: Sequence[int] | None = None,
+    strides: Sequence[int] | None = None,
+    dilations: Sequence[int] | None = None,
 ) -> Geometry:
     """`spatial_geometry` of an (N, C, *spatial) input and output."""
     return spatial_geometry(tuple(x_shape[2:]), tuple(y_shape[2:]), kernel_shape, auto_pad, pads, strides, dilations)

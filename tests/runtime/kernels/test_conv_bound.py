@@ -99,8 +99,7 @@ def test_bound_and_direct_calls_agree_with_the_reference(case, act, bias):
     x_shape, w_shape, conv_attrs = CASES[case]
     x, w, b = _arrays(x_shape, w_shape, bias)
     want = conv_reference(x, w, b, conv_attrs, ACTS[act][1])
-    geo, path = conv_route(x.shape, w.shape, want.shape, conv_attrs.get("group", 1), "NOTSET",
-                           conv_attrs.get("pads"), conv_attrs.get("strides"), None, None)  # fmt: skip
+    geo, path = conv_route(x.shape, w.shape, want.shape, conv_attrs)
     expected_path = {"winograd": "taps", "im2col_chunked": "im2col"}
     expected_path |= {k: "pointwise" for k in CASES if k.startswith("pointwise")}
     if not case.startswith("depthwise"):

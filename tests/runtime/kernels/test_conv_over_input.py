@@ -143,7 +143,7 @@ def test_a_not_aliased_conv_keeps_its_usual_route():
     x, w, b = _case(1, 16, 4, 3, attrs)
     want = _reference(x, w, b, attrs, "")
     kernel = _kernel("")
-    _, path = conv_route(x.shape, w.shape, want.shape, 1, "NOTSET", attrs["pads"], None, None, None)
+    _, path = conv_route(x.shape, w.shape, want.shape, {"pads": attrs["pads"]})
     assert path == "taps"
     out = np.empty_like(want)
     metas_in = [TensorMeta(a.shape, a.dtype) for a in (x, w, b)]

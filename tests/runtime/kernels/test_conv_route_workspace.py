@@ -1,4 +1,4 @@
-"""Every Conv route runs within the workspace it declares: for shapes that take each route (the
+"""Every Conv route runs within the workspace it declares: for each example of `conv_routes.EXAMPLES` (the
 route asserted from `conv_routes.conv_route`, the one choice the workspace function, the call and
 the bound call read), the kernel is called with exactly the declared bytes of workspace, by the
 general call and by the session's dispatcher (its bound call where it has one), and must match
@@ -16,28 +16,7 @@ from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, call, get_kernel, loop_ufunc_buffers
 from runtime.kernels.conv import conv_workspace
-from runtime.kernels.conv_routes import conv_route
-
-# name: (route conv_route picks, x shape, w shape, attributes, dtype)
-CASES = {
-    "pointwise": ("pointwise", (1, 16, 8, 8), (8, 16, 1, 1), {}, np.float32),
-    "taps": ("taps", (1, 16, 10, 10), (8, 16, 5, 5), {"pads": [2, 2, 2, 2]}, np.float32),
-    "winograd_f2": ("im2col", (1, 16, 14, 14), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}, np.float32),
-    "winograd_f4": ("im2col", (1, 16, 28, 28), (16, 16, 3, 3), {"pads": [1, 1, 1, 1]}, np.float32),
-    "im2col_compiled_stride2": (
-        "im2col", (1, 8, 12, 12), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, np.float32,
-    ),
-    "im2col_dilated": ("im2col", (1, 8, 16, 16), (8, 8, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, np.float32),
-    "im2col_grouped": ("im2col", (2, 16, 8, 8), (16, 4, 3, 3), {"pads": [1, 1, 1, 1], "group": 4}, np.float32),
-    "im2col_1d": ("im2col", (1, 64, 32), (128, 64, 3), {"pads": [1, 1]}, np.float32),
-    "im2col_float64": ("im2col", (1, 8, 9, 9), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}, np.float64),
-    "depthwise_compiled": ("rows", (1, 32, 20, 20), (32, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 32}, np.float32),
-    "depthwise_rows": ("rows", (1, 16, 20, 20), (16, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 16}, np.float64),
-    "depthwise_channels_last": (
-        "channels_last", (1, 192, 7, 7), (192, 1, 5, 5), {"pads": [2, 2, 2, 2], "group": 192}, np.float64,
-    ),
-    "depthwise_1d": ("depthwise", (1, 16, 30), (16, 1, 5), {"pads": [2, 2], "group": 16}, np.float32),
-}  # fmt: skip
+from runtime.kernels.conv_routes import EXAMPLES, conv_route
 
 
 def _reference(x, w, b, attrs) -> np.ndarray:
@@ -49,15 +28,15 @@ def _reference(x, w, b, attrs) -> np.ndarray:
     return ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])).run(None, {})[0]
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_each_route_runs_within_its_declared_workspace(name):
-    route, x_shape, w_shape, attrs, dtype = CASES[name]
-    rng = np.random.default_rng(sorted(CASES).index(name))
+    case = EXAMPLES[name]
+    route, x_shape, w_shape, attrs, dtype = case.route, case.x, case.w, case.attrs, case.dtype
+    rng = np.random.default_rng(sorted(EXAMPLES).index(name))
     x, w = (rng.standard_normal(s).astype(dtype) for s in (x_shape, w_shape))
     b = rng.standard_normal(w_shape[0]).astype(dtype)
     want = _reference(x, w, b, attrs)
-    _, path = conv_route(x_shape, w_shape, want.shape, attrs.get("group", 1), "NOTSET", attrs.get("pads"),
-                         attrs.get("strides"), attrs.get("dilations"), None)  # fmt: skip
+    _, path = conv_route(x_shape, w_shape, want.shape, attrs)
     if route in ("rows", "depthwise") and path in ("rows", "depthwise"):
         route = path  # which of the two numpy depthwise routes depends on the map's size
     assert path == route, f"{name} takes {path}, not {route}"

@@ -42,9 +42,7 @@ def _check(seed: int, route: str = "rows", many_channels: bool = False) -> bool:
     got, expected = run_against_reference(model, feeds)
     close(got, expected)
     x, w = feeds["x"], feeds["w"]
-    pads, strides, dilations = (attrs.get(k) for k in ("pads", "strides", "dilations"))
-    _, path = conv_route(x.shape, w.shape, expected[0].shape, attrs["group"], attrs.get("auto_pad", "NOTSET"), pads,
-                     strides, dilations, attrs["kernel_shape"])  # fmt: skip
+    _, path = conv_route(x.shape, w.shape, expected[0].shape, attrs)
     return path == route
 
 

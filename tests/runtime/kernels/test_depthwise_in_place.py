@@ -74,7 +74,7 @@ def test_depthwise_conv_over_its_own_input_matches_the_reference(spatial, k, att
     w = RNG.standard_normal((c, 1, k, k)).astype(np.float32)
     b = RNG.standard_normal(c).astype(np.float32)
     want = _reference(x, w, b, attrs)
-    _, path = conv_route(x.shape, w.shape, want.shape, c, "NOTSET", attrs.get("pads"), attrs["strides"], None, None)
+    _, path = conv_route(x.shape, w.shape, want.shape, {**attrs, "group": c})
     assert path == route
     got = _over_input("Conv", x, w, b, want.shape, attrs, monkeypatch)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -95,7 +95,7 @@ def test_channels_last_over_its_own_input_matches_the_reference(spatial, k, attr
     w = RNG.standard_normal((c, 1, k, k)).astype(np.float32)
     b = RNG.standard_normal(c).astype(np.float32)
     want = _reference(x, w, b, attrs)
-    _, path = conv_route(x.shape, w.shape, want.shape, c, "NOTSET", attrs.get("pads"), attrs["strides"], None, None)
+    _, path = conv_route(x.shape, w.shape, want.shape, {**attrs, "group": c})
     assert path == "channels_last"
     act = {"activation": "Relu"} if op == "ConvAct" else {}
     got = _over_input(op, x, w, b, want.shape, {**attrs, **act}, monkeypatch)

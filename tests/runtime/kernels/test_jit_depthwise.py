@@ -225,7 +225,7 @@ def test_the_compiled_loop_over_its_own_input_matches_the_reference(spatial, k, 
     b = rng.standard_normal(c).astype(np.float32)
     act = {"activation": "HardSwish"} if op == "ConvAct" else {}
     want = _reference(x, w, b, {**attrs, "kernel_shape": [k, k]}, [("HardSwish", {})] if act else [])
-    _, path = conv_route(x.shape, w.shape, want.shape, c, "NOTSET", attrs.get("pads"), attrs["strides"], None, None)
+    _, path = conv_route(x.shape, w.shape, want.shape, {**attrs, "group": c})
     geo = window_geometry(x.shape, want.shape, (k, k), "NOTSET", attrs.get("pads"), attrs["strides"], None)
     assert uses_compiled(geo, x.dtype), path
     kernel = get_kernel(op, "memplan" if op == "ConvAct" else "")
