@@ -178,14 +178,15 @@ def judge(
 ) -> dict[str, dict[str, Any]]:
     """Each float output of `outputs` against the oracle's `expected` and its spread (`compare`); an
     ill-conditioned one also gets `witnesses` (name, close, max_abs_diff, mismatched), judged the
-    same way. One more oracle run, on moved operands; two more and one capture only when some
-    output is ill-conditioned."""
+    same way. Two more oracle runs, as given and on moved operands; two more and one capture only
+    when some output is ill-conditioned."""
     proto = load_full(model)
+    # The spread is between two runs made here, so that it measures the oracle alone.
+    base = run_oracle(proto.SerializeToString(), feeds)
     moved_model, moved_feeds = perturbed(proto, feeds)
     moved = run_oracle(moved_model, moved_feeds)
     result = {
-        name: compare(outputs[name], expected[name], _spread(expected[name], moved[name]), rtol, atol)
-        for name in outputs
+        name: compare(outputs[name], expected[name], _spread(base[name], moved[name]), rtol, atol) for name in outputs
     }
     doubtful = [name for name, row in result.items() if row["close"] and row["ill"]]
     if not doubtful:

@@ -45,8 +45,8 @@ def oracle_outputs(
     """(oracle name, outputs by name, notes on oracles that could not run, or on how they ran)."""
     notes: list[str] = []
     source = _accepting(model, feeds, notes)
-    for engine in ORACLES:
-        if prefer not in ("auto", engine):
+    for key, engine in ORACLES:
+        if prefer not in ("auto", key):
             continue
         try:
             return engine, run_oracle(engine, source, feeds), notes
@@ -55,7 +55,7 @@ def oracle_outputs(
     return None, None, notes
 
 
-ORACLES = ("onnxruntime", "onnx.reference")
+ORACLES = (("onnxruntime", "onnxruntime"), ("reference", "onnx.reference"))  # (`prefer` value, oracle name)
 
 
 def run_oracle(engine: str, source: str | bytes, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
