@@ -56,3 +56,19 @@ def test_bad_tile_values_are_422_naming_the_field(client, body, field, what):
     r = client.post(f"/api/v1/models/{model_id}/{what}", json=body)
     assert r.status_code == 422, r.text
     assert field in r.text
+
+
+def test_the_plan_page_shows_the_tiled_stage_and_its_curve(client):
+    model_id = _upload(client)
+    made = client.post(
+        f"/api/v1/models/{model_id}/plans", json={"strategies": ["greedy_by_size"], "io": "external", "tile": "auto"}
+    ).json()
+    plan_id = made["plans"][0]["id"]
+    page = client.get(f"/plans/{plan_id}")
+    assert page.status_code == 200
+    assert 'id="tiling"' in page.text and page.text.count('class="tiling-point"') == len(made["tiling"]["curve"])
+    assert f"{made['tiling']['arena_bytes_untiled']:,} bytes" in page.text
+    twin = client.get(f"/plans/{plan_id}?format=json").json()
+    assert twin["problem"]["options"]["tiling"] == made["tiling"]
+    steps = twin["view"]["step_names"]
+    assert any("@" in s for s in steps)  # the bands are steps of the charts
