@@ -136,6 +136,9 @@
       inplace: form.elements.inplace.checked,
       concat_inplace: form.elements.concat_inplace.checked, fuse: form.elements.fuse.checked, pools: pools.length ? pools : null,
       reorder: form.elements.reorder ? form.elements.reorder.checked : false,
+      // Tiling: "auto" lets the planner compute the first layers in bands; the server names a bad budget.
+      tile: form.elements.tile && form.elements.tile.checked ? "auto" : "off",
+      tile_overhead: form.elements.tile_overhead ? Number(form.elements.tile_overhead.value) : 0.2,
     };
   };
 

@@ -72,3 +72,9 @@ def test_the_plan_page_shows_the_tiled_stage_and_its_curve(client):
     assert twin["problem"]["options"]["tiling"] == made["tiling"]
     steps = twin["view"]["step_names"]
     assert any("@" in s for s in steps)  # the bands are steps of the charts
+
+
+def test_the_model_page_form_offers_tiling(client):
+    page = client.get(f"/models/{_upload(client)}")
+    assert page.status_code == 200
+    assert 'name="tile"' in page.text and 'name="tile_overhead"' in page.text
