@@ -167,7 +167,8 @@ def section(rows: list[dict], command: str, repeat: int) -> str:
         f"(folded: groups; left float: float ops still in the graph). ms: median thread CPU time of {repeat} calls at "
         "one thread after a warm-up, both sides in one process; onnxruntime runs the same QDQ file with its own "
         "fusions. max abs diff and top-1: memplan's output against onnxruntime's (float, after the last "
-        "DequantizeLinear)."
+        "DequantizeLinear); the light models' weights are the onnx wheel's placeholders, so their outputs say "
+        "little there, the `bench/real_models.py` ones (random weights) more."
     )
     lines = [head, "", "| model | folded | left float | float arena | int8 arena | int8 / float | memplan ms | "
              "onnxruntime ms | memplan / ort | max abs diff | top-1 agrees |", "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|"]  # fmt: skip
