@@ -33,6 +33,7 @@ import onnx
 from onnx import helper
 
 from runtime.constants import Constant
+from runtime.quantization import QuantParams
 
 MS = "com.microsoft"
 QLINEAR = {  # float op -> (integer op, domain)
@@ -293,3 +294,51 @@ def _constant(
         return None
     zero = constants[d[2]].value().astype(np.int64) if d[2] else 0
     return ((constants[d[0]].value().astype(np.int64) - zero) * constants[d[1]].value()).astype(np.float32)
+
+
+# Where an integer op names its tensors' quantization: (tensor, scale, zero point) input indices,
+# the tensor "out" for output 0, and the channel axis of a per-channel scale.
+QUANTIZED_TENSORS: dict[str, tuple[tuple[int | str, int, int, int], ...]] = {
+    "QLinearConv": ((0, 1, 2, 1), (3, 4, 5, 0), ("out", 6, 7, 1)),
+    "QLinearMatMul": ((0, 1, 2, -1), (3, 4, 5, -1), ("out", 6, 7, -1)),
+    "QGemm": ((0, 1, 2, -1), (3, 4, 5, 0), ("out", 7, 8, -1)),
+    "QLinearAdd": ((0, 1, 2, 1), (3, 4, 5, 1), ("out", 6, 7, 1)),
+    "QLinearMul": ((0, 1, 2, 1), (3, 4, 5, 1), ("out", 6, 7, 1)),
+    "QLinearSigmoid": ((0, 1, 2, 1), ("out", 3, 4, 1)),
+    "QLinearLeakyRelu": ((0, 1, 2, 1), ("out", 3, 4, 1)),
+    "QLinearGlobalAveragePool": ((0, 1, 2, 1), ("out", 3, 4, 1)),
+    "QLinearAveragePool": ((0, 1, 2, 1), ("out", 3, 4, 1)),
+    "QLinearUnary": ((0, 1, 2, 1), ("out", 3, 4, 1)),
+    "QLinearConcat": (("out", 0, 1, 1),),
+}
+
+
+def quantization_of(nodes: Sequence[Any], constants: Mapping[str, Constant]) -> dict[str, QuantParams]:
+    """The quantization (`QuantParams`) of every tensor a quantized ONNX graph's integer ops,
+    QuantizeLinear or DequantizeLinear nodes name with constant scales, by tensor name: what the
+    model page shows beside each tensor's dtype, as a `.tflite` file's tensors carry it."""
+    found: dict[str, QuantParams] = {}
+
+    def note(tensor: str, scale: str, zero: str, axis: int) -> None:
+        if not tensor or scale not in constants or (zero and zero not in constants):
+            return
+        s = constants[scale].value()
+        z = constants[zero].value() if zero else np.zeros(s.shape, np.int64)
+        found.setdefault(tensor, QuantParams(s, z, axis if s.size > 1 else None))
+
+    for n in nodes:
+        ins = list(n.inputs)
+        if n.op_type in ("QuantizeLinear", "DequantizeLinear") and n.domain in ("", "ai.onnx") and len(ins) > 1:
+            axis = int(n.attributes.get("axis", 1))
+            zero = ins[2] if len(ins) > 2 else ""
+            tensor = n.outputs[0] if n.op_type == "QuantizeLinear" else ins[0]
+            note(tensor, ins[1], zero, axis)
+            continue
+        for tensor, scale, zero, axis in QUANTIZED_TENSORS.get(n.op_type, ()):
+            if max(scale, zero) < len(ins):
+                name = n.outputs[0] if tensor == "out" else ins[int(tensor)]
+                note(name, ins[scale], ins[zero], axis)
+        if n.op_type == "QLinearConcat":
+            for i in range(2, len(ins) - 2, 3):
+                note(ins[i], ins[i + 1], ins[i + 2], 1)
+    return found

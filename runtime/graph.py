@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from runtime.constants import Constant, from_initializer, np_dtype
 from runtime.errors import ModelError, ShapeError, TensorTooLargeError
 from runtime.fold import fold_pass
 from runtime.fuse import fold_batchnorm, fuse_conv_activation, fuse_erf_gelu, fuse_pointwise_conv_add
-from runtime.fuse_qdq import fuse_qdq, qdq_weights
+from runtime.fuse_qdq import fuse_qdq, qdq_weights, quantization_of
 from runtime.fuse_se import fuse_squeeze_excite
 from runtime.graph_types import DEFAULT_MAX_TENSOR_BYTES, FUSIONS, Graph, Node, TensorInfo
 from runtime.kernels import attributes_of
@@ -120,6 +121,9 @@ def load_model(
         "squeeze_excite": excites,
         "qdq": qdq,
     }
+    for name, q in quantization_of(loaded.nodes, loaded.constants).items():  # quantized ONNX's integer tensors
+        if name in loaded.tensors and loaded.tensors[name].dtype.kind in "iu":
+            loaded.tensors[name] = replace(loaded.tensors[name], quant=q)
     return loaded
 
 

@@ -103,6 +103,10 @@ def test_qdq_groups_become_integer_ops(qdq_path):
     assert inner and all(t.dtype.itemsize == 1 for t in inner), [
         (t.name, t.dtype) for t in inner if t.dtype.itemsize > 1
     ]
+    # ... and carries its scale and zero point, as a .tflite tensor does (the model page shows them).
+    assert all(t.quant is not None and t.quant.scale.size == 1 for t in inner)
+    weights = [graph.tensors[n.inputs[3]] for n in graph.nodes if n.op_type == "QLinearConv"]
+    assert all(w.quant is not None and w.quant.axis == 0 and w.quant.scale.size == w.shape[0] for w in weights)
 
 
 def test_folded_model_matches_onnxruntime(qdq_path):
