@@ -126,3 +126,24 @@ def test_a_diff_lists_and_outlines_the_tensors_placed_at_different_offsets(url, 
     outlined = page.evaluate("[Memplan.diff.a.foundShapes.length, Memplan.diff.b.foundShapes.length]")
     assert outlined == [len(moved), len(moved)]
     shot(page, "first-hour-diff-moved")
+
+
+def test_the_sweep_heatmap_is_scaled_by_the_placing_strategies_and_shows_whole_names(url, page):
+    from tests.cli.test_sweep import batched_mlp
+
+    long_name = "a_model_with_a_rather_long_descriptive_name"
+    model_id = upload(page, url, batched_mlp(24), long_name)
+    body = {"models": [model_id], "strategies": ["naive", "bump", "greedy_by_size", "best_fit"], "dims": [{"batch": 8}]}
+    sweep = page.request.post(url + "/api/v1/sweeps", data=body).json()
+    page.goto(f"{url}/sweeps/{sweep['id']}")
+    page.wait_for_function("window.Memplan && Memplan.sweep && Memplan.sweep.ready")
+    page.evaluate("Memplan.sweep.ready.then(() => true)")
+    page.wait_for_function("document.getElementById('sweep-state').textContent === 'done'", timeout=120_000)
+    chart = "document.querySelector('#sweep-heatmaps .js-plotly-plot')"
+    trace = page.evaluate(f"(() => {{ const t = {chart}.data[0]; return {{x: t.x, z: t.z, zmax: t.zmax}}; }})()")
+    ratios = dict(zip(trace["x"], trace["z"][0], strict=True))
+    placing = max(ratios[s] for s in ("greedy_by_size", "best_fit"))
+    assert trace["zmax"] == max(1.02, placing) < max(ratios["naive"], ratios["bump"])
+    svg = page.locator("#sweep-heatmaps .main-svg").first.evaluate(BOX)
+    label = page.locator("#sweep-heatmaps .ytick text").first
+    assert long_name in label.text_content() and _inside(label.evaluate(BOX), svg)
