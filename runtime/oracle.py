@@ -17,12 +17,15 @@ from runtime import conditioning
 from runtime.conditioning import Capture
 from runtime.errors import FeedError
 from runtime.graph import Graph
+from runtime.tflite import oracle as tflite_oracle
+from runtime.tflite.model import is_tflite
 
 RTOL, ATOL = 1e-3, 1e-4  # float32 kernels against another float32 implementation (`conditioning.tolerance`)
 
 
 def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs for every graph input: normal floats, small non-negative ints, booleans."""
+    """Seeded inputs for every graph input: normal floats, quantized integers over their whole range,
+    other integers small and non-negative (indices, say), booleans."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for name in graph.inputs:
@@ -30,6 +33,9 @@ def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         dtype, shape = np.dtype(info.dtype), tuple(info.shape)
         if dtype.kind == "f":
             feeds[name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype.kind in "iu" and info.quant is not None:  # a quantized input: its whole range
+            limits = np.iinfo(dtype)
+            feeds[name] = rng.integers(limits.min, limits.max, size=shape, endpoint=True).astype(dtype)
         elif dtype.kind in "iu":
             feeds[name] = rng.integers(0, 3, size=shape).astype(dtype)
         elif dtype.kind == "b":
@@ -44,6 +50,16 @@ def oracle_outputs(
 ) -> tuple[str | None, dict[str, np.ndarray] | None, list[str]]:
     """(oracle name, outputs by name, notes on oracles that could not run, or on how they ran)."""
     notes: list[str] = []
+    data = _tflite_bytes(model)
+    if data is not None:  # the format's own runtimes, by its content
+        for engine in tflite_oracle.ENGINES:
+            if prefer not in ("auto", engine):
+                continue
+            try:
+                return engine, tflite_oracle.outputs_of(engine, data, feeds), notes
+            except Exception as e:  # not installed, or an operator it lacks: the next one
+                notes.append(f"{engine}: {type(e).__name__}: {str(e)[:200]}")
+        return None, None, notes
     source = _accepting(model, feeds, notes)
     for key, engine in ORACLES:
         if prefer not in ("auto", key):
@@ -72,6 +88,19 @@ def run_oracle(engine: str, source: str | bytes, feeds: Mapping[str, np.ndarray]
 
     evaluator = ReferenceEvaluator(source)
     return dict(zip(evaluator.output_names, evaluator.run(None, dict(feeds)), strict=True))
+
+
+def _tflite_bytes(model: str | Path | bytes) -> bytes | None:
+    """The model's bytes when it is a `.tflite` flatbuffer (by its identifier), else None."""
+    if isinstance(model, bytes):
+        return model if is_tflite(model[:8]) else None
+    try:
+        with open(model, "rb") as f:
+            if not is_tflite(f.read(8)):
+                return None
+        return Path(model).read_bytes()
+    except OSError:
+        return None
 
 
 def _accepting(model: str | Path | bytes, feeds: Mapping[str, np.ndarray], notes: list[str]) -> str | bytes:
@@ -152,10 +181,17 @@ def verify(
             "detail": "no oracle could run the model: " + "; ".join(notes),
             "notes": notes,
         }
-    rows = [_difference(name, got, expected.get(name)) for name, got in outputs.items()]
-    check = f"every element within rtol*|{used}| + max(atol, rtol*rms of its output)"
+    steps = 0 if used in tflite_oracle.ENGINES else 1
+    rows = [_difference(name, got, expected.get(name), steps) for name, got in outputs.items()]
+    check = f"every float element within rtol*|{used}| + max(atol, rtol*rms of its output)"
+    check += (
+        "; integer outputs bit-exact"
+        if steps == 0
+        else "; 8- and 16-bit integer outputs within one quantization step (the rounding of TensorFlow Lite's "
+        f"fixed-point arithmetic against {used}'s float requantization), other integers exact"
+    )
     floats = [r["name"] for r in rows if r["shape_matches"] and r["dtype"].startswith("float")]
-    if floats:
+    if floats and used not in tflite_oracle.ENGINES:  # the spread moves ONNX operands
         check += _second_look(model, feeds, {n: outputs[n] for n in floats}, expected, rows, used, capture, notes)
     verdict, passed = _overall(rows)
     return {
@@ -226,8 +262,9 @@ def _overall(rows: list[dict[str, Any]]) -> tuple[str, bool | None]:
     return "ill-conditioned", (True if all(r["witnesses"] for r in ill) else None)
 
 
-def _difference(name: str, got: np.ndarray, want: Any) -> dict[str, Any]:
-    """How one output differs from the oracle's, in JSON types."""
+def _difference(name: str, got: np.ndarray, want: Any, steps: int = 0) -> dict[str, Any]:
+    """How one output differs from the oracle's, in JSON types. 8- and 16-bit integers may differ by
+    `steps` (`max_steps` says by how many they do, `differing` in how many elements)."""
     got = np.asarray(got)
     row: dict[str, Any] = {"name": name, "shape": [int(d) for d in got.shape], "dtype": str(got.dtype)}
     row.update(expected_shape=None, shape_matches=False, max_abs_diff=0.0, mismatched=int(got.size))
@@ -239,7 +276,13 @@ def _difference(name: str, got: np.ndarray, want: Any) -> dict[str, Any]:
     if want.shape != got.shape:
         return {**row, "mismatched": int(max(got.size, want.size))}
     row["shape_matches"] = True
-    if got.dtype.kind != "f" or want.dtype.kind != "f":  # integers and the rest: computed exactly by both
+    if got.dtype.kind in "iu" and want.dtype.kind in "iu":
+        apart = np.abs(got.astype(np.int64) - want.astype(np.int64))
+        allowed = steps if max(got.dtype.itemsize, want.dtype.itemsize) <= 2 else 0
+        beyond = int(np.count_nonzero(apart > allowed))
+        row.update(max_steps=int(apart.max()) if apart.size else 0, differing=int(np.count_nonzero(apart)))
+        return {**row, "max_abs_diff": float(row["max_steps"]), "mismatched": beyond, "close": beyond == 0}
+    if got.dtype.kind != "f" or want.dtype.kind != "f":  # booleans and the rest: computed exactly by both
         same = np.asarray(got == want)
         return {**row, "mismatched": int(np.count_nonzero(~same)), "close": bool(same.all())}
     a, b = got.astype(np.float64), want.astype(np.float64)
