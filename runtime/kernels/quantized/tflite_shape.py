@@ -123,3 +123,35 @@ def resize_nearest_neighbor(x, size=None, *, out, align_corners=False, half_pixe
     rows = _nearest(x.shape[1], out.shape[1], align_corners, half_pixel_centers)
     cols = _nearest(x.shape[2], out.shape[2], align_corners, half_pixel_centers)
     np.copyto(out, x[:, rows][:, :, cols])
+
+
+def _toward_zero(a: np.ndarray, b: int) -> np.ndarray:
+    return np.where(a >= 0, a // b, -((-a) // b))
+
+
+def _bilinear_axis(size: int, out_size: int, align_corners: bool, half_pixel_centers: bool):
+    """Per output index along one axis: TFLite's 10-bit fixed-point source position and its two
+    neighbours (ResizeBilinearInteger)."""
+    if align_corners and out_size > 1:
+        scale = ((1 << 10) * (size - 1) + (out_size - 1) // 2) // (out_size - 1)
+    else:
+        scale = ((1 << 10) * size + out_size // 2) // out_size
+    index = np.arange(out_size, dtype=np.int64)
+    position = index * scale + (scale // 2 - (1 << 9) if half_pixel_centers else 0)
+    low = np.maximum(_toward_zero(position, 1 << 10), 0)
+    high = np.minimum(_toward_zero(position + (1 << 10) - 1, 1 << 10), size - 1)
+    return position - (low << 10), low, high
+
+
+@kernel("RESIZE_BILINEAR", domain=TFLITE)
+def resize_bilinear(x, size=None, *, out, align_corners=False, half_pixel_centers=False, **_):
+    if x.dtype.kind == "f":
+        raise ValueError("RESIZE_BILINEAR: float32 has no kernel yet; accepted: int8 or uint8")
+    fy, y0, y1 = _bilinear_axis(x.shape[1], out.shape[1], align_corners, half_pixel_centers)
+    fx, x0, x1 = _bilinear_axis(x.shape[2], out.shape[2], align_corners, half_pixel_centers)
+    v = x.astype(np.int64)
+    wy, wx = fy[None, :, None, None], fx[None, None, :, None]
+    total = (v[:, y0][:, :, x0] * ((1 << 10) - wy) * ((1 << 10) - wx) + v[:, y1][:, :, x0] * wy * ((1 << 10) - wx)
+             + v[:, y0][:, :, x1] * ((1 << 10) - wy) * wx + v[:, y1][:, :, x1] * wy * wx)  # fmt: skip
+    rounded = _toward_zero(total + np.where(total > 0, 1 << 19, -(1 << 19)), 1 << 20)
+    out[...] = rounded  # the narrowing store: in range, as a weighted mean of in-range values

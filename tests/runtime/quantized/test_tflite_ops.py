@@ -253,3 +253,16 @@ def test_resize_nearest_neighbor(out_hw, align, half):
         [Tensor((1, *out_hw, 3), I8, q(0.05, 3))],
         options,
     )
+
+
+@pytest.mark.parametrize("out_hw", [(10, 14), (3, 5), (9, 6)])
+@pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
+def test_resize_bilinear(out_hw, align, half):
+    size = Tensor((2,), np.int32, None, np.array(out_hw, np.int32))
+    options = {"align_corners": align, "half_pixel_centers": half}
+    check(
+        "RESIZE_BILINEAR",
+        [Tensor((1, 5, 7, 3), I8, q(0.05, 3)), size],
+        [Tensor((1, *out_hw, 3), I8, q(0.05, 3))],
+        options,
+    )

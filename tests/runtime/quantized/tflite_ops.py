@@ -54,6 +54,7 @@ OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema
     "PRELU": None,
     "HARD_SWISH": None,
     "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
+    "RESIZE_BILINEAR": "ResizeBilinearOptions",
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "RELU6": None,
