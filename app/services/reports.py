@@ -98,7 +98,8 @@ def plan_page_context(
             "options": stored.options,
         },
         "model": model_out(model) if model else None,
-        "planned_with": planned_with(model.summary if model else None, stored.options),
+        # A bare problem has no model options: its page says its own alignment and pools.
+        "planned_with": planned_with(model.summary, stored.options) if model else None,
         "plans": summaries,
         "peak": peak,
         "view": view,
