@@ -146,7 +146,8 @@ def _bilinear_axis(size: int, out_size: int, align_corners: bool, half_pixel_cen
 @kernel("RESIZE_BILINEAR", domain=TFLITE)
 def resize_bilinear(x, size=None, *, out, align_corners=False, half_pixel_centers=False, **_):
     if x.dtype.kind == "f":
-        raise ValueError("RESIZE_BILINEAR: float32 has no kernel yet; accepted: int8 or uint8")
+        _bilinear_float(x, out, align_corners, half_pixel_centers)
+        return
     fy, y0, y1 = _bilinear_axis(x.shape[1], out.shape[1], align_corners, half_pixel_centers)
     fx, x0, x1 = _bilinear_axis(x.shape[2], out.shape[2], align_corners, half_pixel_centers)
     v = x.astype(np.int64)
@@ -155,3 +156,25 @@ def resize_bilinear(x, size=None, *, out, align_corners=False, half_pixel_center
              + v[:, y0][:, :, x1] * ((1 << 10) - wy) * wx + v[:, y1][:, :, x1] * wy * wx)  # fmt: skip
     rounded = _toward_zero(total + np.where(total > 0, 1 << 19, -(1 << 19)), 1 << 20)
     out[...] = rounded  # the narrowing store: in range, as a weighted mean of in-range values
+
+
+def _float_axis(size: int, out_size: int, align_corners: bool, half_pixel_centers: bool):
+    if align_corners and out_size > 1:
+        scale = np.float32(size - 1) / np.float32(out_size - 1)
+    else:
+        scale = np.float32(size) / np.float32(out_size)
+    index = np.arange(out_size, dtype=np.float32)
+    position = (index + np.float32(0.5)) * scale - np.float32(0.5) if half_pixel_centers else index * scale
+    low = np.maximum(np.floor(position), 0).astype(np.int64)
+    high = np.minimum(np.ceil(position).astype(np.int64), size - 1)
+    return (position - low).astype(np.float32), low, high
+
+
+def _bilinear_float(x: np.ndarray, out: np.ndarray, align_corners: bool, half_pixel_centers: bool) -> None:
+    """TFLite's float bilinear resize: float32 positions, the four neighbours weighted."""
+    fy, y0, y1 = _float_axis(x.shape[1], out.shape[1], align_corners, half_pixel_centers)
+    fx, x0, x1 = _float_axis(x.shape[2], out.shape[2], align_corners, half_pixel_centers)
+    wy, wx = fy[None, :, None, None], fx[None, None, :, None]
+    one = np.float32(1)
+    np.copyto(out, x[:, y0][:, :, x0] * (one - wy) * (one - wx) + x[:, y1][:, :, x0] * wy * (one - wx)
+              + x[:, y0][:, :, x1] * (one - wy) * wx + x[:, y1][:, :, x1] * wy * wx)  # fmt: skip

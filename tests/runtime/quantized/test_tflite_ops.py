@@ -266,3 +266,15 @@ def test_resize_bilinear(out_hw, align, half):
         [Tensor((1, *out_hw, 3), I8, q(0.05, 3))],
         options,
     )
+
+
+@pytest.mark.parametrize("align,half", [(False, False), (True, False), (False, True)])
+def test_resize_bilinear_float(align, half):
+    size = Tensor((2,), np.int32, None, np.array((9, 11), np.int32))
+    rng = np.random.default_rng(8)
+    inputs, outputs = [Tensor((1, 5, 7, 3), np.float32), size], [Tensor((1, 9, 11, 3), np.float32)]
+    options = {"align_corners": align, "half_pixel_centers": half}
+    feeds = _feeds(rng, inputs)
+    expected = run_tflm(one_op_model("RESIZE_BILINEAR", inputs, outputs, options), feeds)[0]
+    got = run_kernel("RESIZE_BILINEAR", inputs, outputs, options, feeds)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
