@@ -278,3 +278,63 @@ def test_resize_bilinear_float(align, half):
     expected = run_tflm(one_op_model("RESIZE_BILINEAR", inputs, outputs, options), feeds)[0]
     got = run_kernel("RESIZE_BILINEAR", inputs, outputs, options, feeds)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+F32 = np.float32
+
+
+def _float_case(op):
+    rng = np.random.default_rng(9)
+    x = Tensor((1, 9, 9, 4), F32)
+    conv = {"padding": "SAME", "stride_w": 2, "stride_h": 2, "dilation_w_factor": 1, "dilation_h_factor": 1,
+            "fused_activation_function": "RELU6"}  # fmt: skip
+    pool = {"padding": "SAME", "stride_w": 2, "stride_h": 2, "filter_width": 3, "filter_height": 3,
+            "fused_activation_function": "NONE"}  # fmt: skip
+    w = rng.standard_normal((6, 3, 3, 4)).astype(F32)
+    dw = rng.standard_normal((1, 3, 3, 8)).astype(F32)
+    fc = rng.standard_normal((5, 324)).astype(F32)
+    bias = rng.standard_normal(8).astype(F32)
+    cases = {
+        "CONV_2D": ([x, Tensor(w.shape, F32, None, w), Tensor((6,), F32, None, bias[:6])], (1, 5, 5, 6), conv),
+        "DEPTHWISE_CONV_2D": (
+            [x, Tensor(dw.shape, F32, None, dw), Tensor((8,), F32, None, bias)],
+            (1, 5, 5, 8),
+            {**conv, "depth_multiplier": 2},
+        ),  # fmt: skip
+        "FULLY_CONNECTED": (
+            [Tensor((1, 324), F32), Tensor(fc.shape, F32, None, fc)],
+            (1, 5),
+            {"fused_activation_function": "RELU"},
+        ),  # fmt: skip
+        "AVERAGE_POOL_2D": ([x], (1, 5, 5, 4), pool),
+        "MAX_POOL_2D": ([x], (1, 5, 5, 4), pool),
+        "ADD": ([x, Tensor((1, 1, 1, 4), F32)], (1, 9, 9, 4), {"fused_activation_function": "NONE"}),
+        "MUL": ([x, Tensor((1, 9, 9, 4), F32)], (1, 9, 9, 4), {"fused_activation_function": "RELU_N1_TO_1"}),
+        "SOFTMAX": ([Tensor((3, 17), F32)], (3, 17), {"beta": 0.7}),
+        "MEAN": ([x, Tensor((2,), np.int32, None, np.array([1, 2], np.int32))], (1, 1, 1, 4), {"keep_dims": True}),
+    }
+    inputs, shape, options = cases[op]
+    return inputs, [Tensor(shape, F32)], options
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        "CONV_2D",
+        "DEPTHWISE_CONV_2D",
+        "FULLY_CONNECTED",
+        "AVERAGE_POOL_2D",
+        "MAX_POOL_2D",
+        "ADD",
+        "MUL",
+        "SOFTMAX",
+        "MEAN",
+    ],
+)
+def test_float_builtins(op):
+    inputs, outputs, options = _float_case(op)
+    feeds = _feeds(np.random.default_rng(10), inputs)
+    expected = run_tflm(one_op_model(op, inputs, outputs, options), feeds)[0]
+    got = run_kernel(op, inputs, outputs, options, feeds)[0]
+    np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
+    assert len(np.unique(expected)) > 3
