@@ -304,7 +304,7 @@ def _float_case(op):
         "FULLY_CONNECTED": (
             [Tensor((1, 324), F32), Tensor(fc.shape, F32, None, fc)],
             (1, 5),
-            {"fused_activation_function": "RELU"},
+            {"fused_activation_function": "NONE"},
         ),  # fmt: skip
         "AVERAGE_POOL_2D": ([x], (1, 5, 5, 4), pool),
         "MAX_POOL_2D": ([x], (1, 5, 5, 4), pool),
