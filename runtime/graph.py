@@ -25,7 +25,8 @@ from runtime.fuse_qdq import fuse_qdq, qdq_weights, quantization_of
 from runtime.fuse_se import fuse_squeeze_excite
 from runtime.graph_types import DEFAULT_MAX_TENSOR_BYTES, FUSIONS, Graph, Node, TensorInfo
 from runtime.kernels import attributes_of
-from runtime.shapes import TensorType, bind_inputs, fill_unknown, infer, skeleton, type_of
+from runtime.qlinear_types import infer_quantized
+from runtime.shapes import TensorType, bind_inputs, fill_unknown, skeleton, type_of
 from runtime.tflite import is_tflite, read_tflite
 
 __all__ = ["DEFAULT_MAX_TENSOR_BYTES", "FUSIONS", "Graph", "Node", "TensorInfo", "load_model"]
@@ -87,18 +88,18 @@ def load_model(
     # A QDQ model's weights stay DequantizeLinear nodes until fuse_qdq makes their ops integer.
     fold_keep = keep | qdq_weights(nodes, constants) if fuse else keep
     folded = 0
-    types = infer(skeleton(model, nodes, inputs, constants, named))
+    types = infer_quantized(skeleton(model, nodes, inputs, constants, named))
     for _ in range(MAX_FOLD_ROUNDS if fold else 0):
         nodes, count = fold_pass(nodes, constants, types, fold_keep, opset, max_tensor_bytes)
         if not count:
             break
         folded += count
-        types = infer(skeleton(model, nodes, inputs, constants, named))
+        types = infer_quantized(skeleton(model, nodes, inputs, constants, named))
     fused = 0
     if fuse:
         nodes, fused = fold_batchnorm(nodes, constants, keep)
         if fused:
-            types = infer(skeleton(model, nodes, inputs, constants, named))
+            types = infer_quantized(skeleton(model, nodes, inputs, constants, named))
     fill_unknown(nodes, types, opset)
     residual = gelus = activations = excites = qdq = 0
     if fuse:

@@ -178,3 +178,36 @@ def test_one_input_float_op_becomes_a_table(op, attrs):
     steps = np.rint(np.abs(ours - expected) / 0.02)
     print(f"{op}: {int((steps > 0).sum())} of {steps.size} differ from onnxruntime, by at most {int(steps.max())} step")
     assert steps.max() <= 1 and len(np.unique(expected)) > 20
+
+
+def test_qoperator_model_loads_and_matches_onnxruntime(qdq_path, tmp_path):
+    """The QOperator format (uint8 activations): com.microsoft's QLinear ops, typed by memplan since
+    onnx's inference does not know them, run as written."""
+    float_path, _ = qdq_path
+    path = tmp_path / "qop.onnx"
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self):
+            self.left = [{"x": np.random.default_rng(i).standard_normal(SHAPE).astype(np.float32)} for i in range(4)]
+
+        def get_next(self):
+            return self.left.pop() if self.left else None
+
+    quantization.quantize_static(
+        str(float_path), str(path), Reader(), quant_format=quantization.QuantFormat.QOperator, per_channel=True,
+        activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8,
+    )  # fmt: skip
+    graph = runtime.load_model(path)
+    ops = Counter(n.op_type for n in graph.nodes)
+    assert ops["QLinearConv"] >= 3 and ops["QLinearAdd"] >= 1 and ops["QGemm"] == 1 and ops["QLinearConcat"] == 1
+    assert all(t.dtype == np.uint8 for t in graph.tensors.values() if t.producer and t.kind == "activation" and
+               graph.node(t.producer).op_type.startswith("QLinear"))  # fmt: skip
+    x = np.random.default_rng(5).standard_normal(SHAPE).astype(np.float32)
+    ours = np.asarray(Session(graph).run({"x": x})["y"])
+    expected = _ort(path, x)
+    scale = float(graph.constants[graph.node(graph.tensors["y"].producer).inputs[1]].value())
+    steps = np.rint(np.abs(ours.astype(np.float64) - expected) / scale)
+    print(
+        f"QOperator: {int((steps > 0).sum())} of {steps.size} outputs differ from onnxruntime, by at most {int(steps.max())} step"
+    )
+    assert steps.max() <= 1
