@@ -1,8 +1,9 @@
 """TileRows: the one op a tiled stage adds, moving rows between its tiles (memplan domain).
 
-``TileRows(s0, s1, ..., starts=[r0, r1, ...], first=f)`` writes rows ``[f, f + H)`` of a map
-(H is its output's height) from sources holding that map's rows from ``r0``, ``r1``, ...:
-every source row inside the output's band is copied there, later sources last. It gathers the
+``TileRows(s0, s1, ..., starts=[r0, r1, ...], first=f, columns=[l, r])`` writes rows
+``[f, f + H)`` of a map (H is its output's height) from sources holding that map's rows from
+``r0``, ``r1``, ...: every source row inside the output's band is copied there, later sources
+last, between ``l`` and ``r`` zero columns (a convolution's left and right padding). It gathers the
 rows a band of a consumer reads from the tiles that hold them (a window over two stripes, a
 band of the stage's input), and puts each tile of the stage's output in its place: there the
 previous partial output is source 0 and the output may be planned over it (in place), so only
@@ -24,11 +25,19 @@ def _same_memory(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 @kernel(OP_TYPE, domain=MEMPLAN_DOMAIN, inplace=(0,))
-def tile_rows(*sources: np.ndarray, out: np.ndarray, starts: list[int], first: int = 0) -> None:
+def tile_rows(
+    *sources: np.ndarray, out: np.ndarray, starts: list[int], first: int = 0, columns: tuple[int, int] = (0, 0)
+) -> None:
     height = out.shape[HEIGHT]
+    left, right = columns
+    target = out
+    if left or right:  # zero columns either side: a convolution's left and right padding
+        out[..., :left] = 0
+        out[..., out.shape[-1] - right :] = 0
+        target = out[..., left : out.shape[-1] - right]
     for source, start in zip(sources, starts, strict=True):
         a = max(first, start)
         b = min(first + height, start + source.shape[HEIGHT])
-        if a >= b or (start == first and _same_memory(source, out)):
+        if a >= b or (start == first and _same_memory(source, target)):
             continue
-        out[:, :, a - first : b - first] = source[:, :, a - start : b - start]
+        target[:, :, a - first : b - first] = source[:, :, a - start : b - start]

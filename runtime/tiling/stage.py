@@ -28,6 +28,7 @@ checker, the bounds, the canary and the Session run it as they run any model.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -111,26 +112,29 @@ class _Builder:
     tiles: dict[str, list[tuple[int, int, str]]] = dataclasses.field(default_factory=dict)  # (first, end, name)
     placed: str | None = None  # the stage's output as placed so far
 
-    def tile(self, name: str, rows: tuple[int, int], label: str) -> str:
+    def tile(self, name: str, rows: tuple[int, int], label: str, columns: tuple[int, int] = (0, 0)) -> str:
         base = self.graph.tensors[name]
-        shape = base.shape[:HEIGHT] + (rows[1] - rows[0],) + base.shape[HEIGHT + 1 :]
-        nbytes = base.nbytes // max(base.shape[HEIGHT], 1) * (rows[1] - rows[0])
+        shape = base.shape[:HEIGHT] + (rows[1] - rows[0],) + base.shape[HEIGHT + 1 : -1]
+        shape += (base.shape[-1] + sum(columns),)
+        nbytes = math.prod(shape) * base.dtype.itemsize
         if label in self.graph.tensors or label in self.infos:
             raise ModelError(f"tiling: tensor name {label!r} is taken; rename it to tile this model")
         self.infos[label] = TensorInfo(label, shape, base.dtype, nbytes, "activation", None, ())
         return label
 
-    def read(self, name: str, rows: tuple[int, int], band: int, reader: str) -> str:
-        """The name of a tensor holding exactly `rows` of map `name`: a tile, or a window gathered."""
+    def read(self, name: str, rows: tuple[int, int], band: int, reader: str, columns: tuple[int, int]) -> str:
+        """The name of a tensor holding exactly `rows` of map `name` (between `columns` zero
+        columns): a tile, or a window gathered."""
         held = self.tiles.get(name) or [(0, self.graph.tensors[name].shape[HEIGHT], name)]
         exact = [t for t in held if (t[0], t[1]) == rows]
-        if exact:
+        if exact and columns == (0, 0):
             return exact[-1][2]
         sources = [t for t in held if t[0] < rows[1] and t[1] > rows[0]]
-        window = self.tile(name, rows, f"{name}@{band}>{reader}")
-        self.emit(
-            f"rows:{window}", [t[2] for t in sources], window, {"starts": [t[0] for t in sources], "first": rows[0]}
-        )
+        window = self.tile(name, rows, f"{name}@{band}>{reader}", columns)
+        attributes = {"starts": [t[0] for t in sources], "first": rows[0]}
+        if columns != (0, 0):
+            attributes["columns"] = list(columns)
+        self.emit(f"rows:{window}", [t[2] for t in sources], window, attributes)
         return window
 
     def emit(self, name: str, inputs: list[str], output: str, attributes: dict, like: Node | None = None) -> None:
@@ -215,7 +219,9 @@ class _Builder:
                 continue
             (first, end), found = made[node.name]
             inputs = [
-                self.read(n, (found.a, found.b), index, node.name) if n and n not in graph.constants else n
+                self.read(n, (found.a, found.b), index, node.name, found.columns)
+                if n and n not in graph.constants
+                else n
                 for n in node.inputs
             ]
             out = node.outputs[0]
