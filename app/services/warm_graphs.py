@@ -12,7 +12,12 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
 - ``convolutions``: Winograd F(2x2) and F(4x4) 3x3 convs, dense 3x3 convs of stride 1 and 2
   with an activation, a 1x1 conv with its residual Add, depthwise convs on a wide map (over
   sub-planes) and a narrow one (channels-last), a squeeze-and-excitation block (fused into one
-  SqueezeExcite at load time), a stride-2 MaxPool and a GlobalAveragePool.
+  SqueezeExcite at load time), a stride-2 MaxPool and a GlobalAveragePool;
+- ``conv_routes``: one Conv and its ReLU (a ConvAct once fused) per float32 example of the Conv
+  route table (`runtime.kernels.conv_routes.EXAMPLES`), so that a new route with its example is
+  reached without a graph written here;
+- ``quantized``: uint8 QLinearConvs (dense, then depthwise) between QuantizeLinear and
+  DequantizeLinear, whose accumulators go through the compiled requantization.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from runtime.kernels.conv_routes import EXAMPLES
 
 OPSET = 23  # the first with RMSNormalization
 FLOAT = TensorProto.FLOAT
@@ -119,4 +126,44 @@ def _squeeze_excite(b: _Builder, x: str) -> str:
     return b.node("Mul", [x, b.node("Sigmoid", [gate], "se_gate")], "se_scaled")
 
 
-GRAPHS = {"recurrences": recurrences, "normalisations": normalisations, "convolutions": convolutions}
+def conv_routes() -> onnx.ModelProto:
+    """Each float32 example of the Conv route table, with a ReLU after it, each from its own input."""
+    b = _Builder(4)
+    for name, case in EXAMPLES.items():
+        if case.dtype != np.float32:
+            continue
+        x = b.input(f"{name}_x", list(case.x))
+        w, bias = b.weight(f"{name}_w", list(case.w)), b.weight(f"{name}_b", [case.w[0]])
+        b.output(b.node("Relu", [b.node("Conv", [x, w, bias], name, **case.attrs)], f"{name}_relu"))
+    return b.model("warm_conv_routes")
+
+
+def quantized() -> onnx.ModelProto:
+    """x -> QuantizeLinear -> QLinearConv (3x3, 8 filters) -> depthwise QLinearConv -> DequantizeLinear
+    (uint8, per-tensor scales)."""
+    b = _Builder(5)
+    x = b.input("x", [1, 8, 8, 8])
+    constants = {
+        "x_scale": np.float32(0.05), "x_zero": np.uint8(128), "w_scale": np.float32(0.02), "w_zero": np.uint8(128),
+        "y_scale": np.float32(0.1), "y_zero": np.uint8(128),
+        "w": b.random.integers(0, 256, (8, 8, 3, 3)).astype(np.uint8),
+        "bias": b.random.integers(-100, 100, 8).astype(np.int32),
+        "dw": b.random.integers(0, 256, (8, 1, 3, 3)).astype(np.uint8),
+    }  # fmt: skip
+    b.weights += [numpy_helper.from_array(np.asarray(v), name) for name, v in constants.items()]
+    q = b.node("QuantizeLinear", [x, "x_scale", "x_zero"], "xq")
+    conv_inputs = [q, "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero", "bias"]
+    y = b.node("QLinearConv", conv_inputs, "yq", pads=[1, 1, 1, 1])
+    depthwise = [y, "y_scale", "y_zero", "dw", "w_scale", "w_zero", "y_scale", "y_zero", "bias"]
+    y = b.node("QLinearConv", depthwise, "dq", pads=[1, 1, 1, 1], group=8)
+    b.output(b.node("DequantizeLinear", [y, "y_scale", "y_zero"], "y"))
+    return b.model("warm_quantized")
+
+
+GRAPHS = {
+    "recurrences": recurrences,
+    "normalisations": normalisations,
+    "convolutions": convolutions,
+    "conv_routes": conv_routes,
+    "quantized": quantized,
+}
