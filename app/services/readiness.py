@@ -85,8 +85,9 @@ def _by_op_types(summary: dict[str, Any]) -> dict[str, Any]:
     if lacking:
         listed = ", ".join(f"{op['op_type']} ({op['count']})" for op in lacking)
         lacks.append(f"ops without a backward kernel: {listed}")
-    if not summary.get("parameters"):
-        lacks.append("no trainable initializers: its weights are not stored as initializers")
+    made = any(op["op_type"] == "ConstantOfShape" for op in summary.get("ops", []))
+    if not summary.get("parameters") and not made:  # ConstantOfShape's weights are trained as initializers are
+        lacks.append("no trainable weights: none stored as initializers or made by ConstantOfShape")
     return {"ready": not lacks, "lacks": lacks, "how": "op types"}
 
 
