@@ -218,10 +218,11 @@ def chained_verdict(
         return {"oracle": None, "passed": None, "detail": "verification skipped"}
     fed_by = {dest: source for source, dest in connections.items()}
     produced: dict[str, np.ndarray] = {}
+    fed: dict[str, dict[str, np.ndarray]] = {}  # what the oracle was given, model by model
     used: set[str] = set()
     for name, path in paths.items():
         graph_inputs = [i.split(":", 1)[1] for i in [*feeds, *fed_by] if i.startswith(f"{name}:")]
-        model_feeds = {
+        model_feeds = fed[name] = {
             t: produced[fed_by[f"{name}:{t}"]] if f"{name}:{t}" in fed_by else feeds[f"{name}:{t}"]
             for t in dict.fromkeys(graph_inputs)
         }
@@ -242,7 +243,8 @@ def chained_verdict(
         close = same and bool(np.all(_within(got, want)))
         row: dict[str, Any] = {"name": name, "max_abs_diff": diff, "close": close, "shape_matches": same}
         if same and not close and got.dtype.kind == "f":
-            row.update(_conditioning(paths, fed_by, feeds, produced, name, got, prefer))
+            model, tensor = name.split(":", 1)
+            row.update(_conditioning(paths[model], fed[model], tensor, got, prefer))
         rows.append(row)
     ill = [r for r in rows if "evidence" in r]
     failed = [r for r in rows if not r["close"] and "evidence" not in r]
@@ -267,25 +269,13 @@ def _within(got: np.ndarray, want: np.ndarray) -> np.ndarray:
 
 
 def _conditioning(
-    paths: dict[str, Path],
-    fed_by: dict[str, str],
-    feeds: dict[str, np.ndarray],
-    produced: dict[str, np.ndarray],
-    name: str,
-    got: np.ndarray,
-    prefer: str,
+    path: Path, model_feeds: dict[str, np.ndarray], tensor: str, got: np.ndarray, prefer: str
 ) -> dict[str, Any]:
     """An output beyond the tolerance judged again on the model that computes it, from the oracle's own
     inputs to that model: ill-conditioned (with its evidence) when the oracle cannot reproduce itself
     there. memplan's values inside the chain are not kept, so nothing upstream can be its witness and
     such an output decides nothing (`passed` None)."""
-    model, tensor = name.split(":", 1)
-    model_feeds = {
-        key.split(":", 1)[1]: produced[fed_by[key]] if key in fed_by else feeds[key]
-        for key in [*feeds, *fed_by]
-        if key.startswith(f"{model}:")
-    }
-    judged = oracle.verify(paths[model], model_feeds, {tensor: got}, prefer)
+    judged = oracle.verify(path, model_feeds, {tensor: got}, prefer)
     (row,) = judged.get("outputs") or [{}]
     found: dict[str, Any] = {"ill_conditioned": row.get("ill_conditioned")}
     if "evidence" in row:

@@ -74,7 +74,7 @@ def test_falling_back_to_onnx_reference_and_finding_no_oracle(monkeypatch):
 # ---- tolerances that follow the arithmetic ------------------------------------------------------
 
 
-def _matmul_softmax(k: int, n: int, weight: float) -> bytes:
+def matmul_softmax(k: int, n: int, weight: float) -> bytes:
     """x[1, k] @ W[k, n] -> Softmax, every column of W equal: in exact arithmetic every logit is the
     same, so the softmax is uniform, and whether float32 keeps them tied depends on summation order."""
     from onnx import TensorProto, helper, numpy_helper
@@ -90,7 +90,7 @@ def _matmul_softmax(k: int, n: int, weight: float) -> bytes:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
 
 
-def _sums_in_another_order(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+def sums_in_another_order(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """x @ w in float32, each column summed sequentially from a different starting term: what
     another correct implementation (another BLAS kernel, another tile size) may do."""
     terms = (x.reshape(-1, 1) * w).astype(np.float32)
@@ -98,7 +98,7 @@ def _sums_in_another_order(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.asarray(cols, dtype=np.float32).reshape(1, -1)
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
+def softmax(z: np.ndarray) -> np.ndarray:
     e = np.exp(z.astype(np.float64) - z.max())
     return (e / e.sum()).astype(np.float32)
 
@@ -122,7 +122,7 @@ def test_an_element_near_zero_is_judged_on_its_outputs_scale():
         [numpy_helper.from_array(w, "W")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
-    other = _sums_in_another_order(x, w)
+    other = sums_in_another_order(x, w)
     want = expected_of(model, {"x": x})["y"]
     # A per-element rtol/atol check calls this correct result wrong somewhere...
     assert not np.allclose(other, want, rtol=1e-3, atol=1e-4)
@@ -144,11 +144,11 @@ def expected_of(model: bytes, feeds) -> dict[str, np.ndarray]:
 
 def test_an_ill_conditioned_output_is_reported_and_judged_by_its_witnesses():
     k, n = 512, 1000
-    model = _matmul_softmax(k, n, 0.37)
+    model = matmul_softmax(k, n, 0.37)
     x = (np.random.default_rng(0).standard_normal((1, k)) * 3e7).astype(np.float32)
-    logits = _sums_in_another_order(x, np.full((k, n), 0.37, np.float32))
+    logits = sums_in_another_order(x, np.full((k, n), 0.37, np.float32))
     assert len(np.unique(logits)) > 1  # another order breaks the ties that onnxruntime keeps
-    outputs = {"y": _softmax(logits)}
+    outputs = {"y": softmax(logits)}
     seen: list[list[str]] = []
 
     def capture(names):
