@@ -152,6 +152,7 @@
         loss: form.elements.loss.value, optimizer: form.elements.optimizer.value,
         strategy: form.elements.strategy.value, dims: dims, shapes: M.readShapes(document.getElementById("plan-form")),
         ...M.readStepMemory(form),
+        remat: form.elements.remat.value.trim() || "off", remat_overhead: Number(form.elements.remat_overhead.value),
       };
       const status = document.getElementById("training-plan-status");
       status.textContent = "planning the training step…";
@@ -166,6 +167,16 @@
         document.getElementById("training-plan-summary").textContent = result.unified_bytes.toLocaleString() +
           " bytes unified, " + result.per_category_total.toLocaleString() + " in one arena per category (" +
           result.ratio.toFixed(3) + "×)";
+        const remat = document.getElementById("training-plan-remat");
+        remat.hidden = !result.remat;
+        if (result.remat) {
+          const r = result.remat;
+          remat.textContent = "recomputing " + r.recomputed.length + " tensor" + (r.recomputed.length === 1 ? "" : "s") +
+            " for " + (100 * r.extra_flops).toFixed(1) + "% more FLOPs: arena " + r.arena_bytes.toLocaleString() +
+            " bytes instead of " + r.arena_bytes_without.toLocaleString() + " (activations " +
+            r.activation_bytes.toLocaleString() + " instead of " + r.activation_bytes_without.toLocaleString() + ")" +
+            (r.budget_met ? "" : "; the budget was not met, this is the closest point");
+        }
         const chart = document.getElementById("chart-training-categories");
         chart.hidden = false;
         status.className = "muted";

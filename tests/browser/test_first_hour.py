@@ -347,3 +347,22 @@ def test_the_gallerys_squeezenet_run_is_not_a_red_failure(served, page):
     if verdict == "ill-conditioned":  # then the page shows why, beside the verdict
         assert page.locator(".ill-evidence").count() >= 1
     shot(page, "first-hour-squeezenet-verdict")
+
+
+def test_the_training_card_plans_with_recomputation_and_says_what_it_bought(served, page):
+    from runtime.training import models as training_models
+
+    url, _ = served
+    cnn = training_models.small_cnn(batch=4, size=8, channels=(4, 8), classes=10, seed=0)
+    page.goto(f"{url}/models/{upload(page, url, cnn, 'remat_card')}")
+    page.fill("#training-plan-form [name=remat]", "auto")
+    with page.expect_response("**/training-plans") as answer:
+        page.click("#training-plan-button")
+    assert answer.value.request.post_data_json["remat"] == "auto" and answer.value.status == 201
+    remat = answer.value.json()["remat"]
+    page.wait_for_selector("#training-plan-remat:not([hidden])")
+    said = page.inner_text("#training-plan-remat")
+    assert f"{remat['arena_bytes']:,} bytes instead of {remat['arena_bytes_without']:,}" in said
+    assert f"recomputing {len(remat['recomputed'])} tensor" in said
+    assert remat["arena_bytes"] <= remat["arena_bytes_without"]
+    shot(page, "first-hour-training-remat")
