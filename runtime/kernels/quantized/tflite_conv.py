@@ -26,6 +26,7 @@ from runtime.kernels.quantized.common import (
     taps,
 )
 from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
+from runtime.kernels.quantized.tflite_conv_jit import bind_compiled, compiled_planes, compiled_workspace
 
 
 def _geometry(x, w, y, stride_h, stride_w, dilation_h_factor, dilation_w_factor):
@@ -65,6 +66,9 @@ def _geo_attrs(stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1)
 def conv_workspace(inputs, outputs, *, stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1, **_) -> int:
     x, w, y = inputs[0], inputs[1], outputs[0]
     attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor)
+    compiled = compiled_workspace(x, w, y, attrs, depthwise=False)
+    if compiled is not None:
+        return compiled
     return scratch_bytes(*_conv_blocks(x, w, y, x.dtype.kind in "iu", attrs)[1])
 
 
@@ -80,7 +84,14 @@ def conv_constants(values, inputs, outputs, **_) -> dict:
     return {"w_columns": conv_columns(w, inputs[0].dtype.kind in "iu")}
 
 
-@kernel("CONV_2D", domain=TFLITE, workspace=conv_workspace, constants=conv_constants)
+@kernel(
+    "CONV_2D",
+    domain=TFLITE,
+    workspace=conv_workspace,
+    constants=conv_constants,
+    planes=compiled_planes(depthwise=False),
+    bind=bind_compiled(depthwise=False),
+)
 def conv_2d(x, w, b=None, *, out, ws, padding="SAME", stride_h=1, stride_w=1, dilation_h_factor=1,
             dilation_w_factor=1, fused_activation_function="NONE", q_inputs=None, q_outputs=None,
             w_columns=None, prepared_weights=True, **_):  # fmt: skip
@@ -146,10 +157,19 @@ def _depthwise_blocks(x, w, y, integer, attrs):
 def depthwise_workspace(inputs, outputs, *, stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1, **_):
     x, w, y = inputs[0], inputs[1], outputs[0]
     attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor)
+    compiled = compiled_workspace(x, w, y, attrs, depthwise=True)
+    if compiled is not None:
+        return compiled
     return scratch_bytes(*_depthwise_blocks(x, w, y, x.dtype.kind in "iu", attrs)[1])
 
 
-@kernel("DEPTHWISE_CONV_2D", domain=TFLITE, workspace=depthwise_workspace)
+@kernel(
+    "DEPTHWISE_CONV_2D",
+    domain=TFLITE,
+    workspace=depthwise_workspace,
+    planes=compiled_planes(depthwise=True),
+    bind=bind_compiled(depthwise=True),
+)
 def depthwise_conv_2d(x, w, b=None, *, out, ws, padding="SAME", stride_h=1, stride_w=1, dilation_h_factor=1,
                       dilation_w_factor=1, depth_multiplier=1, fused_activation_function="NONE", q_inputs=None,
                       q_outputs=None, **_):  # fmt: skip

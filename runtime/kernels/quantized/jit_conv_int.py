@@ -1,0 +1,167 @@
+"""Compiled int8/uint8 CONV_2D and DEPTHWISE_CONV_2D (NHWC, TFLite's arithmetic), with no scratch
+but a ring of a few output rows, and correct with their output written over their input.
+
+Each output pixel's int32 accumulators are summed in registers straight from the input (taps in
+the padding skipped, as TFLite's reference kernels do) and requantized into a row of the ring;
+a row goes to `out` only once no later row reads the input bytes it covers. With the output
+starting at the input's first byte, rows are taken forward (a layer whose rows shrink) or
+backward (one whose rows grow: a channel-expanding 1x1 conv, as vMCU overlaps them), and the
+ring holds the `lag` rows that would otherwise overwrite input still to be read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from runtime.kernels._jit import compiled
+
+_INT32_MIN = -(1 << 31)
+
+
+def _mbqm(x, m, shift):  # pragma: no cover - compiled
+    """TFLite's MultiplyByQuantizedMultiplier on one int64 value (int32 semantics)."""
+    left = shift if shift > 0 else 0
+    right = -shift if shift < 0 else 0
+    a = ((np.int64(x) << left) + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)
+    a -= np.int64(1) << 31
+    ab = a * m
+    t = ab + (np.int64(1) << 30) if ab >= 0 else ab + np.int64(1) - (np.int64(1) << 30)
+    high = t >> 31 if t >= 0 else -((-t) >> 31)
+    if a == m and a == _INT32_MIN:
+        high = np.int64(0x7FFFFFFF)
+    high = ((high + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31)
+    mask = (np.int64(1) << right) - 1
+    threshold = (mask >> 1) + (np.int64(1) if high < 0 else np.int64(0))
+    return (high >> right) + (np.int64(1) if (high & mask) > threshold else np.int64(0))
+
+
+_MBQM = compiled(_mbqm, inline=True)
+
+
+def _flush(ring, out, row, slots):  # pragma: no cover - compiled
+    src = ring[row % slots]
+    for ox in range(out.shape[1]):
+        for c in range(out.shape[2]):
+            out[row, ox, c] = src[ox, c]
+
+
+def _conv_rows(x, xz, w, wz, q, geo, out, ring, lag, backward):  # pragma: no cover - compiled
+    stride_h, stride_w, dil_h, dil_w, top, left = geo
+    height, width, cin = x.shape
+    cout, kh, kw, depth = w.shape
+    oh, ow = out.shape[0], out.shape[1]
+    per_group = cout // (cin // depth)
+    slots = lag + 1
+    for i in range(oh):
+        oy = oh - 1 - i if backward else i
+        slot = ring[oy % slots]
+        for ox in range(ow):
+            for c in range(cout):
+                base = (c // per_group) * depth
+                acc = np.int32(0)
+                for ky in range(kh):
+                    iy = oy * stride_h - top + ky * dil_h
+                    if iy < 0 or iy >= height:
+                        continue
+                    for kx in range(kw):
+                        ix = ox * stride_w - left + kx * dil_w
+                        if ix < 0 or ix >= width:
+                            continue
+                        for d in range(depth):
+                            acc += (np.int32(x[iy, ix, base + d]) - xz) * (np.int32(w[c, ky, kx, d]) - wz)
+                value = _MBQM(np.int64(acc) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
+                slot[ox, c] = min(max(value, q[3, 1]), q[3, 2])
+        done = oy + lag if backward else oy - lag
+        if 0 <= done < oh:
+            _FLUSH(ring, out, done, slots)
+    for j in range(min(lag, oh)):
+        _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
+
+
+def _depthwise_rows(x, xz, w, wz, q, geo, out, ring, lag, backward):  # pragma: no cover - compiled
+    stride_h, stride_w, dil_h, dil_w, top, left = geo
+    height, width, cin = x.shape
+    _, kh, kw, cout = w.shape
+    oh, ow = out.shape[0], out.shape[1]
+    multiple = cout // cin
+    slots = lag + 1
+    for i in range(oh):
+        oy = oh - 1 - i if backward else i
+        slot = ring[oy % slots]
+        for ox in range(ow):
+            for c in range(cout):
+                acc = np.int32(0)
+                for ky in range(kh):
+                    iy = oy * stride_h - top + ky * dil_h
+                    if iy < 0 or iy >= height:
+                        continue
+                    for kx in range(kw):
+                        ix = ox * stride_w - left + kx * dil_w
+                        if 0 <= ix < width:
+                            acc += (np.int32(x[iy, ix, c // multiple]) - xz) * (np.int32(w[0, ky, kx, c]) - wz)
+                value = _MBQM(np.int64(acc) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
+                slot[ox, c] = min(max(value, q[3, 1]), q[3, 2])
+        done = oy + lag if backward else oy - lag
+        if 0 <= done < oh:
+            _FLUSH(ring, out, done, slots)
+    for j in range(min(lag, oh)):
+        _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
+
+
+_FLUSH = compiled(_flush)
+CONV = compiled(_conv_rows)
+DEPTHWISE = compiled(_depthwise_rows)
+
+
+@dataclass(frozen=True)
+class Order:
+    """The order rows are taken in and the rows held back in the ring (`lag`)."""
+
+    backward: bool
+    lag: int
+
+    @property
+    def slots(self) -> int:
+        return self.lag + 1
+
+
+def row_order(x_shape, out_shape, itemsize_in: int, itemsize_out: int, geo: tuple[int, ...], kh: int) -> Order:
+    """The order and lag that keep every input row a later output row reads intact when the
+    output starts at the input's first byte: forward if it needs no more rows in the ring than
+    backward, else backward."""
+    stride_h, _, dil_h, _, top, _ = geo
+    height, oh = x_shape[1], out_shape[1]
+    row_in = x_shape[2] * x_shape[3] * itemsize_in
+    row_out = out_shape[2] * out_shape[3] * itemsize_out
+
+    def forward_lag() -> int:
+        lag = 0
+        for r in range(oh - 1):  # after row r, rows from r + 1 on read input rows from (r + 1) * s - top
+            first_needed = min(max((r + 1) * stride_h - top, 0), height)
+            while (r - lag + 1) * row_out > first_needed * row_in:
+                lag += 1
+        return lag
+
+    def backward_lag() -> int:
+        lag = 0
+        for r in range(oh - 1, 0, -1):  # after row r, rows below r read input rows up to this end
+            end_needed = min(max((r - 1) * stride_h - top + (kh - 1) * dil_h + 1, 0), height)
+            while r + lag < oh and (r + lag) * row_out < end_needed * row_in:
+                lag += 1
+        return lag
+
+    ahead, behind = forward_lag(), backward_lag()
+    return Order(False, ahead) if ahead <= behind else Order(True, behind)
+
+
+def channel_table(bias, multiplier, shift, zero: int, lo: int, hi: int, channels: int) -> np.ndarray:
+    """(4, channels) int64: bias, multiplier and shift per channel, then (zero point, lo, hi)."""
+    table = np.zeros((4, max(channels, 3)), np.int64)
+    if bias is not None:
+        table[0, :channels] = np.asarray(bias, np.int64).reshape(-1)
+    table[1, :channels] = np.broadcast_to(np.asarray(multiplier, np.int64).reshape(-1), (channels,))
+    table[2, :channels] = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (channels,))
+    table[3, :3] = (zero, lo, hi)
+    return table

@@ -1,0 +1,95 @@
+"""The compiled route of the integer CONV_2D and DEPTHWISE_CONV_2D (`jit_conv_int`): its workspace
+(a ring of output rows), its declaration that the output may start at the input's first byte, and
+the call bound once per node with the requantization worked out at prepare."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from runtime import quant_arith as qa
+from runtime.kernels.planes import Planes
+from runtime.kernels.protocol import Bound, GeneralFn
+from runtime.kernels.quantized.common import quant, same_padding
+from runtime.kernels.quantized.jit_conv_int import CONV, DEPTHWISE, channel_table, row_order
+
+_GEOMETRY = ("stride_h", "stride_w", "dilation_h_factor", "dilation_w_factor")
+
+
+def _routed(x: Any, w: Any, y: Any) -> bool:
+    loop_ok = CONV is not None and DEPTHWISE is not None
+    shapes_ok = x is not None and w is not None and y is not None and len(x.shape) == 4 == len(y.shape)
+    return loop_ok and shapes_ok and x.dtype.kind in "iu" and x.dtype == y.dtype
+
+
+def _geometry(x: Any, w: Any, y: Any, attrs: dict[str, Any]) -> tuple[int, ...]:
+    stride_h, stride_w, dil_h, dil_w = (int(attrs.get(name, 1)) for name in _GEOMETRY)
+    top, _ = same_padding(x.shape[1], w.shape[1], stride_h, dil_h, y.shape[1])
+    left, _ = same_padding(x.shape[2], w.shape[2], stride_w, dil_w, y.shape[2])
+    return stride_h, stride_w, dil_h, dil_w, top, left
+
+
+def _order(x: Any, w: Any, y: Any, attrs: dict[str, Any]):
+    return row_order(x.shape, y.shape, x.dtype.itemsize, y.dtype.itemsize, _geometry(x, w, y, attrs), w.shape[1])
+
+
+def compiled_workspace(x: Any, w: Any, y: Any, attrs: dict[str, Any], *, depthwise: bool) -> int | None:
+    """Bytes of the ring of output rows on the compiled route, or None off it."""
+    if not _routed(x, w, y):
+        return None
+    return _order(x, w, y, attrs).slots * y.shape[2] * y.shape[3] * y.dtype.itemsize
+
+
+def _over(attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
+    """Output 0 from input 0's first byte: on the compiled route for one image whose ring stays
+    small (at most a quarter of the output's rows, or two)."""
+    x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
+    if not _routed(x, w, out) or x.shape[0] != 1:
+        return False
+    return _order(x, w, out, attrs).slots <= max(2, out.shape[1] // 4)
+
+
+def compiled_planes(*, depthwise: bool) -> Planes:
+    # `depthwise=True` keeps the NCHW plane-wise reading off for these NHWC ops (a filter's
+    # axis 0 is not a group count here): only `over`, the compiled route's own, applies.
+    return Planes(depthwise=True, over=_over)
+
+
+def bind_compiled(*, depthwise: bool):
+    loop = DEPTHWISE if depthwise else CONV
+
+    def bind(inputs: Sequence[Any], outputs: Sequence[Any], attrs: dict[str, Any], general: GeneralFn) -> Bound | None:
+        x, w, y = inputs[0], inputs[1], outputs[0]
+        if not _routed(x, w, y) or loop is None:
+            return None
+        q_in, q_w, q_out = quant(attrs.get("q_inputs"), 0, "input"), quant(attrs.get("q_inputs"), 1, "input"), \
+            quant(attrs.get("q_outputs"), 0, "output")  # fmt: skip
+        channels = y.shape[3]
+        multiplier, shift = qa.conv_multipliers(q_in, q_w, q_out, channels)
+        lo, hi = qa.activation_range(attrs.get("fused_activation_function", "NONE"), q_out, y.dtype)
+        geometry = np.asarray(_geometry(x, w, y, attrs), np.int64)
+        order = _order(x, w, y, attrs)
+        x_zero, w_zero = np.int32(q_in.zero_point[0]), np.int32(q_w.zero_point[0] if q_w.zero_point.size == 1 else 0)
+        row = (y.shape[2], channels)
+        has_bias = len(inputs) > 2 and inputs[2] is not None
+        cache: dict[str, np.ndarray] = {}
+
+        def run(*values: Any, out: np.ndarray, ws: np.ndarray | None = None, **_: Any) -> None:
+            table = cache.get("table")
+            if table is None:  # the bias is a constant: read once, on the first call
+                bias = values[2] if has_bias else None
+                table = cache["table"] = channel_table(
+                    bias, multiplier, shift, int(q_out.zero_point[0]), lo, hi, channels
+                )
+            size = order.slots * row[0] * row[1]
+            ring = (np.empty(size, y.dtype) if ws is None or ws.size < size * y.dtype.itemsize else
+                    ws[: size * y.dtype.itemsize].view(y.dtype)).reshape(order.slots, *row)  # fmt: skip
+            image, filters = values[0], values[1]
+            for n in range(out.shape[0]):
+                loop(image[n], x_zero, filters, w_zero, table, geometry, out[n], ring, order.lag, order.backward)
+
+        return Bound(run)
+
+    return bind
