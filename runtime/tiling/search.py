@@ -6,9 +6,13 @@
    each method, build the tiled graph and its memory problem, and score it by LOAD (the peak
    of live bytes: a fast lower bound of its arena) and its extra multiply-accumulates as a
    fraction of the model's.
-3. Keep the candidates no other beats on both (the Pareto front), place each with the
-   strategy, and take the smallest placed arena whose extra MACs are within `overhead`; if it
-   is not smaller than the untiled graph's placed arena, keep the model untiled.
+3. Place with the strategy the candidates no other beats on both (the Pareto front), then,
+   lowest LOAD first, every candidate within `overhead` whose LOAD is not above the smallest
+   arena placed so far plus `slack` (at most `PLACED` of them): the lowest LOAD often places
+   worst, its many short-lived band buffers leaving holes, while a higher one fits its floor.
+4. Among the placed candidates within `overhead` and within `slack` of the smallest arena,
+   take the fewest bands (each band is a round of small kernel calls), then the smaller
+   arena; if none is smaller than the untiled graph's placed arena, keep the model untiled.
 
 Placing is what decides, not the bound alone: a tiling can raise the peak instead of lowering
 it (patch-based inference reported so in tinyengine#104), and then it is not taken.
@@ -29,6 +33,8 @@ from runtime.tiling.macs import graph_macs, node_macs
 from runtime.tiling.stage import HEIGHT, METHODS, Chain, band_count, chains, tiled_graph
 
 DEFAULT_OVERHEAD = 0.2  # extra MACs allowed, a fraction of the model's
+DEFAULT_SLACK = 0.1  # arena above the smallest traded for fewer bands, a fraction of it
+PLACED = 12  # candidates placed beyond the Pareto front, lowest LOAD first
 SEARCH_STRATEGY = "greedy_by_size"
 TILE_MODES = ("auto", "off")
 
@@ -136,6 +142,7 @@ def tile_auto(
     *,
     strategy: str = SEARCH_STRATEGY,
     overhead: float = DEFAULT_OVERHEAD,
+    slack: float = DEFAULT_SLACK,
     time_limit: float = 60.0,
 ) -> Tiling:
     """The tiling of `graph` with the smallest placed arena within `overhead` extra MACs (see
@@ -149,26 +156,74 @@ def tile_auto(
                       "pooling or elementwise ops on one NCHW map; planned untiled")  # fmt: skip
     total = graph_macs(graph)
     scored = _search(graph, heads, options, total, started + time_limit)
-    placed: list[tuple[Candidate, Graph]] = []
-    for cand in _front(scored):
-        tiled = tiled_graph(graph, cand.chain, cand.rows, cand.method)
-        arena = planner.plan(memory_problem(tiled, options), strategy).arena_bytes
-        placed.append((_with_arena(cand, arena), tiled))
+    placed = _place(graph, scored, options, strategy, overhead, slack, started + time_limit)
     curve = [{"extra_macs": 0.0, "arena_bytes": untiled}] + [
-        {"extra_macs": round(c.extra_macs, 6), "arena_bytes": c.arena_bytes or 0}
-        for c, _ in sorted(placed, key=lambda p: (p[0].extra_macs, p[0].arena_bytes or 0))
+        {"extra_macs": round(c.extra_macs, 6), "arena_bytes": c.arena_bytes or 0} for c, _ in _curve(placed)
     ]
     within = [(c, g) for c, g in placed if c.extra_macs <= overhead and (c.arena_bytes or 0) < untiled]
     seconds = time.perf_counter() - started
     if not within:
         note = f"no tiling within {overhead:.0%} extra MACs lowers the arena below {untiled:,} bytes; planned untiled"
         return Tiling(graph, untiled, curve=curve, note=note, seconds=seconds)
-    best, tiled = min(within, key=lambda p: (p[0].arena_bytes or 0, p[0].extra_macs, len(p[0].chain.nodes), p[0].rows))
+    smallest = min(c.arena_bytes or 0 for c, _ in within)
+    near = [p for p in within if (p[0].arena_bytes or 0) <= smallest * (1 + slack)]
+    best, tiled = min(near, key=lambda p: (p[0].tiles, p[0].arena_bytes or 0, p[0].extra_macs, _key(p[0])))
     note = (
         f"tiled the first {len(best.chain.nodes)} nodes in {best.tiles} {best.method}: arena {best.arena_bytes:,} "
         f"bytes, untiled {untiled:,}; extra MACs {best.extra_macs:.1%}"
     )
+    if best.arena_bytes != smallest:
+        note += f"; fewest bands within {slack:.0%} of the smallest tiled arena ({smallest:,})"
     return Tiling(tiled, untiled, best, curve, note, seconds)
+
+
+def _key(c: Candidate) -> tuple[int, int, str]:
+    return (len(c.chain.nodes), c.rows, c.method)
+
+
+def _place(
+    graph: Graph,
+    scored: list[Candidate],
+    options: MemoryOptions,
+    strategy: str,
+    overhead: float,
+    slack: float,
+    deadline: float,
+) -> list[tuple[Candidate, Graph]]:
+    """The Pareto front placed, then the candidates within `overhead`, lowest LOAD first, that
+    could still come within `slack` of the smallest arena placed (see the module docstring)."""
+    placed: list[tuple[Candidate, Graph]] = []
+    done: set[tuple[int, int, str]] = set()
+
+    def put(cand: Candidate) -> None:
+        tiled = tiled_graph(graph, cand.chain, cand.rows, cand.method)
+        arena = planner.plan(memory_problem(tiled, options), strategy).arena_bytes
+        placed.append((_with_arena(cand, arena), tiled))
+        done.add(_key(cand))
+
+    for cand in _front(scored):
+        put(cand)
+    extra = 0
+    for cand in sorted(scored, key=lambda c: (c.load, c.tiles, c.extra_macs, _key(c))):
+        if extra >= PLACED or time.perf_counter() > deadline:
+            break
+        ok = [c.arena_bytes or 0 for c, _ in placed if c.extra_macs <= overhead]
+        if ok and cand.load > min(ok) * (1 + slack):
+            break  # no placed arena goes below LOAD, so neither can this nor any after it
+        if cand.extra_macs <= overhead and _key(cand) not in done:
+            put(cand)
+            extra += 1
+    return placed
+
+
+def _curve(placed: list[tuple[Candidate, Graph]]) -> list[tuple[Candidate, Graph]]:
+    """The placed points no other beats on both extra MACs and arena, fewest extra MACs first."""
+    ordered = sorted(placed, key=lambda p: (p[0].extra_macs, p[0].arena_bytes or 0, _key(p[0])))
+    front: list[tuple[Candidate, Graph]] = []
+    for p in ordered:
+        if not front or (p[0].arena_bytes or 0) < (front[-1][0].arena_bytes or 0):
+            front.append(p)
+    return front
 
 
 def _with_arena(c: Candidate, arena: int) -> Candidate:

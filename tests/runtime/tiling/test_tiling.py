@@ -171,3 +171,24 @@ def test_the_canary_catches_a_tile_plan_that_puts_a_band_over_rows_a_later_band_
     with pytest.raises(CanaryError) as caught:
         session.run({"x": image})
     assert kept.id in str(caught.value) and "@" in caught.value.node
+
+
+def _placed(graph, chain, rows: int, method: str) -> int:
+    return planner.plan(memory_problem(tiled_graph(graph, chain, rows, method), EXTERNAL), "greedy_by_size").arena_bytes
+
+
+def test_slack_trades_a_few_percent_of_arena_for_fewer_bands():
+    """With no slack the choice is the smallest arena of the head's band heights, placed here one
+    by one; with slack it is never more bands, and its arena stays within the slack of that one."""
+    from runtime.tiling.search import candidate_rows
+
+    graph = load_model(mobilenet_v2_like(size=96, width=0.5, classes=10))
+    tight = tile_auto(graph, EXTERNAL, slack=0.0)
+    loose = tile_auto(graph, EXTERNAL, slack=0.5)
+    assert tight.chosen is not None and loose.chosen is not None, (tight.note, loose.note)
+    chain, method = tight.chosen.chain, tight.chosen.method
+    arenas = [_placed(graph, chain, rows, method) for rows in candidate_rows(graph, chain, method)]
+    assert tight.chosen.arena_bytes == _placed(graph, chain, tight.chosen.rows, method) == min(arenas)
+    assert loose.chosen.tiles <= tight.chosen.tiles
+    assert (loose.chosen.arena_bytes or 0) <= 1.5 * (tight.chosen.arena_bytes or 0)
+    assert loose.chosen.arena_bytes == _placed(graph, loose.chosen.chain, loose.chosen.rows, loose.chosen.method)
