@@ -165,3 +165,18 @@ def channel_table(bias, multiplier, shift, zero: int, lo: int, hi: int, channels
     table[2, :channels] = np.broadcast_to(np.asarray(shift, np.int64).reshape(-1), (channels,))
     table[3, :3] = (zero, lo, hi)
     return table
+
+
+def _dense_rows(x, xz, w, wz, q, out):  # pragma: no cover - compiled
+    """FULLY_CONNECTED: (batches, depth) by the (channels, depth) filter into (batches, channels)."""
+    channels, depth = w.shape
+    for b in range(x.shape[0]):
+        for c in range(channels):
+            acc = np.int32(0)
+            for d in range(depth):
+                acc += (np.int32(x[b, d]) - xz) * (np.int32(w[c, d]) - wz)
+            value = _MBQM(np.int64(acc) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
+            out[b, c] = min(max(value, q[3, 1]), q[3, 2])
+
+
+DENSE = compiled(_dense_rows)
