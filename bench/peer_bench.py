@@ -51,6 +51,8 @@ table and the notes.
 Run from the repository root:
 ``python bench/peer_bench.py [--models a,b] [--skip-run] [--tvm-path DIR] [--tflite-path DIR]``.
 Writes sections "peers" and "variable-size" of docs/BENCHMARKS.md and prints the tables.
+``python bench/peer_bench.py --tiled [--models a,b]`` measures only memplan's tiled column
+(`bench/peer_tiled.py`) and writes section "peers-tiled".
 """
 
 from __future__ import annotations
@@ -274,6 +276,29 @@ def measure(name: str, path: Path, folder: Path, run: bool, peer_paths: dict, be
     return row
 
 
+def tiled_column(models: str | None, output: Path) -> None:
+    """Section "peers-tiled": memplan with `--tile auto` on `models` (default: all) against the best peers."""
+    import peer_tiled
+
+    from app.services.docsections import replace_section
+
+    peers = peer_tiled.best_peers(output)
+    with tempfile.TemporaryDirectory(prefix="memplan-peers-") as tmp:
+        paths = model_paths(Path(tmp))
+        wanted = models.split(",") if models else list(paths)
+        unknown = sorted(set(wanted) - set(paths))
+        if unknown:
+            raise SystemExit(f"--models: unknown {unknown}; accepted: {sorted(paths)}")
+        rows = []
+        for name in wanted:
+            rows.append({"model": name, "best_peer": peers.get(name)} | peer_tiled.tiled_figures(paths[name]))
+            print(rows[-1], flush=True)
+    command = "python bench/peer_bench.py --tiled" + (f" --models {models}" if models else "")
+    text = peer_tiled.markdown(rows, command, complete=set(wanted) == set(paths))
+    replace_section(output, "peers-tiled", text)
+    print(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", help="Comma-separated names (default: all).")
@@ -292,7 +317,15 @@ def main() -> None:
         "child's sys.path.",
     )
     parser.add_argument("--tvm-one", type=Path, help=argparse.SUPPRESS)  # the TVM child process (child_command)
+    parser.add_argument(
+        "--tiled",
+        action="store_true",
+        help="Only memplan's tiled column (bench/peer_tiled.py), against the best peers of the table in --output.",
+    )
     args = parser.parse_args()
+    if args.tiled:
+        tiled_column(args.models, args.output)
+        return
     if args.tvm_one:
         if args.tvm_path:
             sys.path.append(args.tvm_path)  # after memplan's own packages: TVM's numpy never shadows them
