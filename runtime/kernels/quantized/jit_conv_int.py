@@ -47,32 +47,41 @@ def _flush(ring, out, row, slots):  # pragma: no cover - compiled
             out[row, ox, c] = src[ox, c]
 
 
-def _conv_rows(x, xz, w, wz, q, geo, out, ring, lag, backward):  # pragma: no cover - compiled
+def _finish(acc, q, slot, ox):  # pragma: no cover - compiled
+    for c in range(acc.shape[0]):
+        value = _MBQM(np.int64(acc[c]) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
+        slot[ox, c] = min(max(value, q[3, 1]), q[3, 2])
+
+
+def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma: no cover - compiled
+    """`w` is (KH, KW, depth, channels) less its zero point, channels innermost (vectorised): int32
+    with int32 `acc` and `xz`, or float32 ones where every sum is exact (`exact_in_float32`)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
     height, width, cin = x.shape
-    cout, kh, kw, depth = w.shape
+    kh, kw, depth, cout = w.shape
     oh, ow = out.shape[0], out.shape[1]
-    per_group = cout // (cin // depth)
+    groups = cin // depth
+    per_group = cout // groups
     slots = lag + 1
     for i in range(oh):
         oy = oh - 1 - i if backward else i
         slot = ring[oy % slots]
         for ox in range(ow):
-            for c in range(cout):
-                base = (c // per_group) * depth
-                acc = np.int32(0)
-                for ky in range(kh):
-                    iy = oy * stride_h - top + ky * dil_h
-                    if iy < 0 or iy >= height:
+            acc[:] = 0
+            for ky in range(kh):
+                iy = oy * stride_h - top + ky * dil_h
+                if iy < 0 or iy >= height:
+                    continue
+                for kx in range(kw):
+                    ix = ox * stride_w - left + kx * dil_w
+                    if ix < 0 or ix >= width:
                         continue
-                    for kx in range(kw):
-                        ix = ox * stride_w - left + kx * dil_w
-                        if ix < 0 or ix >= width:
-                            continue
+                    for g in range(groups):
                         for d in range(depth):
-                            acc += (np.int32(x[iy, ix, base + d]) - xz) * (np.int32(w[c, ky, kx, d]) - wz)
-                value = _MBQM(np.int64(acc) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
-                slot[ox, c] = min(max(value, q[3, 1]), q[3, 2])
+                            value = x[iy, ix, g * depth + d] - xz
+                            for c in range(g * per_group, (g + 1) * per_group):
+                                acc[c] += value * w[ky, kx, d, c]
+            _FINISH(acc, q, slot, ox)
         done = oy + lag if backward else oy - lag
         if 0 <= done < oh:
             _FLUSH(ring, out, done, slots)
@@ -80,10 +89,11 @@ def _conv_rows(x, xz, w, wz, q, geo, out, ring, lag, backward):  # pragma: no co
         _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
 
 
-def _depthwise_rows(x, xz, w, wz, q, geo, out, ring, lag, backward):  # pragma: no cover - compiled
+def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma: no cover - compiled
+    """`w` is (KH, KW, channels) less its zero point (int32 or float32, as the conv's)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
     height, width, cin = x.shape
-    _, kh, kw, cout = w.shape
+    kh, kw, cout = w.shape
     oh, ow = out.shape[0], out.shape[1]
     multiple = cout // cin
     slots = lag + 1
@@ -91,18 +101,22 @@ def _depthwise_rows(x, xz, w, wz, q, geo, out, ring, lag, backward):  # pragma: 
         oy = oh - 1 - i if backward else i
         slot = ring[oy % slots]
         for ox in range(ow):
-            for c in range(cout):
-                acc = np.int32(0)
-                for ky in range(kh):
-                    iy = oy * stride_h - top + ky * dil_h
-                    if iy < 0 or iy >= height:
+            acc[:] = 0
+            for ky in range(kh):
+                iy = oy * stride_h - top + ky * dil_h
+                if iy < 0 or iy >= height:
+                    continue
+                for kx in range(kw):
+                    ix = ox * stride_w - left + kx * dil_w
+                    if ix < 0 or ix >= width:
                         continue
-                    for kx in range(kw):
-                        ix = ox * stride_w - left + kx * dil_w
-                        if 0 <= ix < width:
-                            acc += (np.int32(x[iy, ix, c // multiple]) - xz) * (np.int32(w[0, ky, kx, c]) - wz)
-                value = _MBQM(np.int64(acc) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
-                slot[ox, c] = min(max(value, q[3, 1]), q[3, 2])
+                    if multiple == 1:
+                        for c in range(cout):
+                            acc[c] += (x[iy, ix, c] - xz) * w[ky, kx, c]
+                    else:
+                        for c in range(cout):
+                            acc[c] += (x[iy, ix, c // multiple] - xz) * w[ky, kx, c]
+            _FINISH(acc, q, slot, ox)
         done = oy + lag if backward else oy - lag
         if 0 <= done < oh:
             _FLUSH(ring, out, done, slots)
@@ -110,7 +124,14 @@ def _depthwise_rows(x, xz, w, wz, q, geo, out, ring, lag, backward):  # pragma: 
         _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
 
 
+def exact_in_float32(taps: int) -> bool:
+    """Whether float32 sums of `taps` products of 8-bit values (each under 2**15 in magnitude) stay
+    below 2**24, where every integer is exact: twice int32's lanes in the vector units."""
+    return taps <= 1 << 9
+
+
 _FLUSH = compiled(_flush)
+_FINISH = compiled(_finish)
 CONV = compiled(_conv_rows)
 DEPTHWISE = compiled(_depthwise_rows)
 

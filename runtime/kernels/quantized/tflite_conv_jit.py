@@ -13,7 +13,7 @@ from runtime import quant_arith as qa
 from runtime.kernels.planes import Planes
 from runtime.kernels.protocol import Bound, GeneralFn
 from runtime.kernels.quantized.common import quant, same_padding
-from runtime.kernels.quantized.jit_conv_int import CONV, DEPTHWISE, channel_table, row_order
+from runtime.kernels.quantized.jit_conv_int import CONV, DEPTHWISE, channel_table, exact_in_float32, row_order
 
 _GEOMETRY = ("stride_h", "stride_w", "dilation_h_factor", "dilation_w_factor")
 
@@ -39,7 +39,7 @@ def compiled_workspace(x: Any, w: Any, y: Any, attrs: dict[str, Any], *, depthwi
     """Bytes of the ring of output rows on the compiled route, or None off it."""
     if not _routed(x, w, y):
         return None
-    return _order(x, w, y, attrs).slots * y.shape[2] * y.shape[3] * y.dtype.itemsize
+    return 4 * y.shape[3] + _order(x, w, y, attrs).slots * y.shape[2] * y.shape[3] * y.dtype.itemsize
 
 
 def _over(attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
@@ -71,25 +71,32 @@ def bind_compiled(*, depthwise: bool):
         lo, hi = qa.activation_range(attrs.get("fused_activation_function", "NONE"), q_out, y.dtype)
         geometry = np.asarray(_geometry(x, w, y, attrs), np.int64)
         order = _order(x, w, y, attrs)
-        x_zero, w_zero = np.int32(q_in.zero_point[0]), np.int32(q_w.zero_point[0] if q_w.zero_point.size == 1 else 0)
+        cell = np.float32 if exact_in_float32(int(np.prod(w.shape[1:])) // (channels if depthwise else 1)) else np.int32
+        x_zero, w_zero = cell(q_in.zero_point[0]), int(q_w.zero_point[0] if q_w.zero_point.size == 1 else 0)
         row = (y.shape[2], channels)
         has_bias = len(inputs) > 2 and inputs[2] is not None
-        cache: dict[str, np.ndarray] = {}
+        made: dict[str, np.ndarray] = {}
+
+        def prime(*values: Any, **_: Any) -> None:
+            """The constants in the loop's form, once: the requantization table and the filter as
+            int32 less its zero point, channels innermost (a filter is a constant, read at prepare)."""
+            bias = values[2] if has_bias else None
+            made["table"] = channel_table(bias, multiplier, shift, int(q_out.zero_point[0]), lo, hi, channels)
+            filters = values[1].astype(cell) - cell(w_zero)
+            made["w"] = np.ascontiguousarray(filters[0] if depthwise else filters.transpose(1, 2, 3, 0))
 
         def run(*values: Any, out: np.ndarray, ws: np.ndarray | None = None, **_: Any) -> None:
-            table = cache.get("table")
-            if table is None:  # the bias is a constant: read once, on the first call
-                bias = values[2] if has_bias else None
-                table = cache["table"] = channel_table(
-                    bias, multiplier, shift, int(q_out.zero_point[0]), lo, hi, channels
-                )
+            if not made:
+                prime(*values)
             size = order.slots * row[0] * row[1]
-            ring = (np.empty(size, y.dtype) if ws is None or ws.size < size * y.dtype.itemsize else
-                    ws[: size * y.dtype.itemsize].view(y.dtype)).reshape(order.slots, *row)  # fmt: skip
-            image, filters = values[0], values[1]
+            need = 4 * channels + size * y.dtype.itemsize
+            space = ws if ws is not None and ws.size >= need else np.empty(need, np.uint8)
+            acc = space[: 4 * channels].view(cell)
+            ring = space[4 * channels : need].view(y.dtype).reshape(order.slots, *row)
+            image, table, filters = values[0], made["table"], made["w"]
             for n in range(out.shape[0]):
-                loop(image[n], x_zero, filters, w_zero, table, geometry, out[n], ring, order.lag, order.backward)
+                loop(image[n], x_zero, filters, table, geometry, out[n], ring, acc, order.lag, order.backward)
 
-        return Bound(run)
+        return Bound(run, prime=prime)
 
     return bind
