@@ -113,9 +113,11 @@ def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma:
                     if multiple == 1:
                         for c in range(cout):
                             acc[c] += (x[iy, ix, c] - xz) * w[ky, kx, c]
-                    else:
-                        for c in range(cout):
-                            acc[c] += (x[iy, ix, c // multiple] - xz) * w[ky, kx, c]
+                    else:  # each input channel's value once, times its `multiple` filters
+                        for ci in range(cin):
+                            value = x[iy, ix, ci] - xz
+                            for c in range(ci * multiple, (ci + 1) * multiple):
+                                acc[c] += value * w[ky, kx, c]
             _FINISH(acc, q, slot, ox)
         done = oy + lag if backward else oy - lag
         if 0 <= done < oh:

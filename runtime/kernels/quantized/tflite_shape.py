@@ -6,7 +6,13 @@ import numpy as np
 
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
+from runtime.kernels.planes import Planes
 from runtime.kernels.quantized.common import TFLITE, float_activation
+from runtime.kernels.quantized.jit_pad import pad_over, pads_over
+
+# PAD may be planned over its dying input (`jit_pad`); `depthwise=True` keeps the NCHW plane-wise
+# reading off (a filter's axis 0 is no group count here): only `over` applies.
+_OVER = Planes(depthwise=True, over=pads_over)
 
 
 def _same_bytes(x: np.ndarray, out: np.ndarray) -> None:
@@ -32,17 +38,21 @@ def _pad(x, paddings, out, value, q_outputs) -> None:
     else:
         fill = 0
     pads = np.asarray(paddings).reshape(x.ndim, 2)
+    if np.shares_memory(x, out):
+        if not pad_over(x, out, pads, fill):
+            raise ValueError(f"PAD over its input needs a 4-D input from the output's first byte; got {x.shape}")
+        return
     out[...] = fill
     inner = tuple(slice(int(p[0]), int(p[0]) + s) for p, s in zip(pads, x.shape, strict=True))
     out[inner] = x
 
 
-@kernel("PAD", domain=TFLITE)
+@kernel("PAD", domain=TFLITE, planes=_OVER)
 def pad(x, paddings, *, out, q_outputs=None, **_):
     _pad(x, paddings, out, None, q_outputs)
 
 
-@kernel("PADV2", domain=TFLITE)
+@kernel("PADV2", domain=TFLITE, planes=_OVER)
 def pad_v2(x, paddings, value=None, *, out, q_outputs=None, **_):
     _pad(x, paddings, out, value, q_outputs)
 
