@@ -1,0 +1,107 @@
+"""memplan's integer kernels with their output written over their own input, against TensorFlow Lite Micro.
+
+The compiled CONV_2D, DEPTHWISE_CONV_2D and PAD routes declare that their output may start at their
+input's first byte (`Planes.over`), which the planner then uses. Each case checks that the planner
+would take the alias (the kernel's declaration holds for these shapes), then runs the kernel with
+its output a view of the input's own bytes (larger or smaller than the input), and compares every
+element with the `tflite-micro` interpreter's output for the same one-operator model and input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime.kernels import JIT_ENABLED, TensorMeta, call, get_kernel
+from tests.runtime.quantized.test_tflite_ops import _conv_case
+from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_tflm
+
+pytest.importorskip("tflite_micro")
+pytestmark = pytest.mark.skipif(not JIT_ENABLED, reason="the in-place routes are the compiled loops'")
+
+I8 = np.int8
+
+
+def run_over(op, inputs, outputs, options, x):
+    """The kernel's output written from the first byte of its input `x` (one buffer for both)."""
+    k = get_kernel(op, "tflite")
+    attrs = {**options, "q_inputs": tuple(t.quant for t in inputs), "q_outputs": tuple(t.quant for t in outputs)}
+    metas_in = [TensorMeta(tuple(t.shape), np.dtype(t.dtype)) for t in inputs]
+    metas_out = [TensorMeta(tuple(t.shape), np.dtype(t.dtype)) for t in outputs]
+    assert k.planes is not None and k.planes.overlaps(attrs, metas_in, metas_out[0]), f"{op} not planned over its input"
+    memory = np.full(max(x.nbytes, metas_out[0].nbytes), 55, np.uint8)
+    view_in = memory[: x.nbytes].view(x.dtype).reshape(x.shape)
+    view_in[...] = x
+    out = memory[: metas_out[0].nbytes].view(metas_out[0].dtype).reshape(metas_out[0].shape)
+    ws = np.zeros(k.workspace(metas_in, metas_out, **attrs), np.uint8) if k.workspace else None
+    values = [view_in if t.data is None else t.data for t in inputs]
+    call(k, values, [out], ws, attrs, 0)
+    return out.copy()
+
+
+def check_over(op, inputs, outputs, options, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-128, 128, inputs[0].shape).astype(I8)
+    expected = run_tflm(one_op_model(op, inputs, outputs, options), [x])[0]
+    got = run_over(op, inputs, outputs, options, x)
+    differ = int((got != expected).sum())
+    assert differ == 0, f"{op}: {differ} of {got.size} elements differ from TFLM"
+    assert len(np.unique(expected)) >= 4, f"{op}: the oracle's output is nearly constant; the case tests nothing"
+
+
+OPTIONS = {"fused_activation_function": "NONE", "dilation_w_factor": 1, "dilation_h_factor": 1}
+
+CONVS = [  # input shape, kernel, stride, padding, output hw, output channels: rows taken forward or backward
+    ((1, 12, 10, 8), (1, 1), 1, "VALID", (12, 10), 24),  # channels grow x3: backward, as vMCU
+    ((1, 12, 10, 24), (1, 1), 1, "VALID", (12, 10), 8),  # channels shrink: forward
+    ((1, 12, 10, 8), (3, 3), 1, "SAME", (12, 10), 8),  # a row of lag in the ring
+    ((1, 12, 10, 4), (3, 3), 2, "SAME", (6, 5), 16),
+]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=lambda c: f"{c[1]}s{c[2]}c{c[0][3]}to{c[5]}")
+def test_conv_2d_over_its_input(case):
+    shape, kernel_hw, stride, padding, out_hw, channels = case
+    inputs, outputs = _conv_case(np.random.default_rng(4), shape, out_hw, channels, kernel_hw, True)
+    options = {**OPTIONS, "padding": padding, "stride_w": stride, "stride_h": stride}
+    check_over("CONV_2D", inputs, outputs, options)
+
+
+DEPTHWISE = [  # input shape, kernel, stride, padding, output hw, multiplier
+    ((1, 12, 10, 8), (3, 3), 1, "SAME", (12, 10), 1),
+    ((1, 14, 12, 8), (3, 3), 2, "VALID", (6, 5), 1),
+    ((1, 49, 40, 1), (10, 8), 2, "SAME", (25, 20), 8),  # micro_speech's first layer
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: f"{c[1]}s{c[2]}m{c[5]}")
+def test_depthwise_over_its_input(case):
+    shape, kernel_hw, stride, padding, out_hw, multiplier = case
+    inputs, outputs = _conv_case(
+        np.random.default_rng(5), shape, out_hw, 0, kernel_hw, True, depthwise=True, multiplier=multiplier
+    )
+    options = {**OPTIONS, "padding": padding, "stride_w": stride, "stride_h": stride, "depth_multiplier": multiplier}
+    check_over("DEPTHWISE_CONV_2D", inputs, outputs, options)
+
+
+def test_pad_over_its_input():
+    pads = Tensor((4, 2), np.int32, None, np.array([[0, 0], [1, 2], [2, 1], [0, 0]], np.int32))
+    x_q = q(0.05, 9)
+    check_over("PAD", [Tensor((1, 6, 5, 3), I8, x_q), pads], [Tensor((1, 9, 8, 3), I8, x_q)], {})
+
+
+def test_a_model_plans_its_convolutions_over_their_inputs():
+    """A whole shared model: the planner takes the kernels' word (some conv output is aliased onto
+    its input), and the arena is below the sum of the two largest activations it would hold apart."""
+    from pathlib import Path
+
+    import runtime
+
+    path = Path(__file__).resolve().parents[4] / "shared" / "models" / "tflite" / "person_detect.tflite"
+    if not path.exists():
+        pytest.skip("person_detect.tflite is not in ../shared/models/tflite/")
+    graph = runtime.load_model(path.read_bytes())
+    problem = runtime.memory_problem(graph, runtime.MemoryOptions())
+    produced = {n.outputs[0]: n for n in graph.nodes if n.outputs}
+    aliased = [b.id for b in problem.buffers if b.alias_of and b.id in produced]
+    assert any(produced[name].op_type in ("CONV_2D", "DEPTHWISE_CONV_2D") for name in aliased)
