@@ -17,7 +17,9 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
   route table (`runtime.kernels.conv_routes.EXAMPLES`), so that a new route with its example is
   reached without a graph written here;
 - ``quantized``: uint8 QLinearConvs (dense, then depthwise) between QuantizeLinear and
-  DequantizeLinear, whose accumulators go through the compiled requantization.
+  DequantizeLinear, whose accumulators go through the compiled requantization;
+- ``tflite_int8``: an int8 `.tflite` model (`app.services.warm_tflite`): PAD, CONV_2D,
+  DEPTHWISE_CONV_2D and FULLY_CONNECTED through their compiled loops, outputs over their inputs.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from app.services.warm_tflite import integer_tflite
 from runtime.kernels.conv_routes import EXAMPLES
 
 OPSET = 23  # the first with RMSNormalization
@@ -166,4 +169,5 @@ GRAPHS = {
     "convolutions": convolutions,
     "conv_routes": conv_routes,
     "quantized": quantized,
+    "tflite_int8": integer_tflite,
 }
