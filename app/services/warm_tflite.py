@@ -80,7 +80,7 @@ class _Model:
         tflite.OperatorAddOpcodeIndex(b, len(self.codes) - 1)
         tflite.OperatorAddInputs(b, ins)
         tflite.OperatorAddOutputs(b, outs)
-        if opts is not None:
+        if opts is not None and options is not None:
             tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, options))
             tflite.OperatorAddBuiltinOptions(b, opts)
         self.operators.append(tflite.OperatorEnd(b))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from runtime.kernels import JIT_ENABLED, TensorMeta, call, get_kernel
-from tests.runtime.quantized.test_tflite_ops import _conv_case
+from tests.runtime.quantized.test_tflite_ops import conv_case
 from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_tflm
 
 pytest.importorskip("tflite_micro")
@@ -62,7 +62,7 @@ CONVS = [  # input shape, kernel, stride, padding, output hw, output channels: r
 @pytest.mark.parametrize("case", CONVS, ids=lambda c: f"{c[1]}s{c[2]}c{c[0][3]}to{c[5]}")
 def test_conv_2d_over_its_input(case):
     shape, kernel_hw, stride, padding, out_hw, channels = case
-    inputs, outputs = _conv_case(np.random.default_rng(4), shape, out_hw, channels, kernel_hw, True)
+    inputs, outputs = conv_case(np.random.default_rng(4), shape, out_hw, channels, kernel_hw, True)
     options = {**OPTIONS, "padding": padding, "stride_w": stride, "stride_h": stride}
     check_over("CONV_2D", inputs, outputs, options)
 
@@ -77,7 +77,7 @@ DEPTHWISE = [  # input shape, kernel, stride, padding, output hw, multiplier
 @pytest.mark.parametrize("case", DEPTHWISE, ids=lambda c: f"{c[1]}s{c[2]}m{c[5]}")
 def test_depthwise_over_its_input(case):
     shape, kernel_hw, stride, padding, out_hw, multiplier = case
-    inputs, outputs = _conv_case(
+    inputs, outputs = conv_case(
         np.random.default_rng(5), shape, out_hw, 0, kernel_hw, True, depthwise=True, multiplier=multiplier
     )
     options = {**OPTIONS, "padding": padding, "stride_w": stride, "stride_h": stride, "depth_multiplier": multiplier}

@@ -48,7 +48,7 @@ def check(op, inputs, outputs, options, seed=0, spread=4):
     assert len(np.unique(expected)) >= spread, f"{op}: the oracle's output is nearly constant; the case tests nothing"
 
 
-def _conv_case(rng, shape, out_hw, out_c, kernel, per_channel, depthwise=False, multiplier=1):
+def conv_case(rng, shape, out_hw, out_c, kernel, per_channel, depthwise=False, multiplier=1):
     channels = shape[3]
     w_shape = (1, *kernel, channels * multiplier) if depthwise else (out_c, *kernel, channels)
     n_out = w_shape[3] if depthwise else out_c
@@ -84,7 +84,7 @@ def test_conv_2d(case):
     sh, sw = (stride, stride) if isinstance(stride, int) else stride
     dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
     rng = np.random.default_rng(1)
-    inputs, outputs = _conv_case(rng, shape, out_hw, 7, kernel_hw, per_channel)
+    inputs, outputs = conv_case(rng, shape, out_hw, 7, kernel_hw, per_channel)
     options = {"padding": padding, "stride_w": sw, "stride_h": sh, "fused_activation_function": act,
                "dilation_w_factor": dw, "dilation_h_factor": dh}  # fmt: skip
     check("CONV_2D", inputs, outputs, options, spread=2 if act == "RELU_N1_TO_1" else 4)
@@ -97,7 +97,7 @@ def test_depthwise_conv_2d(case, multiplier):
     sh, sw = (stride, stride) if isinstance(stride, int) else stride
     dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
     rng = np.random.default_rng(2)
-    inputs, outputs = _conv_case(rng, shape, out_hw, 0, kernel_hw, per_channel, depthwise=True, multiplier=multiplier)
+    inputs, outputs = conv_case(rng, shape, out_hw, 0, kernel_hw, per_channel, depthwise=True, multiplier=multiplier)
     options = {"padding": padding, "stride_w": sw, "stride_h": sh, "depth_multiplier": multiplier,
                "fused_activation_function": act, "dilation_w_factor": dw, "dilation_h_factor": dh}  # fmt: skip
     check("DEPTHWISE_CONV_2D", inputs, outputs, options, spread=2 if act == "RELU_N1_TO_1" else 4)
