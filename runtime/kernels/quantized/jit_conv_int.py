@@ -89,6 +89,13 @@ def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma: no c
         _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
 
 
+def _tap_range(start, dilation, taps, size):  # pragma: no cover - compiled
+    """The taps k with 0 <= start + k * dilation < size, as [first, last)."""
+    first = 0 if start >= 0 else (-start + dilation - 1) // dilation
+    last = 0 if start >= size else min(taps, (size - start + dilation - 1) // dilation)
+    return first, max(first, last)
+
+
 def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma: no cover - compiled
     """`w` is (KH, KW, channels) less its zero point (int32 or float32, as the conv's)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
@@ -100,16 +107,16 @@ def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma:
     for i in range(oh):
         oy = oh - 1 - i if backward else i
         slot = ring[oy % slots]
+        y0 = oy * stride_h - top
+        ky0, ky1 = _TAPS(y0, dil_h, kh, height)
         for ox in range(ow):
+            x0 = ox * stride_w - left
+            kx0, kx1 = _TAPS(x0, dil_w, kw, width)
             acc[:] = 0
-            for ky in range(kh):
-                iy = oy * stride_h - top + ky * dil_h
-                if iy < 0 or iy >= height:
-                    continue
-                for kx in range(kw):
-                    ix = ox * stride_w - left + kx * dil_w
-                    if ix < 0 or ix >= width:
-                        continue
+            for ky in range(ky0, ky1):
+                iy = y0 + ky * dil_h
+                for kx in range(kx0, kx1):
+                    ix = x0 + kx * dil_w
                     if multiple == 1:
                         for c in range(cout):
                             acc[c] += (x[iy, ix, c] - xz) * w[ky, kx, c]
@@ -133,6 +140,7 @@ def exact_in_float32(taps: int) -> bool:
 
 
 _FLUSH = compiled(_flush)
+_TAPS = compiled(_tap_range, inline=True)
 _FINISH = compiled(_finish)
 CONV = compiled(_conv_rows)
 DEPTHWISE = compiled(_depthwise_rows)
