@@ -3,6 +3,10 @@
 `bind` hook, or its general call), and the output views, workspace and input slots are fixed
 here, so that a run only reads the input slots.
 
+Before binding, the workspace the plan gave a step is checked against what its kernel declares
+for the step's shapes now (`_check_workspace`): a route whose scratch the plan does not cover
+fails here, when the session prepares, naming the node, never inside a run.
+
 A bound call with a `prime` (same arguments as the call) makes what it derives from the step's
 arrays (`runtime.kernels.same_arrays`) here, at prepare, so that no run, the first traced one
 included, allocates it.
@@ -16,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime.errors import ModelError
 from runtime.graph import Graph
 from runtime.kernels import bound_call
 
@@ -31,6 +36,7 @@ def bind_call(step: Any, none_slot: int, graph: Graph, values: list[Any]) -> Ste
     k = step.kernel
     metas_in = [graph.tensors[n] if n else None for n in step.node.inputs]
     metas_out = [graph.tensors[n] if n else None for n in step.node.outputs]
+    _check_workspace(step, metas_in, metas_out)
     fn, kwargs, prime = bound_call(k, metas_in, metas_out, step.attributes, step.constants, step.node.opset, step.ws)
     slots = [i if i >= 0 else none_slot for i in step.inputs]
     outputs = step.outputs
@@ -57,3 +63,19 @@ def bind_call(step: Any, none_slot: int, graph: Graph, values: list[Any]) -> Ste
 
 def _nothing(values: list[Any]) -> None:
     """A view whose output already is its input's bytes."""
+
+
+def _check_workspace(step: Any, metas_in: list[Any], metas_out: list[Any]) -> None:
+    """The workspace view the plan gave `step` covers what its kernel's workspace function (for
+    Conv, the chosen route's `ConvRoute.bytes`) declares for these shapes and weights options."""
+    k = step.kernel
+    if k.workspace is None or step.ws is None:
+        return
+    # `runtime.kernels.weights_kwargs`: the one constant a workspace function also takes
+    extra = {"prepared_weights": False} if step.constants.get("prepared_weights") is False else {}
+    declared = int(k.workspace(metas_in, metas_out, **step.attributes, **extra))
+    if step.ws.nbytes < declared:
+        raise ModelError(
+            f"node {step.node.name!r} ({step.node.op_type}): the plan gives {step.ws.nbytes:,} bytes of workspace, "
+            f"its kernel declares {declared:,} for these shapes; plan the model again with these shapes and options"
+        )

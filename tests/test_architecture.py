@@ -286,6 +286,39 @@ def second_dispatchers(root: Path, packages: Iterable[str]) -> list[str]:
     return sorted(bad)
 
 
+def route_names(root: Path, packages: Iterable[str]) -> set[str]:
+    """The names of the routes declared in route tables: the first argument of each ``*Route("name", ...)``."""
+    names = set()
+    for path in modules(root, packages).values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id.endswith("Route")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                names.add(node.args[0].value)
+    return names
+
+
+def route_name_branches(root: Path, packages: Iterable[str]) -> list[str]:
+    """Comparisons with a declared route's name (``path == "taps"``, ``path in ("taps", ...)``): code
+    that branches on a route's name instead of reading the route object its table picked."""
+    names, bad = route_names(root, packages), []
+    for name, path in modules(root, packages).items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            for side in (node.left, *node.comparators):
+                values = side.elts if isinstance(side, ast.Tuple | ast.List | ast.Set) else [side]
+                hits = [v.value for v in values if isinstance(v, ast.Constant) and v.value in names]
+                if hits:
+                    bad.append(f"{name}:{node.lineno} compares with route name {hits[0]!r}")
+    return sorted(bad)
+
+
 def over_budget(root: Path, packages: Iterable[str], budget: int = LINE_BUDGET) -> dict[str, int]:
     return {
         name: lines
@@ -345,6 +378,10 @@ def test_kernel_hooks_are_declared_not_set_on_functions():
 
 def test_one_dispatcher_calls_kernels():
     assert second_dispatchers(ROOT, PACKAGES) == []
+
+
+def test_no_code_branches_on_a_route_name():
+    assert route_name_branches(ROOT, PACKAGES) == []
 
 
 def test_modules_stay_under_the_line_budget():
@@ -459,3 +496,13 @@ def test_a_planted_second_dispatcher_fails(tmp_path):
     planted += "    k.fn(*inputs, out=out, **attrs, **extra)\n"
     root = _plant(tmp_path, {**CLEAN, "runtime/fold.py": planted, "runtime/kernels/__init__.py": planted})
     assert second_dispatchers(root, PACKAGES) == ["runtime.fold:2 reads takes_opset", "runtime.fold:3 calls .fn()"]
+
+
+def test_a_planted_if_chain_over_route_names_fails(tmp_path):
+    table = "ROUTES = (ConvRoute('taps', None), ConvRoute('im2col', None))\n"
+    chain = "def run(path):\n    if path == 'taps':\n        return 1\n    if path in ('im2col',):\n        return 2\n"
+    root = _plant(tmp_path, {**CLEAN, "runtime/kernels/routes.py": table, "runtime/kernels/conv.py": chain})
+    assert route_name_branches(root, PACKAGES) == [
+        "runtime.kernels.conv:2 compares with route name 'taps'",
+        "runtime.kernels.conv:4 compares with route name 'im2col'",
+    ]

@@ -4,8 +4,8 @@ activation's compiled code, whether the output may lie over the input) decided o
 a run of a small 1x1 conv (MobileNet's and EfficientNet's, a few us of arithmetic) goes
 straight to its matmul and compiled epilogue, and a depthwise one straight to its compiled
 loop (the general call's layers cost 13-19 us a step on MobileNetV3-Small's). Other routes
-keep the general call. Conv's bind hook (`conv.conv_bind`) and ConvAct's (`fused`) call
-`bind_conv`.
+keep the general call. These are the `bind` of the pointwise and depthwise routes of
+`conv_routes.ROUTES`, which Conv's bind hook and ConvAct's reach through `conv_routes.bind_conv`.
 """
 
 from __future__ import annotations
@@ -16,21 +16,14 @@ import numpy as np
 
 from runtime.kernels import jit_conv
 from runtime.kernels._scratch import Scratch, same_start
-from runtime.kernels.conv_over import over_layout, over_route
-from runtime.kernels.conv_routes import conv_route, writes_over_input
-from runtime.kernels.depthwise import DEPTHWISE_ROUTES, conv_depthwise_compiled, uses_compiled
+from runtime.kernels.conv_over import over_layout
+from runtime.kernels.depthwise import conv_depthwise_compiled, uses_compiled
 from runtime.kernels.protocol import Bound
 from runtime.kernels.same_arrays import SameArrays
-from runtime.kernels.window import small_columns, small_rows
+from runtime.kernels.window import Geometry, small_columns, small_rows
 
 
-def bind_conv(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
-    """The bound call of a Conv (`finish`: ConvAct's activation, or None) on the pointwise or
-    the compiled depthwise route, or None where the route is another."""
-    return bind_pointwise(inputs, outputs, attrs, finish, slow) or bind_depthwise(inputs, outputs, attrs, finish, slow)
-
-
-def bind_depthwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
+def bind_depthwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow) -> Bound | None:
     """The call of a depthwise Conv on the compiled route (`depthwise.conv_depthwise_compiled`),
     its geometry worked out once. The route reads each channel's plane before writing its
     output, so an output over the input takes the same call on one image; with more images
@@ -38,8 +31,7 @@ def bind_depthwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
     x, w, y = inputs[0], inputs[1], outputs[0] if outputs else None
     if x is None or w is None or y is None or len(x.shape) != 4 or jit_conv.spec_of(finish) is None:
         return None
-    geo, path = conv_route(x.shape, w.shape, y.shape, attrs)
-    if path not in DEPTHWISE_ROUTES or not uses_compiled(geo, x.dtype):
+    if not uses_compiled(geo, x.dtype):
         return None
     single = x.shape[0] == 1
 
@@ -52,7 +44,7 @@ def bind_depthwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
     return Bound(bound)
 
 
-def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
+def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow) -> Bound | None:
     """The call of a Conv (with `finish`, its activation carrying its compiled code, for
     ConvAct) on the pointwise route, worked out once for these shapes and attributes
     (`PlaneWise.bind`): one matmul and one compiled epilogue per run, the pixel-wise route's
@@ -64,14 +56,13 @@ def bind_pointwise(inputs, outputs, attrs: dict, finish, slow) -> Bound | None:
     spec = jit_conv.spec_of(finish)
     if x is None or w is None or y is None or spec is None or not jit_conv.takes_epilogue(y.dtype):
         return None
-    group = attrs.get("group", 1)
-    geo, path = conv_route(x.shape, w.shape, y.shape, attrs)
-    if path != "pointwise" or group != 1 or len(x.shape) < 3:
+    group = conv.group
+    if group != 1 or len(x.shape) < 3:
         return None
     batch, channels, filters = x.shape[0], x.shape[1], w.shape[0]
     pixels = math.prod(geo.out)
-    may_overlap = writes_over_input(attrs, inputs, y)
-    columns = may_overlap and over_route(x.shape, w.shape, y.shape, group, geo) == "columns"
+    may_overlap = x.dtype == y.dtype and conv.over is not None  # `conv_routes.writes_over_input`
+    columns = may_overlap and conv.over == "columns"
     (rows, step), _ = over_layout(x.shape, w.shape, y.dtype, geo, "columns")[0] if columns else ((0, 0), None)
     code, p0, p1 = spec
     bias_act, empty = jit_conv.bias_act, jit_conv.EMPTY

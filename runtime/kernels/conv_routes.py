@@ -1,11 +1,14 @@
-"""Which route a Conv takes, decided once per shape: the workspace function, the call and the
-bound call (`runtime.kernels.conv_bound`) all read this one choice (`ConvGeometry.route`, the
-shapes and attributes as one value), and whether the output may lie over the input
+"""Conv's routes, one table of values (`ROUTES`, each a `ConvRoute`: name, when it applies, its
+workspace, its run, its bound call) and one choice per shape (`ConvGeometry.chosen`, the shapes
+and attributes as one value): the workspace function the planner calls, the call and the bound
+call all read that one route object. Also whether the output may lie over the input
 (`ConvGeometry.over`, `writes_over_input`, `reads_before_writing`, `CONV_PLANES`).
 
 Routes: "pointwise" (1x1, stride 1, unpadded: a matmul straight from the input), "taps" (one
-matmul per kernel tap), "im2col" (dense; Winograd's or the compiled bands where they apply),
-and the depthwise ones of `runtime.kernels.depthwise`: "channels_last", "rows", "depthwise".
+matmul per kernel tap), "im2col" (dense; Winograd's or the compiled bands where they apply;
+loops in `runtime.kernels.conv_dense`), and the depthwise ones ("depthwise_channels_last",
+"depthwise_rows", "depthwise_taps"; the compiled loop of `runtime.kernels.depthwise` where it
+applies, float32 2-D, else each route's numpy loop).
 
 `EXAMPLES` holds one small case per route and variant (Winograd's two tiles, the compiled bands,
 the numpy fallbacks): the workspace test runs each with exactly its declared workspace, and
@@ -16,15 +19,30 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from runtime.kernels import conv_dense, jit_conv, winograd
+from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.conv_bound import bind_depthwise, bind_pointwise
 from runtime.kernels.conv_over import over_route
-from runtime.kernels.depthwise import uses_channels_last, uses_rows
+from runtime.kernels.depthwise import (
+    add_bias,
+    channels_last_layout,
+    compiled_layout,
+    conv_depthwise_channels_last,
+    conv_depthwise_compiled,
+    conv_depthwise_rows,
+    rows_layout,
+    uses_channels_last,
+    uses_compiled,
+    uses_rows,
+)
 from runtime.kernels.planes import Planes
+from runtime.kernels.protocol import Bound
 from runtime.kernels.window import Geometry, window_geometry
 
 
@@ -36,10 +54,6 @@ def _is_pointwise(geo: Geometry) -> bool:
 def _is_depthwise(x_shape, w_shape, group: int) -> bool:
     """One filter per input channel: cheaper as a sum of K scaled taps than as K-long dot products."""
     return group > 1 and group == x_shape[1] == w_shape[0] and w_shape[1] == 1
-
-
-# The routes a dense 3x3 stride-1 conv may leave for Winograd's (`runtime.kernels.winograd`).
-DENSE_ROUTES = ("taps", "im2col")
 
 
 def uses_taps(x_shape, w_shape, geo: Geometry, group: int) -> bool:
@@ -82,7 +96,13 @@ class ConvGeometry(NamedTuple):
     @property
     def route(self) -> tuple[Geometry, str]:
         """(window geometry, route name), worked out once per value."""
-        return _route(self)
+        geo, chosen = _pick(self)
+        return geo, chosen.name
+
+    @property
+    def chosen(self) -> tuple[Geometry, ConvRoute]:
+        """(window geometry, the `ConvRoute` of `ROUTES` this Conv takes), worked out once per value."""
+        return _pick(self)
 
     @property
     def over(self) -> str | None:
@@ -95,24 +115,16 @@ def _tuple(value: Any) -> tuple[int, ...] | None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _route(c: ConvGeometry) -> tuple[Geometry, str]:
-    """A model runs the same few shapes every time, so this is worked out once per shape rather
-    than on every call."""
+def _pick(c: ConvGeometry) -> tuple[Geometry, ConvRoute]:
+    """The first route of `ROUTES` that applies. A model runs the same few shapes every time, so
+    this is worked out once per shape rather than on every call."""
     geo = window_geometry(c.x, c.y, c.kernel_shape or c.w[2:], c.auto_pad, c.pads, c.strides, c.dilations)
-    if _is_pointwise(geo):
-        return geo, "pointwise"
-    if uses_taps(c.x, c.w, geo, c.group):
-        return geo, "taps"
-    if not _is_depthwise(c.x, c.w, c.group):
-        return geo, "im2col"
-    if uses_channels_last(geo, c.x[1]):
-        return geo, "channels_last"
-    return geo, "rows" if uses_rows(geo) else "depthwise"
+    return geo, next(r for r in ROUTES if r.applies(c, geo))
 
 
 @functools.lru_cache(maxsize=1024)
 def _over(c: ConvGeometry) -> str | None:
-    return over_route(c.x, c.w, c.y, c.group, _route(c)[0])
+    return over_route(c.x, c.w, c.y, c.group, _pick(c)[0])
 
 
 def conv_route(x_shape: Any, w_shape: Any, y_shape: Any, attrs: Mapping[str, Any]) -> tuple[Geometry, str]:
@@ -138,8 +150,7 @@ def reads_before_writing(attrs, inputs, out) -> bool:
     """Whether a depthwise Conv's route reads each channel block of an image (into its padded or
     copied rows) before writing that block's output: it may then run over its own input."""
     x, w = inputs[0], inputs[1]
-    _, path = conv_route(x.shape, w.shape, out.shape, attrs)
-    return path in ("rows", "depthwise", "channels_last")
+    return ConvGeometry.of(x.shape, w.shape, out.shape, attrs).chosen[1].reads_first
 
 
 # A depthwise Conv is plane-wise: planned over its input (MobileNet's stride-2 steps); a dense
@@ -147,10 +158,163 @@ def reads_before_writing(attrs, inputs, out) -> bool:
 CONV_PLANES = Planes(channel_inputs=(1, 2), depthwise=True, direct=reads_before_writing, over=writes_over_input)
 
 
+Finish = Callable[[np.ndarray], None]
+
+
+@dataclass(frozen=True)
+class ConvRoute:
+    """One way to run a Conv, as one value: its name (one meaning each), when it applies (a
+    predicate of the Conv's value and window geometry; `ROUTES` is tried in order), the bytes
+    of workspace its loops take (`workspace(x, w, geo, group)`, x and w anything with shape and
+    dtype), its run (`run(x, w, b, out, geo, group, scratch, finish)`, True when it applied
+    `finish`) and its bound call (`bind(inputs, outputs, attrs, conv, geo, finish, general)`,
+    a `Bound` or None), whether a float32 3x3 stride-1 case runs by Winograd instead
+    (`runtime.kernels.winograd`), and whether it reads each channel block before writing it
+    (so that it may run over its own input). The planner's workspace (`bytes`) and the call
+    (`call`) read the same value, picked once per shape (`ConvGeometry.chosen`)."""
+
+    name: str
+    applies: Callable[[ConvGeometry, Geometry], bool]
+    workspace: Callable[[Any, Any, Geometry, int], int]
+    run: Callable[..., bool]
+    bind: Callable[..., Bound | None] | None = None
+    winograd: bool = False
+    reads_first: bool = False
+
+    def bytes(self, x: Any, w: Any, geo: Geometry, group: int, prepared: bool = True) -> int:
+        """The workspace this route declares: its loops', or Winograd's where it may take that
+        (then the larger: a call with a strided or non-float32 weight falls back to the loops)."""
+        own = self.workspace(x, w, geo, group)
+        if self.winograd and prepared and winograd.takes(geo, x.shape, w.shape, group, x.dtype):
+            return max(own, scratch_bytes(*winograd.layout(x.shape, w.shape, geo)))
+        return own
+
+    def call(self, x, w, b, out, geo: Geometry, group: int, ws: np.ndarray | None, finish: Finish | None,
+             winograd_u=None, prepared: bool = True) -> bool:  # fmt: skip
+        """Run this route with `ws` (the workspace's bytes) as its scratch (by Winograd where it
+        applies, with `winograd_u` the weight's transform made at prepare, or None); True when
+        `finish` was applied."""
+        scratch = Scratch(ws, "Conv")
+        if self.winograd and winograd.applies(x, w, b, out, geo, group, winograd_u, prepared):
+            spec = jit_conv.spec_of(finish)
+            winograd.conv_winograd(x, w, b, out, geo, scratch, spec or jit_conv.NO_ACTIVATION, winograd_u)
+            return spec is not None
+        return self.run(x, w, b, out, geo, group, scratch, finish)
+
+
+def _run_taps(x, w, b, out, geo: Geometry, group: int, scratch: Scratch, finish) -> bool:
+    conv_dense.conv_taps(x, w, b, out, geo, scratch)
+    return False
+
+
+def _run_im2col(x, w, b, out, geo: Geometry, group: int, scratch: Scratch, finish) -> bool:
+    """Compiled bands straight from the unpadded image where they apply, else numpy's im2col."""
+    if jit_conv.takes_im2col(geo, x.dtype) and jit_conv.usable(x, out):
+        spec = jit_conv.spec_of(finish)
+        conv_dense.conv_im2col_compiled(x, w, b, out, geo, group, scratch, spec or jit_conv.NO_ACTIVATION)
+        return spec is not None
+    conv_dense.conv_im2col(x, w, b, out, geo, group, scratch)
+    return False
+
+
+def _depthwise(
+    numpy_run: Callable[..., bool], numpy_bytes: Callable[[Any, Geometry, Any], int]
+) -> tuple[Callable[[Any, Any, Geometry, int], int], Callable[..., bool]]:
+    """A depthwise route's (workspace, run): the compiled loop where it applies (float32, 2-D,
+    `depthwise.uses_compiled`), else the route's own numpy loop."""
+
+    def workspace(x, w, geo: Geometry, group: int) -> int:
+        if uses_compiled(geo, x.dtype):
+            return scratch_bytes(*compiled_layout(x.shape, geo, x.dtype))
+        return numpy_bytes(x.shape, geo, x.dtype)
+
+    def run(x, w, b, out, geo: Geometry, group: int, scratch: Scratch, finish) -> bool:
+        if uses_compiled(geo, x.dtype):
+            conv_depthwise_compiled(x, w, b, out, geo, scratch, finish)
+            return True
+        return numpy_run(x, w, b, out, geo, scratch, finish)
+
+    return workspace, run
+
+
+def _rows(x, w, b, out, geo: Geometry, scratch: Scratch, finish) -> bool:
+    def epilogue(block: np.ndarray, bias: np.ndarray | None) -> None:
+        add_bias(block, bias)
+        if finish is not None:
+            finish(block)  # each channel block while it is in cache
+
+    conv_depthwise_rows(x, w, b, out, geo, scratch, epilogue)
+    return True
+
+
+def _channels_last(x, w, b, out, geo: Geometry, scratch: Scratch, finish) -> bool:
+    conv_depthwise_channels_last(x, w, b, out, geo, scratch)
+    return False
+
+
+def _taps_by_channels(x, w, b, out, geo: Geometry, scratch: Scratch, finish) -> bool:
+    conv_dense.conv_depthwise_taps(x, w, b, out, geo, scratch)
+    return False
+
+
+def _layout_bytes(layout: Callable[..., list]) -> Callable[[Any, Geometry, Any], int]:
+    return lambda x_shape, geo, dtype: scratch_bytes(*layout(x_shape, geo, dtype))
+
+
+_DW_CHANNELS_LAST = _depthwise(_channels_last, _layout_bytes(channels_last_layout))
+_DW_ROWS = _depthwise(_rows, _layout_bytes(rows_layout))
+_DW_TAPS = _depthwise(
+    _taps_by_channels, lambda shape, geo, dtype: conv_dense.depthwise_taps_workspace(shape, dtype, geo)
+)
+
+# Conv's routes, tried in this order (`ConvGeometry.chosen` takes the first that applies).
+ROUTES: tuple[ConvRoute, ...] = (
+    ConvRoute(
+        "pointwise", lambda c, geo: _is_pointwise(geo), lambda x, w, geo, group: 0,
+        lambda x, w, b, out, geo, group, scratch, finish: conv_dense.conv_pointwise(x, w, b, out, geo, group, finish),
+        bind=bind_pointwise,
+    ),
+    ConvRoute(
+        "taps", lambda c, geo: uses_taps(c.x, c.w, geo, c.group),
+        lambda x, w, geo, group: scratch_bytes(*conv_dense.taps_layout(x.shape, w.shape, x.dtype, geo)),
+        _run_taps, winograd=True,
+    ),
+    ConvRoute(
+        "im2col", lambda c, geo: not _is_depthwise(c.x, c.w, c.group),
+        lambda x, w, geo, group: conv_dense.im2col_workspace(x.shape, x.dtype, geo), _run_im2col, winograd=True,
+    ),
+    ConvRoute(
+        "depthwise_channels_last", lambda c, geo: _is_depthwise(c.x, c.w, c.group) and uses_channels_last(geo, c.x[1]), *_DW_CHANNELS_LAST,
+        bind=bind_depthwise, reads_first=True,
+    ),
+    ConvRoute(
+        "depthwise_rows", lambda c, geo: _is_depthwise(c.x, c.w, c.group) and uses_rows(geo), *_DW_ROWS,
+        bind=bind_depthwise, reads_first=True,
+    ),
+    ConvRoute(
+        "depthwise_taps", lambda c, geo: _is_depthwise(c.x, c.w, c.group), *_DW_TAPS, bind=bind_depthwise,
+        reads_first=True,
+    ),
+)  # fmt: skip
+ROUTE_NAMES = tuple(r.name for r in ROUTES)
+
+
+def bind_conv(inputs, outputs, attrs: dict, finish: Finish | None, general) -> Bound | None:
+    """The bound call of a Conv (`finish`: ConvAct's activation, or None) by its route's `bind`,
+    or None where the route has none or declines these shapes (the general call runs)."""
+    x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
+    y = outputs[0] if outputs else None
+    if x is None or w is None or y is None:
+        return None
+    c = ConvGeometry.of(x.shape, w.shape, y.shape, attrs)
+    geo, route = c.chosen
+    return None if route.bind is None else route.bind(inputs, outputs, attrs, c, geo, finish, general)
+
+
 @dataclass(frozen=True)
 class Example:
-    """A Conv that takes `route` (`conv_route`'s name; "rows" also stands for "depthwise", which
-    of the two numpy depthwise routes depending on the map): input and weight shapes, attributes."""
+    """A Conv that takes `route` (a name of `ROUTES`; "depthwise_rows" also stands for "depthwise_taps",
+    which of the two numpy depthwise routes depending on the map): input and weight shapes, attributes."""
 
     route: str
     x: tuple[int, ...]
@@ -169,9 +333,9 @@ EXAMPLES = {
     "im2col_grouped": Example("im2col", (2, 16, 8, 8), (16, 4, 3, 3), {"pads": [1] * 4, "group": 4}),
     "im2col_1d": Example("im2col", (1, 64, 32), (128, 64, 3), {"pads": [1, 1]}),
     "im2col_float64": Example("im2col", (1, 8, 9, 9), (16, 8, 3, 3), {"pads": [1] * 4}, np.float64),
-    "depthwise_compiled": Example("rows", (1, 32, 20, 20), (32, 1, 3, 3), {"pads": [1] * 4, "group": 32}),
-    "depthwise_compiled_channels_last": Example("channels_last", (1, 192, 7, 7), (192, 1, 3, 3), {"pads": [1] * 4, "group": 192}),
-    "depthwise_rows": Example("rows", (1, 16, 20, 20), (16, 1, 3, 3), {"pads": [1] * 4, "group": 16}, np.float64),
-    "depthwise_channels_last": Example("channels_last", (1, 192, 7, 7), (192, 1, 5, 5), {"pads": [2] * 4, "group": 192}, np.float64),
-    "depthwise_1d": Example("depthwise", (1, 16, 30), (16, 1, 5), {"pads": [2, 2], "group": 16}),
+    "depthwise_compiled": Example("depthwise_rows", (1, 32, 20, 20), (32, 1, 3, 3), {"pads": [1] * 4, "group": 32}),
+    "depthwise_compiled_channels_last": Example("depthwise_channels_last", (1, 192, 7, 7), (192, 1, 3, 3), {"pads": [1] * 4, "group": 192}),
+    "depthwise_rows": Example("depthwise_rows", (1, 16, 20, 20), (16, 1, 3, 3), {"pads": [1] * 4, "group": 16}, np.float64),
+    "depthwise_channels_last": Example("depthwise_channels_last", (1, 192, 7, 7), (192, 1, 5, 5), {"pads": [2] * 4, "group": 192}, np.float64),
+    "depthwise_1d": Example("depthwise_taps", (1, 16, 30), (16, 1, 5), {"pads": [2, 2], "group": 16}),
 }  # fmt: skip

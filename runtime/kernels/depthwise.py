@@ -191,11 +191,6 @@ def conv_depthwise_rows(x, w, b, out, geo: Geometry, scratch: Scratch, epilogue:
             epilogue(out[n, c : c + m], None if b is None else b[c : c + m])
 
 
-# The numpy routes a depthwise Conv takes (`runtime.kernels.conv`); `uses_compiled` picks, among
-# their shapes, those the compiled loop runs instead.
-DEPTHWISE_ROUTES = ("rows", "depthwise", "channels_last")
-
-
 # Outputs narrower than CHANNELS_LAST_BELOW run the compiled loop channels-last
 # (`jit_channels_last`), and so do outputs up to CHANNELS_LAST_UP_TO wide from
 # CHANNELS_LAST_FROM channels; the others run over sub-planes (`jit_depthwise.depthwise`).

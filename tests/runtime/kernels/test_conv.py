@@ -82,7 +82,7 @@ def test_conv_in_small_bands_against_reference(seed, monkeypatch):
     # Tiny band budgets force one output row (one channel, depthwise) per im2col band.
     monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 64)
     monkeypatch.setattr("runtime.kernels.window.MIN_BAND_PIXELS", 1)  # bands as small as the budget says
-    monkeypatch.setattr("runtime.kernels.conv.DEPTHWISE_BLOCK_BYTES", 64)
+    monkeypatch.setattr("runtime.kernels.conv_dense.DEPTHWISE_BLOCK_BYTES", 64)
     test_conv_random_against_reference(seed)
 
 

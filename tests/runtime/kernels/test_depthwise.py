@@ -35,7 +35,7 @@ def _case(seed: int, many_channels: bool = False):
     return feeds, {**attrs, "group": channels}
 
 
-def _check(seed: int, route: str = "rows", many_channels: bool = False) -> bool:
+def _check(seed: int, route: str = "depthwise_rows", many_channels: bool = False) -> bool:
     """Run one case against onnx.reference; whether it took `route`."""
     feeds, attrs = _case(seed, many_channels)
     model = one_node("Conv", feeds, **attrs)
@@ -53,7 +53,7 @@ def test_depthwise_rows_against_reference():
 
 
 def test_depthwise_channels_last_against_reference():
-    channels_last = [seed for seed in range(16) if _check(seed, "channels_last", many_channels=True)]
+    channels_last = [seed for seed in range(16) if _check(seed, "depthwise_channels_last", many_channels=True)]
     # A 1x1, stride-1, unpadded filter is a plain matmul: the others all run channels-last.
     assert len(channels_last) >= 12, channels_last
 

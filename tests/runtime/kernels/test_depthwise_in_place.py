@@ -19,11 +19,11 @@ from runtime.kernels.conv_routes import conv_route
 RNG = np.random.default_rng(61)
 
 CASES = [  # (spatial, kernel, attrs, route)
-    ((14, 14), 3, {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "rows"),
-    ((14, 14), 5, {"strides": [1, 1], "pads": [2, 2, 2, 2]}, "rows"),
-    ((12, 12), 3, {"strides": [1, 1]}, "rows"),  # unpadded: a smaller output
-    ((30, 30), 3, {"strides": [1, 1], "pads": [1, 1, 1, 1]}, "depthwise"),  # wide 3x3: im2col
-    ((32, 32), 3, {"strides": [1, 1]}, "depthwise"),  # unpadded: windows read the input itself
+    ((14, 14), 3, {"strides": [2, 2], "pads": [1, 1, 1, 1]}, "depthwise_rows"),
+    ((14, 14), 5, {"strides": [1, 1], "pads": [2, 2, 2, 2]}, "depthwise_rows"),
+    ((12, 12), 3, {"strides": [1, 1]}, "depthwise_rows"),  # unpadded: a smaller output
+    ((30, 30), 3, {"strides": [1, 1], "pads": [1, 1, 1, 1]}, "depthwise_taps"),  # wide 3x3: im2col
+    ((32, 32), 3, {"strides": [1, 1]}, "depthwise_taps"),  # unpadded: windows read the input itself
 ]
 
 
@@ -68,7 +68,7 @@ def _over_input(op: str, x, w, b, shape, attrs, monkeypatch) -> np.ndarray:
 def test_depthwise_conv_over_its_own_input_matches_the_reference(spatial, k, attrs, route, blocks, monkeypatch):
     if blocks == "one_channel":
         monkeypatch.setattr("runtime.kernels.depthwise.ROWS_BLOCK_BYTES", 4)
-        monkeypatch.setattr("runtime.kernels.conv.DEPTHWISE_BLOCK_BYTES", 4)
+        monkeypatch.setattr("runtime.kernels.conv_dense.DEPTHWISE_BLOCK_BYTES", 4)
     c = 5
     x = RNG.standard_normal((3, c, *spatial)).astype(np.float32)
     w = RNG.standard_normal((c, 1, k, k)).astype(np.float32)
@@ -96,7 +96,7 @@ def test_channels_last_over_its_own_input_matches_the_reference(spatial, k, attr
     b = RNG.standard_normal(c).astype(np.float32)
     want = _reference(x, w, b, attrs)
     _, path = conv_route(x.shape, w.shape, want.shape, {**attrs, "group": c})
-    assert path == "channels_last"
+    assert path == "depthwise_channels_last"
     act = {"activation": "Relu"} if op == "ConvAct" else {}
     got = _over_input(op, x, w, b, want.shape, {**attrs, **act}, monkeypatch)
     np.testing.assert_allclose(got, np.maximum(want, 0) if act else want, rtol=1e-5, atol=1e-5)

@@ -94,7 +94,7 @@ def _conv_act(x, w, b, shape, attrs) -> np.ndarray:
 @pytest.mark.parametrize(("act", "nodes"), ACTS[1:], ids=ACT_IDS[1:])
 def test_conv_act_matches_the_reference_on_both_routes(act, nodes, route, monkeypatch):
     if route == "numpy":
-        monkeypatch.setattr("runtime.kernels.conv.uses_compiled", lambda geo, dtype: False)
+        monkeypatch.setattr("runtime.kernels.conv_routes.uses_compiled", lambda geo, dtype: False)
         monkeypatch.setattr(jit_activation, "activate", None)
     elif jit_depthwise.depthwise is None:
         pytest.skip("compiled loops off or numba missing")
