@@ -2,9 +2,10 @@
 integer arithmetic, over one step.
 
 The activation state (a variable tensor of ``n_filter x n_memory`` per batch row) is an input the
-kernel reads and never writes: each run shifts it left by one in its workspace, appends the feature
-filters' new column, and filters over time from there, as one invocation of TensorFlow Lite Micro
-does on a freshly reset interpreter. The state carried from run to run is not kept.
+kernel reads and never writes: each run filters over time the state shifted left by one (read in
+place through a strided view, no copy) with the feature filters' new column last, as one invocation
+of TensorFlow Lite Micro does on a freshly reset interpreter. The state carried from run to run is
+not kept. Its workspace is one int64 sum per batch row and filter.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ def _real(*scales: np.float32) -> float:
 
 
 def svdf_workspace(inputs, outputs, **_) -> int:
-    state = inputs[4]
-    return scratch_bytes((state.shape, np.int64))
+    return scratch_bytes(((inputs[0].shape[0], inputs[1].shape[0]), np.int64))
 
 
 @kernel("SVDF", domain=TFLITE, workspace=svdf_workspace)
@@ -39,15 +39,19 @@ def svdf(x, weights_feature, weights_time, bias, state, *, out, ws, rank=1, q_in
     lo, hi = qa.dtype_range(state.dtype)
     m1, s1 = qa.quantize_multiplier(_real(q_in.scale[0], q_wf.scale[0], q_state.scale[0]))
     m2, s2 = qa.quantize_multiplier(_real(q_state.scale[0], q_wt.scale[0], q_out.scale[0]))
-    shifted = Scratch(ws, "SVDF").take(state.shape, np.int64)
-    flat = shifted.reshape(-1)
-    flat[:-1] = state.reshape(-1)[1:]
-    flat[-1] = state.reshape(-1)[-1]
+    filtered = Scratch(ws, "SVDF").take((batches, n_filter), np.int64)
     features = (x.astype(np.int64) - int(q_in.zero_point[0])) @ weights_feature.astype(np.int64).T
     column = np.clip(qa.multiply_by_quantized_multiplier(features, m1, s1), lo, hi) + state_zero
-    memory = shifted.reshape(batches, n_filter, n_memory)
-    memory[:, :, -1] = column.astype(state.dtype)  # C++'s narrowing store: wraps like the cast
-    filtered = np.einsum("bfm,fm->bf", memory - state_zero, weights_time.astype(np.int64))
+    newest = column.astype(state.dtype).astype(np.int64) - state_zero  # C++'s narrowing store wraps like the cast
+    # The flat state shifted left by one: filter f's memory is elements f*M+1 .. f*M+M-1, then the new column.
+    flat = state.reshape(batches, -1)
+    older = np.lib.stride_tricks.as_strided(
+        flat[:, 1:], (batches, n_filter, n_memory - 1), (flat.strides[0], n_memory * flat.strides[1], flat.strides[1])
+    )
+    taps = weights_time[:, : n_memory - 1]
+    np.einsum("bfm,fm->bf", older, taps, out=filtered, dtype=np.int64, casting="unsafe")
+    filtered -= state_zero * taps.sum(axis=1, dtype=np.int64)
+    filtered += newest * weights_time[:, n_memory - 1].astype(np.int64)
     units = filtered.reshape(batches, n_filter // rank, rank).sum(axis=2)
     if bias is not None:
         units = units + bias.astype(np.int64)
