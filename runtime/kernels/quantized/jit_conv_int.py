@@ -53,7 +53,7 @@ def _finish(acc, q, slot, ox):  # pragma: no cover - compiled
         slot[ox, c] = min(max(value, q[3, 1]), q[3, 2])
 
 
-def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma: no cover - compiled
+def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  # pragma: no cover - compiled
     """`w` is (KH, KW, depth, channels) less its zero point, channels innermost (vectorised): int32
     with int32 `acc` and `xz`, or float32 ones where every sum is exact (`exact_in_float32`)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
@@ -65,8 +65,9 @@ def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma: no c
     slots = lag + 1
     for i in range(oh):
         oy = oh - 1 - i if backward else i
-        slot = ring[oy % slots]
-        for ox in range(ow):
+        slot = out[oy] if direct else ring[oy % slots]
+        for j in range(ow):
+            ox = ow - 1 - j if backward else j
             acc[:] = 0
             for ky in range(kh):
                 iy = oy * stride_h - top + ky * dil_h
@@ -83,9 +84,9 @@ def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma: no c
                                 acc[c] += value * w[ky, kx, d, c]
             _FINISH(acc, q, slot, ox)
         done = oy + lag if backward else oy - lag
-        if 0 <= done < oh:
+        if not direct and 0 <= done < oh:
             _FLUSH(ring, out, done, slots)
-    for j in range(min(lag, oh)):
+    for j in range(0 if direct else min(lag, oh)):
         _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
 
 
@@ -96,7 +97,7 @@ def _tap_range(start, dilation, taps, size):  # pragma: no cover - compiled
     return first, max(first, last)
 
 
-def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma: no cover - compiled
+def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  # pragma: no cover - compiled
     """`w` is (KH, KW, channels) less its zero point (int32 or float32, as the conv's)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
     height, width, cin = x.shape
@@ -106,10 +107,11 @@ def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma:
     slots = lag + 1
     for i in range(oh):
         oy = oh - 1 - i if backward else i
-        slot = ring[oy % slots]
+        slot = out[oy] if direct else ring[oy % slots]
         y0 = oy * stride_h - top
         ky0, ky1 = _TAPS(y0, dil_h, kh, height)
-        for ox in range(ow):
+        for j in range(ow):
+            ox = ow - 1 - j if backward else j
             x0 = ox * stride_w - left
             kx0, kx1 = _TAPS(x0, dil_w, kw, width)
             acc[:] = 0
@@ -127,9 +129,9 @@ def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward):  # pragma:
                                 acc[c] += value * w[ky, kx, c]
             _FINISH(acc, q, slot, ox)
         done = oy + lag if backward else oy - lag
-        if 0 <= done < oh:
+        if not direct and 0 <= done < oh:
             _FLUSH(ring, out, done, slots)
-    for j in range(min(lag, oh)):
+    for j in range(0 if direct else min(lag, oh)):
         _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
 
 
@@ -148,17 +150,21 @@ DEPTHWISE = compiled(_depthwise_rows)
 
 @dataclass(frozen=True)
 class Order:
-    """The order rows are taken in and the rows held back in the ring (`lag`)."""
+    """The order rows are taken in and the rows held back in the ring (`lag`); `direct`: each pixel
+    written straight into `out` (no ring) in that order, pixels too in reverse when backward."""
 
     backward: bool
     lag: int
+    direct: bool = False
 
     @property
     def slots(self) -> int:
-        return self.lag + 1
+        return 0 if self.direct else self.lag + 1
 
 
-def row_order(x_shape, out_shape, itemsize_in: int, itemsize_out: int, geo: tuple[int, ...], kh: int) -> Order:
+def row_order(
+    x_shape, out_shape, itemsize_in: int, itemsize_out: int, geo: tuple[int, ...], kh: int, kw: int = 1
+) -> Order:
     """The order and lag that keep every input row a later output row reads intact when the
     output starts at the input's first byte: forward if it needs no more rows in the ring than
     backward, else backward."""
@@ -183,8 +189,40 @@ def row_order(x_shape, out_shape, itemsize_in: int, itemsize_out: int, geo: tupl
                 lag += 1
         return lag
 
+    for backward in (False, True):
+        if _pixels_direct(x_shape, out_shape, itemsize_in, itemsize_out, geo, (kh, kw), backward):
+            return Order(backward, 0, direct=True)
     ahead, behind = forward_lag(), backward_lag()
     return Order(False, ahead) if ahead <= behind else Order(True, behind)
+
+
+def _pixels_direct(x_shape, out_shape, itemsize_in, itemsize_out, geo, kernel, backward) -> bool:
+    """Whether every output pixel, written as soon as it is summed, overwrites only input bytes no
+    later pixel reads (each window's bytes bounded by its first and last row and column)."""
+    stride_h, stride_w, dil_h, dil_w, top, left = geo
+    kh, kw = kernel
+    height, width, channels_in = x_shape[1], x_shape[2], x_shape[3]
+    oh, ow, channels_out = out_shape[1], out_shape[2], out_shape[3]
+    if oh * ow > 1 << 16:  # a large map's pixel-by-pixel test costs more than its ring saves
+        return False
+    oy, ox = np.divmod(np.arange(oh * ow, dtype=np.int64), ow)
+    row_in, pixel_in, pixel_out = (
+        width * channels_in * itemsize_in,
+        channels_in * itemsize_in,
+        channels_out * itemsize_out,
+    )
+    rows_lo = np.clip(oy * stride_h - top, 0, height - 1)
+    cols_lo = np.clip(ox * stride_w - left, 0, width - 1)
+    first = rows_lo * row_in + cols_lo * pixel_in
+    rows_hi = np.clip(oy * stride_h - top + (kh - 1) * dil_h, 0, height - 1)
+    cols_hi = np.clip(ox * stride_w - left + (kw - 1) * dil_w, 0, width - 1)
+    end = rows_hi * row_in + (cols_hi + 1) * pixel_in
+    p = np.arange(oh * ow, dtype=np.int64)
+    if not backward:  # pixel p's bytes end before the first byte any later pixel reads
+        later = np.minimum.accumulate(first[::-1])[::-1]
+        return bool(np.all((p[:-1] + 1) * pixel_out <= later[1:]))
+    earlier = np.maximum.accumulate(end)  # pixel p's bytes start past the last byte any earlier pixel reads
+    return bool(np.all(p[1:] * pixel_out >= earlier[:-1]))
 
 
 def channel_table(bias, multiplier, shift, zero: int, lo: int, hi: int, channels: int) -> np.ndarray:

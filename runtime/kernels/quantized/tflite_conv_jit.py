@@ -32,7 +32,8 @@ def _geometry(x: Any, w: Any, y: Any, attrs: dict[str, Any]) -> tuple[int, ...]:
 
 
 def _order(x: Any, w: Any, y: Any, attrs: dict[str, Any]):
-    return row_order(x.shape, y.shape, x.dtype.itemsize, y.dtype.itemsize, _geometry(x, w, y, attrs), w.shape[1])
+    geometry = _geometry(x, w, y, attrs)
+    return row_order(x.shape, y.shape, x.dtype.itemsize, y.dtype.itemsize, geometry, w.shape[1], w.shape[2])
 
 
 def compiled_workspace(x: Any, w: Any, y: Any, attrs: dict[str, Any], *, depthwise: bool) -> int | None:
@@ -95,7 +96,19 @@ def bind_compiled(*, depthwise: bool):
             ring = space[4 * channels : need].view(y.dtype).reshape(order.slots, *row)
             image, table, filters = values[0], made["table"], made["w"]
             for n in range(out.shape[0]):
-                loop(image[n], x_zero, filters, table, geometry, out[n], ring, acc, order.lag, order.backward)
+                loop(
+                    image[n],
+                    x_zero,
+                    filters,
+                    table,
+                    geometry,
+                    out[n],
+                    ring,
+                    acc,
+                    order.lag,
+                    order.backward,
+                    order.direct,
+                )
 
         return Bound(run, prime=prime)
 
