@@ -11,6 +11,7 @@ ring holds the `lag` rows that would otherwise overwrite input still to be read.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,6 +163,7 @@ class Order:
         return 0 if self.direct else self.lag + 1
 
 
+@functools.lru_cache(maxsize=4096)  # asked by the planner, the workspace and the bind of each node
 def row_order(
     x_shape, out_shape, itemsize_in: int, itemsize_out: int, geo: tuple[int, ...], kh: int, kw: int = 1
 ) -> Order:

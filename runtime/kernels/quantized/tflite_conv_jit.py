@@ -33,7 +33,8 @@ def _geometry(x: Any, w: Any, y: Any, attrs: dict[str, Any]) -> tuple[int, ...]:
 
 def _order(x: Any, w: Any, y: Any, attrs: dict[str, Any]):
     geometry = _geometry(x, w, y, attrs)
-    return row_order(x.shape, y.shape, x.dtype.itemsize, y.dtype.itemsize, geometry, w.shape[1], w.shape[2])
+    shapes = tuple(x.shape), tuple(y.shape)
+    return row_order(*shapes, x.dtype.itemsize, y.dtype.itemsize, geometry, w.shape[1], w.shape[2])
 
 
 def compiled_workspace(x: Any, w: Any, y: Any, attrs: dict[str, Any], *, depthwise: bool) -> int | None:
