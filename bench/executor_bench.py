@@ -124,7 +124,9 @@ def bench_model(name: str, path: Path, inputs: Path | None, repeat: int) -> dict
         row.update(arena=session.stats.arena_bytes, outside=session.stats.outside_arena_bytes)
         row["steps"] = len(session.stats.step_times)
         stage = "verify"
-        row["verdict"] = verify(path, feeds, outputs, prefer="onnxruntime")
+        row["verdict"] = verify(
+            path, feeds, outputs, prefer="onnxruntime", capture=lambda names: session.capture(feeds, names)
+        )
         stage = "onnxruntime"
         options = ort.SessionOptions()
         options.intra_op_num_threads = options.inter_op_num_threads = 1

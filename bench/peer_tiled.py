@@ -67,7 +67,7 @@ def tiled_figures(path: Path) -> dict:
         out |= {"stage": f"{len(c.chain.nodes)} nodes, {c.method}, {c.tiles} bands", "extra": c.extra_macs}
     feeds = random_inputs(graph, seed=0)
     session = runtime.Session(tiling.graph, plan, options, canary=True)
-    report = verify(path, feeds, session.run(feeds))
+    report = verify(path, feeds, session.run(feeds), capture=lambda names: session.capture(feeds, names))
     out["verified"], out["oracle"] = report["passed"], report["oracle"]
     out["max_diff"] = max((o.get("max_abs_diff", 0.0) for o in report.get("outputs", [])), default=0.0)
     out["seconds"] = time.perf_counter() - started

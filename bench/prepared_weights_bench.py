@@ -81,7 +81,7 @@ def bench_model(name: str, path: Path, inputs: Path | None, repeat: int) -> dict
         options = runtime.MemoryOptions(prepared_weights=prepared)
         session = runtime.Session(graph, "greedy_by_size", options).prepare()
         outputs = session.run(feeds)
-        judged = verify(path, feeds, outputs)
+        judged = verify(path, feeds, outputs, capture=lambda names, s=session: s.capture(feeds, names))
         row[key] = {
             "parameters": session.constant_bytes,
             "arena": session.plan.arena_bytes,

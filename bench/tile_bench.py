@@ -82,8 +82,9 @@ def measure(name: str, account: str, options: MemoryOptions, repeat: int, limit:
         return row | {"tiled": untiled.arena_bytes, "extra": 0.0, "stage": "untiled", "time": (base, base)}
     tiled_problem = memory_problem(tiling.graph, options)
     tiled = planner.plan(tiled_problem, "best", time_limit=limit)
-    seconds, outputs = median_seconds(Session(tiling.graph, tiled, options).prepare(), feeds, repeat)
-    verdict = verify(path, feeds, outputs)
+    session = Session(tiling.graph, tiled, options).prepare()
+    seconds, outputs = median_seconds(session, feeds, repeat)
+    verdict = verify(path, feeds, outputs, capture=lambda names: session.capture(feeds, names))
     c = tiling.chosen
     return row | {
         "tiled": tiled.arena_bytes,
