@@ -41,17 +41,17 @@ def _mbqm(x, m, shift):  # pragma: no cover - compiled
 _MBQM = compiled(_mbqm, inline=True)
 
 
-def _flush(ring, out, row, slots):  # pragma: no cover - compiled
-    src = ring[row % slots]
-    for ox in range(out.shape[1]):
-        for c in range(out.shape[2]):
-            out[row, ox, c] = src[ox, c]
+def _flush(ring, out, pixel, slots):  # pragma: no cover - compiled
+    src = ring[pixel % slots]
+    oy, ox = pixel // out.shape[1], pixel % out.shape[1]
+    for c in range(out.shape[2]):
+        out[oy, ox, c] = src[c]
 
 
-def _finish(acc, q, slot, ox):  # pragma: no cover - compiled
+def _finish(acc, q, slot, index):  # pragma: no cover - compiled
     for c in range(acc.shape[0]):
         value = _MBQM(np.int64(acc[c]) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
-        slot[ox, c] = min(max(value, q[3, 1]), q[3, 2])
+        slot[index, c] = min(max(value, q[3, 1]), q[3, 2])
 
 
 def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  # pragma: no cover - compiled
@@ -63,32 +63,44 @@ def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  # prag
     oh, ow = out.shape[0], out.shape[1]
     groups = cin // depth
     per_group = cout // groups
-    slots = lag + 1
-    for i in range(oh):
-        oy = oh - 1 - i if backward else i
-        slot = out[oy] if direct else ring[oy % slots]
-        for j in range(ow):
-            ox = ow - 1 - j if backward else j
-            acc[:] = 0
-            for ky in range(kh):
-                iy = oy * stride_h - top + ky * dil_h
-                if iy < 0 or iy >= height:
-                    continue
-                for kx in range(kw):
-                    ix = ox * stride_w - left + kx * dil_w
-                    if ix < 0 or ix >= width:
-                        continue
-                    for g in range(groups):
-                        for d in range(depth):
-                            value = x[iy, ix, g * depth + d] - xz
-                            for c in range(g * per_group, (g + 1) * per_group):
-                                acc[c] += value * w[ky, kx, d, c]
-            _FINISH(acc, q, slot, ox)
-        done = oy + lag if backward else oy - lag
-        if not direct and 0 <= done < oh:
-            _FLUSH(ring, out, done, slots)
-    for j in range(0 if direct else min(lag, oh)):
-        _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
+    pixels = oh * ow
+    for i in range(pixels):
+        p = pixels - 1 - i if backward else i
+        oy, ox = p // ow, p % ow
+        y0, x0 = oy * stride_h - top, ox * stride_w - left
+        ky0, ky1 = _TAPS(y0, dil_h, kh, height)
+        kx0, kx1 = _TAPS(x0, dil_w, kw, width)
+        acc[:] = 0
+        for ky in range(ky0, ky1):
+            iy = y0 + ky * dil_h
+            for kx in range(kx0, kx1):
+                ix = x0 + kx * dil_w
+                for g in range(groups):
+                    for d in range(depth):
+                        value = x[iy, ix, g * depth + d] - xz
+                        for c in range(g * per_group, (g + 1) * per_group):
+                            acc[c] += value * w[ky, kx, d, c]
+        _EMIT(acc, q, out, ring, p, lag, backward, direct)
+    _DRAIN(out, ring, lag, backward, direct)
+
+
+def _emit(acc, q, out, ring, p, lag, backward, direct):  # pragma: no cover - compiled
+    """Pixel p's sums requantized: into `out` at once (`direct`), or into the ring, then the pixel
+    `lag` behind it in the order taken goes to `out`."""
+    ow, pixels, slots = out.shape[1], out.shape[0] * out.shape[1], lag + 1
+    if direct:
+        _FINISH(acc, q, out[p // ow], p % ow)
+        return
+    _FINISH(acc, q, ring, p % slots)
+    done = p + lag if backward else p - lag
+    if 0 <= done < pixels:
+        _FLUSH(ring, out, done, slots)
+
+
+def _drain(out, ring, lag, backward, direct):  # pragma: no cover - compiled
+    pixels = out.shape[0] * out.shape[1]
+    for j in range(0 if direct else min(lag, pixels)):
+        _FLUSH(ring, out, j if backward else pixels - 1 - j, lag + 1)
 
 
 def _tap_range(start, dilation, taps, size):  # pragma: no cover - compiled
@@ -105,35 +117,28 @@ def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  #
     kh, kw, cout = w.shape
     oh, ow = out.shape[0], out.shape[1]
     multiple = cout // cin
-    slots = lag + 1
-    for i in range(oh):
-        oy = oh - 1 - i if backward else i
-        slot = out[oy] if direct else ring[oy % slots]
-        y0 = oy * stride_h - top
+    pixels = oh * ow
+    for i in range(pixels):
+        p = pixels - 1 - i if backward else i
+        oy, ox = p // ow, p % ow
+        y0, x0 = oy * stride_h - top, ox * stride_w - left
         ky0, ky1 = _TAPS(y0, dil_h, kh, height)
-        for j in range(ow):
-            ox = ow - 1 - j if backward else j
-            x0 = ox * stride_w - left
-            kx0, kx1 = _TAPS(x0, dil_w, kw, width)
-            acc[:] = 0
-            for ky in range(ky0, ky1):
-                iy = y0 + ky * dil_h
-                for kx in range(kx0, kx1):
-                    ix = x0 + kx * dil_w
-                    if multiple == 1:
-                        for c in range(cout):
-                            acc[c] += (x[iy, ix, c] - xz) * w[ky, kx, c]
-                    else:  # each input channel's value once, times its `multiple` filters
-                        for ci in range(cin):
-                            value = x[iy, ix, ci] - xz
-                            for c in range(ci * multiple, (ci + 1) * multiple):
-                                acc[c] += value * w[ky, kx, c]
-            _FINISH(acc, q, slot, ox)
-        done = oy + lag if backward else oy - lag
-        if not direct and 0 <= done < oh:
-            _FLUSH(ring, out, done, slots)
-    for j in range(0 if direct else min(lag, oh)):
-        _FLUSH(ring, out, j if backward else oh - 1 - j, slots)
+        kx0, kx1 = _TAPS(x0, dil_w, kw, width)
+        acc[:] = 0
+        for ky in range(ky0, ky1):
+            iy = y0 + ky * dil_h
+            for kx in range(kx0, kx1):
+                ix = x0 + kx * dil_w
+                if multiple == 1:
+                    for c in range(cout):
+                        acc[c] += (x[iy, ix, c] - xz) * w[ky, kx, c]
+                else:  # each input channel's value once, times its `multiple` filters
+                    for ci in range(cin):
+                        value = x[iy, ix, ci] - xz
+                        for c in range(ci * multiple, (ci + 1) * multiple):
+                            acc[c] += value * w[ky, kx, c]
+        _EMIT(acc, q, out, ring, p, lag, backward, direct)
+    _DRAIN(out, ring, lag, backward, direct)
 
 
 def exact_in_float32(taps: int) -> bool:
@@ -143,6 +148,8 @@ def exact_in_float32(taps: int) -> bool:
 
 
 _FLUSH = compiled(_flush)
+_EMIT = compiled(_emit)
+_DRAIN = compiled(_drain)
 _TAPS = compiled(_tap_range, inline=True)
 _FINISH = compiled(_finish)
 CONV = compiled(_conv_rows)
@@ -151,15 +158,19 @@ DEPTHWISE = compiled(_depthwise_rows)
 
 @dataclass(frozen=True)
 class Order:
-    """The order rows are taken in and the rows held back in the ring (`lag`); `direct`: each pixel
-    written straight into `out` (no ring) in that order, pixels too in reverse when backward."""
+    """The order pixels are taken in (row-major, or its reverse) and the pixels held back in the
+    ring (`lag`); `direct` (no lag): each pixel written straight into `out`."""
 
     backward: bool
     lag: int
-    direct: bool = False
+
+    @property
+    def direct(self) -> bool:
+        return self.lag == 0
 
     @property
     def slots(self) -> int:
+        """Pixels in the ring."""
         return 0 if self.direct else self.lag + 1
 
 
@@ -167,64 +178,34 @@ class Order:
 def row_order(
     x_shape, out_shape, itemsize_in: int, itemsize_out: int, geo: tuple[int, ...], kh: int, kw: int = 1
 ) -> Order:
-    """The order and lag that keep every input row a later output row reads intact when the
-    output starts at the input's first byte: forward if it needs no more rows in the ring than
-    backward, else backward."""
-    stride_h, _, dil_h, _, top, _ = geo
-    height, oh = x_shape[1], out_shape[1]
-    row_in = x_shape[2] * x_shape[3] * itemsize_in
-    row_out = out_shape[2] * out_shape[3] * itemsize_out
-
-    def forward_lag() -> int:
-        lag = 0
-        for r in range(oh - 1):  # after row r, rows from r + 1 on read input rows from (r + 1) * s - top
-            first_needed = min(max((r + 1) * stride_h - top, 0), height)
-            while (r - lag + 1) * row_out > first_needed * row_in:
-                lag += 1
-        return lag
-
-    def backward_lag() -> int:
-        lag = 0
-        for r in range(oh - 1, 0, -1):  # after row r, rows below r read input rows up to this end
-            end_needed = min(max((r - 1) * stride_h - top + (kh - 1) * dil_h + 1, 0), height)
-            while r + lag < oh and (r + lag) * row_out < end_needed * row_in:
-                lag += 1
-        return lag
-
-    for backward in (False, True):
-        if _pixels_direct(x_shape, out_shape, itemsize_in, itemsize_out, geo, (kh, kw), backward):
-            return Order(backward, 0, direct=True)
-    ahead, behind = forward_lag(), backward_lag()
-    return Order(False, ahead) if ahead <= behind else Order(True, behind)
-
-
-def _pixels_direct(x_shape, out_shape, itemsize_in, itemsize_out, geo, kernel, backward) -> bool:
-    """Whether every output pixel, written as soon as it is summed, overwrites only input bytes no
-    later pixel reads (each window's bytes bounded by its first and last row and column)."""
+    """The order and lag that keep every input byte a later pixel reads intact when the output
+    starts at the input's first byte (each window's bytes bounded by its first and last row and
+    column): forward if it holds no more pixels back than backward, else backward."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
-    kh, kw = kernel
     height, width, channels_in = x_shape[1], x_shape[2], x_shape[3]
     oh, ow, channels_out = out_shape[1], out_shape[2], out_shape[3]
-    if oh * ow > 1 << 16:  # a large map's pixel-by-pixel test costs more than its ring saves
-        return False
-    oy, ox = np.divmod(np.arange(oh * ow, dtype=np.int64), ow)
     row_in, pixel_in, pixel_out = (
         width * channels_in * itemsize_in,
         channels_in * itemsize_in,
         channels_out * itemsize_out,
     )
+    oy, ox = np.divmod(np.arange(oh * ow, dtype=np.int64), ow)
     rows_lo = np.clip(oy * stride_h - top, 0, height - 1)
     cols_lo = np.clip(ox * stride_w - left, 0, width - 1)
-    first = rows_lo * row_in + cols_lo * pixel_in
     rows_hi = np.clip(oy * stride_h - top + (kh - 1) * dil_h, 0, height - 1)
     cols_hi = np.clip(ox * stride_w - left + (kw - 1) * dil_w, 0, width - 1)
+    first = rows_lo * row_in + cols_lo * pixel_in
     end = rows_hi * row_in + (cols_hi + 1) * pixel_in
     p = np.arange(oh * ow, dtype=np.int64)
-    if not backward:  # pixel p's bytes end before the first byte any later pixel reads
-        later = np.minimum.accumulate(first[::-1])[::-1]
-        return bool(np.all((p[:-1] + 1) * pixel_out <= later[1:]))
-    earlier = np.maximum.accumulate(end)  # pixel p's bytes start past the last byte any earlier pixel reads
-    return bool(np.all(p[1:] * pixel_out >= earlier[:-1]))
+    if p.size < 2:
+        return Order(False, 0)
+    # forward: after pixel p, the one `lag` behind ends before the first byte any later pixel reads
+    later = np.minimum.accumulate(first[::-1])[::-1]
+    ahead = int(max(0, np.max(p[:-1] + 1 - later[1:] // pixel_out)))
+    # backward: after pixel p, the one `lag` ahead starts past the last byte any earlier pixel reads
+    earlier = np.maximum.accumulate(end)
+    behind = int(max(0, np.max(-(-earlier[:-1] // pixel_out) - p[1:])))
+    return Order(False, ahead) if ahead <= behind else Order(True, behind)
 
 
 def channel_table(bias, multiplier, shift, zero: int, lo: int, hi: int, channels: int) -> np.ndarray:

@@ -38,19 +38,19 @@ def _order(x: Any, w: Any, y: Any, attrs: dict[str, Any]):
 
 
 def compiled_workspace(x: Any, w: Any, y: Any, attrs: dict[str, Any], *, depthwise: bool) -> int | None:
-    """Bytes of the ring of output rows on the compiled route, or None off it."""
+    """Bytes of a pixel's sums and the ring of output pixels on the compiled route, or None off it."""
     if not _routed(x, w, y):
         return None
-    return 4 * y.shape[3] + _order(x, w, y, attrs).slots * y.shape[2] * y.shape[3] * y.dtype.itemsize
+    return 4 * y.shape[3] + _order(x, w, y, attrs).slots * y.shape[3] * y.dtype.itemsize
 
 
 def _over(attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
     """Output 0 from input 0's first byte: on the compiled route for one image whose ring stays
-    small (at most a quarter of the output's rows, or two)."""
+    small (at most a quarter of the output's pixels, or two rows)."""
     x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
     if not _routed(x, w, out) or x.shape[0] != 1:
         return False
-    return _order(x, w, out, attrs).slots <= max(2, out.shape[1] // 4)
+    return _order(x, w, out, attrs).slots <= max(2 * out.shape[2], out.shape[1] * out.shape[2] // 4)
 
 
 def compiled_planes(*, depthwise: bool) -> Planes:
@@ -75,7 +75,6 @@ def bind_compiled(*, depthwise: bool):
         order = _order(x, w, y, attrs)
         cell = np.float32 if exact_in_float32(int(np.prod(w.shape[1:])) // (channels if depthwise else 1)) else np.int32
         x_zero, w_zero = cell(q_in.zero_point[0]), int(q_w.zero_point[0] if q_w.zero_point.size == 1 else 0)
-        row = (y.shape[2], channels)
         has_bias = len(inputs) > 2 and inputs[2] is not None
         made: dict[str, np.ndarray] = {}
 
@@ -90,11 +89,11 @@ def bind_compiled(*, depthwise: bool):
         def run(*values: Any, out: np.ndarray, ws: np.ndarray | None = None, **_: Any) -> None:
             if not made:
                 prime(*values)
-            size = order.slots * row[0] * row[1]
+            size = order.slots * channels
             need = 4 * channels + size * y.dtype.itemsize
             space = ws if ws is not None and ws.size >= need else np.empty(need, np.uint8)
             acc = space[: 4 * channels].view(cell)
-            ring = space[4 * channels : need].view(y.dtype).reshape(order.slots, *row)
+            ring = space[4 * channels : need].view(y.dtype).reshape(order.slots, channels)
             image, table, filters = values[0], made["table"], made["w"]
             for n in range(out.shape[0]):
                 loop(
