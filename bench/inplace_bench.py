@@ -8,7 +8,7 @@ columns plan the same aliases as rectangles (`planner.aliases.rigid`), as before
 With `--verify` every model also runs once with both forms off and once with both on (the
 canary on), each verified against onnxruntime (`runtime.oracle.verify`): not bit for bit
 against each other, since a dense Conv written over its own input takes its own route
-(pixel-wise or row-lagged, `runtime.kernels.conv_over`), whose sums may round differently.
+(pixel-wise or row-lagged, `runtime.kernels.conv.over`), whose sums may round differently.
 
 Run from the repository root: ``python bench/inplace_bench.py [--strategy S] [--verify]``.
 Writes section "inplace" of docs/BENCHMARKS.md and prints the table.
@@ -67,7 +67,7 @@ def markdown(rows: list[dict], strategy: str, verify: bool) -> str:
         "*in place*: elementwise ops and LRN write over an input that dies at that step, pooling and depthwise "
         "Conv write their smaller output from its first byte, and a dense 1x1 or 'same' KxK Conv (stride 1, one "
         "group, one item or no more output than input channels) writes its output of any size from its input's "
-        "first byte (`runtime.kernels.conv_over`); *concat*: Concat's producers "
+        "first byte (`runtime.kernels.conv.over`); *concat*: Concat's producers "
         "write into their slices (taken only where that does not raise the live bytes of the merged block). "
         "LOAD is the lower bound of each setting. Alias groups are planned by their profiles (a group's height "
         "follows its live members step by step, so the bytes its early members no longer need are free for "

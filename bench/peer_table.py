@@ -86,7 +86,7 @@ def markdown(rows: list[dict], run: bool, check: dict | None = None) -> str:
         "`--io external --workspace off` (activations only, in-place and concat-in-place aliases on, the load-time "
         "fusions on: BatchNormalization into Conv, 1x1 Conv with its residual Add), the form the peers count; "
         "memplan's kernels pool and normalise (LRN) over their own input, and a dense 1x1 or 'same' KxK Conv "
-        "writes its output from its dying input's first byte (pixel-wise or row-lagged, `runtime.kernels.conv_over`; "
+        "writes its output from its dying input's first byte (pixel-wise or row-lagged, `runtime.kernels.conv.over`; "
         "one batch item or no more output channels than input channels). *onnxruntime* (1.31, CPU, default "
         "optimisations, arena and memory pattern on, profiling "
         "on, 3 runs): requested bytes in use before run 1's first node minus those before run 0's, i.e. the "

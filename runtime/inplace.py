@@ -11,7 +11,7 @@ one offset, with a height that follows its live members step by step, see `plann
    0's first byte with another size: for a plane-wise kernel (pooling, a depthwise Conv;
    no larger than the input, as many planes) and for a kernel that declares its own route
    over its input (`Planes.over`: a dense 1x1 or KxK 'same' Conv and its ConvAct, pixel-wise
-   or row-lagged, `runtime.kernels.conv_over`; the output may be larger). An alias of
+   or row-lagged, `runtime.kernels.conv.over`; the output may be larger). An alias of
    another size is taken only where it raises no peak of live bytes (`LiveBytes.try_join`);
 3. concat in place: a Concat along its outermost non-unit axis has contiguous slices, so
    each input's producer can write straight into its slice of the output (DenseNet's dense

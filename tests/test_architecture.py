@@ -484,9 +484,9 @@ def test_a_script_over_the_budget_is_reported(tmp_path):
 def test_a_planted_function_attribute_hook_fails(tmp_path):
     planted = "def conv(x):\n    pass\n\n\ndef bind(i, o, a):\n    pass\n\n\nconv.bind = bind\n"
     probe = "def run(fn):\n    return getattr(fn, 'prime', None)\n"
-    root = _plant(tmp_path, {**CLEAN, "runtime/kernels/conv.py": planted, "runtime/step_calls.py": probe})
+    root = _plant(tmp_path, {**CLEAN, "runtime/kernels/conv/conv.py": planted, "runtime/step_calls.py": probe})
     assert function_attribute_hooks(root, PACKAGES) == [
-        "runtime.kernels.conv:9 sets conv.bind",
+        "runtime.kernels.conv.conv:9 sets conv.bind",
         "runtime.step_calls:2 probes for 'prime'",
     ]
 
@@ -501,8 +501,8 @@ def test_a_planted_second_dispatcher_fails(tmp_path):
 def test_a_planted_if_chain_over_route_names_fails(tmp_path):
     table = "ROUTES = (ConvRoute('taps', None), ConvRoute('im2col', None))\n"
     chain = "def run(path):\n    if path == 'taps':\n        return 1\n    if path in ('im2col',):\n        return 2\n"
-    root = _plant(tmp_path, {**CLEAN, "runtime/kernels/routes.py": table, "runtime/kernels/conv.py": chain})
+    root = _plant(tmp_path, {**CLEAN, "runtime/kernels/routes.py": table, "runtime/kernels/conv/conv.py": chain})
     assert route_name_branches(root, PACKAGES) == [
-        "runtime.kernels.conv:2 compares with route name 'taps'",
-        "runtime.kernels.conv:4 compares with route name 'im2col'",
+        "runtime.kernels.conv.conv:2 compares with route name 'taps'",
+        "runtime.kernels.conv.conv:4 compares with route name 'im2col'",
     ]

@@ -14,7 +14,7 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
   sub-planes) and a narrow one (channels-last), a squeeze-and-excitation block (fused into one
   SqueezeExcite at load time), a stride-2 MaxPool and a GlobalAveragePool;
 - ``conv_routes``: one Conv and its ReLU (a ConvAct once fused) per float32 example of the Conv
-  route table (`runtime.kernels.conv_routes.EXAMPLES`), so that a new route with its example is
+  route table (`runtime.kernels.conv.routes.EXAMPLES`), so that a new route with its example is
   reached without a graph written here;
 - ``quantized``: uint8 QLinearConvs (dense, then depthwise) between QuantizeLinear and
   DequantizeLinear, whose accumulators go through the compiled requantization;
@@ -31,7 +31,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from app.services.warm_tflite import integer_tflite
-from runtime.kernels.conv_routes import EXAMPLES
+from runtime.kernels.conv.routes import EXAMPLES
 
 OPSET = 23  # the first with RMSNormalization
 FLOAT = TensorProto.FLOAT

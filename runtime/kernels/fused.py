@@ -22,11 +22,12 @@ import math
 
 import numpy as np
 
-from runtime.kernels import MEMPLAN_DOMAIN, Bound, TensorMeta, jit_conv, kernel
+from runtime.kernels import MEMPLAN_DOMAIN, Bound, TensorMeta, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
 from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
-from runtime.kernels.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
-from runtime.kernels.conv_routes import bind_conv
+from runtime.kernels.conv import jit_conv
+from runtime.kernels.conv.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
+from runtime.kernels.conv.routes import bind_conv
 from runtime.kernels.same_arrays import SameArrays
 from runtime.kernels.window import small_rows
 

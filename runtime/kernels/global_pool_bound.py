@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from runtime.kernels import jit_conv
 from runtime.kernels._jit import compiled
+from runtime.kernels.conv import jit_conv
 from runtime.kernels.protocol import Bound
 
 

@@ -1,7 +1,7 @@
 """Compiled activations: one pass over memory where numpy takes several (`runtime.kernels._jit`).
 
 An activation is a code and two parameters (`spec`), so that a compiled loop that has just
-computed a row (a depthwise Conv's, `runtime.kernels.jit_depthwise`) applies it before the
+computed a row (a depthwise Conv's, `runtime.kernels.conv.jit_depthwise`) applies it before the
 row leaves the cache, and a standalone or fused activation runs as one loop (`activate`).
 Each loop branches on the code outside its inner loop, so every inner loop vectorises.
 

@@ -14,7 +14,7 @@ called on the memory as it is, one batch item at a time: no chunk scratch and no
 
 A kernel may also declare that it writes its output over input 0 by a route of its own
 even where the op is not plane-wise (`Planes.over`: a dense Conv, pixel-wise or row-lagged,
-`runtime.kernels.conv_over`, whose output may be larger than its input); it is then called
+`runtime.kernels.conv.over`, whose output may be larger than its input); it is then called
 on the memory as it is, and picks that route itself.
 
 `Planes` says how a kernel is plane-wise; `plane_wise(fn, workspace, spec, bind)` returns the

@@ -16,8 +16,9 @@ import math
 
 import numpy as np
 
-from runtime.kernels import jit_conv, jit_pool, kernel
+from runtime.kernels import jit_pool, kernel
 from runtime.kernels._scratch import STRIDED_UFUNC_BUFFER, Scratch, scratch_bytes, small_ufunc_buffers
+from runtime.kernels.conv import jit_conv
 from runtime.kernels.global_pool_bound import bind_global_average
 from runtime.kernels.planes import Planes
 from runtime.kernels.window import Geometry, pad_into, padded_extent, window_geometry, windows

@@ -114,7 +114,7 @@ def test_entries_are_the_loops_no_other_loop_calls_or_inlines():
     assert {
         "planner.timeline_jit.place_run",
         "runtime.kernels.jit_rnn._lstm_py",
-        "runtime.kernels.jit_depthwise._depthwise",
+        "runtime.kernels.conv.jit_depthwise._depthwise",
         "runtime.kernels.squeeze_excite._squeeze_excite",
     } <= entries
     # called from compiled loops only (timeline_jit's helpers, jit_rnn's cell), or inlined (Gemm's epilogue)

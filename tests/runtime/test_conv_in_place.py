@@ -1,4 +1,4 @@
-"""Dense convs planned over their dying input (`runtime.kernels.conv_over`), on whole models:
+"""Dense convs planned over their dying input (`runtime.kernels.conv.over`), on whole models:
 a ResNet-18-like and a MobileNetV2-like network built with onnx.helper, planned by every
 strategy (each plan checked by `planner.check_plan`, the aliases by `alias_hazards`), run with
 the canary poisoning every free byte, against onnxruntime. The alias lowers LOAD where the
@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 import planner
 from runtime import MemoryOptions, PlanError, Session, load_model, memory_problem
 from runtime.inplace import alias_hazards
-from runtime.kernels import conv_routes
+from runtime.kernels.conv import routes as conv_routes
 from runtime.problem import check_aliases
 
 RNG = np.random.default_rng(29)

@@ -105,14 +105,14 @@ def test_pairs_that_are_not_a_plain_product_and_add_are_left_alone(variant):
 
 
 def test_fusion_removes_the_conv_output_from_the_residual_step(monkeypatch):
-    from runtime.kernels import conv_routes
+    from runtime.kernels.conv import routes as conv_routes
 
     model = residual_model()
     fused = runtime.load_model(model)
     apart = runtime.load_model(model, fuse=False)
     options = runtime.MemoryOptions(io="external", workspace=False)
     load_fused = planner.load(runtime.memory_problem(fused, options))
-    # Apart, the 1x1 Conv writes p over h, its dying input (`runtime.kernels.conv_over`): as low.
+    # Apart, the 1x1 Conv writes p over h, its dying input (`runtime.kernels.conv.over`): as low.
     assert planner.load(runtime.memory_problem(apart, options)) == load_fused
     monkeypatch.setattr(conv_routes, "over_of", lambda *args: None)  # no conv over its input
     load_apart = planner.load(runtime.memory_problem(apart, options))

@@ -17,7 +17,8 @@ _CHILD = """
 import sys
 import onnx
 import runtime
-from runtime.kernels import jit_activation, jit_conv, jit_depthwise, jit_rnn
+from runtime.kernels import jit_activation, jit_rnn
+from runtime.kernels.conv import jit_conv, jit_depthwise
 
 LOOPS = [jit_rnn.gru_loop, jit_depthwise.depthwise, jit_activation.activate, jit_activation.softmax_rows,
          jit_conv.bias_act]

@@ -10,7 +10,7 @@ from onnx import numpy_helper
 
 import runtime
 from runtime import MemoryOptions
-from runtime.kernels import jit_winograd, winograd
+from runtime.kernels.conv import jit_winograd, winograd
 from tests.memory_models import recurrent, winograd_convs
 from tests.runtime.kernels.harness import run_ort
 

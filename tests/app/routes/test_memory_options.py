@@ -90,7 +90,7 @@ def test_prepared_weights_off_is_planned_stored_and_run_with_fewer_parameter_byt
     """Winograd's scratch leaves the plan, the stored options say so, and a run holds only the stored weights."""
     from onnx import numpy_helper
 
-    from runtime.kernels import jit_winograd
+    from runtime.kernels.conv import jit_winograd
     from tests.memory_models import winograd_convs
 
     model, _ = winograd_convs()

@@ -72,7 +72,7 @@ def _winograd_convs(client):
 
 def test_training_plan_takes_the_memory_options_of_a_training_step(client):
     """Oracle: the capacities `plan_categories` gives for the same step and options, called directly."""
-    from runtime.kernels import jit_winograd
+    from runtime.kernels.conv import jit_winograd
 
     model_id, proto = _winograd_convs(client)
     step = build_training_step(proto, loss="mse", optimizer="sgd")

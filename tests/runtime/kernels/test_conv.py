@@ -14,8 +14,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta
-from runtime.kernels.conv import conv, conv_workspace
-from runtime.kernels.conv_routes import uses_taps
+from runtime.kernels.conv.conv import conv, conv_workspace
+from runtime.kernels.conv.routes import uses_taps
 from runtime.kernels.window import window_geometry
 from tests.runtime.kernels.harness import close, one_node, random_window, run_against_reference, run_kernel, run_ort
 
@@ -82,7 +82,7 @@ def test_conv_in_small_bands_against_reference(seed, monkeypatch):
     # Tiny band budgets force one output row (one channel, depthwise) per im2col band.
     monkeypatch.setattr("runtime.kernels.window.IM2COL_BLOCK_BYTES", 64)
     monkeypatch.setattr("runtime.kernels.window.MIN_BAND_PIXELS", 1)  # bands as small as the budget says
-    monkeypatch.setattr("runtime.kernels.conv_dense.DEPTHWISE_BLOCK_BYTES", 64)
+    monkeypatch.setattr("runtime.kernels.conv.dense.DEPTHWISE_BLOCK_BYTES", 64)
     test_conv_random_against_reference(seed)
 
 

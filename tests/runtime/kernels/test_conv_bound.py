@@ -14,8 +14,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from runtime.kernels import TensorMeta, get_kernel, jit_conv, loop_ufunc_buffers, winograd
-from runtime.kernels.conv_routes import conv_route, writes_over_input
+from runtime.kernels import TensorMeta, get_kernel, loop_ufunc_buffers
+from runtime.kernels.conv import jit_conv, winograd
+from runtime.kernels.conv.routes import conv_route, writes_over_input
 from tests.runtime.kernels.harness import conv_reference
 
 RNG = np.random.default_rng(907)

@@ -1,5 +1,5 @@
 """A dense Conv (and ConvAct) written over its own input: the pixel-wise route of a 1x1 conv
-and the row-lagged route of a KxK 'same' conv (`runtime.kernels.conv_over`). The output
+and the row-lagged route of a KxK 'same' conv (`runtime.kernels.conv.over`). The output
 starts at the input's first byte in one block of max(input, output) bytes, as the planner
 places it; checked against onnx.reference with more and fewer output channels than input
 channels, one and two batch items, one row or column per band (the orders a wrong lag
@@ -15,9 +15,10 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from runtime.kernels import TensorMeta, conv_over, get_kernel, window
-from runtime.kernels.conv_over import over_route
-from runtime.kernels.conv_routes import conv_route, writes_over_input
+from runtime.kernels import TensorMeta, get_kernel, window
+from runtime.kernels.conv import over as conv_over
+from runtime.kernels.conv.over import over_route
+from runtime.kernels.conv.routes import conv_route, writes_over_input
 from runtime.kernels.window import window_geometry
 
 RNG = np.random.default_rng(83)

@@ -20,8 +20,8 @@ import planner
 from runtime import MemoryOptions, Session, load_model, memory_problem
 from runtime.errors import ModelError
 from runtime.kernels import TensorMeta, get_kernel
-from runtime.kernels.conv import conv_workspace
-from runtime.kernels.conv_routes import EXAMPLES, ROUTE_NAMES, ROUTES, ConvGeometry
+from runtime.kernels.conv.conv import conv_workspace
+from runtime.kernels.conv.routes import EXAMPLES, ROUTE_NAMES, ROUTES, ConvGeometry
 
 
 def _model(x_shape, w, b, attrs):

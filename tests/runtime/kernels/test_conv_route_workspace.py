@@ -15,8 +15,8 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, call, get_kernel, loop_ufunc_buffers
-from runtime.kernels.conv import conv_workspace
-from runtime.kernels.conv_routes import EXAMPLES, conv_route
+from runtime.kernels.conv.conv import conv_workspace
+from runtime.kernels.conv.routes import EXAMPLES, conv_route
 
 
 def _reference(x, w, b, attrs) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Depthwise Conv by banded row products and channels-last (`runtime.kernels.depthwise`) against
+"""Depthwise Conv by banded row products and channels-last (`runtime.kernels.conv.depthwise`) against
 onnx.reference: seeded random geometries (kernel sizes, strides, dilations, pads, auto_pad, odd
 sizes, batch up to 3, with and without bias), each checked to take its route; the banded rows
 in channel blocks of one channel; and the route rules themselves."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.kernels.conv_routes import conv_route
-from runtime.kernels.depthwise import tile_width, uses_channels_last, uses_rows
+from runtime.kernels.conv.depthwise import tile_width, uses_channels_last, uses_rows
+from runtime.kernels.conv.routes import conv_route
 from runtime.kernels.window import spatial_geometry
 from tests.runtime.kernels.harness import close, one_node, run_against_reference
 
@@ -60,7 +60,7 @@ def test_depthwise_channels_last_against_reference():
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 5, 7])
 def test_depthwise_rows_one_channel_per_block_against_reference(seed, monkeypatch):
-    monkeypatch.setattr("runtime.kernels.depthwise.ROWS_BLOCK_BYTES", 4)
+    monkeypatch.setattr("runtime.kernels.conv.depthwise.ROWS_BLOCK_BYTES", 4)
     _check(seed)
 
 

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.kernels import TensorMeta, get_kernel, planes
-from runtime.kernels.conv import conv_workspace
-from runtime.kernels.conv_routes import conv_route
+from runtime.kernels.conv.conv import conv_workspace
+from runtime.kernels.conv.routes import conv_route
 
 RNG = np.random.default_rng(61)
 
@@ -67,8 +67,8 @@ def _over_input(op: str, x, w, b, shape, attrs, monkeypatch) -> np.ndarray:
 @pytest.mark.parametrize(("spatial", "k", "attrs", "route"), CASES, ids=[f"{c[3]}-{i}" for i, c in enumerate(CASES)])
 def test_depthwise_conv_over_its_own_input_matches_the_reference(spatial, k, attrs, route, blocks, monkeypatch):
     if blocks == "one_channel":
-        monkeypatch.setattr("runtime.kernels.depthwise.ROWS_BLOCK_BYTES", 4)
-        monkeypatch.setattr("runtime.kernels.conv_dense.DEPTHWISE_BLOCK_BYTES", 4)
+        monkeypatch.setattr("runtime.kernels.conv.depthwise.ROWS_BLOCK_BYTES", 4)
+        monkeypatch.setattr("runtime.kernels.conv.dense.DEPTHWISE_BLOCK_BYTES", 4)
     c = 5
     x = RNG.standard_normal((3, c, *spatial)).astype(np.float32)
     w = RNG.standard_normal((c, 1, k, k)).astype(np.float32)

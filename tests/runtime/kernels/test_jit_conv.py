@@ -1,4 +1,4 @@
-"""Dense Conv's compiled im2col and epilogues (`runtime.kernels.jit_conv`) against onnx.reference:
+"""Dense Conv's compiled im2col and epilogues (`runtime.kernels.conv.jit_conv`) against onnx.reference:
 1x1, 3x3, 7x7 stride 2 pad 3, strided 1x1, dilation, groups 1 and 2, batches 1 and 2, with and
 without bias, for Conv and each activation ConvAct fuses; the row-lagged route over the Conv's
 own input; PointwiseConvAdd apart from and over its residual. Each also with the numpy route
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from runtime.kernels import TensorMeta, get_kernel, jit_conv, window
+from runtime.kernels import TensorMeta, get_kernel, window
+from runtime.kernels.conv import jit_conv
 from runtime.kernels.window import window_geometry
 from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, call_conv, conv_data, conv_reference
 
@@ -153,7 +154,7 @@ _CHILD = """
 import sys
 import onnx
 import runtime
-from runtime.kernels import jit_conv
+from runtime.kernels.conv import jit_conv
 
 graph = runtime.load_model(onnx.load(sys.argv[1]))
 runtime.memory_problem(graph, runtime.MemoryOptions())
@@ -199,7 +200,7 @@ def test_a_session_compiles_the_loops_when_it_prepares_and_planning_alone_does_n
     ("size", "through_phases"), [(61, True), (58, True), (40, False)], ids=["odd", "even", "narrow"]
 )
 def test_a_3x3_stride_2_stem_of_wide_rows_goes_through_the_phases(size, through_phases, act, nodes, monkeypatch):
-    from runtime.kernels import jit_phases
+    from runtime.kernels.conv import jit_phases
 
     called = []
     real = jit_phases.im2col_stride2

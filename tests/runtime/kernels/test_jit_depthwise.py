@@ -1,4 +1,4 @@
-"""The compiled depthwise Conv (`runtime.kernels.jit_depthwise`) with its fused activation, and
+"""The compiled depthwise Conv (`runtime.kernels.conv.jit_depthwise`) with its fused activation, and
 the numpy routes it replaces, against onnx.reference: seeded random geometries (kernel sizes 1
 to 5, strides 1 to 3, dilations, asymmetric pads, auto_pad, odd sizes, batches up to 3, with
 and without bias) for each activation ConvAct fuses, NaN and infinities in the input; the
@@ -13,10 +13,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import runtime
-from runtime.kernels import TensorMeta, get_kernel, jit_activation, jit_depthwise, planes
-from runtime.kernels.conv_routes import conv_route
-from runtime.kernels.depthwise import compiled_layout, uses_compiled
-from runtime.kernels.jit_depthwise import channels_last_layout
+from runtime.kernels import TensorMeta, get_kernel, jit_activation, planes
+from runtime.kernels.conv import jit_depthwise
+from runtime.kernels.conv.depthwise import compiled_layout, uses_compiled
+from runtime.kernels.conv.jit_depthwise import channels_last_layout
+from runtime.kernels.conv.routes import conv_route
 from runtime.kernels.window import window_geometry
 from runtime.oracle import oracle_outputs
 from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, conv_reference
@@ -94,7 +95,7 @@ def _conv_act(x, w, b, shape, attrs) -> np.ndarray:
 @pytest.mark.parametrize(("act", "nodes"), ACTS[1:], ids=ACT_IDS[1:])
 def test_conv_act_matches_the_reference_on_both_routes(act, nodes, route, monkeypatch):
     if route == "numpy":
-        monkeypatch.setattr("runtime.kernels.conv_routes.uses_compiled", lambda geo, dtype: False)
+        monkeypatch.setattr("runtime.kernels.conv.routes.uses_compiled", lambda geo, dtype: False)
         monkeypatch.setattr(jit_activation, "activate", None)
     elif jit_depthwise.depthwise is None:
         pytest.skip("compiled loops off or numba missing")

@@ -1,4 +1,4 @@
-"""The stride-2 im2col through the image's phases (`runtime.kernels.jit_phases`): the same bands
+"""The stride-2 im2col through the image's phases (`runtime.kernels.conv.jit_phases`): the same bands
 as `jit_conv.im2col_band` byte for byte (pads, odd sizes, a shorter last band, kernels of even
 and odd sides), and stride-2 Convs of many taps through a session's route against
 onnx.reference, in one band and in many."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.kernels import jit_conv, jit_phases
+from runtime.kernels.conv import jit_conv, jit_phases
 from runtime.kernels.window import window_geometry
 from tests.runtime.kernels.harness import close, one_node, run_against_reference
 

@@ -1,4 +1,4 @@
-"""Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3) and F(4x4, 3x3) (`runtime.kernels.winograd`)
+"""Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3) and F(4x4, 3x3) (`runtime.kernels.conv.winograd`)
 against onnx.reference: pads 0, 1, asymmetric and auto_pad SAME, odd and even sizes, tiny maps, batch
 2, with and without bias, Conv and each activation ConvAct fuses; the route asserted taken
 (or, with compiled loops off, not taken, and the numpy route still right); scratch filled
@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from runtime import Session
 from runtime.graph import load_model
-from runtime.kernels import jit_conv, jit_winograd, winograd
+from runtime.kernels.conv import jit_conv, jit_winograd, winograd
 from tests.runtime.kernels.harness import CONV_ACT_IDS, CONV_ACTS, call_conv, conv_data, conv_reference
 
 needs_jit = pytest.mark.skipif(jit_winograd.inputs is None, reason="compiled loops off or numba missing")

@@ -1,7 +1,7 @@
 """Dense 3x3 stride-1 Conv by Winograd's F(2x2, 3x3): 16 matmuls of (K, C) @ (C, tiles), or
 on large maps F(4x4, 3x3): 36 matmuls over 4x fewer tiles (`tile_of`).
 
-The transforms are `runtime.kernels.jit_winograd`'s (`jit_winograd4`'s) compiled loops. Per
+The transforms are `runtime.kernels.conv.jit_winograd`'s (`jit_winograd4`'s) compiled loops. Per
 image, the output's tiles go in bands of tile rows sized so that a band's transformed input V
 (16 or 36, C, tiles) and product M (16 or 36, K, tiles) stay within
 `window.IM2COL_BLOCK_BYTES` (cache); per band:
@@ -25,8 +25,9 @@ from types import ModuleType
 
 import numpy as np
 
-from runtime.kernels import jit_conv, jit_winograd, jit_winograd4, window
+from runtime.kernels import window
 from runtime.kernels._scratch import Scratch, scratch_bytes, units_within
+from runtime.kernels.conv import jit_conv, jit_winograd, jit_winograd4
 from runtime.kernels.window import Geometry
 
 # Output pixels per image below which im2col's single sgemm beats the transforms (measured

@@ -6,8 +6,8 @@ call all read that one route object. Also whether the output may lie over the in
 
 Routes: "pointwise" (1x1, stride 1, unpadded: a matmul straight from the input), "taps" (one
 matmul per kernel tap), "im2col" (dense; Winograd's or the compiled bands where they apply;
-loops in `runtime.kernels.conv_dense`), and the depthwise ones ("depthwise_channels_last",
-"depthwise_rows", "depthwise_taps"; the compiled loop of `runtime.kernels.depthwise` where it
+loops in `runtime.kernels.conv.dense`), and the depthwise ones ("depthwise_channels_last",
+"depthwise_rows", "depthwise_taps"; the compiled loop of `runtime.kernels.conv.depthwise` where it
 applies, float32 2-D, else each route's numpy loop).
 
 `EXAMPLES` holds one small case per route and variant (Winograd's two tiles, the compiled bands,
@@ -25,11 +25,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from runtime.kernels import conv_dense, jit_conv, winograd
 from runtime.kernels._scratch import Scratch, scratch_bytes
-from runtime.kernels.conv_bound import bind_depthwise, bind_pointwise
-from runtime.kernels.conv_over import over_route
-from runtime.kernels.depthwise import (
+from runtime.kernels.conv import dense as conv_dense
+from runtime.kernels.conv import jit_conv, winograd
+from runtime.kernels.conv.bound import bind_depthwise, bind_pointwise
+from runtime.kernels.conv.depthwise import (
     add_bias,
     channels_last_layout,
     compiled_layout,
@@ -41,6 +41,7 @@ from runtime.kernels.depthwise import (
     uses_compiled,
     uses_rows,
 )
+from runtime.kernels.conv.over import over_route
 from runtime.kernels.planes import Planes
 from runtime.kernels.protocol import Bound
 from runtime.kernels.window import Geometry, window_geometry
@@ -169,7 +170,7 @@ class ConvRoute:
     dtype), its run (`run(x, w, b, out, geo, group, scratch, finish)`, True when it applied
     `finish`) and its bound call (`bind(inputs, outputs, attrs, conv, geo, finish, general)`,
     a `Bound` or None), whether a float32 3x3 stride-1 case runs by Winograd instead
-    (`runtime.kernels.winograd`), and whether it reads each channel block before writing it
+    (`runtime.kernels.conv.winograd`), and whether it reads each channel block before writing it
     (so that it may run over its own input). The planner's workspace (`bytes`) and the call
     (`call`) read the same value, picked once per shape (`ConvGeometry.chosen`)."""
 

@@ -1,6 +1,6 @@
 """Compiled transforms of Winograd's F(4x4, 3x3) convolution (`runtime.kernels._jit`).
 
-The same scheme as `runtime.kernels.jit_winograd`'s F(2x2, 3x3), with 4x4 output blocks
+The same scheme as `runtime.kernels.conv.jit_winograd`'s F(2x2, 3x3), with 4x4 output blocks
 from 6x6 input tiles: 36 products per channel pair and block instead of 144 (F(2x2)'s four
 blocks take 64), at the price of larger transforms and rounding error (Lavin and Gray,
 2016: points 0, 1, -1, 2, -2 and infinity; about 1e-6 relative in float32 on ResNet's
@@ -25,7 +25,7 @@ import functools
 import numpy as np
 
 from runtime.kernels._jit import ENABLED, compiled, numba
-from runtime.kernels.jit_winograd import warm_loops
+from runtime.kernels.conv.jit_winograd import warm_loops
 
 TILE = 4  # output pixels per tile side
 ALPHA = 6  # input tile side: TILE + 3 - 1

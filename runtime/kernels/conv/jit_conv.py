@@ -25,8 +25,9 @@ import math
 
 import numpy as np
 
-from runtime.kernels import jit_activation, jit_phases, window
+from runtime.kernels import jit_activation, window
 from runtime.kernels._jit import compiled
+from runtime.kernels.conv import jit_phases
 from runtime.kernels.window import Geometry
 
 DTYPE = np.dtype(np.float32)

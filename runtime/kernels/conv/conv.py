@@ -1,6 +1,6 @@
 """Conv and ConvInteger (ConvTranspose: `conv_transpose`): the kernels around Conv's route table.
 
-A Conv's route is one value of `runtime.kernels.conv_routes.ROUTES` (pointwise, taps, im2col and
+A Conv's route is one value of `runtime.kernels.conv.routes.ROUTES` (pointwise, taps, im2col and
 the depthwise ones), picked once per shape (`ConvGeometry.chosen`): the workspace function the
 planner calls (`conv_workspace`), the call (`convolve`) and the bound call (`conv_routes.bind_conv`)
 all read that one route object, never its name. The loops are the routes' (`conv_dense`,
@@ -8,7 +8,7 @@ all read that one route object, never its name. The loops are the routes' (`conv
 strides, dilations) is `runtime.kernels.window`'s.
 
 An ungrouped stride-1 Conv whose output keeps the input's size (1x1, or KxK 'same') may be
-planned with its output over its input (`runtime.kernels.conv_over` states why that is
+planned with its output over its input (`runtime.kernels.conv.over` states why that is
 safe and when): called so, it runs the pixel-wise or row-lagged route, whose scratch the
 workspace covers (the larger of it and the usual route's).
 """
@@ -19,10 +19,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import Bound, TensorMeta, jit_conv, jit_depthwise, jit_phases, jit_winograd, kernel, winograd
+from runtime.kernels import Bound, TensorMeta, kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
-from runtime.kernels.conv_over import conv_columns, conv_rows, over_layout
-from runtime.kernels.conv_routes import CONV_PLANES, ConvGeometry, bind_conv
+from runtime.kernels.conv import jit_conv, jit_depthwise, jit_phases, jit_winograd, winograd
+from runtime.kernels.conv.over import conv_columns, conv_rows, over_layout
+from runtime.kernels.conv.routes import CONV_PLANES, ConvGeometry, bind_conv
 
 
 def conv_workspace(

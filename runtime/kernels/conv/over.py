@@ -39,7 +39,7 @@ item only the pixel's own position matters:
 
 A fused activation (ConvAct) runs over each contiguous block of scratch before it is
 written. The scratch is declared as workspace (`over_layout`); the routes also run on
-separate memory, but `runtime.kernels.conv` takes them only when output and input overlap.
+separate memory, but `runtime.kernels.conv.conv` takes them only when output and input overlap.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import jit_conv, window
+from runtime.kernels import window
 from runtime.kernels._scratch import Scratch, units_within
+from runtime.kernels.conv import jit_conv
 from runtime.kernels.window import Geometry
 
 # Bytes of one chunk of output columns (all output channels) on the pixel-wise route: large

@@ -30,8 +30,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from runtime.kernels import jit_activation, jit_depthwise
+from runtime.kernels import jit_activation
 from runtime.kernels._scratch import Scratch, units_within
+from runtime.kernels.conv import jit_depthwise
 from runtime.kernels.window import Geometry, pad_into, padded_extent
 
 # Output tile widths tried in this order: the first that divides the output width is taken
@@ -210,7 +211,7 @@ def compiled_channels_last(channels: int, geo: Geometry) -> bool:
 
 
 def uses_compiled(geo: Geometry, dtype) -> bool:
-    """A depthwise conv the compiled loops (`runtime.kernels.jit_depthwise`) run: float32, 2-D."""
+    """A depthwise conv the compiled loops (`runtime.kernels.conv.jit_depthwise`) run: float32, 2-D."""
     return jit_depthwise.uses_compiled(geo, dtype)
 
 

@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
-from runtime.kernels import jit_conv
 from runtime.kernels._scratch import Scratch, same_start
-from runtime.kernels.conv_over import over_layout
-from runtime.kernels.depthwise import conv_depthwise_compiled, uses_compiled
+from runtime.kernels.conv import jit_conv
+from runtime.kernels.conv.depthwise import conv_depthwise_compiled, uses_compiled
+from runtime.kernels.conv.over import over_layout
 from runtime.kernels.protocol import Bound
 from runtime.kernels.same_arrays import SameArrays
 from runtime.kernels.window import Geometry, small_columns, small_rows

@@ -15,7 +15,7 @@ the sub-planes' pads are zeroed once per call, only the image is written per cha
 placed by counters (a division per row cost as much as copying a 14-wide row).
 
 Many channels over a small output (7 wide) run channels-last instead
-(`runtime.kernels.jit_channels_last`).
+(`runtime.kernels.conv.jit_channels_last`).
 
 Over its own input (`runtime.kernels.planes`: the output starts at the input's first byte,
 each plane no larger than the input's), output plane c covers only input planes up to c,
@@ -31,11 +31,11 @@ import numpy as np
 
 from runtime.kernels import jit_activation
 from runtime.kernels._jit import ENABLED, compiled
+from runtime.kernels.conv.jit_channels_last import channels_last as channels_last
+from runtime.kernels.conv.jit_channels_last import channels_last_layout as channels_last_layout
+from runtime.kernels.conv.jit_channels_last import conv_channels_last as conv_channels_last
+from runtime.kernels.conv.jit_channels_last import read_only
 from runtime.kernels.jit_activation import DTYPE, activate, activate_row
-from runtime.kernels.jit_channels_last import channels_last as channels_last
-from runtime.kernels.jit_channels_last import channels_last_layout as channels_last_layout
-from runtime.kernels.jit_channels_last import conv_channels_last as conv_channels_last
-from runtime.kernels.jit_channels_last import read_only
 from runtime.kernels.window import Geometry
 
 TILE = 2048  # output positions summed at a time: 8 KiB of float32, in L1 beside the rows the taps read

@@ -1,5 +1,5 @@
-"""The dense and numpy depthwise loops of Conv's routes (`runtime.kernels.conv_routes` lists the
-routes; `runtime.kernels.conv` is the kernel): im2col in bands of output rows (numpy, or compiled
+"""The dense and numpy depthwise loops of Conv's routes (`runtime.kernels.conv.routes` lists the
+routes; `runtime.kernels.conv.conv` is the kernel): im2col in bands of output rows (numpy, or compiled
 straight from the unpadded image), one matmul per kernel tap, and depthwise im2col by channel
 blocks. Each loop takes its scratch from the workspace by the layout its route declares.
 """
@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 
-from runtime.kernels import jit_conv, jit_phases, window
+from runtime.kernels import window
 from runtime.kernels._scratch import Scratch, scratch_bytes, units_within
+from runtime.kernels.conv import jit_conv, jit_phases
 from runtime.kernels.window import Geometry, pad_into, windows
 
 
