@@ -250,11 +250,11 @@ def section(rows: list[dict[str, Any]], command: str) -> str:
         "memplan's smaller arenas come from its own in-place kernels, which TFLM's do not have.",
         "",
         "*memplan's own arena* is the one its executor runs in: the integer CONV_2D and DEPTHWISE_CONV_2D (compiled "
-        "loops summing each pixel from the input in place, a ring of a few output rows as their only scratch) and PAD "
-        "write their output from their dying input's first byte, rows taken forward or backward (a channel-growing 1x1 "
+        "loops summing each pixel from the input in place, a pixel's sums and a ring of the few output pixels held back as their only scratch) and PAD "
+        "write their output from their dying input's first byte, pixels taken forward or backward (a channel-growing 1x1 "
         "conv, as vMCU overlaps them), so the peak of two maps becomes the larger one. What is left is that larger "
-        "map: person_detect's 48x48x16 pointwise output (36,864 of 37,696), micro_speech's 25x20x8 first layer "
-        "(4,000 of 4,352), MobileNetV2's padded 114x114x96 map (1,247,616 of 1,253,376); their ratios to TFLM's head "
+        "map: person_detect's 48x48x16 pointwise output (36,864 of 36,928), micro_speech's 25x20x8 first layer "
+        "(4,000 of 4,240), MobileNetV2's padded 114x114x96 map (1,247,616 of 1,248,000); their ratios to TFLM's head "
         "are 0.667, 0.670 and 0.509 at best, geometric mean 0.61, so the issue's 0.6 needs a layer fused or tiled "
         "(the expanded map never whole), not more in place. keyword_scrambled's and hello_world's arenas equal TFLM's "
         "head (nothing there shares bytes). Times: memplan is faster than TFLM's reference kernels on the three CNNs; "
