@@ -164,17 +164,27 @@ def test_a_run_shows_progress_and_its_verdict(server, page):
     page.click("#run-button")
     # The run is followed on the plan page; its own page is the permalink of the finished run.
     page.wait_for_selector("#live-verdict:not([hidden])", timeout=120_000)
-    assert "outputs match" in page.inner_text("#live-verdict")
+    # The light ResNet-50's weights are constant: its softmax rests on near-tied logits, so the verdict
+    # may find it ill-conditioned and judge the logits instead; either way it must pass.
+    assert _passed(page.inner_text("#live-verdict"))
     progress = page.evaluate("JSON.parse(sessionStorage.getItem('events') || '[]')")
     assert len(progress) > 10 and progress == sorted(progress)
     page.click("#live-link")
     page.wait_for_url("**/runs/*")
     page.locator("#verdict").wait_for(timeout=60_000)
-    assert "outputs match" in page.inner_text("#verdict")
+    verdict = page.inner_text("#verdict")
+    if page.get_attribute("#verdict", "data-verdict") == "ill-conditioned":
+        verdict += " " + page.inner_text("#verdict-evidence-1")  # the evidence says whether the witnesses match
+    assert _passed(verdict)
     # A bar per executed step, one per step of the plan it ran in (ResNet-50 has dozens after fusions).
     bars = page.evaluate("document.getElementById('chart-times').data[0].x.length")
     assert bars == page.evaluate("RUN.result.steps.length") == page.evaluate("RUN.view.steps") > 50
     shot(page, "run")
+
+
+def _passed(said: str) -> bool:
+    """A verdict's text that passes: outputs that match, or ill-conditioned ones whose witnesses match."""
+    return "outputs match" in said or ("ill-conditioned" in said and "they match" in said)
 
 
 def test_twenty_thousand_tensors_draw_and_hover(server, page):
