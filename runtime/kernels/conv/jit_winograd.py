@@ -30,9 +30,13 @@ import functools
 
 import numpy as np
 
-from runtime.kernels._jit import ENABLED, compiled, numba
+from runtime.kernels._jit import ENABLED, compiled
+from runtime.kernels.conv.jit_winograd_shared import DTYPE as DTYPE
+from runtime.kernels.conv.jit_winograd_shared import plane as _plane
+from runtime.kernels.conv.jit_winograd_shared import row as _row
+from runtime.kernels.conv.jit_winograd_shared import unsigned as _u
+from runtime.kernels.conv.jit_winograd_shared import warm_loops
 
-DTYPE = np.dtype(np.float32)
 TILE = 2  # output pixels per tile side
 ALPHA = 4  # input tile side: TILE + 3 - 1
 
@@ -121,15 +125,6 @@ def scratch_elements(tiles_w: int, band: int) -> int:
     return max(4 * (2 * tiles_w + 2) + 2 * (tiles_w + 1), 4 * band)
 
 
-def _row(x, c, y, height, zeros, saved, first_saved):  # type: ignore[no-untyped-def]
-    """Row y of channel c: from `saved` when it holds it, zeros outside the image."""
-    if y < 0 or y >= height:
-        return zeros
-    if first_saved <= y < first_saved + saved.shape[0]:
-        return saved[y - first_saved, c]
-    return x[c, y]
-
-
 def _outputs(m, ps, y, t0, nt, tiles_w, z):  # type: ignore[no-untyped-def]
     """y (K, OH, OW) tile blocks = A^T M A for tiles [t0, t0 + nt), whole rows of `tiles_w`
     tiles, M[i, k, t] at m[i * ps + k * nt + t] (flat); the row and column past an odd edge
@@ -186,11 +181,6 @@ def _outputs(m, ps, y, t0, nt, tiles_w, z):  # type: ignore[no-untyped-def]
                 _interleave(y[k, oy + 1], be[at:], bo[at:], full, tiles_w)
 
 
-def _plane(m, i, ps, base, n):  # type: ignore[no-untyped-def]
-    """M[i]'s run of `n` tiles from `base`: a contiguous slice the loop reads with plain indices."""
-    return m[i * ps + base : i * ps + base + n]
-
-
 def _interleave(row, even, odd, full, tiles_w):  # type: ignore[no-untyped-def]
     """row[2 t], row[2 t + 1] = even[t], odd[t] for the `full` tiles inside; past an odd right
     edge, the last tile's first column only."""
@@ -202,34 +192,12 @@ def _interleave(row, even, odd, full, tiles_w):  # type: ignore[no-untyped-def]
 
 if ENABLED:
     _store_gt = compiled(_store_gt, inline=True)  # type: ignore[assignment]
-    _row = compiled(_row, inline=True)  # type: ignore[assignment]
     _interleave = compiled(_interleave, inline=True)  # type: ignore[assignment]
-    _plane = compiled(_plane, inline=True)  # type: ignore[assignment]
-    _u = compiled(lambda i: numba.uint64(i), inline=True)  # an index known not negative
     weights = compiled(_weights)
     inputs = compiled(_inputs)
     outputs = compiled(_outputs)
 else:
     weights = inputs = outputs = None
-
-
-def warm_loops(weights, inputs, outputs, planes: int, m: int, scratch_elements) -> None:  # type: ignore[no-untyped-def]
-    """Compile one F(m x m, 3x3) variant's three loops (or load them from numba's cache) on tiny
-    calls: `planes` transformed planes, writable and read-only sources, as the kernel calls them."""
-    w = np.zeros((1, 1, 3, 3), DTYPE)
-    read_only = w.view()
-    read_only.flags.writeable = False
-    u = np.zeros((planes, 2), DTYPE)[:, :1].reshape(planes, 1, 1)  # planes apart, as the kernel's are
-    for src in (w, read_only):
-        weights(src, u)
-    image = np.zeros((1, m, m), DTYPE)
-    image_ro = image.view()
-    image_ro.flags.writeable = False
-    flat = np.zeros(2 * planes, DTYPE)
-    for plane in (image, image_ro):
-        z = np.zeros(scratch_elements(1, 1), DTYPE)
-        inputs(plane, flat, 2, np.zeros(m, DTYPE), np.zeros((0, 1, m), DTYPE), -1, 0, 1, 1, 1, 1, z)
-    outputs(flat, 2, np.zeros((1, m, m), DTYPE), 0, 1, 1, np.zeros(scratch_elements(1, 1), DTYPE))
 
 
 @functools.cache

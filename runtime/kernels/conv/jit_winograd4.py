@@ -24,8 +24,11 @@ import functools
 
 import numpy as np
 
-from runtime.kernels._jit import ENABLED, compiled, numba
-from runtime.kernels.conv.jit_winograd import warm_loops
+from runtime.kernels._jit import ENABLED, compiled
+from runtime.kernels.conv.jit_winograd_shared import plane as _plane
+from runtime.kernels.conv.jit_winograd_shared import row as _row
+from runtime.kernels.conv.jit_winograd_shared import unsigned as _u
+from runtime.kernels.conv.jit_winograd_shared import warm_loops
 
 TILE = 4  # output pixels per tile side
 ALPHA = 6  # input tile side: TILE + 3 - 1
@@ -128,15 +131,6 @@ def _inputs(x, v, ps, zeros, saved, first_saved, t0, nt, tiles_w, ph, pw, z):  #
                     )
 
 
-def _row(x, c, y, height, zeros, saved, first_saved):  # type: ignore[no-untyped-def]
-    """Row y of channel c: from `saved` when it holds it, zeros outside the image."""
-    if y < 0 or y >= height:
-        return zeros
-    if first_saved <= y < first_saved + saved.shape[0]:
-        return saved[y - first_saved, c]
-    return x[c, y]
-
-
 def _outputs(m, ps, y, t0, nt, tiles_w, z):  # type: ignore[no-untyped-def]
     """y (K, OH, OW) tile blocks = A^T M A for tiles [t0, t0 + nt), whole rows of `tiles_w`
     tiles, M[i, k, t] at m[i * ps + k * nt + t] (flat); the rows and columns past the edge
@@ -188,11 +182,6 @@ def _outputs(m, ps, y, t0, nt, tiles_w, z):  # type: ignore[no-untyped-def]
                 _scatter(y[k, (first + r) * 4 + i], q0, q1, q2, q3, out_w)
 
 
-def _plane(m, i, ps, base, n):  # type: ignore[no-untyped-def]
-    """Plane i's run of `n` tiles from `base`: a contiguous slice the loops read with plain indices."""
-    return m[i * ps + base : i * ps + base + n]
-
-
 def _scatter(row, q0, q1, q2, q3, out_w):  # type: ignore[no-untyped-def]
     """row[4 t + p] = q_p[t] for the columns inside the row."""
     full = out_w // 4
@@ -212,10 +201,7 @@ if ENABLED:
     _g_row = compiled(_g_row, inline=True)  # type: ignore[assignment]
     _bt = compiled(_bt, inline=True)  # type: ignore[assignment]
     _at = compiled(_at, inline=True)  # type: ignore[assignment]
-    _row = compiled(_row, inline=True)  # type: ignore[assignment]
     _scatter = compiled(_scatter, inline=True)  # type: ignore[assignment]
-    _plane = compiled(_plane, inline=True)  # type: ignore[assignment]
-    _u = compiled(lambda i: numba.uint64(i), inline=True)  # an index known not negative
     weights = compiled(_weights)
     inputs = compiled(_inputs)
     outputs = compiled(_outputs)
