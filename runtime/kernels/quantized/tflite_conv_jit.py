@@ -21,7 +21,8 @@ _GEOMETRY = ("stride_h", "stride_w", "dilation_h_factor", "dilation_w_factor")
 def _routed(x: Any, w: Any, y: Any) -> bool:
     loop_ok = CONV is not None and DEPTHWISE is not None
     shapes_ok = x is not None and w is not None and y is not None and len(x.shape) == 4 == len(y.shape)
-    return loop_ok and shapes_ok and x.dtype.kind in "iu" and x.dtype == y.dtype
+    # 8-bit only: the float32 sums' exactness and the int32 accumulators assume 8-bit products
+    return loop_ok and shapes_ok and x.dtype.kind in "iu" and x.dtype.itemsize == 1 and x.dtype == y.dtype
 
 
 def _geometry(x: Any, w: Any, y: Any, attrs: dict[str, Any]) -> tuple[int, ...]:

@@ -30,7 +30,8 @@ def _blocks(x, w, y, integer):
 
 
 def _compiled(x, y) -> bool:
-    return DENSE is not None and x is not None and y is not None and x.dtype.kind in "iu" and x.dtype == y.dtype
+    typed = x is not None and y is not None and x.dtype.kind in "iu" and x.dtype.itemsize == 1 and x.dtype == y.dtype
+    return DENSE is not None and typed  # 8-bit only: int32 sums of 8-bit products
 
 
 def dense_workspace(inputs, outputs, **_) -> int:
