@@ -141,10 +141,11 @@ def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  #
     _DRAIN(out, ring, lag, backward, direct)
 
 
-def exact_in_float32(taps: int) -> bool:
-    """Whether float32 sums of `taps` products of 8-bit values (each under 2**15 in magnitude) stay
-    below 2**24, where every integer is exact: twice int32's lanes in the vector units."""
-    return taps <= 1 << 9
+def exact_in_float32(taps: int, product_bits: int = 15) -> bool:
+    """Whether float32 sums of `taps` products of 8-bit values (each under 2**product_bits in
+    magnitude: 15 for int8 filters, 16 for uint8 ones less their zero point) stay within 2**24,
+    where every integer is exact: twice int32's lanes in the vector units."""
+    return taps << product_bits <= 1 << 24
 
 
 _FLUSH = compiled(_flush)

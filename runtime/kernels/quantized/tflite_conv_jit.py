@@ -74,7 +74,8 @@ def bind_compiled(*, depthwise: bool):
         lo, hi = qa.activation_range(attrs.get("fused_activation_function", "NONE"), q_out, y.dtype)
         geometry = np.asarray(_geometry(x, w, y, attrs), np.int64)
         order = _order(x, w, y, attrs)
-        cell = np.float32 if exact_in_float32(int(np.prod(w.shape[1:])) // (channels if depthwise else 1)) else np.int32
+        taps = int(np.prod(w.shape[1:])) // (channels if depthwise else 1)
+        cell = np.float32 if exact_in_float32(taps, 16 if w.dtype.kind == "u" else 15) else np.int32
         x_zero, w_zero = cell(q_in.zero_point[0]), int(q_w.zero_point[0] if q_w.zero_point.size == 1 else 0)
         has_bias = len(inputs) > 2 and inputs[2] is not None
         made: dict[str, np.ndarray] = {}
