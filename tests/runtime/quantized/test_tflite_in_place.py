@@ -14,7 +14,7 @@ import pytest
 
 from runtime.kernels import JIT_ENABLED, TensorMeta, call, get_kernel
 from tests.runtime.quantized.test_tflite_ops import conv_case
-from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_tflm
+from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_kernel, run_tflm
 
 pytest.importorskip("tflite_micro")
 pytestmark = pytest.mark.skipif(not JIT_ENABLED, reason="the in-place routes are the compiled loops'")
@@ -105,3 +105,27 @@ def test_a_model_plans_its_convolutions_over_their_inputs():
     produced = {n.outputs[0]: n for n in graph.nodes if n.outputs}
     aliased = [b.id for b in problem.buffers if b.alias_of and b.id in produced]
     assert any(produced[name].op_type in ("CONV_2D", "DEPTHWISE_CONV_2D") for name in aliased)
+
+
+def test_conv_sums_stay_exact_at_the_float32_bound():
+    """512 taps of the largest int8 products (x - zero = 255, w = -128 or 127): sums within a step of
+    2**24, the most the float32 route takes, must equal TFLM's int32 sums after requantization."""
+    rng = np.random.default_rng(9)
+    negatives = [512, 500, 470, 300, 256, 200, 60, 0]  # taps of -128 per channel: sums across +-2**24
+    w = np.full((8, 1, 1, 512), 127, I8)
+    for c, k in enumerate(negatives):
+        w[c, 0, 0, :k] = -128
+    w[:, 0, 0, 511] = rng.integers(-127, 127, 8)  # sums of every parity
+    scales = np.full(8, 0.001)
+    inputs = [
+        Tensor((1, 2, 2, 512), I8, q(0.05, -128)),
+        Tensor(w.shape, I8, q(scales, 0, 0), w),
+        Tensor((8,), np.int32, q(scales * 0.05, 0, 0), rng.integers(-3, 4, 8).astype(np.int32)),
+    ]
+    outputs = [Tensor((1, 2, 2, 8), I8, q(6.6, 0))]
+    options = {**OPTIONS, "padding": "VALID", "stride_w": 1, "stride_h": 1}
+    x = np.full((1, 2, 2, 512), 127, I8)
+    expected = run_tflm(one_op_model("CONV_2D", inputs, outputs, options), [x])[0]
+    got = run_kernel("CONV_2D", inputs, outputs, options, [x])[0]
+    assert np.array_equal(got, expected), f"{got[0, 0, 0]} != {expected[0, 0, 0]}"
+    assert len(np.unique(expected)) >= 6  # the channels' sums spread over the int8 range
