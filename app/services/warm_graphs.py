@@ -19,7 +19,7 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
 - ``quantized``: uint8 QLinearConvs (dense, then depthwise) between QuantizeLinear and
   DequantizeLinear, whose accumulators go through the compiled requantization;
 - ``tflite_int8``: an int8 `.tflite` model (`app.services.warm_tflite`): PAD, CONV_2D,
-  DEPTHWISE_CONV_2D and FULLY_CONNECTED through their compiled loops, outputs over their inputs.
+  DEPTHWISE_CONV_2D, AVERAGE_POOL_2D and FULLY_CONNECTED through their compiled loops, outputs over their inputs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A tiny int8 `.tflite` model for `memplan warm`: PAD -> CONV_2D (3x3) -> DEPTHWISE_CONV_2D ->
-CONV_2D (1x1, channels grow) -> FULLY_CONNECTED, so that the integer kernels' compiled loops
-(`runtime.kernels.quantized.jit_conv_int`, `jit_pad`) are compiled once, with their outputs both
+CONV_2D (1x1, channels grow) -> AVERAGE_POOL_2D -> FULLY_CONNECTED, so that the integer kernels'
+compiled loops (`runtime.kernels.quantized.jit_conv_int`, `jit_pad`, `jit_pool_int`) are compiled once, with their outputs both
 beside and over their inputs. Written with the `tflite` package's generated builder functions."""
 
 from __future__ import annotations
@@ -133,6 +133,8 @@ def integer_tflite() -> bytes:
     w, bias = m.weights((24, 1, 1, 8), 24, 0.1)
     wide = m.op("CONV_2D", [depthwise, w, bias], m.tensor((1, 6, 6, 24), INT8, [0.1]), "Conv2DOptions",
                 Padding=1, StrideW=1, StrideH=1)  # fmt: skip
+    pooled = m.op("AVERAGE_POOL_2D", [wide], m.tensor((1, 3, 3, 24), INT8, [0.1]), "Pool2DOptions",
+                  Padding=1, StrideW=2, StrideH=2, FilterWidth=2, FilterHeight=2)  # fmt: skip
     w, bias = m.weights((5, 24), 5, 0.1)
-    dense = m.op("FULLY_CONNECTED", [wide, w, bias], m.tensor((36, 5), INT8, [0.2]), "FullyConnectedOptions")
+    dense = m.op("FULLY_CONNECTED", [pooled, w, bias], m.tensor((9, 5), INT8, [0.2]), "FullyConnectedOptions")
     return m.finish([x], [dense])

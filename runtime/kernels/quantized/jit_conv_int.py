@@ -68,8 +68,8 @@ def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  # prag
         p = pixels - 1 - i if backward else i
         oy, ox = p // ow, p % ow
         y0, x0 = oy * stride_h - top, ox * stride_w - left
-        ky0, ky1 = _TAPS(y0, dil_h, kh, height)
-        kx0, kx1 = _TAPS(x0, dil_w, kw, width)
+        ky0, ky1 = TAP_RANGE(y0, dil_h, kh, height)
+        kx0, kx1 = TAP_RANGE(x0, dil_w, kw, width)
         acc[:] = 0
         for ky in range(ky0, ky1):
             iy = y0 + ky * dil_h
@@ -122,8 +122,8 @@ def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  #
         p = pixels - 1 - i if backward else i
         oy, ox = p // ow, p % ow
         y0, x0 = oy * stride_h - top, ox * stride_w - left
-        ky0, ky1 = _TAPS(y0, dil_h, kh, height)
-        kx0, kx1 = _TAPS(x0, dil_w, kw, width)
+        ky0, ky1 = TAP_RANGE(y0, dil_h, kh, height)
+        kx0, kx1 = TAP_RANGE(x0, dil_w, kw, width)
         acc[:] = 0
         for ky in range(ky0, ky1):
             iy = y0 + ky * dil_h
@@ -151,7 +151,7 @@ def exact_in_float32(taps: int, product_bits: int = 15) -> bool:
 _FLUSH = compiled(_flush)
 _EMIT = compiled(_emit)
 _DRAIN = compiled(_drain)
-_TAPS = compiled(_tap_range, inline=True)
+TAP_RANGE = compiled(_tap_range, inline=True)
 _FINISH = compiled(_finish)
 CONV = compiled(_conv_rows)
 DEPTHWISE = compiled(_depthwise_rows)

@@ -12,7 +12,9 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.protocol import Bound
 from runtime.kernels.quantized.common import TFLITE, fill_band, float_activation, quant, same_padding, taps
+from runtime.kernels.quantized.jit_pool_int import POOL, POOL_PLANES, pool_route
 
 
 def _geometry(x, y, stride_h, stride_w, filter_height, filter_width):
@@ -23,6 +25,9 @@ def _geometry(x, y, stride_h, stride_w, filter_height, filter_width):
 
 def pool_workspace(inputs, outputs, *, stride_h=1, stride_w=1, filter_height=1, filter_width=1, **_) -> int:
     x, y = inputs[0], outputs[0]
+    attrs = {"stride_h": stride_h, "stride_w": stride_w, "filter_height": filter_height, "filter_width": filter_width}
+    if pool_route(x, y, attrs) is not None:
+        return 4 * y.shape[3]  # one pixel's sums: the compiled route's only scratch
     _, _, band = _geometry(x.shape, y.shape, stride_h, stride_w, filter_height, filter_width)
     cell = np.int32 if x.dtype.kind in "iu" else x.dtype
     return scratch_bytes((band, cell), (y.shape[1:], cell))
@@ -73,13 +78,36 @@ def _counts(x, y, top, left, stride, fh, fw) -> np.ndarray:
     return (rows[:, None] * cols[None, :])[..., None].astype(np.int64)
 
 
-@kernel("AVERAGE_POOL_2D", domain=TFLITE, workspace=pool_workspace)
+def _bind(average: bool):
+    def bind(inputs, outputs, attrs, general):
+        """The compiled route for 8-bit pools, its geometry and order worked out once."""
+        x, y = inputs[0], outputs[0]
+        route = pool_route(x, y, attrs)
+        if route is None or POOL is None:
+            return None
+        geometry, order = np.asarray(route[0], np.int64), route[1]
+        window = np.asarray([attrs.get("filter_height", 1), attrs.get("filter_width", 1)], np.int64)
+        lo, hi = qa.activation_range(
+            attrs.get("fused_activation_function", "NONE"), quant(attrs.get("q_outputs"), 0, "output"), y.dtype
+        )
+
+        def run(x, *_, out, ws=None, **__):
+            acc = (ws[: 4 * out.shape[3]] if ws is not None else np.empty(4 * out.shape[3], np.uint8)).view(np.int32)
+            for n in range(out.shape[0]):
+                POOL(x[n], out[n], acc, geometry, window, average, lo, hi, order.backward)
+
+        return Bound(run)
+
+    return bind
+
+
+@kernel("AVERAGE_POOL_2D", domain=TFLITE, workspace=pool_workspace, planes=POOL_PLANES, bind=_bind(True))
 def average_pool_2d(x, *, out, ws, padding="SAME", stride_h=1, stride_w=1, filter_height=1, filter_width=1,
                     fused_activation_function="NONE", q_outputs=None, **_):  # fmt: skip
     _pool(x, out, ws, True, stride_h, stride_w, filter_height, filter_width, fused_activation_function, q_outputs)
 
 
-@kernel("MAX_POOL_2D", domain=TFLITE, workspace=pool_workspace)
+@kernel("MAX_POOL_2D", domain=TFLITE, workspace=pool_workspace, planes=POOL_PLANES, bind=_bind(False))
 def max_pool_2d(x, *, out, ws, padding="SAME", stride_h=1, stride_w=1, filter_height=1, filter_width=1,
                 fused_activation_function="NONE", q_outputs=None, **_):  # fmt: skip
     _pool(x, out, ws, False, stride_h, stride_w, filter_height, filter_width, fused_activation_function, q_outputs)

@@ -129,3 +129,12 @@ def test_conv_sums_stay_exact_at_the_float32_bound():
     got = run_kernel("CONV_2D", inputs, outputs, options, [x])[0]
     assert np.array_equal(got, expected), f"{got[0, 0, 0]} != {expected[0, 0, 0]}"
     assert len(np.unique(expected)) >= 6  # the channels' sums spread over the int8 range
+
+
+@pytest.mark.parametrize("op", ["AVERAGE_POOL_2D", "MAX_POOL_2D"])
+@pytest.mark.parametrize("padding,stride,filt,out_hw", [("SAME", 2, 3, (5, 5)), ("VALID", 1, 2, (8, 8))])
+def test_pool_over_its_input(op, padding, stride, filt, out_hw):
+    x_q = q(0.05, 3)
+    options = {"padding": padding, "stride_w": stride, "stride_h": stride, "filter_width": filt,
+               "filter_height": filt, "fused_activation_function": "NONE"}  # fmt: skip
+    check_over(op, [Tensor((1, 9, 9, 6), I8, x_q)], [Tensor((1, *out_hw, 6), I8, x_q)], options)
