@@ -52,7 +52,7 @@
     return state;
   };
 
-  // A verdict as runtime.oracle.verify states it: `verdict` ("passed", "failed", "ill-conditioned",
+  // A run's verdict as the API states it: `verdict` ("passed", "failed", "ill-conditioned",
   // "skipped") when present, else `passed`; ill-conditioned outputs are yellow with their evidence.
   M.verdictOf = function (v) {
     const state = v.verdict || (v.passed ? "passed" : v.passed === false ? "failed" : "skipped");
