@@ -11,7 +11,7 @@
     constant: "#9c755f", gradient: "#b07aa1", backprop: "#ff9da7", optimizer: "#76b7b2",
     trainable: "#edc948", disposable: "#bab0ac", extra: "#7f7f7f",
   };
-  // ONE's names of a training step's categories , by planner kind: the
+  // ONE's names of a training step's categories, by planner kind: the
   // training charts all name and colour a category the same way through these two maps.
   const ONE_NAMES = {
     activation: "non-const", trainable: "trainable", backprop: "back-prop", gradient: "gradient",
