@@ -5,10 +5,10 @@ file matches the registry.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import inspect
 import pkgutil
-import sys
 from pathlib import Path
 
 import runtime
@@ -56,8 +56,10 @@ def table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else DOC
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write the table of which file implements each registered op.")
+    parser.add_argument("output", nargs="?", type=Path, default=DOC, help=f"the Markdown file (default {DOC.name})")
+    target = parser.parse_args(argv).output
     target.write_text(table(), encoding="utf-8")
     print(f"wrote {target} ({len(kernels())} kernels)")
 
