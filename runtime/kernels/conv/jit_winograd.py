@@ -35,7 +35,7 @@ from runtime.kernels.conv.jit_winograd_shared import DTYPE as DTYPE
 from runtime.kernels.conv.jit_winograd_shared import plane as _plane
 from runtime.kernels.conv.jit_winograd_shared import row as _row
 from runtime.kernels.conv.jit_winograd_shared import unsigned as _u
-from runtime.kernels.conv.jit_winograd_shared import warm_loops
+from runtime.kernels.conv.jit_winograd_shared import variant_loops, warm_variant
 
 TILE = 2  # output pixels per tile side
 ALPHA = 4  # input tile side: TILE + 3 - 1
@@ -193,15 +193,10 @@ def _interleave(row, even, odd, full, tiles_w):  # type: ignore[no-untyped-def]
 if ENABLED:
     _store_gt = compiled(_store_gt, inline=True)  # type: ignore[assignment]
     _interleave = compiled(_interleave, inline=True)  # type: ignore[assignment]
-    weights = compiled(_weights)
-    inputs = compiled(_inputs)
-    outputs = compiled(_outputs)
-else:
-    weights = inputs = outputs = None
+weights, inputs, outputs = variant_loops(_weights, _inputs, _outputs)
 
 
 @functools.cache
 def warm() -> None:
     """Compile the loops (or load them from numba's cache) on tiny calls, at prepare."""
-    if weights is not None and inputs is not None and outputs is not None:
-        warm_loops(weights, inputs, outputs, 16, 2, scratch_elements)
+    warm_variant((weights, inputs, outputs), 16, 2, scratch_elements)

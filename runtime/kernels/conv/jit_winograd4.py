@@ -28,7 +28,7 @@ from runtime.kernels._jit import ENABLED, compiled
 from runtime.kernels.conv.jit_winograd_shared import plane as _plane
 from runtime.kernels.conv.jit_winograd_shared import row as _row
 from runtime.kernels.conv.jit_winograd_shared import unsigned as _u
-from runtime.kernels.conv.jit_winograd_shared import warm_loops
+from runtime.kernels.conv.jit_winograd_shared import variant_loops, warm_variant
 
 TILE = 4  # output pixels per tile side
 ALPHA = 6  # input tile side: TILE + 3 - 1
@@ -202,15 +202,10 @@ if ENABLED:
     _bt = compiled(_bt, inline=True)  # type: ignore[assignment]
     _at = compiled(_at, inline=True)  # type: ignore[assignment]
     _scatter = compiled(_scatter, inline=True)  # type: ignore[assignment]
-    weights = compiled(_weights)
-    inputs = compiled(_inputs)
-    outputs = compiled(_outputs)
-else:
-    weights = inputs = outputs = None
+weights, inputs, outputs = variant_loops(_weights, _inputs, _outputs)
 
 
 @functools.cache
 def warm() -> None:
     """Compile the loops (or load them from numba's cache) on tiny calls, at prepare."""
-    if weights is not None and inputs is not None and outputs is not None:
-        warm_loops(weights, inputs, outputs, 36, 4, scratch_elements)
+    warm_variant((weights, inputs, outputs), 36, 4, scratch_elements)

@@ -1,6 +1,7 @@
 """The helpers both Winograd variants' compiled transforms use (`jit_winograd`'s F(2x2, 3x3) and
 `jit_winograd4`'s F(4x4, 3x3)): reading an input row through the rows saved aside, a plane's run
-of tiles, an index known not negative, and compiling a variant's three loops on tiny calls."""
+of tiles, an index known not negative, a variant's three entry loops compiled, and compiling them
+on tiny calls."""
 
 from __future__ import annotations
 
@@ -34,6 +35,20 @@ if ENABLED:
     row = compiled(row, inline=True)  # type: ignore[assignment]
     plane = compiled(plane, inline=True)  # type: ignore[assignment]
     unsigned = compiled(lambda i: numba.uint64(i), inline=True)  # type: ignore[assignment]
+
+
+def variant_loops(weights, inputs, outputs) -> tuple:  # type: ignore[no-untyped-def]
+    """A variant's three entry loops (weight, input and output transforms) compiled, or three
+    Nones with compiled loops off."""
+    if not ENABLED:
+        return None, None, None
+    return compiled(weights), compiled(inputs), compiled(outputs)
+
+
+def warm_variant(loops: tuple, planes: int, m: int, scratch_elements) -> None:  # type: ignore[no-untyped-def]
+    """`warm_loops` over a variant's `variant_loops`, unless compiled loops are off."""
+    if all(loop is not None for loop in loops):
+        warm_loops(*loops, planes, m, scratch_elements)
 
 
 def warm_loops(weights, inputs, outputs, planes: int, m: int, scratch_elements) -> None:  # type: ignore[no-untyped-def]
