@@ -47,8 +47,9 @@ def variant_loops(weights, inputs, outputs) -> tuple:  # type: ignore[no-untyped
 
 def warm_variant(loops: tuple, planes: int, m: int, scratch_elements) -> None:  # type: ignore[no-untyped-def]
     """`warm_loops` over a variant's `variant_loops`, unless compiled loops are off."""
-    if all(loop is not None for loop in loops):
-        warm_loops(*loops, planes, m, scratch_elements)
+    weights, inputs, outputs = loops
+    if weights is not None and inputs is not None and outputs is not None:
+        warm_loops(weights, inputs, outputs, planes, m, scratch_elements)
 
 
 def warm_loops(weights, inputs, outputs, planes: int, m: int, scratch_elements) -> None:  # type: ignore[no-untyped-def]
