@@ -133,7 +133,23 @@ class PoolIn(BaseModel):
     capacity: int | None = Field(default=None, ge=0, description="bytes; null for unbounded")
 
 
-class PlanRequest(MemoryRequest, InputShapes):
+class TileRequest(BaseModel):
+    """Tiling of a plan or run (issue #29's `tile` and `tile_overhead`, the same on both bodies)."""
+
+    tile: Literal["auto", "off"] = Field(
+        default="off",
+        description="auto: compute the first layers of a CNN in row bands when that lowers the planned arena "
+        "(the planner chooses split point, band height and method); off: the model as it is",
+    )
+    tile_overhead: float = Field(
+        default=0.2,
+        ge=0,
+        allow_inf_nan=False,
+        description="extra multiply-accumulates 'auto' may add, a fraction of the model's",
+    )
+
+
+class PlanRequest(MemoryRequest, InputShapes, TileRequest):
     """Options of planning a model (the model page's form sends the same)."""
 
     strategies: list[str] | Literal["all"] = Field(default="all", description="strategy names, or 'all'")
@@ -145,17 +161,6 @@ class PlanRequest(MemoryRequest, InputShapes):
     reorder: bool = Field(
         default=False,
         description="plan the nodes in a memory-aware order (exact up to about 200 nodes) instead of the model's",
-    )
-    tile: Literal["auto", "off"] = Field(
-        default="off",
-        description="auto: compute the first layers of a CNN in row bands when that lowers the planned arena "
-        "(the planner chooses split point, band height and method); off: the model as it is",
-    )
-    tile_overhead: float = Field(
-        default=0.2,
-        ge=0,
-        allow_inf_nan=False,
-        description="extra multiply-accumulates 'auto' may add, a fraction of the model's",
     )
 
     @field_validator("strategies")
@@ -254,7 +259,7 @@ class ModelList(BaseModel):
     models: list[ModelOut]
 
 
-class RunRequest(MemoryRequest, InputShapes):
+class RunRequest(MemoryRequest, InputShapes, TileRequest):
     """Execute a model inside a plan's arena. Inputs are seeded random unless an .npz is sent."""
 
     plan_id: str | None = Field(default=None, description="a plan of this model; default: plan with `strategy`")
@@ -271,17 +276,6 @@ class RunRequest(MemoryRequest, InputShapes):
         default=False,
         description="bind caller memory to every input and output (a fresh plan then keeps them outside the arena, "
         "io 'external'); the result counts the copies that remain and says why",
-    )
-    tile: Literal["auto", "off"] = Field(
-        default="off",
-        description="auto: compute the first layers of a CNN in row bands when that lowers the planned arena "
-        "(the planner chooses split point, band height and method); off: the model as it is",
-    )
-    tile_overhead: float = Field(
-        default=0.2,
-        ge=0,
-        allow_inf_nan=False,
-        description="extra multiply-accumulates 'auto' may add, a fraction of the model's",
     )
 
     @field_validator("strategy")
