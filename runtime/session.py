@@ -20,6 +20,9 @@ Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are
 read-only views (one allocation for every session holding the same bytes). Initializers
 named in ``unbound=`` commit no memory at prepare and are bound by `set_shared_input`.
 An ``arena=`` given by the caller (see `runtime.batches`) is used instead of a new one.
+States (constants of source "state": a `.tflite` model's variable tensors) are the session's own
+writable copies beside the arena, as TensorFlow Lite Micro keeps them in persistent memory: their
+kernels update them in place, each run carries them on, `reset_state` puts them back.
 
 Variations are hooks, not copies: ``problem=`` plans a prebuilt problem of the graph instead of
 `memory_problem` (a training step's, see `runtime.training.session`), and ``after_node=`` runs
@@ -135,8 +138,9 @@ class Session:
             return self
         kernels = self._resolve_kernels()
         self._check_unbound()
-        if self.params is not None:
-            self.graph = self.params.share(self.graph, skip=self._unbound)
+        if self.params is not None:  # states are the session's own, never shared
+            states = [n for n, c in self.graph.constants.items() if c.source == "state"]
+            self.graph = self.params.share(self.graph, skip=(*self._unbound, *states))
         problem = self._problem_arg
         if problem is None:
             problem = memory_problem(self.graph, self.options)
@@ -246,11 +250,14 @@ class Session:
         for name, view in self._views.items():
             self._values[self._slot[name]] = read_only(view)
         self.constant_bytes = 0
+        self._states: dict[str, np.ndarray] = {}
         for name, c in self.graph.constants.items():
             if name in self._unbound:  # committed only when set_shared_input binds it
                 self._values[self._slot[name]] = self._shared.get(name)
                 continue
             value = c.value()
+            if c.source == "state" and name not in self._views:  # written by its kernel, kept from run to run
+                value = self._states[name] = np.array(value, copy=True)
             self.constant_bytes += value.nbytes
             if name in self._views:  # constants planned into the arena
                 self._views[name][...] = value
@@ -357,6 +364,19 @@ class Session:
         self._shared[name] = read_only(value)
         if self._prepared:
             self._values[self._slot[name]] = self._shared[name]
+
+    def reset_state(self) -> None:
+        """Put every state (a `.tflite` variable tensor: an SVDF's memory, an LSTM's hidden and cell
+        state) back to its initial value, as TensorFlow Lite Micro's `Reset()` does; `run` otherwise
+        carries the states from one run to the next."""
+        self.prepare()
+        for name, array in self._states.items():
+            array[...] = self.graph.constants[name].value()
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of the states the session keeps beside the arena (0 before prepare)."""
+        return sum(int(a.nbytes) for a in getattr(self, "_states", {}).values())
 
     # ---- run ---------------------------------------------------------------------------------------
 

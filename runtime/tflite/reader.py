@@ -101,9 +101,11 @@ def _check_shapes(model: TfModel, shapes: Mapping[str, Sequence[int]]) -> None:
 
 
 def _constant(buf: bytes, t: TfTensor, path: str | None) -> Constant:
-    if t.data is None:  # a variable tensor (a state) without initial data starts at real zero, as TFLite's do
-        zero = int(t.quant.zero_point[0]) if t.quant is not None else 0
-        return Constant.lazy(t.name, t.shape, t.dtype, lambda: np.full(t.shape, zero, t.dtype))
+    if t.is_variable:
+        # A state: a session keeps its own copy from run to run. It starts, and is reset, as TensorFlow
+        # Lite Micro resets variable tensors: int8 ones to their zero point, every other to zero bytes.
+        zero = int(t.quant.zero_point[0]) if t.quant is not None and t.dtype == np.int8 else 0
+        return Constant(t.name, t.shape, t.dtype, "state", lambda: np.full(t.shape, zero, t.dtype))
     start, length = t.data
     dtype = t.dtype.newbyteorder("<")
 

@@ -1,11 +1,14 @@
-"""SVDF (TFLite's rank-decomposed time filter, keyword spotting's layer), int8 with TFLite Micro's
-integer arithmetic, over one step.
+"""SVDF (TFLite's rank-decomposed time filter, keyword spotting's layer): int8 with TFLite Micro's
+integer arithmetic, and float32, over one step.
 
-The activation state (a variable tensor of ``n_filter x n_memory`` per batch row) is an input the
-kernel reads and never writes: each run filters over time the state shifted left by one (read in
-place through a strided view, no copy) with the feature filters' new column last, as one invocation
-of TensorFlow Lite Micro does on a freshly reset interpreter. The state carried from run to run is
-not kept. Its workspace is one int64 sum per batch row and filter.
+The activation state (a variable tensor of ``n_filter x n_memory`` per batch row, input 4) is the
+layer's memory of the last ``n_memory`` steps. As in TensorFlow Lite Micro, each call shifts every
+filter's memory left by one, writes the feature filters' new column last, filters the memory over
+time and writes the shifted memory back into the state, in place: a `runtime.Session` keeps the
+state from run to run (`Session.reset_state` clears it), so consecutive runs are consecutive
+invocations. A state handed over read-only is read and left as it was (one invocation on a freshly
+reset interpreter). The workspace holds the shifted memory (in the state's dtype) and one sum per
+batch row and filter (int64, or float32 for a float SVDF).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
-from runtime.kernels.quantized.common import TFLITE, quant
+from runtime.kernels.quantized.common import TFLITE, float_activation, quant
 
 
 def _real(*scales: np.float32) -> float:
@@ -24,34 +27,57 @@ def _real(*scales: np.float32) -> float:
     return float(a * b / c)
 
 
+def _blocks(x, weights_feature, weights_time, state) -> list:
+    batches, n_filter, n_memory = x.shape[0], weights_feature.shape[0], weights_time.shape[1]
+    sums = np.float32 if x.dtype.kind == "f" else np.int64
+    return [((batches, n_filter, n_memory), state.dtype), ((batches, n_filter), sums)]
+
+
 def svdf_workspace(inputs, outputs, **_) -> int:
-    return scratch_bytes(((inputs[0].shape[0], inputs[1].shape[0]), np.int64))
+    return scratch_bytes(*_blocks(inputs[0], inputs[1], inputs[2], inputs[4]))
+
+
+def _shifted(state: np.ndarray, memory: np.ndarray, newest: np.ndarray) -> None:
+    """`memory` (B, F, M) <- each filter's memory in `state` shifted left by one, `newest` (B, F) last."""
+    old = state.reshape(memory.shape)
+    memory[:, :, :-1] = old[:, :, 1:]
+    memory[:, :, -1] = newest
 
 
 @kernel("SVDF", domain=TFLITE, workspace=svdf_workspace)
-def svdf(x, weights_feature, weights_time, bias, state, *, out, ws, rank=1, q_inputs=None, q_outputs=None, **_):
+def svdf(x, weights_feature, weights_time, bias, state, *, out, ws, rank=1, fused_activation_function="NONE",
+         q_inputs=None, q_outputs=None, **_):  # fmt: skip
+    batches, n_filter = x.shape[0], weights_feature.shape[0]
+    scratch = Scratch(ws, "SVDF")
+    memory, filtered = (scratch.take(*block) for block in _blocks(x, weights_feature, weights_time, state))
     if x.dtype.kind == "f":
-        raise ValueError("SVDF: float32 SVDF has no kernel yet; accepted: int8 input with int8 or int16 state")
+        _shifted(state, memory, x @ weights_feature.T)
+        np.einsum("bfm,fm->bf", memory, weights_time, out=filtered)
+        units = filtered.reshape(batches, n_filter // rank, rank).sum(axis=2)
+        if bias is not None:
+            units += bias
+        out[...] = units
+        float_activation(out, fused_activation_function)
+    else:
+        _integer(x, weights_feature, weights_time, bias, state, memory, filtered, out, rank, q_inputs, q_outputs)
+    if state.flags.writeable:
+        state.reshape(memory.shape)[...] = memory
+
+
+def _integer(x, weights_feature, weights_time, bias, state, memory, filtered, out, rank, q_inputs, q_outputs):
+    """TensorFlow Lite Micro's integer SVDF; its fused activation is not applied (TFLite Micro's isn't)."""
     q_in, q_wf = quant(q_inputs, 0, "input"), quant(q_inputs, 1, "input")
     q_wt, q_state, q_out = quant(q_inputs, 2, "input"), quant(q_inputs, 4, "input"), quant(q_outputs, 0, "output")
-    batches, n_filter, n_memory = x.shape[0], weights_feature.shape[0], weights_time.shape[1]
+    batches, n_filter = x.shape[0], weights_feature.shape[0]
     state_zero = int(q_state.zero_point[0])
     lo, hi = qa.dtype_range(state.dtype)
     m1, s1 = qa.quantize_multiplier(_real(q_in.scale[0], q_wf.scale[0], q_state.scale[0]))
     m2, s2 = qa.quantize_multiplier(_real(q_state.scale[0], q_wt.scale[0], q_out.scale[0]))
-    filtered = Scratch(ws, "SVDF").take((batches, n_filter), np.int64)
     features = (x.astype(np.int64) - int(q_in.zero_point[0])) @ weights_feature.astype(np.int64).T
     column = np.clip(qa.multiply_by_quantized_multiplier(features, m1, s1), lo, hi) + state_zero
-    newest = column.astype(state.dtype).astype(np.int64) - state_zero  # C++'s narrowing store wraps like the cast
-    # The flat state shifted left by one: filter f's memory is elements f*M+1 .. f*M+M-1, then the new column.
-    flat = state.reshape(batches, -1)
-    older = np.lib.stride_tricks.as_strided(
-        flat[:, 1:], (batches, n_filter, n_memory - 1), (flat.strides[0], n_memory * flat.strides[1], flat.strides[1])
-    )
-    taps = weights_time[:, : n_memory - 1]
-    np.einsum("bfm,fm->bf", older, taps, out=filtered, dtype=np.int64, casting="unsafe")
-    filtered -= state_zero * taps.sum(axis=1, dtype=np.int64)
-    filtered += newest * weights_time[:, n_memory - 1].astype(np.int64)
+    _shifted(state, memory, column.astype(state.dtype))  # C++'s narrowing store wraps like the cast
+    np.einsum("bfm,fm->bf", memory, weights_time, out=filtered, dtype=np.int64, casting="unsafe")
+    filtered -= state_zero * weights_time.sum(axis=1, dtype=np.int64)
     units = filtered.reshape(batches, n_filter // rank, rank).sum(axis=2)
     if bias is not None:
         units = units + bias.astype(np.int64)

@@ -58,6 +58,8 @@ OPTIONS: dict[str, str | None] = {  # builtin -> its options table in the schema
     "SPLIT": "SplitOptions",
     "STRIDED_SLICE": "StridedSliceOptions",
     "RELU6": None,
+    "SVDF": "SVDFOptions",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions",
 }
 
 
@@ -69,6 +71,10 @@ class Tensor:
     data: np.ndarray | None = None  # a constant's value
     name: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    variable: bool = False  # a state (TFLite's variable tensor): no graph input, kept by the interpreter
+
+
+OMITTED = None  # an optional input left out (tensor index -1), in `one_op_model`'s inputs
 
 
 def q(scale: Any, zero_point: Any = 0, axis: int | None = None) -> QuantParams:
@@ -87,10 +93,14 @@ def _option_value(name: str, value: Any) -> Any:
     return value
 
 
-def one_op_model(op: str, inputs: list[Tensor], outputs: list[Tensor], options: dict[str, Any]) -> bytes:
-    """A `.tflite` model (schema version 3) with one subgraph and one operator `op`."""
+def one_op_model(op: str, inputs: list[Tensor | None], outputs: list[Tensor], options: dict[str, Any]) -> bytes:
+    """A `.tflite` model (schema version 3) with one subgraph and one operator `op`; an input given
+    as `OMITTED` is an optional input left out, a `variable` one a state."""
     b = flatbuffers.Builder(1024)
-    tensors = [*inputs, *outputs]
+    given = [t for t in inputs if t is not None]
+    index = {id(t): i for i, t in enumerate(given)}
+    op_inputs = [index[id(t)] if t is not None else -1 for t in inputs]
+    tensors = [*given, *outputs]
     buffers = [b""]  # buffer 0: empty, as every converter writes it
     buffer_of = []
     for t in tensors:
@@ -108,8 +118,8 @@ def one_op_model(op: str, inputs: list[Tensor], outputs: list[Tensor], options: 
         buffer_offsets.append(tflite.BufferEnd(b))
     tensor_offsets = [_tensor(b, t, i, buffer_of[i]) for i, t in enumerate(tensors)]
     opts = _options(b, op, options)
-    inputs_vec = _int_vector(b, tflite.OperatorStartInputsVector, list(range(len(inputs))))
-    outputs_vec = _int_vector(b, tflite.OperatorStartOutputsVector, list(range(len(inputs), len(tensors))))
+    inputs_vec = _int_vector(b, tflite.OperatorStartInputsVector, op_inputs)
+    outputs_vec = _int_vector(b, tflite.OperatorStartOutputsVector, list(range(len(given), len(tensors))))
     tflite.OperatorStart(b)
     tflite.OperatorAddOpcodeIndex(b, 0)
     tflite.OperatorAddInputs(b, inputs_vec)
@@ -118,10 +128,10 @@ def one_op_model(op: str, inputs: list[Tensor], outputs: list[Tensor], options: 
         tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, OPTIONS[op]))
         tflite.OperatorAddBuiltinOptions(b, opts)
     operator = tflite.OperatorEnd(b)
-    graph_inputs = [i for i, t in enumerate(inputs) if t.data is None]
+    graph_inputs = [i for i, t in enumerate(given) if t.data is None and not t.variable]
     sub_tensors = _offset_vector(b, tflite.SubGraphStartTensorsVector, tensor_offsets)
     sub_inputs = _int_vector(b, tflite.SubGraphStartInputsVector, graph_inputs)
-    sub_outputs = _int_vector(b, tflite.SubGraphStartOutputsVector, list(range(len(inputs), len(tensors))))
+    sub_outputs = _int_vector(b, tflite.SubGraphStartOutputsVector, list(range(len(given), len(tensors))))
     sub_ops = _offset_vector(b, tflite.SubGraphStartOperatorsVector, [operator])
     tflite.SubGraphStart(b)
     tflite.SubGraphAddTensors(b, sub_tensors)
@@ -192,6 +202,8 @@ def _tensor(b: Any, t: Tensor, index: int, buffer: int) -> int:
     tflite.TensorAddType(b, TYPES[np.dtype(t.dtype)])
     tflite.TensorAddBuffer(b, buffer)
     tflite.TensorAddName(b, name)
+    if t.variable:
+        tflite.TensorAddIsVariable(b, True)
     if quant is not None:
         tflite.TensorAddQuantization(b, quant)
     return tflite.TensorEnd(b)
@@ -219,6 +231,20 @@ def run_tflm(model: bytes, feeds: list[np.ndarray], outputs: int = 1) -> list[np
         interpreter.set_input(x, i)
     interpreter.invoke()
     return [np.array(interpreter.get_output(i)) for i in range(outputs)]
+
+
+def run_tflm_steps(model: bytes, steps: list[list[np.ndarray]], outputs: int = 1) -> list[list[np.ndarray]]:
+    """The outputs of consecutive invocations of one TensorFlow Lite Micro interpreter (its states
+    carried from one to the next), one list of feeds per invocation."""
+    runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
+    interpreter = runtime.Interpreter.from_bytes(model, arena_size=max(1 << 16, 8 * len(model)))
+    got = []
+    for feeds in steps:
+        for i, x in enumerate(feeds):
+            interpreter.set_input(x, i)
+        interpreter.invoke()
+        got.append([np.array(interpreter.get_output(i)) for i in range(outputs)])
+    return got
 
 
 def run_kernel(
