@@ -39,6 +39,24 @@ MIN_PIXELS = 14 * 14
 # (crnn_ocr's first conv, 3 channels to 64 over 48 x 320: 1.75 ms against im2col's 1.20;
 # 16 channels to 32 over the same map: 1.87 against 2.13).
 MIN_CHANNELS = 16
+# A map of fewer pixels (a band of a tiled stage: a few rows of a wide map) takes F(2x2) too where
+# its tiles are mostly used and the sgemms deep and long enough (`_band_pays`). What amortizes the
+# transforms is the tile count times the channels, not the pixels: measured one thread, prepared
+# weights, 3x3 bands of a few rows, im2col against F(2x2) in ms: 64 channels, 2 rows of 56: 0.114
+# against 0.083, 3 rows 0.163 against 0.132; 128 channels, 1 row of 28: 0.150 against 0.137;
+# 256 channels, 2 rows of 14: 0.517 against 0.259; whole maps, 64 channels at 7 x 7 0.083
+# against 0.079, 256 at 4 x 4 0.311 against 0.193. Losing: one row of 56 at 64 channels (0.071
+# against 0.082: half of each tile is wasted), 32 channels at 7 x 7 (0.035 against 0.046: 16
+# tiles of 32-deep sgemms), any 16-channel band (0.021 against 0.030 for 2 rows of 112).
+BAND_MIN_CHANNELS = 32
+BAND_MIN_WORK = 1024  # tiles x input channels
+BAND_MIN_USE = 0.75  # output pixels / pixels the tiles compute; one-row bands waste half ...
+BAND_ONE_ROW_CHANNELS = 128  # ... which 128 channels and more still amortize
+# Transformed weights above this size are read from memory on every call; they pay only over
+# at least `MANY_TILES` tiles: 512 channels at 7 x 7 (16 MB of U) lose, 5.1 ms against 3.2, and
+# 384 at 14 x 14 (9.4 MB, 49 tiles) 12.2 against 10.5, while 256 (4 MB) win at 14 x 14 and 7 x 7.
+U_CACHED_BYTES = 4 << 20
+MANY_TILES = 14 * 14
 POSITIONS = jit_winograd.ALPHA * jit_winograd.ALPHA
 # Output pixels per image from which F(4x4, 3x3) (`jit_winograd4`) beats F(2x2): half the
 # sgemms' work against larger transforms and weights (36 K C floats, not 16). Measured one
@@ -56,9 +74,10 @@ U_IN_CACHE_BYTES = 1 << 20
 
 def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
     """Whether a Conv of this geometry runs by Winograd: compiled loops on, float32, 2-D 3x3,
-    stride 1, dilation 1, ungrouped, on a map of at least `MIN_PIXELS` output pixels from at
-    least `MIN_CHANNELS` channels."""
-    return (
+    stride 1, dilation 1, ungrouped, from at least `MIN_CHANNELS` channels, on a map of at least
+    `MIN_PIXELS` output pixels or a smaller one whose tiles pay (`_band_pays`); in both cases
+    with transformed weights that stay in cache or many tiles to spread their reading over."""
+    if not (
         jit_winograd.inputs is not None
         and np.dtype(dtype) == jit_winograd.DTYPE
         and group == 1
@@ -66,8 +85,23 @@ def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
         and geo.strides == (1, 1)
         and geo.dilations == (1, 1)
         and len(x_shape) == 4
-        and math.prod(geo.out) >= MIN_PIXELS
         and x_shape[1] >= MIN_CHANNELS
+    ):
+        return False
+    tiles = math.prod(_tiles(geo, 2))
+    u_bytes = POSITIONS * x_shape[1] * w_shape[0] * jit_winograd.DTYPE.itemsize
+    if u_bytes > U_CACHED_BYTES and tiles < MANY_TILES:
+        return False
+    return math.prod(geo.out) >= MIN_PIXELS or _band_pays(geo, x_shape[1], tiles)
+
+
+def _band_pays(geo: Geometry, channels: int, tiles: int) -> bool:
+    """Whether F(2x2) beats im2col on a map below `MIN_PIXELS` (see `BAND_MIN_CHANNELS`)."""
+    use = math.prod(geo.out) / (tiles * 4)
+    return (
+        channels >= BAND_MIN_CHANNELS
+        and tiles * channels >= BAND_MIN_WORK
+        and (use >= BAND_MIN_USE or channels >= BAND_ONE_ROW_CHANNELS)
     )
 
 
