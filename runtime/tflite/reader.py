@@ -106,6 +106,7 @@ def _constant(buf: bytes, t: TfTensor, path: str | None) -> Constant:
         # Lite Micro resets variable tensors: int8 ones to their zero point, every other to zero bytes.
         zero = int(t.quant.zero_point[0]) if t.quant is not None and t.dtype == np.int8 else 0
         return Constant(t.name, t.shape, t.dtype, "state", lambda: np.full(t.shape, zero, t.dtype))
+    assert t.data is not None  # read_tflite makes constants of tensors with data or variable ones only
     start, length = t.data
     dtype = t.dtype.newbyteorder("<")
 

@@ -11,6 +11,7 @@ from runtime.kernels.quantized import (  # noqa: F401
     tflite_conv,
     tflite_dense,
     tflite_elementwise,
+    tflite_lstm,
     tflite_pool,
     tflite_shape,
     tflite_softmax,

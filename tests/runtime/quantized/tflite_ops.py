@@ -237,7 +237,8 @@ def run_tflm_steps(model: bytes, steps: list[list[np.ndarray]], outputs: int = 1
     """The outputs of consecutive invocations of one TensorFlow Lite Micro interpreter (its states
     carried from one to the next), one list of feeds per invocation."""
     runtime = pytest.importorskip("tflite_micro.python.tflite_micro.runtime")
-    interpreter = runtime.Interpreter.from_bytes(model, arena_size=max(1 << 16, 8 * len(model)))
+    feed_bytes = sum(f.nbytes for f in steps[0]) if steps else 0
+    interpreter = runtime.Interpreter.from_bytes(model, arena_size=max(1 << 16, 8 * len(model) + 8 * feed_bytes))
     got = []
     for feeds in steps:
         for i, x in enumerate(feeds):

@@ -77,7 +77,9 @@ def _svdf(dtype, state_dtype=np.int8, rank=2, batches=2, depth=12, filters=8, me
 
 
 @pytest.mark.parametrize(
-    "dtype,state_dtype", [(np.int8, np.int8), (np.int8, np.int16), (np.float32, np.float32)], ids=["int8", "int16-state", "float"]
+    "dtype,state_dtype",
+    [(np.int8, np.int8), (np.int8, np.int16), (np.float32, np.float32)],
+    ids=["int8", "int16-state", "float"],
 )
 def test_generated_svdf_runs_like_consecutive_tflm_invocations(dtype, state_dtype):
     inputs, outputs = _svdf(dtype, state_dtype)

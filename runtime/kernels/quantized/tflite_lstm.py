@@ -1,0 +1,192 @@
+"""UNIDIRECTIONAL_SEQUENCE_LSTM: TensorFlow Lite Micro's standard LSTM (no peephole, projection,
+layer norm or coupled input gate), float32, and int8 with TFLite's integer arithmetic (int8 input
+and hidden state, int8 weights, int32 biases, int16 cell state at a power-of-two scale).
+
+Each time step computes the four gates from the input's step and the hidden state, each the sum of
+two fully-connected products (the input's with the gate's bias, the hidden state's without); the
+forget, input and output gates go through a sigmoid, the cell gate through tanh. Then
+``cell = forget * cell + input * cell_gate`` (clipped when cell_clip > 0) and
+``hidden = output_gate * tanh(cell)``, copied into the output's step. In the integer LSTM every
+product is requantized as TFLite does: the gates' sums to int16 at 2**-12, clamped after each
+product and after their sum; sigmoid and tanh through TFLite's int16 lookups
+(`runtime.kernels.quantized.tflite_lstm_int`); the element-wise products to the cell's scale and,
+last, to the hidden state's scale and zero point. Batch rows are independent, so every time step
+runs all rows at once, time-major or not.
+
+The hidden and cell states (inputs 18 and 19) are variable tensors: the kernel updates them in
+place, and a `runtime.Session` keeps them from run to run (`Session.reset_state` clears them), as
+TensorFlow Lite Micro keeps them between invocations; given read-only, they are read and left as
+they were. The workspace holds the step's input and hidden state as exact float64 rows (float32
+for a float LSTM) and the two products of all four gates.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from runtime import quant_arith as qa
+from runtime.kernels import kernel
+from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.quantized import tflite_lstm_int as li
+from runtime.kernels.quantized.common import TFLITE, quant
+from runtime.quantization import QuantParams
+
+GATES = ("input", "forget", "cell", "output")  # TFLite's order of the weights, recurrent weights and biases
+INPUT_WEIGHTS, RECURRENT_WEIGHTS, BIASES = (1, 2, 3, 4), (5, 6, 7, 8), (12, 13, 14, 15)
+HIDDEN, CELL = 18, 19
+_GATE_Q = QuantParams(np.array([li.GATE_SCALE], np.float32), np.zeros(1, np.int64), None)
+
+
+def sizes(x_shape, hidden_shape, time_major: bool) -> tuple[int, int, int, int]:
+    """(time steps, batch rows, input depth, state depth)."""
+    steps, batches = (x_shape[0], x_shape[1]) if time_major else (x_shape[1], x_shape[0])
+    return steps, batches, x_shape[2], hidden_shape[-1]
+
+
+def _blocks(inputs, time_major):
+    _, batches, depth, units = sizes(inputs[0].shape, inputs[HIDDEN].shape, time_major)
+    kind = np.float32 if inputs[0].dtype.kind == "f" else np.float64
+    return [
+        ((batches, depth), kind),
+        ((batches, units), kind),
+        ((batches, 4 * units), kind),
+        ((batches, 4 * units), kind),
+    ]
+
+
+def lstm_workspace(inputs, outputs, time_major=False, **_) -> int:
+    return scratch_bytes(*_blocks(inputs, time_major))
+
+
+def _matrices(values, integer: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The four gates' input and recurrent weights side by side, (depth, 4 units) and (units, 4
+    units), less their zero points for an integer LSTM: the operands of one product per step."""
+    kind = np.float64 if integer else np.float32
+    return tuple(  # type: ignore[return-value]
+        np.ascontiguousarray(np.concatenate([values[i] for i in group], axis=0).T, dtype=kind)
+        for group in (INPUT_WEIGHTS, RECURRENT_WEIGHTS)
+    )
+
+
+def lstm_constants(values, inputs, outputs, q_inputs=None, **_) -> dict:
+    if any(values[i] is None for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)):
+        return {}
+    integer = inputs[0].dtype.kind in "iu"
+    if integer and any(quant(q_inputs, i, "input").zero_point[0] for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)):
+        return {}  # weights with a zero point: subtracted on each call
+    x_matrix, h_matrix = _matrices(values, integer)
+    return {"x_matrix": x_matrix, "h_matrix": h_matrix}
+
+
+@kernel("UNIDIRECTIONAL_SEQUENCE_LSTM", domain=TFLITE, workspace=lstm_workspace, constants=lstm_constants)
+def unidirectional_sequence_lstm(*values, out, ws, time_major=False, cell_clip=0.0, q_inputs=None, q_outputs=None,
+                                 x_matrix=None, h_matrix=None, **_):  # fmt: skip
+    x, hidden, cell = values[0], values[HIDDEN], values[CELL]
+    steps, batches, depth, units = sizes(x.shape, hidden.shape, time_major)
+    integer = x.dtype.kind in "iu"
+    if x_matrix is None or h_matrix is None:
+        x_matrix, h_matrix = _matrices(_less_zero_points(values, q_inputs) if integer else values, integer)
+    scratch = Scratch(ws, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    x_row, h_row, x_sums, h_sums = (scratch.take(*block) for block in _blocks(values, time_major))
+    h_state = hidden.reshape(batches, units).copy() if not hidden.flags.writeable else hidden.reshape(batches, units)
+    c_state = cell.reshape(batches, units).copy() if not cell.flags.writeable else cell.reshape(batches, units)
+    step = (
+        _integer_step(values, q_inputs, q_outputs, float(cell_clip))
+        if integer
+        else _float_step(values, float(cell_clip))
+    )
+    for t in range(steps):
+        x_t = x[t] if time_major else x[:, t]
+        np.copyto(x_row, x_t, casting="unsafe")
+        np.copyto(h_row, h_state, casting="unsafe")
+        np.matmul(x_row, x_matrix, out=x_sums)
+        np.matmul(h_row, h_matrix, out=h_sums)
+        step(x_sums, h_sums, c_state, h_state)
+        if time_major:
+            out[t] = h_state
+        else:
+            out[:, t] = h_state
+
+
+def _less_zero_points(values, q_inputs):
+    picked = list(values)
+    for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS):
+        picked[i] = values[i].astype(np.int64) - int(quant(q_inputs, i, "input").zero_point[0])
+    return picked
+
+
+def _float_step(values, cell_clip):
+    bias = np.concatenate([values[i] for i in BIASES]).astype(np.float32)
+
+    def step(x_sums, h_sums, c_state, h_state):
+        x_sums += bias
+        x_sums += h_sums
+        i, f, g, o = np.split(x_sums, 4, axis=1)
+        for gate in (i, f, o):
+            np.negative(gate, out=gate)
+            np.exp(gate, out=gate)
+            gate += 1
+            np.reciprocal(gate, out=gate)
+        np.tanh(g, out=g)
+        c_state *= f
+        c_state += i * g
+        if cell_clip > 0:
+            np.clip(c_state, -cell_clip, cell_clip, out=c_state)
+        np.multiply(o, np.tanh(c_state), out=h_state)
+
+    return step
+
+
+def _integer_step(values, q_inputs, q_outputs, cell_clip):
+    """One time step of TFLite's 8x8->16 LSTM, its multipliers worked out once per call."""
+    q_x, q_h, q_c = quant(q_inputs, 0, "input"), quant(q_inputs, HIDDEN, "input"), quant(q_inputs, CELL, "input")
+    x_mult = [qa.dense_multiplier(q_x, quant(q_inputs, i, "input"), _GATE_Q) for i in INPUT_WEIGHTS]
+    h_mult = [qa.dense_multiplier(q_h, quant(q_inputs, i, "input"), _GATE_Q) for i in RECURRENT_WEIGHTS]
+    x_zero, h_zero = int(q_x.zero_point[0]), int(q_h.zero_point[0])
+    bias = [values[i].astype(np.int64) for i in BIASES]
+    cell_scale = float(q_c.scale[0])
+    forget_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * cell_scale / cell_scale)
+    input_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * li.ACTIVATED_SCALE / cell_scale)
+    output_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * li.ACTIVATED_SCALE / float(q_h.scale[0]))
+    tanh_cell = li.tanh_of_power(li.scale_power(cell_scale))
+    clip = li.quantized_clip(cell_clip, cell_scale) if cell_clip > 0 else None
+    units = values[HIDDEN].shape[-1]
+    # the rows keep their zero points: what they add to each sum is taken off after the product
+    x_offset = x_zero * _column_sums(values, INPUT_WEIGHTS, q_inputs)
+    h_offset = h_zero * _column_sums(values, RECURRENT_WEIGHTS, q_inputs)
+
+    def gate(k, x_sums, h_sums):
+        cols = slice(k * units, (k + 1) * units)
+        # float64 sums of 8-bit products are exact
+        xs = np.rint(x_sums[:, cols]).astype(np.int64) + bias[k]
+        hs = np.rint(h_sums[:, cols]).astype(np.int64)
+        a = np.clip(qa.multiply_by_quantized_multiplier(xs, *x_mult[k]), -32768, 32767)
+        b = np.clip(qa.multiply_by_quantized_multiplier(hs, *h_mult[k]), -32768, 32767)
+        total = np.clip(a + b, -32768, 32767)
+        return li.tanh16(total) if k == 2 else li.logistic16(total)
+
+    def mul(a, b, multiplier, lo=-32768, hi=32767, zero=0):
+        product = a.astype(np.int64) * b.astype(np.int64)
+        return np.clip(qa.multiply_by_quantized_multiplier(product, *multiplier) + zero, lo, hi)
+
+    def step(x_sums, h_sums, c_state, h_state):
+        x_sums -= x_offset
+        h_sums -= h_offset
+        i, f, g = gate(0, x_sums, h_sums), gate(1, x_sums, h_sums), gate(2, x_sums, h_sums)
+        cell = np.clip(mul(f, c_state, forget_mult) + mul(i, g, input_mult), -32768, 32767)
+        if clip is not None:
+            cell = np.clip(cell, -clip, clip)
+        c_state[...] = cell
+        o = gate(3, x_sums, h_sums)
+        lo, hi = qa.dtype_range(h_state.dtype)
+        h_state[...] = mul(li.tanh16(c_state, *tanh_cell), o, output_mult, lo, hi, h_zero)
+
+    return step
+
+
+def _column_sums(values, group, q_inputs) -> np.ndarray:
+    """Per gate unit, the sum of its weights less their zero point: what the rows' zero point adds."""
+    return np.concatenate(
+        [values[i].astype(np.int64).sum(axis=1) - values[i].shape[1] * int(quant(q_inputs, i, "input").zero_point[0])
+         for i in group]
+    )  # fmt: skip

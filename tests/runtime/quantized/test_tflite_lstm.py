@@ -1,0 +1,106 @@
+"""UNIDIRECTIONAL_SEQUENCE_LSTM against TensorFlow Lite Micro: one-operator `.tflite` models written
+here (24 inputs, the optional ones left out, hidden and cell state as variable tensors), run by
+memplan's Session and by TFLM's interpreter over several consecutive invocations, so that the
+states carried from run to run are checked too. int8 outputs must equal TFLM's bit for bit; float
+ones within float32 rounding (TFLM sums in another order)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import runtime
+from runtime.session import Session
+from tests.runtime.quantized.tflite_ops import OMITTED, Tensor, one_op_model, q, run_tflm_steps
+
+pytest.importorskip("tflite_micro")
+
+
+def lstm_tensors(dtype, batches=2, steps=3, depth=5, units=4, time_major=False, seed=0, cell_scale=2.0**-11):
+    """The 24 inputs (None where left out) and the output of a standard LSTM."""
+    rng = np.random.default_rng(seed)
+    x_shape = (steps, batches, depth) if time_major else (batches, steps, depth)
+    y_shape = (*x_shape[:2], units)
+    if dtype == np.float32:
+
+        def weights(shape):
+            return Tensor(shape, np.float32, data=(rng.standard_normal(shape) * 0.5).astype(np.float32))
+
+        x, h, c, y = (Tensor(x_shape, np.float32), Tensor((batches, units), np.float32, variable=True),
+                      Tensor((batches, units), np.float32, variable=True), Tensor(y_shape, np.float32))  # fmt: skip
+        biases = [weights((units,)) for _ in range(4)]
+    else:
+        x_q, h_q = q(0.04, 3), q(0.0078125, -2)
+
+        def weights(shape):
+            return Tensor(shape, np.int8, q(float(rng.uniform(0.01, 0.03))),
+                          rng.integers(-127, 128, shape).astype(np.int8))  # fmt: skip
+
+        x, h, y = Tensor(x_shape, np.int8, x_q), Tensor((batches, units), np.int8, h_q, variable=True), None
+        c = Tensor((batches, units), np.int16, q(cell_scale), variable=True)
+        y = Tensor(y_shape, np.int8, h_q)
+        biases = []
+    w_x = [weights((units, depth)) for _ in range(4)]
+    w_h = [weights((units, units)) for _ in range(4)]
+    if dtype != np.float32:
+        biases = [Tensor((units,), np.int32, q(np.float32(0.04) * np.float32(w.quant.scale[0])),
+                         rng.integers(-3000, 3000, units).astype(np.int32)) for w in w_x]  # fmt: skip
+    inputs = [x, *w_x, *w_h, OMITTED, OMITTED, OMITTED, *biases, OMITTED, OMITTED, h, c, *[OMITTED] * 4]
+    return inputs, [y]
+
+
+def run_both(dtype, options, invocations=3, **shape):
+    inputs, outputs = lstm_tensors(dtype, **shape)
+    data = one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, options)
+    rng = np.random.default_rng(11)
+    x = inputs[0]
+    if dtype == np.float32:
+        feeds = [[rng.standard_normal(x.shape).astype(np.float32)] for _ in range(invocations)]
+    else:
+        feeds = [[rng.integers(-128, 128, x.shape).astype(np.int8)] for _ in range(invocations)]
+    expected = [outs[0] for outs in run_tflm_steps(data, feeds)]
+    graph = runtime.load_model(data)
+    session = Session(graph)
+    got = [np.array(session.run({graph.inputs[0]: f[0]})[graph.outputs[0]]) for f in feeds]
+    return got, expected, session
+
+
+OPTIONS = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0.0, "time_major": False}
+
+
+@pytest.mark.parametrize("time_major", [False, True], ids=["batch-major", "time-major"])
+def test_float_lstm_matches_tflm_over_consecutive_invocations(time_major):
+    got, expected, _ = run_both(np.float32, {**OPTIONS, "time_major": time_major}, time_major=time_major)
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"invocation {k}")
+    assert not np.allclose(got[0], got[1])
+
+
+@pytest.mark.parametrize(
+    "time_major,cell_clip,cell_scale",
+    [(False, 0.0, 2.0**-11), (True, 0.0, 2.0**-11), (False, 0.5, 2.0**-12), (False, 0.0, 2.0**-15)],
+    ids=["batch-major", "time-major", "clipped", "fine-cell"],
+)
+def test_int8_lstm_is_bit_exact_against_tflm(time_major, cell_clip, cell_scale):
+    options = {**OPTIONS, "time_major": time_major, "cell_clip": cell_clip}
+    got, expected, session = run_both(np.int8, options, time_major=time_major, cell_scale=cell_scale, steps=4)
+    for k, (g, e) in enumerate(zip(got, expected, strict=True)):
+        differ = int((g != e).sum())
+        assert differ == 0, f"invocation {k}: {differ} of {g.size} elements differ from TFLM"
+    assert len(np.unique(np.concatenate(got))) > 12, "the outputs barely vary; the case tests little"
+    session.reset_state()
+    assert session.state_bytes == 2 * 4 + 2 * 4 * 2  # int8 hidden and int16 cell state, 2 rows of 4 units
+
+
+@pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
+def test_the_int16_lookups_equal_tflms_over_every_int16(op):
+    """The LSTM's sigmoid and tanh on Q3.12 against TFLM's own int16 LOGISTIC and TANH, every input."""
+    from runtime.kernels.quantized.tflite_lstm_int import logistic16, tanh16
+
+    x = np.arange(-32768, 32768, dtype=np.int16)
+    model = one_op_model(op, [Tensor(x.shape, np.int16, q(2.0**-12))], [Tensor(x.shape, np.int16, q(2.0**-15))], {})
+    expected = run_tflm_steps(model, [[x]])[0][0]
+    got = logistic16(x) if op == "LOGISTIC" else tanh16(x)
+    assert got.dtype == np.int16
+    differ = np.flatnonzero(got != expected)
+    assert differ.size == 0, f"{op}: {differ.size} inputs differ, the first at {x[differ[:5]]}"
