@@ -25,11 +25,16 @@ def is_quantized(x: np.ndarray) -> bool:
     return x.dtype.kind in "iu"
 
 
-def same_padding(in_size: int, filter_size: int, stride: int, dilation: int, out_size: int) -> tuple[int, int]:
+def same_padding(
+    in_size: int, filter_size: int, stride: int, dilation: int, out_size: int, before: int | None = None
+) -> tuple[int, int]:
     """TFLite's padding before and after one spatial axis, for the output size the graph gives
-    (SAME pads the lesser half first; VALID's total is zero)."""
+    (SAME pads the lesser half first; VALID's total is zero); `before` given (a tiled band's rows
+    above its input, `runtime.tiling`), the padding after is what the window still reads past the end."""
     effective = (filter_size - 1) * dilation + 1
     total = max((out_size - 1) * stride + effective - in_size, 0)
+    if before is not None:
+        return before, max((out_size - 1) * stride + effective - in_size - before, 0)
     return total // 2, total - total // 2
 
 

@@ -38,12 +38,27 @@ def _pad_over(x, out, before, fill):  # pragma: no cover - compiled
 PAD_OVER = compiled(_pad_over)
 
 
+def band_pads(paddings: Any, shape: Sequence[int], out_shape: Sequence[int], pad_rows: Any = None) -> np.ndarray:
+    """PAD's (before, after) per axis; with `pad_rows` ``[axis, at]`` (a tiled band, `runtime.tiling`)
+    the input's first row goes to row `at` of the output on that axis, which may leave it partly
+    or wholly outside (negative pads)."""
+    pads = np.array(paddings, dtype=np.int64).reshape(len(shape), 2)
+    if pad_rows is not None:
+        axis, at = int(pad_rows[0]), int(pad_rows[1])
+        pads[axis] = (at, out_shape[axis] - at - shape[axis])
+    return pads
+
+
 def pads_over(attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
     """Whether PAD may write its output from its input's first byte: a 4-D input of out's dtype, on
-    the compiled route."""
+    the compiled route, wholly inside the output."""
     x = inputs[0] if inputs else None
     if PAD_OVER is None or x is None or out is None or len(x.shape) != 4 or len(out.shape) != 4:
         return False
+    if attrs.get("pad_rows") is not None:
+        axis, at = (int(v) for v in attrs["pad_rows"])
+        if at < 0 or at + x.shape[axis] > out.shape[axis]:
+            return False
     return x.dtype == out.dtype and all(o >= i for o, i in zip(out.shape, x.shape, strict=True))
 
 

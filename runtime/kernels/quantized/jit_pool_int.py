@@ -52,7 +52,9 @@ POOL = compiled(_pool_pixels)
 
 def _geometry(x: Any, out: Any, attrs: dict[str, Any]) -> tuple[int, int, int, int]:
     stride_h, stride_w = int(attrs.get("stride_h", 1)), int(attrs.get("stride_w", 1))
-    top, _ = same_padding(x.shape[1], int(attrs.get("filter_height", 1)), stride_h, 1, out.shape[1])
+    top, _ = same_padding(
+        x.shape[1], int(attrs.get("filter_height", 1)), stride_h, 1, out.shape[1], attrs.get("pad_top")
+    )
     left, _ = same_padding(x.shape[2], int(attrs.get("filter_width", 1)), stride_w, 1, out.shape[2])
     return stride_h, stride_w, top, left
 

@@ -29,9 +29,9 @@ from runtime.kernels.quantized.jit_requantize import channel_parameters, requant
 from runtime.kernels.quantized.tflite_conv_jit import bind_compiled, compiled_planes, compiled_workspace
 
 
-def _geometry(x, w, y, stride_h, stride_w, dilation_h_factor, dilation_w_factor):
+def _geometry(x, w, y, stride_h, stride_w, dilation_h_factor, dilation_w_factor, pad_top=None):
     (_, height, width, _), (_, kh, kw, _), (_, oh, ow, _) = x, w, y
-    top, _ = same_padding(height, kh, stride_h, dilation_h_factor, oh)
+    top, _ = same_padding(height, kh, stride_h, dilation_h_factor, oh, pad_top)
     left, right = same_padding(width, kw, stride_w, dilation_w_factor, ow)
     return top, left, width + left + right, (kh, kw)
 
@@ -58,14 +58,16 @@ def _conv_blocks(x, w, y, integer, attrs):
     return rows, blocks, (top, left)
 
 
-def _geo_attrs(stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1):
+def _geo_attrs(stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1, pad_top=None):
+    """The geometry's attributes; `pad_top`: a tiled band's rows of padding above its input."""
     return {"stride_h": stride_h, "stride_w": stride_w, "dilation_h_factor": dilation_h_factor,
-            "dilation_w_factor": dilation_w_factor}  # fmt: skip
+            "dilation_w_factor": dilation_w_factor, "pad_top": pad_top}  # fmt: skip
 
 
-def conv_workspace(inputs, outputs, *, stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1, **_) -> int:
+def conv_workspace(inputs, outputs, *, stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1,
+                   pad_top=None, **_) -> int:  # fmt: skip
     x, w, y = inputs[0], inputs[1], outputs[0]
-    attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor)
+    attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor, pad_top)
     compiled = compiled_workspace(x, w, y, attrs, depthwise=False)
     if compiled is not None:
         return compiled
@@ -94,9 +96,9 @@ def conv_constants(values, inputs, outputs, **_) -> dict:
 )
 def conv_2d(x, w, b=None, *, out, ws, padding="SAME", stride_h=1, stride_w=1, dilation_h_factor=1,
             dilation_w_factor=1, fused_activation_function="NONE", q_inputs=None, q_outputs=None,
-            w_columns=None, prepared_weights=True, **_):  # fmt: skip
+            w_columns=None, prepared_weights=True, pad_top=None, **_):  # fmt: skip
     integer = x.dtype.kind in "iu"
-    attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor)
+    attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor, pad_top)
     rows, blocks, (top, left) = _conv_blocks(x, w, out, integer, attrs)
     matrix = w_columns if w_columns is not None else conv_columns(w, integer)
     scratch = Scratch(ws, "CONV_2D")
@@ -154,9 +156,10 @@ def _depthwise_blocks(x, w, y, integer, attrs):
     return rows, blocks, (top, left)
 
 
-def depthwise_workspace(inputs, outputs, *, stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1, **_):
+def depthwise_workspace(inputs, outputs, *, stride_h=1, stride_w=1, dilation_h_factor=1, dilation_w_factor=1,
+                        pad_top=None, **_):  # fmt: skip
     x, w, y = inputs[0], inputs[1], outputs[0]
-    attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor)
+    attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor, pad_top)
     compiled = compiled_workspace(x, w, y, attrs, depthwise=True)
     if compiled is not None:
         return compiled
@@ -172,9 +175,9 @@ def depthwise_workspace(inputs, outputs, *, stride_h=1, stride_w=1, dilation_h_f
 )
 def depthwise_conv_2d(x, w, b=None, *, out, ws, padding="SAME", stride_h=1, stride_w=1, dilation_h_factor=1,
                       dilation_w_factor=1, depth_multiplier=1, fused_activation_function="NONE", q_inputs=None,
-                      q_outputs=None, **_):  # fmt: skip
+                      q_outputs=None, pad_top=None, **_):  # fmt: skip
     integer = x.dtype.kind in "iu"
-    attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor)
+    attrs = _geo_attrs(stride_h, stride_w, dilation_h_factor, dilation_w_factor, pad_top)
     rows, blocks, (top, left) = _depthwise_blocks(x, w, out, integer, attrs)
     scratch = Scratch(ws, "DEPTHWISE_CONV_2D")
     band, acc_all, product_all = (scratch.take(*block) for block in blocks)

@@ -27,7 +27,7 @@ def _routed(x: Any, w: Any, y: Any) -> bool:
 
 def _geometry(x: Any, w: Any, y: Any, attrs: dict[str, Any]) -> tuple[int, ...]:
     stride_h, stride_w, dil_h, dil_w = (int(attrs.get(name, 1)) for name in _GEOMETRY)
-    top, _ = same_padding(x.shape[1], w.shape[1], stride_h, dil_h, y.shape[1])
+    top, _ = same_padding(x.shape[1], w.shape[1], stride_h, dil_h, y.shape[1], attrs.get("pad_top"))
     left, _ = same_padding(x.shape[2], w.shape[2], stride_w, dil_w, y.shape[2])
     return stride_h, stride_w, dil_h, dil_w, top, left
 

@@ -17,24 +17,27 @@ from runtime.kernels.quantized.common import TFLITE, fill_band, float_activation
 from runtime.kernels.quantized.jit_pool_int import POOL, POOL_PLANES, pool_route
 
 
-def _geometry(x, y, stride_h, stride_w, filter_height, filter_width):
-    top, bottom = same_padding(x[1], filter_height, stride_h, 1, y[1])
+def _geometry(x, y, stride_h, stride_w, filter_height, filter_width, pad_top=None):
+    top, bottom = same_padding(x[1], filter_height, stride_h, 1, y[1], pad_top)
     left, right = same_padding(x[2], filter_width, stride_w, 1, y[2])
     return top, left, (x[1] + top + bottom, x[2] + left + right, x[3])
 
 
-def pool_workspace(inputs, outputs, *, stride_h=1, stride_w=1, filter_height=1, filter_width=1, **_) -> int:
+def pool_workspace(inputs, outputs, *, stride_h=1, stride_w=1, filter_height=1, filter_width=1, pad_top=None,
+                   **_) -> int:  # fmt: skip
     x, y = inputs[0], outputs[0]
-    attrs = {"stride_h": stride_h, "stride_w": stride_w, "filter_height": filter_height, "filter_width": filter_width}
+    attrs = {"stride_h": stride_h, "stride_w": stride_w, "filter_height": filter_height, "filter_width": filter_width,
+             "pad_top": pad_top}  # fmt: skip
     if pool_route(x, y, attrs) is not None:
         return 4 * y.shape[3]  # one pixel's sums: the compiled route's only scratch
-    _, _, band = _geometry(x.shape, y.shape, stride_h, stride_w, filter_height, filter_width)
+    _, _, band = _geometry(x.shape, y.shape, stride_h, stride_w, filter_height, filter_width, pad_top)
     cell = np.int32 if x.dtype.kind in "iu" else x.dtype
     return scratch_bytes((band, cell), (y.shape[1:], cell))
 
 
-def _pool(x, out, ws, average, stride_h, stride_w, filter_height, filter_width, activation, q_outputs) -> None:
-    top, left, band_shape = _geometry(x.shape, out.shape, stride_h, stride_w, filter_height, filter_width)
+def _pool(x, out, ws, average, stride_h, stride_w, filter_height, filter_width, activation, q_outputs,
+          pad_top=None) -> None:  # fmt: skip
+    top, left, band_shape = _geometry(x.shape, out.shape, stride_h, stride_w, filter_height, filter_width, pad_top)
     integer = x.dtype.kind in "iu"
     scratch = Scratch(ws, "AVERAGE_POOL_2D" if average else "MAX_POOL_2D")
     cell = np.int32 if integer else x.dtype
@@ -103,14 +106,16 @@ def _bind(average: bool):
 
 @kernel("AVERAGE_POOL_2D", domain=TFLITE, workspace=pool_workspace, planes=POOL_PLANES, bind=_bind(True))
 def average_pool_2d(x, *, out, ws, padding="SAME", stride_h=1, stride_w=1, filter_height=1, filter_width=1,
-                    fused_activation_function="NONE", q_outputs=None, **_):  # fmt: skip
-    _pool(x, out, ws, True, stride_h, stride_w, filter_height, filter_width, fused_activation_function, q_outputs)
+                    fused_activation_function="NONE", q_outputs=None, pad_top=None, **_):  # fmt: skip
+    _pool(x, out, ws, True, stride_h, stride_w, filter_height, filter_width, fused_activation_function, q_outputs,
+          pad_top)  # fmt: skip
 
 
 @kernel("MAX_POOL_2D", domain=TFLITE, workspace=pool_workspace, planes=POOL_PLANES, bind=_bind(False))
 def max_pool_2d(x, *, out, ws, padding="SAME", stride_h=1, stride_w=1, filter_height=1, filter_width=1,
-                fused_activation_function="NONE", q_outputs=None, **_):  # fmt: skip
-    _pool(x, out, ws, False, stride_h, stride_w, filter_height, filter_width, fused_activation_function, q_outputs)
+                fused_activation_function="NONE", q_outputs=None, pad_top=None, **_):  # fmt: skip
+    _pool(x, out, ws, False, stride_h, stride_w, filter_height, filter_width, fused_activation_function, q_outputs,
+          pad_top)  # fmt: skip
 
 
 def _axes(axis, ndim: int) -> tuple[int, ...]:

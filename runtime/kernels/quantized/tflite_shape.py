@@ -8,7 +8,7 @@ from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels.planes import Planes
 from runtime.kernels.quantized.common import TFLITE, float_activation
-from runtime.kernels.quantized.jit_pad import pad_over, pads_over
+from runtime.kernels.quantized.jit_pad import band_pads, pad_over, pads_over
 
 # PAD may be planned over its dying input (`jit_pad`); `depthwise=True` keeps the NCHW plane-wise
 # reading off (a filter's axis 0 is no group count here): only `over` applies.
@@ -30,31 +30,36 @@ def squeeze(x, *, out, **_):
     _same_bytes(x, out)
 
 
-def _pad(x, paddings, out, value, q_outputs) -> None:
+def _pad(x, paddings, out, value, q_outputs, pad_rows=None) -> None:
     if value is not None:
         fill = np.asarray(value).reshape(-1)[0]
     elif x.dtype.kind in "iu" and q_outputs and q_outputs[0] is not None:
         fill = int(q_outputs[0].zero_point[0])
     else:
         fill = 0
-    pads = np.asarray(paddings).reshape(x.ndim, 2)
+    pads = band_pads(paddings, x.shape, out.shape, pad_rows)
     if np.shares_memory(x, out):
         if not pad_over(x, out, pads, fill):
             raise ValueError(f"PAD over its input needs a 4-D input from the output's first byte; got {x.shape}")
         return
     out[...] = fill
-    inner = tuple(slice(int(p[0]), int(p[0]) + s) for p, s in zip(pads, x.shape, strict=True))
-    out[inner] = x
+    # a tiled band's input may lie partly or wholly outside its output rows (`pad_rows`): clipped
+    source = tuple(
+        slice(max(0, -int(p[0])), min(s, o - int(p[0]))) for p, s, o in zip(pads, x.shape, out.shape, strict=True)
+    )
+    target = tuple(slice(int(p[0]) + c.start, int(p[0]) + c.stop) for p, c in zip(pads, source, strict=True))
+    if all(c.stop > c.start for c in source):
+        out[target] = x[source]
 
 
 @kernel("PAD", domain=TFLITE, planes=_OVER)
-def pad(x, paddings, *, out, q_outputs=None, **_):
-    _pad(x, paddings, out, None, q_outputs)
+def pad(x, paddings, *, out, q_outputs=None, pad_rows=None, **_):
+    _pad(x, paddings, out, None, q_outputs, pad_rows)
 
 
 @kernel("PADV2", domain=TFLITE, planes=_OVER)
-def pad_v2(x, paddings, value=None, *, out, q_outputs=None, **_):
-    _pad(x, paddings, out, value, q_outputs)
+def pad_v2(x, paddings, value=None, *, out, q_outputs=None, pad_rows=None, **_):
+    _pad(x, paddings, out, value, q_outputs, pad_rows)
 
 
 @kernel("CONCATENATION", domain=TFLITE)
