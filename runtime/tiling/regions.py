@@ -1,11 +1,18 @@
 """Which input rows an op reads for a band of its output rows: one declared function per op.
 
-A region function takes a node's attributes, its input's shape (N, C, H, W) and a band of
-output rows ``[y0, y1)`` on the height axis, and returns the input rows ``[a, b)`` it reads
-and the attribute overrides under which the node's own kernel, run on exactly those input
-rows, writes exactly those output rows. Only the pads change, and only at the borders: a band
-inside the map reads real rows where the whole map read padding. So the same registered kernel
-runs on a band of rows; nothing here computes anything.
+A region function takes a node's attributes, its input's shape and a band of output rows
+``[y0, y1)`` on the height axis, and returns the input rows ``[a, b)`` it reads and the
+attribute overrides under which the node's own kernel, run on exactly those input rows, writes
+exactly those output rows. Only the pads change, and only at the borders: a band inside the map
+reads real rows where the whole map read padding. So the same registered kernel runs on a band
+of rows; nothing here computes anything.
+
+Each registration also declares the op's layout, so the height axis comes from the graph: an
+op with its own layout names the axis its maps keep their rows on (ONNX's Conv: 2 of NCHW;
+TensorFlow Lite's CONV_2D: 1 of NHWC); an elementwise op keeps its input's, and a transpose
+moves it (`moves`). `extra` adds what the region function needs beyond the attributes (a
+filter's height, PAD's paddings: constant inputs of the node); the height axis of the band's
+input reaches the function as attribute `AXIS`.
 
 The registry is keyed by (domain, op type), as the kernels are. An op without a region
 function, or a node whose attributes a region function refuses (returns None), ends a chain.
@@ -18,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from runtime.kernels import DEFAULT_DOMAINS, MEMPLAN_DOMAIN
+
+QUANTIZED_DOMAIN = "com.microsoft"  # onnxruntime's quantized ops (QLinearAdd, ...)
 
 
 @dataclass(frozen=True)
@@ -35,24 +44,60 @@ class Region:
 # (attributes, input shape, output shape, y0, y1) -> Region, or None when the node cannot be split
 RegionFn = Callable[[Mapping[str, Any], tuple[int, ...], tuple[int, ...], int, int], Region | None]
 
+# (graph, node) -> values the region function reads beside the attributes (constant inputs)
+ExtraFn = Callable[[Any, Any], Mapping[str, Any]]
+# (graph, node) -> for each input axis, the output axis it becomes (a transpose's inverse permutation)
+MovesFn = Callable[[Any, Any], tuple[int, ...] | None]
+
+NCHW, NHWC = 2, 1  # the height axis of a 4-D map in each layout
+AXIS = "__height_axis"  # the attribute a region function finds the band input's height axis under
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where an op's maps keep their rows: `height` its own axis (None: its input's, moved by `moves`)."""
+
+    height: int | None = None
+    moves: MovesFn | None = None
+    extra: ExtraFn | None = None
+
+
 _REGIONS: dict[tuple[str, str], RegionFn] = {}
+_LAYOUTS: dict[tuple[str, str], Layout] = {}
 
 
-def region(*keys: str | tuple[str, str]) -> Callable[[RegionFn], RegionFn]:
-    """Register `fn` as the region function of each op type ("Conv") or (domain, op type)."""
+def region(
+    *keys: str | tuple[str, str], height: int | None = None, moves: MovesFn | None = None, extra: ExtraFn | None = None
+) -> Callable[[RegionFn], RegionFn]:
+    """Register `fn` as the region function of each op type ("Conv") or (domain, op type), with
+    the op's layout (`Layout`)."""
 
     def wrap(fn: RegionFn) -> RegionFn:
         for key in keys:
             domain, op = ("", key) if isinstance(key, str) else key
             _REGIONS[(domain, op)] = fn
+            _LAYOUTS[(domain, op)] = Layout(height, moves, extra)
         return fn
 
     return wrap
 
 
+def _key_of(node: Any) -> tuple[str, str]:
+    return ("" if node.domain in DEFAULT_DOMAINS else node.domain, node.op_type)
+
+
 def region_of(node: Any) -> RegionFn | None:
-    domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
-    return _REGIONS.get((domain, node.op_type))
+    return _REGIONS.get(_key_of(node))
+
+
+def layout_of(node: Any) -> Layout:
+    return _LAYOUTS.get(_key_of(node), Layout())
+
+
+def attributes_of(graph: Any, node: Any, axis: int) -> dict[str, Any]:
+    """What a node's region function reads: its attributes, its layout's `extra`, and `AXIS`."""
+    extra = layout_of(node).extra
+    return {**node.attributes, **(extra(graph, node) if extra is not None else {}), AXIS: axis}
 
 
 def tileable_ops() -> list[str]:
@@ -87,7 +132,7 @@ def _explicit_pads(attrs: Mapping[str, Any], shape: tuple[int, ...], effective: 
     return [begin[0], begin[1], end[0], end[1]]
 
 
-@region("Conv", (MEMPLAN_DOMAIN, "ConvAct"))
+@region("Conv", (MEMPLAN_DOMAIN, "ConvAct"), height=NCHW)
 def conv_window(
     attrs: Mapping[str, Any], shape: tuple[int, ...], out_shape: tuple[int, ...], y0: int, y1: int
 ) -> Region | None:
@@ -102,7 +147,7 @@ def conv_window(
     return Region(found.a, found.b, {**found.overrides, "pads": [pads[0], 0, pads[2], 0]}, columns)
 
 
-@region("MaxPool", "AveragePool", "LpPool")
+@region("MaxPool", "AveragePool", "LpPool", "QLinearConv", (QUANTIZED_DOMAIN, "QLinearAveragePool"), height=NCHW)
 def window(
     attrs: Mapping[str, Any], shape: tuple[int, ...], out_shape: tuple[int, ...], y0: int, y1: int
 ) -> Region | None:
@@ -140,7 +185,6 @@ def window(
     "Mish",
     "Erf",
     "Identity",
-    "BatchNormalization",
     "Add",
     "Sub",
     "Mul",
@@ -148,13 +192,22 @@ def window(
     "Max",
     "Min",
     "Sum",
-    (MEMPLAN_DOMAIN, "PointwiseConvAdd"),
+    "QuantizeLinear",
+    "DequantizeLinear",
+    (QUANTIZED_DOMAIN, "QLinearAdd"),
+    (QUANTIZED_DOMAIN, "QLinearMul"),
+    (QUANTIZED_DOMAIN, "QLinearSigmoid"),
+    (QUANTIZED_DOMAIN, "QLinearLeakyRelu"),
 )
 def same_rows(
     attrs: Mapping[str, Any], shape: tuple[int, ...], out_shape: tuple[int, ...], y0: int, y1: int
 ) -> Region | None:
     """Each output row reads the same row of every row-split input (elementwise maps, a
-    per-channel affine map, a 1x1 convolution plus its residual)."""
-    if len(shape) != 4 or len(out_shape) != 4 or shape[2] != out_shape[2]:
+    per-channel affine map, a 1x1 convolution plus its residual; the stage checks that the
+    input and output have as many rows on their height axes)."""
+    if len(shape) != 4 or len(out_shape) != 4:
         return None
     return Region(y0, y1, {})
+
+
+region("BatchNormalization", (MEMPLAN_DOMAIN, "PointwiseConvAdd"), height=NCHW)(same_rows)

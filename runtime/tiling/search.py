@@ -29,8 +29,9 @@ from planner.bounds import live_bytes, load
 from runtime.graph import Graph
 from runtime.options import MemoryOptions
 from runtime.problem import memory_problem
+from runtime.tiling.attention import tile_attention
 from runtime.tiling.macs import graph_macs, node_macs
-from runtime.tiling.stage import HEIGHT, METHODS, Chain, band_count, chains, tiled_graph
+from runtime.tiling.stage import METHODS, Chain, band_count, chains, tiled_graph
 
 DEFAULT_OVERHEAD = 0.2  # extra MACs allowed, a fraction of the model's
 DEFAULT_SLACK = 0.1  # arena above the smallest traded for fewer bands, a fraction of it
@@ -78,7 +79,7 @@ class Tiling:
 def candidate_rows(graph: Graph, chain: Chain, method: str) -> list[int]:
     """Rows per band to try: powers of two up to half the map that is cut (the stage's input
     for stripes, its output for patches); a band of one input row computes almost nothing."""
-    height = graph.tensors[chain.source if method == "stripes" else chain.output].shape[HEIGHT]
+    height = chain.height(graph, chain.source if method == "stripes" else chain.output)
     rows, found = (2 if method == "stripes" and height > 2 else 1), []
     while rows <= max(1, height // 2):
         found.append(rows)
@@ -150,6 +151,9 @@ def tile_auto(
     options = options or MemoryOptions()
     started = time.perf_counter()
     untiled = planner.plan(memory_problem(graph, options), strategy).arena_bytes
+    blocked = tile_attention(graph, options, strategy=strategy, untiled=untiled, time_limit=time_limit)
+    if blocked is not None:  # attention in blocks of query rows lowered the placed arena
+        return blocked
     heads = chains(graph)
     if not heads:
         return Tiling(graph, untiled, note="nothing tileable: the model does not start with a chain of convolutions, "

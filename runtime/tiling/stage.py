@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from runtime.errors import ModelError
 from runtime.graph import Graph, Node, TensorInfo
 from runtime.kernels import MEMPLAN_DOMAIN
-from runtime.tiling.regions import Region, region_of, same_rows
+from runtime.tiling.regions import Region, attributes_of, layout_of, region_of, same_rows
 from runtime.tiling.rows import OP_TYPE as ROWS
 
 METHODS = ("stripes", "patches")
@@ -47,31 +47,54 @@ class Chain:
     nodes: tuple[Node, ...]  # a prefix of the schedule
     source: str  # the one map it reads from before it
     output: str  # the one map read after it
+    axes: tuple[tuple[str, int], ...] = ()  # each map's height axis, from the ops' layouts (default: NCHW's)
+
+    def axis(self, name: str) -> int:
+        return dict(self.axes).get(name, HEIGHT)
+
+    def height(self, graph: Graph, name: str) -> int:
+        """Rows of map `name` on its height axis."""
+        return graph.tensors[name].shape[self.axis(name)]
 
 
 def chains(graph: Graph) -> list[Chain]:
-    """Every prefix of the schedule that can be tiled, shortest first."""
+    """Every prefix of the schedule that can be tiled, shortest first. The height axis is the
+    layouts' (`runtime.tiling.regions.Layout`): each axis of the stage's input is tried, and a
+    prefix counts once an op of its own layout (a convolution, a pool) has fixed it."""
     last_use = {name: len(graph.nodes) for name in graph.outputs}
     for i, node in enumerate(graph.nodes):
         for name in node.inputs:
             if name:
                 last_use[name] = max(last_use.get(name, -1), i)
-    found: list[Chain] = []
+    found: dict[int, Chain] = {}
+    for axis in range(4):
+        for chain in _chains(graph, axis, last_use):
+            found.setdefault(len(chain.nodes), chain)
+    return [found[k] for k in sorted(found)]
+
+
+def _chains(graph: Graph, axis: int, last_use: dict[str, int]) -> Iterator[Chain]:
+    """The prefixes tileable with the rows of the stage's input on `axis`."""
     source: str | None = None
-    produced: set[str] = set()
+    axes: dict[str, int] = {}
     alive: set[str] = set()
+    fixed = False  # an op of its own layout has agreed to `axis`
     for k, node in enumerate(graph.nodes):
-        if not _tileable(graph, node):
-            break
-        sources = {n for n in _split_inputs(graph, node) if n not in produced} | ({source} if source else set())
+        split = _split_inputs(graph, node)
+        sources = {n for n in split if n not in axes} | ({source} if source else set())
         if len(sources) != 1:
-            break
+            return
         source = next(iter(sources))
-        produced.add(node.outputs[0])
+        axes.setdefault(source, axis)
+        out_axis = _out_axis(graph, node, [axes[n] for n in split])
+        if out_axis is None:
+            return
+        fixed = fixed or layout_of(node).height is not None
+        axes[node.outputs[0]] = out_axis
         alive = {n for n in (*alive, node.outputs[0]) if last_use.get(n, -1) > k}
-        if len(alive) == 1 and graph.tensors[next(iter(alive))].shape[HEIGHT] > 1:
-            found.append(Chain(graph.nodes[: k + 1], source, next(iter(alive))))
-    return found
+        output = next(iter(alive)) if len(alive) == 1 else None
+        if fixed and output is not None and graph.tensors[output].shape[axes[output]] > 1:
+            yield Chain(graph.nodes[: k + 1], source, output, tuple(sorted(axes.items())))
 
 
 def _split_inputs(graph: Graph, node: Node) -> list[str]:
@@ -79,27 +102,33 @@ def _split_inputs(graph: Graph, node: Node) -> list[str]:
     return list(dict.fromkeys(n for n in node.inputs if n and n not in graph.constants))
 
 
-def _tileable(graph: Graph, node: Node) -> bool:
+def _out_axis(graph: Graph, node: Node, in_axes: list[int]) -> int | None:
+    """The height axis of the node's output when its inputs keep their rows on `in_axes`, or
+    None when the node cannot be cut into bands so."""
     fn = region_of(node)
     outputs = [n for n in node.outputs if n]
-    if fn is None or len(outputs) != 1 or outputs[0] != node.outputs[0]:
-        return False
+    if fn is None or len(outputs) != 1 or outputs[0] != node.outputs[0] or not in_axes or len(set(in_axes)) != 1:
+        return None
     out = graph.tensors[outputs[0]].shape
     split = _split_inputs(graph, node)
-    if len(out) != 4 or not split:
-        return False
-    shape = graph.tensors[split[0]].shape
+    shape, axis, layout = graph.tensors[split[0]].shape, in_axes[0], layout_of(node)
+    if len(out) != 4 or len(shape) != 4 or (layout.height is not None and axis != layout.height):
+        return None
+    moves = layout.moves(graph, node) if layout.moves is not None else tuple(range(4))
+    if moves is None or len(moves) != 4:
+        return None
+    out_axis = moves[axis]
     if fn is same_rows:
-        if any(graph.tensors[n].shape[HEIGHT:] != out[HEIGHT:] or len(graph.tensors[n].shape) != 4 for n in split):
-            return False
+        if any(len(graph.tensors[n].shape) != 4 or graph.tensors[n].shape[axis] != out[out_axis] for n in split):
+            return None
         for name in node.inputs:  # a constant must not vary along the rows
             if name in graph.constants:
                 dims = (1,) * (4 - len(graph.tensors[name].shape)) + graph.tensors[name].shape
-                if len(dims) != 4 or dims[HEIGHT] != 1:
-                    return False
+                if len(dims) != 4 or dims[out_axis] != 1:
+                    return None
     elif len(split) != 1:
-        return False
-    return fn(node.attributes, shape, out, 0, 1) is not None
+        return None
+    return out_axis if fn(attributes_of(graph, node, axis), shape, out, 0, 1) is not None else None
 
 
 @dataclass
@@ -113,29 +142,46 @@ class _Builder:
     placed: str | None = None  # the stage's output as placed so far
 
     def tile(self, name: str, rows: tuple[int, int], label: str, columns: tuple[int, int] = (0, 0)) -> str:
-        base = self.graph.tensors[name]
-        shape = base.shape[:HEIGHT] + (rows[1] - rows[0],) + base.shape[HEIGHT + 1 : -1]
-        shape += (base.shape[-1] + sum(columns),)
+        base, axis = self.graph.tensors[name], self.chain.axis(name)
+        dims = list(base.shape)
+        dims[axis] = rows[1] - rows[0]
+        dims[-1] += sum(columns)
+        shape = tuple(dims)
         nbytes = math.prod(shape) * base.dtype.itemsize
         if label in self.graph.tensors or label in self.infos:
             raise ModelError(f"tiling: tensor name {label!r} is taken; rename it to tile this model")
-        self.infos[label] = TensorInfo(label, shape, base.dtype, nbytes, "activation", None, ())
+        self.infos[label] = TensorInfo(label, shape, base.dtype, nbytes, "activation", None, (), base.quant)
         return label
 
     def read(self, name: str, rows: tuple[int, int], band: int, reader: str, columns: tuple[int, int]) -> str:
         """The name of a tensor holding exactly `rows` of map `name` (between `columns` zero
         columns): a tile, or a window gathered."""
-        held = self.tiles.get(name) or [(0, self.graph.tensors[name].shape[HEIGHT], name)]
+        held = self.tiles.get(name) or [(0, self.chain.height(self.graph, name), name)]
         exact = [t for t in held if (t[0], t[1]) == rows]
         if exact and columns == (0, 0):
             return exact[-1][2]
         sources = [t for t in held if t[0] < rows[1] and t[1] > rows[0]]
         window = self.tile(name, rows, f"{name}@{band}>{reader}", columns)
-        attributes = {"starts": [t[0] for t in sources], "first": rows[0]}
+        attributes = {"starts": [t[0] for t in sources], "first": rows[0], **self.along(name)}
         if columns != (0, 0):
             attributes["columns"] = list(columns)
         self.emit(f"rows:{window}", [t[2] for t in sources], window, attributes)
         return window
+
+    def along(self, name: str) -> dict[str, int]:
+        """TileRows' `axis` attribute for map `name`, when its rows are not on NCHW's axis."""
+        axis = self.chain.axis(name)
+        return {} if axis == HEIGHT else {"axis": axis}
+
+    def region(self, node: Node, first: int, end: int) -> Region:
+        """The node's region for output rows [first, end)."""
+        split = _split_inputs(self.graph, node)
+        fn = region_of(node)
+        assert fn is not None
+        attrs = attributes_of(self.graph, node, self.chain.axis(split[0]))
+        found = fn(attrs, self.graph.tensors[split[0]].shape, self.graph.tensors[node.outputs[0]].shape, first, end)
+        assert found is not None  # accepted by _out_axis
+        return found
 
     def emit(self, name: str, inputs: list[str], output: str, attributes: dict, like: Node | None = None) -> None:
         op, domain = (like.op_type, like.domain) if like is not None else (ROWS, MEMPLAN_DOMAIN)
@@ -156,10 +202,7 @@ class _Builder:
             if first >= end:
                 continue
             split = _split_inputs(graph, node)
-            fn = region_of(node)
-            assert fn is not None
-            found = fn(node.attributes, graph.tensors[split[0]].shape, graph.tensors[out].shape, first, end)
-            assert found is not None  # accepted by _tileable
+            found = self.region(node, first, end)
             made[node.name] = ((first, end), found)
             for name in split:
                 a, b = need.get(name, (found.a, found.b))
@@ -180,27 +223,19 @@ class _Builder:
             first = done.get(out, 0)
             end = min(self.reachable(node, name, have.get(name, 0)) for name in split)
             if end > first:
-                fn = region_of(node)
-                assert fn is not None
-                found = fn(node.attributes, graph.tensors[split[0]].shape, graph.tensors[out].shape, first, end)
-                assert found is not None
-                made[node.name] = ((first, end), found)
+                made[node.name] = ((first, end), self.region(node, first, end))
                 done[out] = end
             have[out] = done.get(out, 0)
         return made
 
     def reachable(self, node: Node, name: str, rows: int) -> int:
         """How many rows of the node's output can be computed from the first `rows` rows of input `name`."""
-        shape, out = self.graph.tensors[name].shape, self.graph.tensors[node.outputs[0]].shape
-        if rows >= shape[HEIGHT]:
-            return out[HEIGHT]
-        fn = region_of(node)
-        assert fn is not None
-        lo, hi = 0, out[HEIGHT]  # the answer is in [lo, hi]: binary search on the last row's reach
+        if rows >= self.chain.height(self.graph, name):
+            return self.chain.height(self.graph, node.outputs[0])
+        lo, hi = 0, self.chain.height(self.graph, node.outputs[0])  # the answer is in [lo, hi]: binary search
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            found = fn(node.attributes, self.graph.tensors[_split_inputs(self.graph, node)[0]].shape, out, mid - 1, mid)
-            if found is not None and found.b <= rows:
+            if self.region(node, mid - 1, mid).b <= rows:
                 lo = mid
             else:
                 hi = mid - 1
@@ -241,7 +276,8 @@ class _Builder:
         assert keep_from is not None
         rows = (keep_from, held[-1][1])
         kept = self.tile(name, rows, f"{name}@{index}~")
-        self.emit(f"rows:{kept}", [t[2] for t in held], kept, {"starts": [t[0] for t in held], "first": rows[0]})
+        attributes = {"starts": [t[0] for t in held], "first": rows[0], **self.along(name)}
+        self.emit(f"rows:{kept}", [t[2] for t in held], kept, attributes)
         self.tiles[name] = [(rows[0], rows[1], kept)]
 
     def place(self, index: int, last: bool) -> None:
@@ -253,9 +289,11 @@ class _Builder:
         self.placed = target
         if not last:
             info = self.graph.tensors[out]
-            self.infos[target] = TensorInfo(target, info.shape, info.dtype, info.nbytes, "activation", None, ())
+            self.infos[target] = TensorInfo(
+                target, info.shape, info.dtype, info.nbytes, "activation", None, (), info.quant
+            )
         sources, starts = ([previous, tile], [0, first]) if previous else ([tile], [first])
-        self.emit(f"place:{target}", sources, target, {"starts": starts, "first": 0})
+        self.emit(f"place:{target}", sources, target, {"starts": starts, "first": 0, **self.along(out)})
 
 
 def bands(height: int, rows: int) -> Iterator[tuple[int, int]]:
@@ -267,8 +305,8 @@ def tiled_graph(graph: Graph, chain: Chain, rows: int, method: str) -> Graph:
     """`graph` with `chain` computed in bands of `rows` rows of its output (see the module docstring)."""
     if method not in METHODS:
         raise ModelError(f"tiling method {method!r}: accepted values are {METHODS}")
-    height = graph.tensors[chain.output].shape[HEIGHT]
-    split = graph.tensors[chain.source].shape[HEIGHT] if method == "stripes" else height
+    height = chain.height(graph, chain.output)
+    split = chain.height(graph, chain.source) if method == "stripes" else height
     if not 1 <= rows <= split:
         what = "input" if method == "stripes" else "output"
         raise ModelError(f"tiling: {rows} rows per band; the stage's {what} has {split} rows")
@@ -291,7 +329,7 @@ def tiled_graph(graph: Graph, chain: Chain, rows: int, method: str) -> Graph:
 
 def band_count(graph: Graph, chain: Chain, rows: int, method: str) -> int:
     """How many bands `tiled_graph` cuts the stage into."""
-    split = graph.tensors[chain.source if method == "stripes" else chain.output].shape[HEIGHT]
+    split = chain.height(graph, chain.source if method == "stripes" else chain.output)
     return -(-split // rows)
 
 
