@@ -1,7 +1,8 @@
 """Multiply-accumulates of a node, from its static shapes: the cost a tiling repeats.
 
-Convolutions (Conv, memplan's ConvAct and PointwiseConvAdd), Gemm and MatMul are counted,
-as MCUNetV2 and the papers it compares with count them; every other op counts 0.
+Convolutions (Conv, memplan's ConvAct and PointwiseConvAdd, QLinearConv, TFLite's CONV_2D and
+DEPTHWISE_CONV_2D), Gemm, MatMul and FULLY_CONNECTED (and their integer forms) are counted, as
+MCUNetV2 and the papers it compares with count them; every other op counts 0.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ def node_macs(graph: Graph, node: Node) -> int:
         weight_name = node.inputs[3] if op == "QLinearConv" else node.inputs[1]
         weights = graph.tensors[weight_name].shape  # (Cout, Cin / group, kH, kW)
         return math.prod(out) * math.prod(weights[1:])
-    if op in ("Gemm", "MatMul", "MatMulInteger") and len(node.inputs) >= 2:
+    if node.domain == "tflite" and op in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"):
+        weights = graph.tensors[node.inputs[1]].shape  # OHWI, 1HWC (one tap per output), (O, I)
+        return math.prod(out) * math.prod(weights[1:3] if op == "DEPTHWISE_CONV_2D" else weights[1:])
+    if op in ("Gemm", "MatMul", "MatMulInteger", "QGemm", "QLinearMatMul") and len(node.inputs) >= 2:
         a = graph.tensors[node.inputs[0]].shape
-        inner = a[0] if op == "Gemm" and int(node.attributes.get("transA", 0)) else a[-1]
+        inner = a[0] if op in ("Gemm", "QGemm") and int(node.attributes.get("transA", 0)) else a[-1]
         return math.prod(out) * inner
     return 0
 
