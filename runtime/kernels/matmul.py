@@ -21,9 +21,11 @@ from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 
 
 @kernel("MatMul")
-def matmul(a, b, *, out):
+def matmul(a, b, *, out, rows=None):
     # numpy's matmul follows the same rules as ONNX: batch broadcasting, 1-D operands
     # promoted and their axis removed from the result.
+    if rows is not None:  # the region hook: rows [r0, r1) of the product, from those rows of a (a view)
+        a = a[..., rows[0] : rows[1], :]
     np.matmul(a, b, out=out)
 
 
