@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runtime.kernels import TensorMeta, get_kernel, jit_pool, pool
+from runtime.kernels import TensorMeta, get_kernel, jit_pool, pool, pool_windows
 from tests.runtime.kernels.harness import close, one_node, run_against_reference, run_kernel, run_ort
 
 needs_jit = pytest.mark.skipif(jit_pool.max_pool is None, reason="compiled loops off or numba missing")
@@ -32,7 +32,7 @@ def compiled_only(monkeypatch):
     def numpy_route(*_, **__):
         raise AssertionError("numpy's route taken")
 
-    monkeypatch.setattr(pool, "_reduce_windows", numpy_route)
+    monkeypatch.setattr(pool_windows, "reduce_windows", numpy_route)
 
 
 @needs_jit
@@ -81,7 +81,7 @@ def test_resnet_pool_runs_over_its_input_without_a_chunk(compiled_only):
     x_meta, y_meta = TensorMeta(x.shape, x.dtype), TensorMeta(want.shape, x.dtype)
     assert pool._rows_in_order(attrs, [x_meta], y_meta)
     # no chunk of scratch added to the kernel's own workspace
-    own = pool.max_pool_workspace([x_meta], [y_meta, None], **attrs)
+    own = pool.route_workspace("MaxPool")([x_meta], [y_meta, None], **attrs)
     assert get_kernel("MaxPool").workspace([x_meta], [y_meta, None], **attrs) == own  # type: ignore[misc]
     np.testing.assert_array_equal(_over_input(x, attrs, want.shape), want)
 

@@ -14,8 +14,8 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-from runtime.kernels import TensorMeta, get_kernel
-from runtime.kernels.pool import dense_first, separable_fits
+from runtime.kernels import TensorMeta, get_kernel, pool_routes
+from runtime.kernels.pool_windows import dense_first, separable_fits
 from runtime.kernels.window import window_geometry
 from tests.runtime.kernels.harness import close, one_node, random_window, run_against_reference, run_kernel, run_ort
 
@@ -46,8 +46,10 @@ def _input(rng: np.random.Generator, rank: int) -> np.ndarray:
 @pytest.fixture(params=["chosen", "separable"])
 def path(request, monkeypatch):
     if request.param == "separable":
-        monkeypatch.setattr("runtime.kernels.pool.separable_fits", lambda *_: True)
-    return request.param
+        monkeypatch.setattr("runtime.kernels.pool_windows.separable_fits", lambda *_: True)
+    pool_routes.forget()  # the routes chosen so far were chosen without it
+    yield request.param
+    pool_routes.forget()
 
 
 @pytest.mark.parametrize("seed", range(24))
