@@ -18,6 +18,7 @@ import numpy as np
 from runtime.constants import Constant
 from runtime.errors import ModelError, ShapeError
 from runtime.graph_types import Graph, Node, TensorInfo
+from runtime.tflite.checks import check_operators
 from runtime.tflite.model import SCHEMA_VERSION, TfModel, TfTensor, parse
 
 
@@ -32,6 +33,7 @@ def read_tflite(
     given, must repeat them. With the file's `path`, the graph is named after it and its constants
     say where their bytes lie in it, so that a `ParameterStore` maps them instead of copying."""
     model = parse(bytes(buf), max_tensor_bytes)
+    check_operators(model)
     tensors = model.tensors
     names = [t.name for t in tensors]
     _check_shapes(model, shapes or {})

@@ -219,6 +219,42 @@ def _options(b: Any, op: str, options: dict[str, Any]) -> int | None:
     return getattr(tflite, f"{table}End")(b)
 
 
+# ---- a standard LSTM ------------------------------------------------------------------------------------
+
+
+def lstm_tensors(dtype, batches=2, steps=3, depth=5, units=4, time_major=False, seed=0, cell_scale=2.0**-11):
+    """The 24 inputs (None where left out) and the output of a standard LSTM."""
+    rng = np.random.default_rng(seed)
+    x_shape = (steps, batches, depth) if time_major else (batches, steps, depth)
+    y_shape = (*x_shape[:2], units)
+    if dtype == np.float32:
+
+        def weights(shape):
+            return Tensor(shape, np.float32, data=(rng.standard_normal(shape) * 0.5).astype(np.float32))
+
+        x, h, c, y = (Tensor(x_shape, np.float32), Tensor((batches, units), np.float32, variable=True),
+                      Tensor((batches, units), np.float32, variable=True), Tensor(y_shape, np.float32))  # fmt: skip
+        biases = [weights((units,)) for _ in range(4)]
+    else:
+        x_q, h_q = q(0.04, 3), q(0.0078125, -2)
+
+        def weights(shape):
+            return Tensor(shape, np.int8, q(float(rng.uniform(0.01, 0.03))),
+                          rng.integers(-127, 128, shape).astype(np.int8))  # fmt: skip
+
+        x, h, y = Tensor(x_shape, np.int8, x_q), Tensor((batches, units), np.int8, h_q, variable=True), None
+        c = Tensor((batches, units), np.int16, q(cell_scale), variable=True)
+        y = Tensor(y_shape, np.int8, h_q)
+        biases = []
+    w_x = [weights((units, depth)) for _ in range(4)]
+    w_h = [weights((units, units)) for _ in range(4)]
+    if dtype != np.float32:
+        biases = [Tensor((units,), np.int32, q(np.float32(0.04) * np.float32(w.quant.scale[0])),
+                         rng.integers(-3000, 3000, units).astype(np.int32)) for w in w_x]  # fmt: skip
+    inputs = [x, *w_x, *w_h, OMITTED, OMITTED, OMITTED, *biases, OMITTED, OMITTED, h, c, *[OMITTED] * 4]
+    return inputs, [y]
+
+
 # ---- running it ------------------------------------------------------------------------------------------
 
 
