@@ -434,11 +434,16 @@ class Session:
         self.stats = stats
         return io.collect(external_outputs, stats)
 
-    def capture(self, inputs: Mapping[str, np.ndarray] | None, names: Iterable[str]) -> dict[str, np.ndarray]:
+    def capture(
+        self, inputs: Mapping[str, np.ndarray] | None, names: Iterable[str], *, reset: bool = False
+    ) -> dict[str, np.ndarray]:
         """Run once and copy each named tensor right after the step that writes it, before the arena
         reuses its bytes (the witnesses of `runtime.conditioning`). Names no step of this graph
-        writes (fused away, graph inputs, constants) are left out."""
+        writes (fused away, graph inputs, constants) are left out. With `reset`, the run starts
+        from reset states (`reset_state`), as an oracle's fresh interpreter does."""
         self.prepare()
+        if reset:
+            self.reset_state()
         index = {s.node.name: i for i, s in enumerate(self._steps)}
         copies: dict[str, np.ndarray] = {}
         hooks = dict(self._after)

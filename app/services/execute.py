@@ -83,7 +83,9 @@ def run_model(
     if tiling is not None:
         report["tiling_note"] = tiling.note
     if verify:
-        report["verification"] = judge(path, feeds, outputs, capture=lambda names: session.capture(feeds, names))
+        report["verification"] = judge(
+            path, feeds, outputs, capture=lambda names: session.capture(feeds, names, reset=True)
+        )
     if save_outputs is not None:
         np.savez(save_outputs, **outputs)
     return report

@@ -181,7 +181,7 @@ def execute(
     job.report(1.0, "checking the outputs against an oracle")
     with phases("checking the outputs against the oracle"):
         verdict = oracle.verify(
-            path, feeds, outputs, body.verify, capture=lambda names: session.capture(run_feeds, names)
+            path, feeds, outputs, body.verify, capture=lambda names: session.capture(run_feeds, names, reset=True)
         )
     return {
         "model_id": record.id,

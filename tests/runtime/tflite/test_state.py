@@ -103,3 +103,23 @@ def test_generated_svdf_runs_like_consecutive_tflm_invocations(dtype, state_dtyp
             assert np.array_equal(g, e), f"step {step}: {int((g != e).sum())} elements differ from TFLM"
     np.testing.assert_array_equal(again, got[0])
     assert not np.array_equal(got[-1], got[0]) and len(np.unique(np.concatenate(got))) > 8
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float32], ids=["int8", "float"])
+def test_run_verify_judges_the_first_run_of_a_stateful_model(tmp_path, dtype):
+    """`memplan run --verify` runs the model several times (memory, then timed runs): the outputs it
+    judges are the first run's, from reset states, and TFLM's fresh interpreter agrees."""
+    from app.services.execute import run_model
+    from runtime import MemoryOptions
+    from tests.runtime.quantized.tflite_ops import lstm_tensors
+
+    inputs, outputs = lstm_tensors(dtype, steps=3)
+    path = tmp_path / "lstm.tflite"
+    options = {"fused_activation_function": "TANH", "time_major": False}
+    path.write_bytes(one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, options))
+    report = run_model(
+        path, dims={}, strategy="greedy_by_size", inputs=None, save_outputs=None, seed=0, repeat=3,
+        memory=MemoryOptions(), canary=False, verify=True,
+    )  # fmt: skip
+    verdict = report["verification"]
+    assert verdict["oracle"] == "tflite-micro" and verdict["passed"] is True, verdict
