@@ -11,6 +11,8 @@ from app.services.inputs import InputError
 from planner import Problem
 from runtime import Graph, MemoryOptions, memory_problem
 from runtime.tiling import DEFAULT_OVERHEAD, TILE_MODES, Tiling, chains, tile_auto, tiled_graph
+from runtime.tiling.attention import METHOD as ATTENTION_ROWS
+from runtime.tiling.attention import attentions, blocked_graph
 
 __all__ = [
     "DEFAULT_OVERHEAD",
@@ -68,6 +70,10 @@ def apply_choice(graph: Graph, choice: dict[str, Any] | None) -> Graph:
     """`graph` tiled as a stored plan's `tile_choice` says (itself when there is none)."""
     if not choice:
         return graph
+    if choice["method"] == ATTENTION_ROWS:  # attention in blocks of query rows: every attention found
+        if not attentions(graph):
+            raise AppError(409, "the stored tiling (attention in row blocks) does not fit this model; plan it again")
+        return blocked_graph(graph, int(choice["rows"]))
     heads = [c for c in chains(graph) if len(c.nodes) == choice["head"]]
     if not heads:
         raise AppError(409, f"the stored tiling (first {choice['head']} nodes) does not fit this model; plan it again")
