@@ -20,9 +20,7 @@ Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are
 read-only views (one allocation for every session holding the same bytes). Initializers
 named in ``unbound=`` commit no memory at prepare and are bound by `set_shared_input`.
 An ``arena=`` given by the caller (see `runtime.batches`) is used instead of a new one.
-States (constants of source "state": a `.tflite` model's variable tensors) are the session's own
-writable copies beside the arena, as TensorFlow Lite Micro keeps them in persistent memory: their
-kernels update them in place, each run carries them on, `reset_state` puts them back.
+States (`runtime.states`) are the session's own, beside the arena, carried from run to run.
 
 Variations are hooks, not copies: ``problem=`` plans a prebuilt problem of the graph instead of
 `memory_problem` (a training step's, see `runtime.training.session`), and ``after_node=`` runs
@@ -63,6 +61,7 @@ from runtime.kernels import Kernel, kernel_of, loop_ufunc_buffers, weights_kwarg
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.problem import check_aliases, memory_problem, node_metas, workspace_id
+from runtime.states import States, state_names
 from runtime.stats import RunStats
 from runtime.step_calls import bind_call
 
@@ -138,9 +137,8 @@ class Session:
             return self
         kernels = self._resolve_kernels()
         self._check_unbound()
-        if self.params is not None:  # states are the session's own, never shared
-            states = [n for n, c in self.graph.constants.items() if c.source == "state"]
-            self.graph = self.params.share(self.graph, skip=(*self._unbound, *states))
+        if self.params is not None:
+            self.graph = self.params.share(self.graph, skip=(*self._unbound, *state_names(self.graph)))
         problem = self._problem_arg
         if problem is None:
             problem = memory_problem(self.graph, self.options)
@@ -250,14 +248,12 @@ class Session:
         for name, view in self._views.items():
             self._values[self._slot[name]] = read_only(view)
         self.constant_bytes = 0
-        self._states: dict[str, np.ndarray] = {}
+        self.states = States()
         for name, c in self.graph.constants.items():
             if name in self._unbound:  # committed only when set_shared_input binds it
                 self._values[self._slot[name]] = self._shared.get(name)
                 continue
-            value = c.value()
-            if c.source == "state" and name not in self._views:  # written by its kernel, kept from run to run
-                value = self._states[name] = np.array(value, copy=True)
+            value = c.value() if name in self._views else self.states.value(name, c)
             self.constant_bytes += value.nbytes
             if name in self._views:  # constants planned into the arena
                 self._views[name][...] = value
@@ -366,17 +362,8 @@ class Session:
             self._values[self._slot[name]] = self._shared[name]
 
     def reset_state(self) -> None:
-        """Put every state (a `.tflite` variable tensor: an SVDF's memory, an LSTM's hidden and cell
-        state) back to its initial value, as TensorFlow Lite Micro's `Reset()` does; `run` otherwise
-        carries the states from one run to the next."""
-        self.prepare()
-        for name, array in self._states.items():
-            array[...] = self.graph.constants[name].value()
-
-    @property
-    def state_bytes(self) -> int:
-        """Bytes of the states the session keeps beside the arena (0 before prepare)."""
-        return sum(int(a.nbytes) for a in getattr(self, "_states", {}).values())
+        """Every state back to its initial value, as TensorFlow Lite Micro's `Reset()` does."""
+        self.prepare().states.reset(self.graph)
 
     # ---- run ---------------------------------------------------------------------------------------
 
@@ -434,16 +421,11 @@ class Session:
         self.stats = stats
         return io.collect(external_outputs, stats)
 
-    def capture(
-        self, inputs: Mapping[str, np.ndarray] | None, names: Iterable[str], *, reset: bool = False
-    ) -> dict[str, np.ndarray]:
+    def capture(self, inputs: Mapping[str, np.ndarray] | None, names: Iterable[str]) -> dict[str, np.ndarray]:
         """Run once and copy each named tensor right after the step that writes it, before the arena
         reuses its bytes (the witnesses of `runtime.conditioning`). Names no step of this graph
-        writes (fused away, graph inputs, constants) are left out. With `reset`, the run starts
-        from reset states (`reset_state`), as an oracle's fresh interpreter does."""
+        writes (fused away, graph inputs, constants) are left out."""
         self.prepare()
-        if reset:
-            self.reset_state()
         index = {s.node.name: i for i, s in enumerate(self._steps)}
         copies: dict[str, np.ndarray] = {}
         hooks = dict(self._after)

@@ -38,6 +38,7 @@ def run_model(
     import runtime
     from runtime.oracle import random_inputs
     from runtime.oracle import verify as judge
+    from runtime.states import fresh_capture
 
     if not path.exists():
         raise InputError(f"{path}: no such file")
@@ -83,9 +84,7 @@ def run_model(
     if tiling is not None:
         report["tiling_note"] = tiling.note
     if verify:
-        report["verification"] = judge(
-            path, feeds, outputs, capture=lambda names: session.capture(feeds, names, reset=True)
-        )
+        report["verification"] = judge(path, feeds, outputs, capture=fresh_capture(session, feeds))
     if save_outputs is not None:
         np.savez(save_outputs, **outputs)
     return report

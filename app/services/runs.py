@@ -28,6 +28,7 @@ from app.settings import active_limits
 from app.storage import ModelRecord, Storage
 from planner import Plan, Problem
 from runtime import oracle
+from runtime.states import fresh_capture
 
 MAX_EVENTS_PER_RUN = 5000  # beyond this, progress events are thinned (the time chart keeps every op)
 
@@ -180,9 +181,7 @@ def execute(
     )
     job.report(1.0, "checking the outputs against an oracle")
     with phases("checking the outputs against the oracle"):
-        verdict = oracle.verify(
-            path, feeds, outputs, body.verify, capture=lambda names: session.capture(run_feeds, names, reset=True)
-        )
+        verdict = oracle.verify(path, feeds, outputs, body.verify, capture=fresh_capture(session, run_feeds))
     return {
         "model_id": record.id,
         "strategy": plan.strategy,

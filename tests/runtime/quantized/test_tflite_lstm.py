@@ -56,7 +56,7 @@ def test_int8_lstm_is_bit_exact_against_tflm(time_major, cell_clip, cell_scale):
         assert differ == 0, f"invocation {k}: {differ} of {g.size} elements differ from TFLM"
     assert len(np.unique(np.concatenate(got))) > 12, "the outputs barely vary; the case tests little"
     session.reset_state()
-    assert session.state_bytes == 2 * 4 + 2 * 4 * 2  # int8 hidden and int16 cell state, 2 rows of 4 units
+    assert session.states.nbytes == 2 * 4 + 2 * 4 * 2  # int8 hidden and int16 cell state, 2 rows of 4 units
 
 
 @pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])

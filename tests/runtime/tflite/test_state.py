@@ -44,9 +44,11 @@ def test_keyword_scrambled_carries_every_svdf_state_like_tflm():
             assert np.array_equal(got[name], expected), f"step {step}: {name} differs from TFLM"
         for name in states:
             expected = oracle.GetTensor(index[name], 0)["tensor_data"]
-            assert np.array_equal(session._states[name], expected), f"step {step}: state {name} differs from TFLM"
-    assert len(np.unique(session._states[states[0]])) > 8  # the scrambled weights saturate the outputs, not the states
-    assert session.state_bytes == sum(graph.tensors[s].nbytes for s in states)
+            assert np.array_equal(session.states.arrays[name], expected), f"step {step}: state {name} differs from TFLM"
+    assert (
+        len(np.unique(session.states.arrays[states[0]])) > 8
+    )  # the scrambled weights saturate the outputs, not the states
+    assert session.states.nbytes == sum(graph.tensors[s].nbytes for s in states)
 
 
 def _svdf(dtype, state_dtype=np.int8, rank=2, batches=2, depth=12, filters=8, memory=5, seed=0):
