@@ -38,7 +38,7 @@ def _mbqm(x, m, shift):  # pragma: no cover - compiled
     return (high >> right) + (np.int64(1) if (high & mask) > threshold else np.int64(0))
 
 
-_MBQM = compiled(_mbqm, inline=True)
+MBQM = compiled(_mbqm, inline=True)
 
 
 def _flush(ring, out, pixel, slots):  # pragma: no cover - compiled
@@ -50,31 +50,24 @@ def _flush(ring, out, pixel, slots):  # pragma: no cover - compiled
 
 def _finish(acc, q, slot, index):  # pragma: no cover - compiled
     for c in range(acc.shape[0]):
-        value = _MBQM(np.int64(acc[c]) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
+        value = MBQM(np.int64(acc[c]) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
         slot[index, c] = min(max(value, q[3, 1]), q[3, 2])
 
 
 def _conv_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  # pragma: no cover - compiled
     """`w` is (KH, KW, depth, channels) less its zero point, channels innermost (vectorised): int32
     with int32 `acc` and `xz`, or float32 ones where every sum is exact (`exact_in_float32`)."""
-    stride_h, stride_w, dil_h, dil_w, top, left = geo
-    height, width, cin = x.shape
     kh, kw, depth, cout = w.shape
-    oh, ow = out.shape[0], out.shape[1]
-    groups = cin // depth
+    groups = x.shape[2] // depth
     per_group = cout // groups
-    pixels = oh * ow
+    pixels = out.shape[0] * out.shape[1]
     for i in range(pixels):
-        p = pixels - 1 - i if backward else i
-        oy, ox = p // ow, p % ow
-        y0, x0 = oy * stride_h - top, ox * stride_w - left
-        ky0, ky1 = TAP_RANGE(y0, dil_h, kh, height)
-        kx0, kx1 = TAP_RANGE(x0, dil_w, kw, width)
+        p, y0, x0, ky0, ky1, kx0, kx1 = _WINDOW(pixels - 1 - i if backward else i, x.shape, out.shape, geo, kh, kw)
         acc[:] = 0
         for ky in range(ky0, ky1):
-            iy = y0 + ky * dil_h
+            iy = y0 + ky * geo[2]
             for kx in range(kx0, kx1):
-                ix = x0 + kx * dil_w
+                ix = x0 + kx * geo[3]
                 for g in range(groups):
                     for d in range(depth):
                         value = x[iy, ix, g * depth + d] - xz
@@ -103,6 +96,16 @@ def _drain(out, ring, lag, backward, direct):  # pragma: no cover - compiled
         _FLUSH(ring, out, j if backward else pixels - 1 - j, lag + 1)
 
 
+def _window(p, x_shape, out_shape, geo, kh, kw):  # pragma: no cover - compiled
+    """Output pixel p's window: (p, its top-left input row and column, and the taps [ky0, ky1) and
+    [kx0, kx1) that fall inside the image)."""
+    stride_h, stride_w, dil_h, dil_w, top, left = geo
+    y0, x0 = (p // out_shape[1]) * stride_h - top, (p % out_shape[1]) * stride_w - left
+    ky0, ky1 = TAP_RANGE(y0, dil_h, kh, x_shape[0])
+    kx0, kx1 = TAP_RANGE(x0, dil_w, kw, x_shape[1])
+    return p, y0, x0, ky0, ky1, kx0, kx1
+
+
 def _tap_range(start, dilation, taps, size):  # pragma: no cover - compiled
     """The taps k with 0 <= start + k * dilation < size, as [first, last)."""
     first = 0 if start >= 0 else (-start + dilation - 1) // dilation
@@ -112,23 +115,17 @@ def _tap_range(start, dilation, taps, size):  # pragma: no cover - compiled
 
 def _depthwise_rows(x, xz, w, q, geo, out, ring, acc, lag, backward, direct):  # pragma: no cover - compiled
     """`w` is (KH, KW, channels) less its zero point (int32 or float32, as the conv's)."""
-    stride_h, stride_w, dil_h, dil_w, top, left = geo
-    height, width, cin = x.shape
+    cin = x.shape[2]
     kh, kw, cout = w.shape
-    oh, ow = out.shape[0], out.shape[1]
     multiple = cout // cin
-    pixels = oh * ow
+    pixels = out.shape[0] * out.shape[1]
     for i in range(pixels):
-        p = pixels - 1 - i if backward else i
-        oy, ox = p // ow, p % ow
-        y0, x0 = oy * stride_h - top, ox * stride_w - left
-        ky0, ky1 = TAP_RANGE(y0, dil_h, kh, height)
-        kx0, kx1 = TAP_RANGE(x0, dil_w, kw, width)
+        p, y0, x0, ky0, ky1, kx0, kx1 = _WINDOW(pixels - 1 - i if backward else i, x.shape, out.shape, geo, kh, kw)
         acc[:] = 0
         for ky in range(ky0, ky1):
-            iy = y0 + ky * dil_h
+            iy = y0 + ky * geo[2]
             for kx in range(kx0, kx1):
-                ix = x0 + kx * dil_w
+                ix = x0 + kx * geo[3]
                 if multiple == 1:
                     for c in range(cout):
                         acc[c] += (x[iy, ix, c] - xz) * w[ky, kx, c]
@@ -152,6 +149,7 @@ _FLUSH = compiled(_flush)
 _EMIT = compiled(_emit)
 _DRAIN = compiled(_drain)
 TAP_RANGE = compiled(_tap_range, inline=True)
+_WINDOW = compiled(_window, inline=True)
 _FINISH = compiled(_finish)
 CONV = compiled(_conv_rows)
 DEPTHWISE = compiled(_depthwise_rows)
@@ -228,7 +226,7 @@ def _dense_rows(x, xz, w, wz, q, out):  # pragma: no cover - compiled
             acc = np.int32(0)
             for d in range(depth):
                 acc += (np.int32(x[b, d]) - xz) * (np.int32(w[c, d]) - wz)
-            value = _MBQM(np.int64(acc) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
+            value = MBQM(np.int64(acc) + q[0, c], q[1, c], q[2, c]) + q[3, 0]
             out[b, c] = min(max(value, q[3, 1]), q[3, 2])
 
 

@@ -13,9 +13,11 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.protocol import Bound
 from runtime.kernels.quantized.common import exact_matmul
 from runtime.kernels.quantized.jit_depthwise_int import DEPTHWISE
 from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
+from runtime.kernels.quantized.qlinear_routes import QConvShape
 from runtime.kernels.window import Geometry, pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -71,13 +73,16 @@ def _band_input(x: np.ndarray, geo: Geometry, r0: int, r1: int, buf: np.ndarray,
     return windows(view, band)
 
 
-def _workspace(w_index: int):
-    def workspace(inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
-                  strides=None, **_) -> int:  # fmt: skip
-        x, w, y = inputs[0], inputs[w_index], outputs[0]
-        return scratch_bytes(*_conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, group)[2])
-
-    return workspace
+def _workspace(inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
+               strides=None, **attrs) -> int:  # fmt: skip
+    x, w, y = inputs[0], inputs[3], outputs[0]
+    geo_attrs = {"group": group, "auto_pad": auto_pad, "pads": pads, "strides": strides, "dilations": dilations,
+                 "kernel_shape": kernel_shape}  # fmt: skip
+    shape = QConvShape.of(x, w, y, geo_attrs)
+    geo, route = shape.route
+    if route.workspace is not None:
+        return route.workspace(shape, geo)
+    return scratch_bytes(*_conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, group)[2])
 
 
 def weight_matrix(w: np.ndarray, w_zero: np.ndarray) -> np.ndarray:
@@ -151,14 +156,38 @@ def _front(block: np.ndarray, columns: int) -> np.ndarray:
     return block.reshape(-1)[: block.shape[0] * columns].reshape(block.shape[0], columns)
 
 
-def qlinear_constants(values, inputs, outputs, **_) -> dict:
+def qlinear_constants(values, inputs, outputs, **attrs) -> dict:
+    """The chosen route's constants where every input they read is constant, else (the general
+    route) the filter matrix."""
+    geo, route = QConvShape.of(inputs[0], inputs[3], outputs[0], attrs).route
+    if route.constants is not None:
+        if all(values[i] is not None for i in range(1, len(values)) if inputs[i] is not None):
+            return route.constants(QConvShape.of(inputs[0], inputs[3], outputs[0], attrs), geo, values)
+        return {}
     w, w_zero = values[3], values[5]
     if w is None or w_zero is None:
         return {}
     return {"w_matrix": weight_matrix(w, _zero(w_zero))}
 
 
-@kernel("QLinearConv", workspace=_workspace(3), constants=qlinear_constants)
+def _bind(inputs, outputs, attrs, general):
+    """The chosen route's call, with its constants as prepared (or worked out per call), or None
+    for the general route."""
+    shape = QConvShape.of(inputs[0], inputs[3], outputs[0], attrs)
+    geo, route = shape.route
+    run = route.run
+    if run is None or route.constants is None:
+        return None
+    make = route.constants
+
+    def call(*values, out, ws=None, **prepared):
+        made = prepared if "q_table" in prepared else make(shape, geo, values)
+        run(shape, geo, values, out, ws, made)
+
+    return Bound(call, takes_attributes=True)
+
+
+@kernel("QLinearConv", workspace=_workspace, constants=qlinear_constants, bind=_bind)
 def qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None, *, out, ws,
                  auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
                  w_matrix=None, prepared_weights=True):  # fmt: skip

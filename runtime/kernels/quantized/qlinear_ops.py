@@ -13,6 +13,7 @@ import numpy as np
 
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
+from runtime.kernels.quantized.jit_qlinear import ADD, LOOKUP, MUL
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -46,7 +47,66 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, out, axis=1, block_size=
     np.multiply((x.astype(np.int64) - zero).astype(np.float32), scale, out=out, casting="unsafe")
 
 
-def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, op: str) -> None:
+def _binary_parameters(op: str, dtype, out_dtype, a_scale, a_zero, b_scale, b_zero, y_scale, y_zero) -> dict:
+    """The compiled pass's constants: TFLite's ADD rescales each input by a table of its 256 values
+    (``MultiplyByQuantizedMultiplierSmallerThanOneExp((v - z) << 20)``) and scales their sum;
+    MUL scales the product of the inputs less their zero points. `q_params`: the output's
+    (multiplier, shift, zero point, lo, hi) and the tables' index offset."""
+    za, zb, zy = int(_one(a_zero)), int(_one(b_zero)), int(_one(y_zero))
+    sa, sb, sy = _one(a_scale), _one(b_scale), _one(y_scale)
+    lo, hi = qa.dtype_range(out_dtype)
+    values = np.arange(*(v + i for v, i in zip(qa.dtype_range(dtype), (0, 1), strict=True)), dtype=np.int64)
+    offset = -int(values[0])
+    if op == "mul":
+        m, s = qa.quantize_multiplier(sa * sb / sy)
+        return {"q_params": np.array([m[0], s[0], zy, lo, hi, offset]), "q_zeros": np.array([za, zb])}
+    left = 20
+    twice_max = 2 * max(sa, sb)
+    m1, s1 = qa.quantize_multiplier(sa / twice_max)
+    m2, s2 = qa.quantize_multiplier(sb / twice_max)
+    mo, so = qa.quantize_multiplier(twice_max / ((1 << left) * sy))
+    return {
+        "q_params": np.array([mo[0], so[0], zy, lo, hi, offset]),
+        "q_table_a": qa.multiply_smaller_than_one((values - za) << left, m1, s1),
+        "q_table_b": qa.multiply_smaller_than_one((values - zb) << left, m2, s2),
+    }
+
+
+def _binary_constants(op: str):
+    def constants(values, inputs, outputs, **_) -> dict:
+        a, b = inputs[0], inputs[3]
+        if any(values[i] is None for i in (1, 2, 4, 5, 6, 7) if i < len(values) and inputs[i] is not None):
+            return {}
+        if not _compiled_binary(a, b, outputs[0]):
+            return {}
+        c_zero = values[7] if len(values) > 7 else None
+        scales_and_zeros = (values[1], values[2], values[4], values[5], values[6], c_zero)
+        return _binary_parameters(op, a.dtype, outputs[0].dtype, *scales_and_zeros)
+
+    return constants
+
+
+def _compiled_binary(a, b, out) -> bool:
+    eight_bit = all(np.dtype(t.dtype).itemsize == 1 and np.dtype(t.dtype).kind in "iu" for t in (a, b, out))
+    return ADD is not None and MUL is not None and eight_bit and a.dtype == b.dtype and len(out.shape) <= 4
+
+
+def _four(v: np.ndarray, shape) -> np.ndarray:
+    """`v` broadcast to `shape`, with leading axes of one up to four dimensions (a view)."""
+    v = np.broadcast_to(v, shape)
+    return v.reshape((1,) * (4 - v.ndim) + v.shape) if v.ndim < 4 else v
+
+
+def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, op: str, made: dict) -> None:
+    if _compiled_binary(a, b, out):
+        if "q_params" not in made:  # constants not prepared: worked out for this call
+            made = _binary_parameters(op, a.dtype, out.dtype, a_scale, a_zero, b_scale, b_zero, y_scale, y_zero)
+        a4, b4, out4 = _four(a, out.shape), _four(b, out.shape), out.reshape((1,) * (4 - out.ndim) + out.shape)
+        if op == "mul":
+            MUL(a4, b4, made["q_zeros"], made["q_params"], out4)
+        else:
+            ADD(a4, b4, made["q_table_a"], made["q_table_b"], made["q_params"], out4)
+        return
     za, zb, zy = int(_one(a_zero)), int(_one(b_zero)), int(_one(y_zero))
     sa, sb, sy = _one(a_scale), _one(b_scale), _one(y_scale)
     lo, hi = qa.dtype_range(out.dtype)
@@ -65,14 +125,14 @@ def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, op: st
     out[...] = np.clip(qa.multiply_smaller_than_one(raw, mo, so) + zy, lo, hi)
 
 
-@kernel("QLinearAdd", domain=MS, inplace=(0, 3))
-def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
-    _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, "add")
+@kernel("QLinearAdd", domain=MS, inplace=(0, 3), constants=_binary_constants("add"))
+def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out, **made):
+    _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, "add", made)
 
 
-@kernel("QLinearMul", domain=MS, inplace=(0, 3))
-def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out):
-    _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, "mul")
+@kernel("QLinearMul", domain=MS, inplace=(0, 3), constants=_binary_constants("mul"))
+def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out, **made):
+    _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, "mul", made)
 
 
 def _table(x_dtype, x_scale, x_zero, y_scale, y_zero, out_dtype, fn) -> np.ndarray:
@@ -86,23 +146,51 @@ def _table(x_dtype, x_scale, x_zero, y_scale, y_zero, out_dtype, fn) -> np.ndarr
 
 
 def _lookup(x, table, out) -> None:
+    """out = table[x] (`table` indexed from x's dtype's least value), in one compiled pass where it can."""
     lo = np.iinfo(x.dtype).min
-    np.take(table.astype(out.dtype), x.astype(np.int64) - lo, out=out)
+    table = table.astype(out.dtype, copy=False)
+    if LOOKUP is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+        LOOKUP(x.reshape(-1), table, -lo, out.reshape(-1))
+        return
+    np.take(table, x.astype(np.int64) - lo, out=out)
 
 
-@kernel("QLinearSigmoid", domain=MS, inplace=(0,))
-def qlinear_sigmoid(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out):
-    table = _table(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point, out.dtype, lambda r: 1 / (1 + np.exp(-r)))
-    _lookup(x, table, out)
+def _table_constants(function):
+    """A constants hook making the node's table once (`q_lookup`), `function(**attributes)` being
+    the float function of reals it tabulates."""
+
+    def constants(values, inputs, outputs, **attributes) -> dict:
+        if any(values[i] is None for i in range(1, len(values)) if inputs[i] is not None):
+            return {}
+        y_zero = values[4] if len(values) > 4 else None
+        fn = function(**attributes)
+        table = _table(inputs[0].dtype, values[1], values[2], values[3], y_zero, outputs[0].dtype, fn)
+        return {"q_lookup": table.astype(outputs[0].dtype)}
+
+    return constants
 
 
-@kernel("QLinearLeakyRelu", domain=MS, inplace=(0,))
-def qlinear_leaky_relu(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, alpha=0.01):
+def _sigmoid(**_):
+    return lambda r: 1 / (1 + np.exp(-r))
+
+
+def _leaky_relu(alpha=0.01, **_):
     alpha32 = np.float32(alpha)
-    table = _table(
-        x.dtype, x_scale, x_zero_point, y_scale, y_zero_point, out.dtype, lambda r: np.where(r >= 0, r, r * alpha32)
-    )
-    _lookup(x, table, out)
+    return lambda r: np.where(r >= 0, r, r * alpha32)
+
+
+@kernel("QLinearSigmoid", domain=MS, inplace=(0,), constants=_table_constants(_sigmoid))
+def qlinear_sigmoid(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, q_lookup=None, **_):
+    if q_lookup is None:
+        q_lookup = _table(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point, out.dtype, _sigmoid())
+    _lookup(x, q_lookup, out)
+
+
+@kernel("QLinearLeakyRelu", domain=MS, inplace=(0,), constants=_table_constants(_leaky_relu))
+def qlinear_leaky_relu(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, alpha=0.01, q_lookup=None, **_):
+    if q_lookup is None:
+        q_lookup = _table(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point, out.dtype, _leaky_relu(alpha))
+    _lookup(x, q_lookup, out)
 
 
 @kernel("QLinearConcat", domain=MS)
@@ -154,12 +242,9 @@ def qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, *, out
     _average(total, count, x_scale, y_scale, y_zero_point, out)
 
 
-@kernel("QLinearUnary", domain="memplan", inplace=(0,))
-def qlinear_unary(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, op, **attributes):
-    """Any one-input float op between a DequantizeLinear and a QuantizeLinear (`runtime.fuse_qdq`:
-    HardSwish, HardSigmoid, Tanh, ...) as a table of its 256 values, made by memplan's own float
-    kernel of `op` (with the node's attributes) as onnxruntime makes its QLinear tables."""
-    from runtime.kernels import call, get_kernel
+def _float_op(op, **attributes):
+    """memplan's own float kernel of `op` (with the node's attributes) as a function of reals."""
+    from runtime.kernels import TensorMeta, call, get_kernel
 
     k = get_kernel(op)
     if k is None or k.workspace is not None and k.multi_output:
@@ -169,11 +254,20 @@ def qlinear_unary(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, 
         result = np.empty_like(real)
         ws = None
         if k.workspace is not None:
-            from runtime.kernels import TensorMeta
-
             meta = TensorMeta(real.shape, real.dtype)
             ws = np.zeros(k.workspace([meta], [meta], **attributes), dtype=np.uint8)
         call(k, [real], [result], ws, attributes, 21)
         return result
 
-    _lookup(x, _table(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point, out.dtype, through), out)
+    return through
+
+
+@kernel("QLinearUnary", domain="memplan", inplace=(0,), constants=_table_constants(_float_op))
+def qlinear_unary(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, op, q_lookup=None,
+                  prepared_weights=True, **attributes):  # fmt: skip
+    """Any one-input float op between a DequantizeLinear and a QuantizeLinear (`runtime.fuse_qdq`:
+    HardSwish, HardSigmoid, Tanh, ...) as a table of its 256 values, made by memplan's own float
+    kernel of `op` (with the node's attributes) as onnxruntime makes its QLinear tables."""
+    if q_lookup is None:
+        q_lookup = _table(x.dtype, x_scale, x_zero_point, y_scale, y_zero_point, out.dtype, _float_op(op, **attributes))
+    _lookup(x, q_lookup, out)

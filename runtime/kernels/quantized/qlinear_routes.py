@@ -1,0 +1,243 @@
+"""QLinearConv's routes, one table of values (`ROUTES`, each a `QConvRoute`: name, when it applies,
+its workspace, its constants, its run) and one choice per shape (`QConvShape.route`), as Conv's
+route table (`runtime.kernels.conv.routes`) is laid out: the planner's workspace, the prepared
+constants and the bound call all read the one route picked for a node's shapes.
+
+* "depthwise" (one filter per channel, 2-D, at most 256 taps): `jit_qlinear.DEPTHWISE`, summed in
+  float32 a row at a time and requantized as it goes; its scratch is one float32 output row.
+* "gemm" (any other 2-D conv): per image, group and band of output rows, the band's im2col columns
+  in float32 straight from the 8-bit input (`jit_qlinear.COLUMNS`), float32 BLAS against the filter
+  less its zero point, and one compiled requantizing pass. The input's zero point is not
+  subtracted from the columns: ``sum((x - xz) * w) = sum(x * w) - xz * sum(w)``, and the second
+  term is folded into the bias once. Why float32 is exact: every product ``x * w`` is an integer,
+  and each depth chunk (`depth_chunks`, from the filter's values) keeps ``max|x| * sum|w|`` of every
+  filter row within 2**24, so every partial sum BLAS forms, in any order, is an integer of at most
+  2**24 in magnitude, which float32 holds exactly; chunks add up in float64.
+* "general": the numpy route of `runtime.kernels.quantized.qlinear_conv` (no compiled loops,
+  another rank, or a 16-bit input).
+
+The filter less its zero point, the folded bias and the requantization table are worked out once
+per node (the kernel's constants hook), or per call where the node's constants are not prepared.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from runtime import quant_arith as qa
+from runtime.kernels._scratch import Scratch, scratch_bytes, units_within
+from runtime.kernels.conv.routes import ConvGeometry
+from runtime.kernels.quantized.jit_conv_int import channel_table
+from runtime.kernels.quantized.jit_qlinear import ACCUMULATE, COLUMNS, DEPTHWISE, REQUANTIZE
+from runtime.kernels.window import Geometry, window_geometry
+
+EXACT = 1 << 24  # float32 holds every integer up to here
+BAND_BYTES = 1 << 20  # a gemm band's columns and sums
+ON = COLUMNS is not None and REQUANTIZE is not None and ACCUMULATE is not None and DEPTHWISE is not None
+
+
+class QConvShape(NamedTuple):
+    """A QLinearConv's shapes and attributes (Conv's value of them) and its input and output dtypes."""
+
+    conv: ConvGeometry
+    dtype: str
+    y_dtype: str
+
+    @staticmethod
+    def of(x: Any, w: Any, y: Any, attrs: dict[str, Any]) -> QConvShape:
+        return QConvShape(ConvGeometry.of(x.shape, w.shape, y.shape, attrs), str(x.dtype), str(y.dtype))
+
+    @property
+    def x(self) -> tuple[int, ...]:
+        return self.conv.x
+
+    @property
+    def w(self) -> tuple[int, ...]:
+        return self.conv.w
+
+    @property
+    def y(self) -> tuple[int, ...]:
+        return self.conv.y
+
+    @property
+    def group(self) -> int:
+        return self.conv.group
+
+    @property
+    def route(self) -> tuple[Geometry, QConvRoute]:
+        return _pick(self)
+
+    @property
+    def depthwise(self) -> bool:
+        return self.group == self.x[1] == self.y[1] and self.w[1] == 1
+
+    def compiled_geometry(self, geo: Geometry) -> np.ndarray:
+        return np.asarray((*geo.strides, *geo.dilations, *geo.begin), np.int64)
+
+    def band_rows(self, geo: Geometry) -> int:
+        """Output rows per gemm band: its columns, float32 sums and float64 chunk sums within BAND_BYTES."""
+        depth, per_group = self.x[1] // self.group * int(np.prod(geo.kernel)), self.y[1] // self.group
+        return units_within(BAND_BYTES, geo.out[1] * (4 * depth + 12 * per_group), geo.out[0])
+
+
+@functools.lru_cache(maxsize=1024)
+def _pick(s: QConvShape) -> tuple[Geometry, QConvRoute]:
+    c = s.conv
+    geo = window_geometry(c.x, c.y, c.kernel_shape or c.w[2:], c.auto_pad, c.pads, c.strides, c.dilations)
+    return geo, next(r for r in ROUTES if r.applies(s, geo))
+
+
+@dataclass(frozen=True)
+class QConvRoute:
+    """One way to run a QLinearConv: `applies(shape, geo)`, `workspace(shape, geo)` in bytes,
+    `constants(shape, geo, values)` (a dict of arrays, from the node's 9 input values) and
+    ``run(shape, geo, x, out, ws, made)``; the general route has no constants or run of its own."""
+
+    name: str
+    applies: Callable[[QConvShape, Geometry], bool]
+    workspace: Callable[[QConvShape, Geometry], int] | None = None
+    constants: Callable[[QConvShape, Geometry, Sequence[Any]], dict[str, np.ndarray]] | None = None
+    run: Callable[..., None] | None = None
+
+
+def _eight_bit_2d(s: QConvShape, geo: Geometry) -> bool:
+    return ON and len(geo.kernel) == 2 and s.dtype in ("int8", "uint8") and s.y_dtype in ("int8", "uint8")
+
+
+def _one(v: Any) -> float:
+    return float(np.asarray(v).reshape(-1)[0])
+
+
+def _filters(w: np.ndarray, w_zero: Any) -> np.ndarray:
+    """float32 ``w - w_zero`` (a zero point per output channel or one), exact for 8-bit values."""
+    z = np.asarray(0 if w_zero is None else w_zero).astype(np.float32).reshape(-1)
+    return w.astype(np.float32) - (z.reshape(-1, *([1] * (w.ndim - 1))) if z.size > 1 else z[0])
+
+
+def _table(values: Sequence[Any], out_dtype: Any, bias: np.ndarray | None) -> np.ndarray:
+    """The requantization table: TFLite's multiplier per output channel of x_scale * w_scale / y_scale."""
+    x_scale, w, w_scale, y_scale, y_zero = values[1], values[3], values[4], values[6], values[7]
+    channels = w.shape[0]
+    scales = np.broadcast_to(np.asarray(w_scale, np.float64).reshape(-1), (channels,))
+    multiplier, shift = qa.quantize_multiplier(_one(x_scale) * scales / _one(y_scale))
+    zero = 0 if y_zero is None else int(_one(y_zero))
+    return channel_table(bias, multiplier, shift, zero, *qa.dtype_range(out_dtype), channels)
+
+
+def _bias(values: Sequence[Any], channels: int) -> np.ndarray:
+    b = values[8] if len(values) > 8 else None
+    return np.zeros(channels, np.int64) if b is None else np.asarray(b, np.int64).reshape(-1)
+
+
+def depth_chunks(filters: np.ndarray, x_max: int) -> np.ndarray:
+    """Boundaries [0, k1, ..., depth] of the depth chunks of a (rows, depth) filter matrix in which
+    every row's ``x_max * sum|w|`` stays within 2**24 (so float32 sums of a chunk are exact)."""
+    depth = filters.shape[1]
+    cumulative = np.concatenate([np.zeros((filters.shape[0], 1)), np.cumsum(np.abs(filters), axis=1)], axis=1)
+    limit = EXACT // x_max
+    bounds, k0 = [0], 0
+    while k0 < depth:
+        fits = (cumulative[:, k0 + 1 :] - cumulative[:, k0 : k0 + 1] <= limit).all(axis=0)
+        k1 = k0 + (int(np.argmin(fits)) if not fits.all() else fits.size)
+        k0 = max(k1, k0 + 1)  # one product is always within 2**24 (8-bit values)
+        bounds.append(k0)
+    return np.asarray(bounds, np.int64)
+
+
+# ---- depthwise --------------------------------------------------------------------------------------
+
+
+def _depthwise_applies(s: QConvShape, geo: Geometry) -> bool:
+    # 256 taps of products under 2**16 stay within 2**24: float32 sums are exact
+    return _eight_bit_2d(s, geo) and s.depthwise and int(np.prod(geo.kernel)) <= 256
+
+
+def _depthwise_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) -> dict[str, np.ndarray]:
+    channels = s.w[0]
+    return {
+        "q_filters": np.ascontiguousarray(_filters(values[3], values[5]).reshape(channels, *geo.kernel)),
+        "q_table": _table(values, np.dtype(s.y_dtype), _bias(values, channels)),
+    }
+
+
+def _depthwise_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
+    x, x_zero = values[0], values[2]
+    row = Scratch(ws, "QLinearConv").take((geo.out[1],), np.float32)
+    compiled_geo, xz = s.compiled_geometry(geo), np.float32(0 if x_zero is None else _one(x_zero))
+    for n in range(x.shape[0]):
+        DEPTHWISE(x[n], xz, made["q_filters"], made["q_table"], compiled_geo, out[n], row)
+
+
+# ---- gemm -------------------------------------------------------------------------------------------
+
+
+def _gemm_workspace(s: QConvShape, geo: Geometry) -> int:
+    depth, per_group = s.x[1] // s.group * int(np.prod(geo.kernel)), s.y[1] // s.group
+    columns = s.band_rows(geo) * geo.out[1]
+    return scratch_bytes(((depth, columns), np.float32), ((per_group, columns), np.float32),
+                         ((per_group, columns), np.float64))  # fmt: skip
+
+
+def _gemm_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) -> dict[str, np.ndarray]:
+    channels = s.w[0]
+    filters = _filters(values[3], values[5]).reshape(channels, -1)
+    x_zero = 0 if values[2] is None else int(_one(values[2]))
+    folded = _bias(values, channels) - x_zero * filters.astype(np.int64).sum(axis=1)
+    x_max = max(abs(v) for v in qa.dtype_range(np.dtype(s.dtype)))
+    return {
+        "q_filters": np.ascontiguousarray(filters),
+        "q_table": _table(values, np.dtype(s.y_dtype), folded),
+        "q_chunks": depth_chunks(filters, x_max),
+    }
+
+
+def _gemm_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
+    x, fill = values[0], 0 if values[2] is None else int(_one(values[2]))
+    filters, table, chunks = made["q_filters"], made["q_table"], made["q_chunks"]
+    per_group, depth_in = s.y[1] // s.group, s.x[1] // s.group
+    rows, ow = s.band_rows(geo), geo.out[1]
+    scratch = Scratch(ws, "QLinearConv")
+    columns_all = scratch.take((filters.shape[1], rows * ow), np.float32)
+    part_all = scratch.take((per_group, rows * ow), np.float32)
+    acc_all = scratch.take((per_group, rows * ow), np.float64)
+    compiled_geo, (kh, kw) = s.compiled_geometry(geo), geo.kernel
+    flat = out.reshape(out.shape[0], out.shape[1], -1)
+    for n in range(x.shape[0]):
+        for r0 in range(0, geo.out[0], rows):
+            r1 = min(geo.out[0], r0 + rows)
+            count = (r1 - r0) * ow
+            columns, part = _front(columns_all, count), _front(part_all, count)
+            for g in range(s.group):
+                COLUMNS(x[n, g * depth_in : (g + 1) * depth_in], fill, compiled_geo, kh, kw, r0, r1, columns)
+                weights = filters[g * per_group : (g + 1) * per_group]
+                c0 = g * per_group
+                target = flat[n, c0 : c0 + per_group, r0 * ow : r1 * ow]
+                if chunks.size == 2:
+                    np.matmul(weights, columns, out=part)
+                    REQUANTIZE(part, table, c0, target)
+                    continue
+                acc = _front(acc_all, count)
+                for i in range(chunks.size - 1):
+                    k0, k1 = chunks[i], chunks[i + 1]
+                    np.matmul(weights[:, k0:k1], columns[k0:k1], out=part)
+                    ACCUMULATE(acc, part, i == 0)
+                REQUANTIZE(acc, table, c0, target)
+
+
+def _front(block: np.ndarray, columns: int) -> np.ndarray:
+    """The first ``rows x columns`` elements of a 2-D block, contiguous (BLAS takes no column slice)."""
+    return block.reshape(-1)[: block.shape[0] * columns].reshape(block.shape[0], columns)
+
+
+ROUTES = (
+    QConvRoute("depthwise", _depthwise_applies, lambda s, geo: scratch_bytes(((geo.out[1],), np.float32)),
+               _depthwise_constants, _depthwise_run),
+    QConvRoute("gemm", lambda s, geo: _eight_bit_2d(s, geo) and not s.depthwise, _gemm_workspace, _gemm_constants,
+               _gemm_run),
+    QConvRoute("general", lambda s, geo: True),
+)  # fmt: skip
