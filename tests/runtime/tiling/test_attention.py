@@ -54,7 +54,9 @@ def attention_model(*, mask: str = "causal", scores_out: bool = False) -> onnx.M
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, SEQ, WIDTH])]
     if scores_out:
         outputs.append(helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, HEADS, SEQ, SEQ]))
-    graph = helper.make_graph(nodes, "attention", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    graph = helper.make_graph(
+        nodes, "attention", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()]
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
