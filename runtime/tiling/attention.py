@@ -29,7 +29,6 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import planner
 from planner.bounds import load
@@ -41,9 +40,6 @@ from runtime.options import MemoryOptions
 from runtime.problem import memory_problem
 from runtime.tiling.rows import OP_TYPE as ROWS
 from runtime.tiling.stage import Chain
-
-if TYPE_CHECKING:
-    from runtime.tiling.search import Tiling
 
 METHOD = "attention_rows"
 ROW_AXIS = 2  # of the rank-4 (batch, heads, rows, columns) maps of attention
@@ -284,6 +280,20 @@ def block_heights(graph: Graph, found: list[Attention]) -> list[int]:
     return heights or ([rows // 2] if rows >= 2 else [])
 
 
+@dataclass(frozen=True)
+class Blocked:
+    """What `tile_attention` chose: the graph, its attentions' nodes as one stage (`chain`),
+    rows per block, blocks per attention, its LOAD and placed arena, and a note saying so."""
+
+    graph: Graph
+    chain: Chain
+    rows: int
+    tiles: int
+    load: int
+    arena_bytes: int
+    note: str
+
+
 def tile_attention(
     graph: Graph,
     options: MemoryOptions | None = None,
@@ -292,12 +302,10 @@ def tile_attention(
     untiled: int | None = None,
     slack: float = DEFAULT_SLACK,
     time_limit: float = 60.0,
-) -> Tiling | None:
+) -> Blocked | None:
     """The attention row blocks of `graph` with the smallest placed arena (the fewest blocks within
-    `slack` of it), as a `runtime.tiling.Tiling`, or None when no block height lowers the arena
-    below the untiled one (or the graph has no attention to block)."""
-    from runtime.tiling.search import Candidate, Tiling  # search imports this module
-
+    `slack` of it), or None when no block height lowers the arena below the untiled one (or the
+    graph has no attention to block). `runtime.tiling.tile_auto` reports it as a `Tiling`."""
     started = time.perf_counter()
     options = options or MemoryOptions()
     found = attentions(graph)
@@ -321,10 +329,8 @@ def tile_attention(
     arena, height, peak, tiled = max((p for p in within if p[0] <= smallest * (1 + slack)), key=lambda p: (p[1], -p[0]))
     nodes = tuple(n for att in found for n in att.nodes)
     tiles = max(len(blocks(tiled.tensors[att.output].shape[ROW_AXIS], height)) for att in found)
-    chosen = Candidate(Chain(nodes, found[0].query, found[-1].output), height, METHOD, tiles, 0.0, peak, arena)
-    curve = [{"extra_macs": 0.0, "arena_bytes": untiled}, {"extra_macs": 0.0, "arena_bytes": arena}]
     note = (
         f"attention in blocks of {height} query rows ({len(found)} attention(s), up to {tiles} blocks each): "
         f"arena {arena:,} bytes, untiled {untiled:,}; no extra MACs"
     )
-    return Tiling(tiled, untiled, chosen, curve, note, time.perf_counter() - started)
+    return Blocked(tiled, Chain(nodes, found[0].query, found[-1].output), height, tiles, peak, arena, note)

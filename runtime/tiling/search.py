@@ -29,6 +29,7 @@ from planner.bounds import live_bytes, load
 from runtime.graph import Graph
 from runtime.options import MemoryOptions
 from runtime.problem import memory_problem
+from runtime.tiling.attention import METHOD as ATTENTION_ROWS
 from runtime.tiling.attention import tile_attention
 from runtime.tiling.macs import graph_macs, node_macs
 from runtime.tiling.stage import METHODS, Chain, band_count, chains, tiled_graph
@@ -153,7 +154,10 @@ def tile_auto(
     untiled = planner.plan(memory_problem(graph, options), strategy).arena_bytes
     blocked = tile_attention(graph, options, strategy=strategy, untiled=untiled, time_limit=time_limit)
     if blocked is not None:  # attention in blocks of query rows lowered the placed arena
-        return blocked
+        b = blocked
+        chosen = Candidate(b.chain, b.rows, ATTENTION_ROWS, b.tiles, 0.0, b.load, b.arena_bytes)
+        curve: list[dict[str, float | int]] = [{"extra_macs": 0.0, "arena_bytes": a} for a in (untiled, b.arena_bytes)]
+        return Tiling(b.graph, untiled, chosen, curve, b.note, time.perf_counter() - started)
     heads = chains(graph)
     if not heads:
         return Tiling(graph, untiled, note="nothing tileable: the model does not start with a chain of convolutions, "
