@@ -506,3 +506,18 @@ def test_a_planted_if_chain_over_route_names_fails(tmp_path):
         "runtime.kernels.conv.conv:2 compares with route name 'taps'",
         "runtime.kernels.conv.conv:4 compares with route name 'im2col'",
     ]
+
+
+def test_a_planted_branch_over_a_pool_recurrence_or_over_input_route_name_fails(tmp_path):
+    tables = (
+        "ROUTES = (PoolRoute('max_compiled', 'MaxPool'), RecurrenceRoute('recurrence_numpy', None))\n"
+        "OVER_ROWS = OverRoute('over_rows', False)\n"
+    )
+    chain = "def run(route, over):\n    if route.name == 'max_compiled' or over.name != 'over_rows':\n        return 1\n"
+    chain += "    return route.name in ['recurrence_numpy']\n"
+    root = _plant(tmp_path, {**CLEAN, "runtime/kernels/pool_routes.py": tables, "runtime/kernels/pool.py": chain})
+    assert route_name_branches(root, PACKAGES) == [
+        "runtime.kernels.pool:2 compares with route name 'max_compiled'",
+        "runtime.kernels.pool:2 compares with route name 'over_rows'",
+        "runtime.kernels.pool:4 compares with route name 'recurrence_numpy'",
+    ]

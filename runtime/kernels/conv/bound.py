@@ -17,7 +17,6 @@ import numpy as np
 from runtime.kernels._scratch import Scratch, same_start
 from runtime.kernels.conv import jit_conv
 from runtime.kernels.conv.depthwise import conv_depthwise_compiled, uses_compiled
-from runtime.kernels.conv.over import over_layout
 from runtime.kernels.protocol import Bound
 from runtime.kernels.same_arrays import SameArrays
 from runtime.kernels.window import Geometry, small_columns, small_rows
@@ -61,9 +60,10 @@ def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
         return None
     batch, channels, filters = x.shape[0], x.shape[1], w.shape[0]
     pixels = math.prod(geo.out)
-    may_overlap = x.dtype == y.dtype and conv.over is not None  # `conv_routes.writes_over_input`
-    columns = may_overlap and conv.over == "columns"
-    (rows, step), _ = over_layout(x.shape, w.shape, y.dtype, geo, "columns")[0] if columns else ((0, 0), None)
+    over = conv.over  # `conv_routes.writes_over_input`: an `OverRoute`, or None
+    may_overlap = x.dtype == y.dtype and over is not None
+    columns = may_overlap and over.pixel_wise
+    (rows, step), _ = over.layout(x.shape, w.shape, y.dtype, geo)[0] if columns else ((0, 0), None)
     code, p0, p1 = spec
     bias_act, empty = jit_conv.bias_act, jit_conv.EMPTY
 

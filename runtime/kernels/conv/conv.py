@@ -22,7 +22,6 @@ import numpy as np
 from runtime.kernels import Bound, TensorMeta, kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes, small_ufunc_buffers
 from runtime.kernels.conv import jit_conv, jit_depthwise, jit_phases, jit_winograd, winograd
-from runtime.kernels.conv.over import conv_columns, conv_rows, over_layout
 from runtime.kernels.conv.routes import CONV_PLANES, ConvGeometry, bind_conv
 
 
@@ -39,7 +38,7 @@ def conv_workspace(
     own = route.bytes(x, w, geo, group, prepared_weights)
     if over is None:
         return own
-    return max(own, scratch_bytes(*over_layout(x.shape, w.shape, x.dtype, geo, over)))
+    return max(own, over.bytes(x.shape, w.shape, x.dtype, geo))
 
 
 def conv_prepare(inputs, outputs, *, group=1, **_) -> None:
@@ -103,26 +102,10 @@ def convolve(x, w, b, out, ws, finish: Finish | None, attrs: dict, winograd_u=No
     the cache saves)."""
     c = ConvGeometry.of(x.shape, w.shape, out.shape, attrs)
     (geo, route), group = c.chosen, c.group
-    if np.may_share_memory(x, out):
-        over = c.over
-        if over == "columns":
-            conv_columns(x, w, b, out, finish, Scratch(ws, "Conv"))
-            return
-        if (
-            over == "rows"
-            and winograd.applies(x, w, b, out, geo, group, winograd_u, prepared)
-            and winograd.over_input(x, out)
-        ):
-            spec = jit_conv.spec_of(finish)
-            scratch = Scratch(ws, "Conv")
-            winograd.conv_winograd(x, w, b, out, geo, scratch, spec or jit_conv.NO_ACTIVATION, winograd_u, over=True)
-            if spec is None and finish is not None:
-                for n in range(x.shape[0]):
-                    finish(out[n])
-            return
-        if over == "rows":
-            conv_rows(x, w, b, out, geo, finish, Scratch(ws, "Conv"))
-            return
+    over = c.over
+    if over is not None and np.may_share_memory(x, out):
+        over.call(x, w, b, out, geo, group, ws, finish, winograd_u, prepared)  # its own route over the input
+        return
     if not route.call(x, w, b, out, geo, group, ws, finish, winograd_u, prepared) and finish is not None:
         for n in range(x.shape[0]):
             finish(out[n])

@@ -38,7 +38,8 @@ item only the pixel's own position matters:
   r0 - pad_top on, none of them written yet.
 
 A fused activation (ConvAct) runs over each contiguous block of scratch before it is
-written. The scratch is declared as workspace (`over_layout`); the routes also run on
+written. The scratch is declared as workspace (`OverRoute.layout`); the routes (`OVER_COLUMNS`,
+`OVER_ROWS`, each an `OverRoute`) also run on
 separate memory, but `runtime.kernels.conv.conv` takes them only when output and input overlap.
 """
 
@@ -46,12 +47,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from runtime.kernels import window
-from runtime.kernels._scratch import Scratch, units_within
-from runtime.kernels.conv import jit_conv
+from runtime.kernels._scratch import Scratch, scratch_bytes, units_within
+from runtime.kernels.conv import jit_conv, winograd
 from runtime.kernels.window import Geometry
 
 # Bytes of one chunk of output columns (all output channels) on the pixel-wise route: large
@@ -62,8 +64,8 @@ Finish = Callable[[np.ndarray], None]
 Layout = list[tuple[tuple[int, ...], np.dtype]]
 
 
-def over_route(x_shape, w_shape, y_shape, group: int, geo: Geometry) -> str | None:
-    """How this Conv may run with its output over its input: "columns", "rows" or None."""
+def over_route(x_shape, w_shape, y_shape, group: int, geo: Geometry) -> OverRoute | None:
+    """How this Conv may run with its output over its input: `OVER_COLUMNS`, `OVER_ROWS` or None."""
     if group != 1 or len(x_shape) < 3 or len(y_shape) != len(x_shape) or tuple(y_shape[2:]) != tuple(x_shape[2:]):
         return None
     batch, channels, filters = x_shape[0], x_shape[1], w_shape[0]
@@ -72,20 +74,24 @@ def over_route(x_shape, w_shape, y_shape, group: int, geo: Geometry) -> str | No
     if any(s != 1 for s in geo.strides):
         return None
     if not geo.padded and all(k == 1 for k in geo.kernel):
-        return "columns"
+        return OVER_COLUMNS
     if len(geo.kernel) == 2 and all(b >= 0 for b in geo.begin):
-        return "rows"
+        return OVER_ROWS
     return None
 
 
-def over_layout(x_shape, w_shape, dtype, geo: Geometry, route: str) -> Layout:
-    """Workspace blocks of the route: its chunk of columns, or band im2col, band and hold rows."""
+def columns_layout(x_shape, w_shape, dtype, geo: Geometry | None = None) -> Layout:
+    """Workspace blocks of the pixel-wise route: its chunk of columns (all output channels)."""
+    dtype = np.dtype(dtype)
+    pixels = math.prod(x_shape[2:])
+    rows = w_shape[0] - _spill(x_shape, w_shape)
+    return [((rows, _columns(rows, pixels, dtype)), dtype)]
+
+
+def rows_layout(x_shape, w_shape, dtype, geo: Geometry) -> Layout:
+    """Workspace blocks of the row-lagged route: the hold rows, then its band's im2col or taps buffers."""
     dtype = np.dtype(dtype)
     channels, filters = x_shape[1], w_shape[0]
-    if route == "columns":
-        pixels = math.prod(x_shape[2:])
-        rows = filters - _spill(x_shape, w_shape)
-        return [((rows, _columns(rows, pixels, dtype)), dtype)]
     rows = _band_rows(x_shape, w_shape, geo, dtype)
     height, width = x_shape[2:]
     kh, kw = geo.kernel
@@ -136,7 +142,7 @@ def _band_rows(x_shape, w_shape, geo: Geometry, dtype: np.dtype) -> int:
     return min(height, max(rows, geo.begin[0]))
 
 
-def conv_columns(x, w, b, out, finish: Finish | None, scratch: Scratch) -> None:
+def conv_columns(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scratch) -> None:
     """Pixel-wise 1x1 conv, a chunk of columns at a time through scratch (see the module)."""
     batch, channels = x.shape[:2]
     filters = w.shape[0]
@@ -180,7 +186,7 @@ def conv_rows(x, w, b, out, geo: Geometry, finish: Finish | None, scratch: Scrat
     every output row reading its input row is computed (see the module)."""
     batch, _, height, width = x.shape
     filters = w.shape[0]
-    layout = over_layout(x.shape, w.shape, out.dtype, geo, "rows")
+    layout = rows_layout(x.shape, w.shape, out.dtype, geo)
     blocks = [scratch.take((math.prod(shape),), dtype) for shape, dtype in layout]
     hold = blocks[0]
     rows = _band_rows(x.shape, w.shape, geo, np.dtype(out.dtype))
@@ -298,3 +304,52 @@ def _band_im2col(image, col, r0: int, m: int, geo: Geometry) -> None:
                 tap[:, lo:hi, :a].fill(0)
             if z < width:
                 tap[:, lo:hi, z:].fill(0)
+
+
+@dataclass(frozen=True)
+class OverRoute:
+    """A way for a dense Conv to run with its output over its own input, as one value: its name,
+    whether each output pixel reads its own input pixel alone (`pixel_wise`: chunks of columns;
+    else output rows lag their input rows by the top pad), its workspace blocks (`layout(x_shape,
+    w_shape, dtype, geo)`), its run (`run(x, w, b, out, geo, finish, scratch)`), whether Winograd's
+    over-input variant takes it where Winograd applies, and the loops it runs (for docs/KERNELS.md)."""
+
+    name: str
+    pixel_wise: bool
+    layout: Callable[..., Layout]
+    run: Callable[..., None]
+    loops: tuple[str, ...]
+    winograd: bool = False
+
+    def bytes(self, x_shape, w_shape, dtype, geo: Geometry) -> int:
+        """The workspace this route declares."""
+        return scratch_bytes(*self.layout(x_shape, w_shape, dtype, geo))
+
+    def call(self, x, w, b, out, geo: Geometry, group: int, ws, finish: Finish | None, winograd_u=None,
+             prepared: bool = True) -> None:  # fmt: skip
+        """Run over the input with `ws` as scratch (by Winograd's over-input variant where it applies)."""
+        scratch = Scratch(ws, "Conv")
+        if (
+            self.winograd
+            and winograd.applies(x, w, b, out, geo, group, winograd_u, prepared)
+            and winograd.over_input(x, out)
+        ):
+            spec = jit_conv.spec_of(finish)
+            winograd.conv_winograd(x, w, b, out, geo, scratch, spec or jit_conv.NO_ACTIVATION, winograd_u, over=True)
+            if spec is None and finish is not None:
+                for n in range(x.shape[0]):
+                    finish(out[n])
+            return
+        self.run(x, w, b, out, geo, finish, scratch)
+
+
+OVER_COLUMNS = OverRoute(
+    "over_columns", True, columns_layout, conv_columns,
+    ("over.conv_columns: a matmul per chunk of columns into scratch, then copied over those columns",),
+)  # fmt: skip
+OVER_ROWS = OverRoute(
+    "over_rows", False, rows_layout, conv_rows,
+    ("winograd.conv_winograd over its input (float32 3x3 where Winograd applies)",
+     "over.conv_rows: bands of rows by im2col or by taps, each row written once its readers are done"),
+    winograd=True,
+)  # fmt: skip

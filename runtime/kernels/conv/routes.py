@@ -41,7 +41,7 @@ from runtime.kernels.conv.depthwise import (
     uses_compiled,
     uses_rows,
 )
-from runtime.kernels.conv.over import over_route
+from runtime.kernels.conv.over import OverRoute, over_route
 from runtime.kernels.planes import Planes
 from runtime.kernels.protocol import Bound
 from runtime.kernels.window import Geometry, window_geometry
@@ -106,8 +106,9 @@ class ConvGeometry(NamedTuple):
         return _pick(self)
 
     @property
-    def over(self) -> str | None:
-        """`conv_over.over_route` of this Conv ("columns", "rows" or None), worked out once per value."""
+    def over(self) -> OverRoute | None:
+        """The `OverRoute` by which this Conv may run over its own input (`over.over_route`), or None,
+        worked out once per value."""
         return _over(self)
 
 
@@ -124,7 +125,7 @@ def _pick(c: ConvGeometry) -> tuple[Geometry, ConvRoute]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _over(c: ConvGeometry) -> str | None:
+def _over(c: ConvGeometry) -> OverRoute | None:
     return over_route(c.x, c.w, c.y, c.group, _pick(c)[0])
 
 
@@ -133,7 +134,7 @@ def conv_route(x_shape: Any, w_shape: Any, y_shape: Any, attrs: Mapping[str, Any
     return ConvGeometry.of(x_shape, w_shape, y_shape, attrs).route
 
 
-def over_of(x_shape: Any, w_shape: Any, y_shape: Any, attrs: Mapping[str, Any]) -> str | None:
+def over_of(x_shape: Any, w_shape: Any, y_shape: Any, attrs: Mapping[str, Any]) -> OverRoute | None:
     """The route by which a Conv with these shapes and attributes writes over its input, or None."""
     return ConvGeometry.of(x_shape, w_shape, y_shape, attrs).over
 
@@ -171,8 +172,9 @@ class ConvRoute:
     `finish`) and its bound call (`bind(inputs, outputs, attrs, conv, geo, finish, general)`,
     a `Bound` or None), whether a float32 3x3 stride-1 case runs by Winograd instead
     (`runtime.kernels.conv.winograd`), and whether it reads each channel block before writing it
-    (so that it may run over its own input). The planner's workspace (`bytes`) and the call
-    (`call`) read the same value, picked once per shape (`ConvGeometry.chosen`)."""
+    (so that it may run over its own input), and the loops it runs, first to last choice (for
+    docs/KERNELS.md). The planner's workspace (`bytes`) and the call (`call`) read the same value,
+    picked once per shape (`ConvGeometry.chosen`)."""
 
     name: str
     applies: Callable[[ConvGeometry, Geometry], bool]
@@ -181,6 +183,7 @@ class ConvRoute:
     bind: Callable[..., Bound | None] | None = None
     winograd: bool = False
     reads_first: bool = False
+    loops: tuple[str, ...] = ()
 
     def bytes(self, x: Any, w: Any, geo: Geometry, group: int, prepared: bool = True) -> int:
         """The workspace this route declares: its loops', or Winograd's where it may take that
@@ -264,6 +267,8 @@ def _layout_bytes(layout: Callable[..., list]) -> Callable[[Any, Geometry, Any],
 
 _DW_CHANNELS_LAST = _depthwise(_channels_last, _layout_bytes(channels_last_layout))
 _DW_ROWS = _depthwise(_rows, _layout_bytes(rows_layout))
+_WINOGRAD = "winograd.conv_winograd: F(2x2) or F(4x4) compiled transforms (float32 3x3 stride 1, where it applies)"
+_DW_COMPILED = "depthwise.conv_depthwise_compiled: jit_depthwise (float32 2-D, compiled loops on)"
 _DW_TAPS = _depthwise(
     _taps_by_channels, lambda shape, geo, dtype: conv_dense.depthwise_taps_workspace(shape, dtype, geo)
 )
@@ -274,27 +279,34 @@ ROUTES: tuple[ConvRoute, ...] = (
         "pointwise", lambda c, geo: _is_pointwise(geo), lambda x, w, geo, group: 0,
         lambda x, w, b, out, geo, group, scratch, finish: conv_dense.conv_pointwise(x, w, b, out, geo, group, finish),
         bind=bind_pointwise,
+        loops=("dense.conv_pointwise: a matmul per group from the input, then the bias and activation "
+               "(jit_conv.bias_act on the bound call, float32)",),
     ),
     ConvRoute(
         "taps", lambda c, geo: uses_taps(c.x, c.w, geo, c.group),
         lambda x, w, geo, group: scratch_bytes(*conv_dense.taps_layout(x.shape, w.shape, x.dtype, geo)),
         _run_taps, winograd=True,
+        loops=(_WINOGRAD, "dense.conv_taps: one matmul per kernel tap over the padded image"),
     ),
     ConvRoute(
         "im2col", lambda c, geo: not _is_depthwise(c.x, c.w, c.group),
         lambda x, w, geo, group: conv_dense.im2col_workspace(x.shape, x.dtype, geo), _run_im2col, winograd=True,
+        loops=(_WINOGRAD, "dense.conv_im2col_compiled: bands by jit_conv.im2col_band (float32 2-D, compiled loops on)",
+               "dense.conv_im2col: numpy im2col bands"),
     ),
     ConvRoute(
         "depthwise_channels_last", lambda c, geo: _is_depthwise(c.x, c.w, c.group) and uses_channels_last(geo, c.x[1]), *_DW_CHANNELS_LAST,
         bind=bind_depthwise, reads_first=True,
+        loops=(_DW_COMPILED, "depthwise.conv_depthwise_channels_last: numpy over channels-last rows"),
     ),
     ConvRoute(
         "depthwise_rows", lambda c, geo: _is_depthwise(c.x, c.w, c.group) and uses_rows(geo), *_DW_ROWS,
         bind=bind_depthwise, reads_first=True,
+        loops=(_DW_COMPILED, "depthwise.conv_depthwise_rows: numpy over bands of padded rows per channel block"),
     ),
     ConvRoute(
         "depthwise_taps", lambda c, geo: _is_depthwise(c.x, c.w, c.group), *_DW_TAPS, bind=bind_depthwise,
-        reads_first=True,
+        reads_first=True, loops=(_DW_COMPILED, "dense.conv_depthwise_taps: numpy, one scaled tap at a time"),
     ),
 )  # fmt: skip
 ROUTE_NAMES = tuple(r.name for r in ROUTES)

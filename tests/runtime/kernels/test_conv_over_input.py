@@ -130,10 +130,8 @@ def test_the_routes_are_right_on_separate_memory_too(k, monkeypatch):
     geo = window_geometry(x.shape, want.shape, (k, k), "NOTSET", attrs["pads"], None, None)
     out = np.full_like(want, np.nan)
     scratch = conv_over.Scratch(None, "test")
-    if k == 1:
-        conv_over.conv_columns(x, w, b, out, None, scratch)
-    else:
-        conv_over.conv_rows(x, w, b, out, geo, None, scratch)
+    route = conv_over.OVER_COLUMNS if k == 1 else conv_over.OVER_ROWS
+    route.run(x, w, b, out, geo, None, scratch)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
@@ -192,7 +190,7 @@ def test_the_workspace_covers_the_larger_of_both_routes():
     # One item, more output channels: planes past the input need no chunk, so 64 rows, not 256.
     spilling = [TensorMeta((1, 64, 56, 56), f32), TensorMeta((256, 64, 1, 1), f32), None]
     assert kernel.workspace(spilling, [TensorMeta((1, 256, 56, 56), f32)]) == conv_over.COLUMNS_BYTES
-    assert conv_over.over_layout((1, 64, 56, 56), (256, 64, 1, 1), f32, None, "columns")[0][0] == (64, 1024)
+    assert conv_over.OVER_COLUMNS.layout((1, 64, 56, 56), (256, 64, 1, 1), f32, None)[0][0] == (64, 1024)
     apart = [TensorMeta((2, 64, 28, 28), f32), TensorMeta((256, 64, 1, 1), f32), None]
     assert kernel.workspace(apart, [TensorMeta((2, 256, 28, 28), f32)]) == 0  # no route over the input
 
