@@ -1,6 +1,8 @@
 """Which file implements each registered op, and which hooks its kernel declares, as the table
-of docs/KERNELS.md: ``python -m runtime.kernels.catalog`` writes it, and a test checks that the
-file matches the registry.
+of docs/KERNELS.md, then the route tables (Conv's, Conv's over its own input, the pools', the
+recurrences'): each route with the loops it runs, first to last choice, whether it has a bound
+call and what it declares about running over its own input. ``python -m runtime.kernels.catalog``
+writes it, and a test checks that the file matches the registry and the tables.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import pkgutil
 from pathlib import Path
 
 import runtime
-from runtime.kernels import Kernel, kernels
+from runtime.kernels import Kernel, kernels, pool_routes, rnn_routes
+from runtime.kernels.conv import over as conv_over
+from runtime.kernels.conv import routes as conv_routes
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOC = ROOT / "docs" / "KERNELS.md"
@@ -38,6 +42,34 @@ def _import_all() -> None:
         importlib.import_module(info.name)
 
 
+def route_rows() -> list[str]:
+    """One row per route of each route table: table, route, op, loops, bound call, over its input."""
+    rows = []
+    for r in conv_routes.ROUTES:
+        over = "reads each channel block before writing it" if r.reads_first else ""
+        rows.append(_route_row("Conv", r.name, "Conv", r.loops, r.bind is not None, over))
+    for o in (conv_over.OVER_COLUMNS, conv_over.OVER_ROWS):
+        over = "each output pixel over its own input pixel" if o.pixel_wise else "output rows lag input rows"
+        rows.append(_route_row("Conv over its input", o.name, "Conv", o.loops, False, over))
+    for p in pool_routes.ROUTES:
+        over = "each output row right after its window's input rows" if p.rows_in_order else ""
+        rows.append(_route_row("pools", p.name, p.op, p.loops, p.bind is not None, over))
+    for c in rnn_routes.ROUTES:
+        rows.append(_route_row("recurrences", c.name, "LSTM, GRU, RNN", c.loops, c.bind is not None, ""))
+    return rows
+
+
+def _loop(text: str) -> str:
+    """A loop's text, its "module.function" before a colon set as code; other text as it is."""
+    name, colon, rest = text.partition(":")
+    return f"`{name}`:{rest}" if colon else text
+
+
+def _route_row(table: str, name: str, op: str, loops: tuple[str, ...], bound: bool, over: str) -> str:
+    listed = "; then ".join(_loop(loop) for loop in loops)
+    return f"| {table} | {name} | {op} | {listed} | {'yes' if bound else ''} | {over} |"
+
+
 def table() -> str:
     """docs/KERNELS.md's text, from the registry."""
     _import_all()
@@ -53,6 +85,19 @@ def table() -> str:
         "|---|---|---|",
     ]
     lines += [f"| {key} | `{source_file(k)}` | {hooks(k)} |" for key, k in kernels().items()]
+    lines += [
+        "",
+        "## Routes: which loops run inside each op",
+        "",
+        "An op with several implementations lists them in one table of route values, picked once per shape "
+        "and dtype; its workspace, call and bound call read that one route. Loops: the functions each route "
+        "runs, first to last choice (a later one where the earlier does not take the dtype, the arrays or the "
+        "geometry). Over its input: what the route declares that lets the planner put its output over its input.",
+        "",
+        "| table | route | op | loops | bound call | over its input |",
+        "|---|---|---|---|---|---|",
+        *route_rows(),
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -267,7 +267,7 @@ ROUTES: tuple[PoolRoute, ...] = (
     PoolRoute("average_taps", "AveragePool", lambda c, geo: True, lambda c, geo: _reduce_bytes(c, geo) + _plane_bytes(c),
               _average, (_TAPS,)),
     PoolRoute("lp_taps", "LpPool", lambda c, geo: True, _lp_bytes, _lp,
-              ("pool_windows.lp_taps: |x|^p of one strided view per tap, summed",)),
+              ("pool_windows.lp_taps: abs(x) ** p of one strided view per tap, summed",)),
     PoolRoute("global_average_compiled", "GlobalAveragePool",
               lambda c, geo: c.dtype == np.float32 and len(c.x) >= 3 and global_pool_bound.plane_means is not None,
               lambda c, geo: _row_bytes(c), _global_means,
@@ -279,7 +279,7 @@ ROUTES: tuple[PoolRoute, ...] = (
               ("numpy sum over each plane, then scale",)),
     PoolRoute("global_max", "GlobalMaxPool", lambda c, geo: True, _none, _global_max, ("numpy maximum over each plane",)),
     PoolRoute("global_lp", "GlobalLpPool", lambda c, geo: True, _none, _global_lp,
-              ("numpy einsum of x with itself (p = 2), else a sum of |x|^p",)),
+              ("numpy einsum of x with itself (p = 2), else a sum of abs(x) ** p",)),
 )  # fmt: skip
 ROUTE_NAMES = tuple(r.name for r in ROUTES)
 

@@ -123,8 +123,8 @@ ROUTES: tuple[RecurrenceRoute, ...] = (
     ),
     RecurrenceRoute(
         "recurrence_numpy", lambda c: True, rnn_plan.workspace, _run_numpy,
-        ("rnn_numpy loops with their views made once: GRU, LSTM without peepholes or coupled gates, where no "
-         "sequence ends early and no clip applies", "rnn_numpy step functions: one small matmul and a few ufuncs a step"),
+        ("rnn_numpy.run_numpy: a loop with its views made once (GRU, LSTM without peepholes or coupled gates, "
+         "where no sequence ends early and no clip applies)", "rnn_numpy.run_numpy: a step function per time step"),
     ),
 )  # fmt: skip
 ROUTE_NAMES = tuple(r.name for r in ROUTES)

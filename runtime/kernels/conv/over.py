@@ -349,7 +349,7 @@ OVER_COLUMNS = OverRoute(
 )  # fmt: skip
 OVER_ROWS = OverRoute(
     "over_rows", False, rows_layout, conv_rows,
-    ("winograd.conv_winograd over its input (float32 3x3 where Winograd applies)",
+    ("winograd.conv_winograd: its over-input variant (float32 3x3, where Winograd applies)",
      "over.conv_rows: bands of rows by im2col or by taps, each row written once its readers are done"),
     winograd=True,
 )  # fmt: skip
