@@ -11,8 +11,8 @@ docs/BENCHMARKS.md, "Figures behind the code").
    random inputs): the gallery's examples, and one step of each training demo network;
 3. run the tiny graphs of `app.services.warm_graphs` the same way (always: they take
    milliseconds once compiled), which reach the kernel loops no model of step 2 does (the
-   recurrences, the normalisations, depthwise convs, squeeze-and-excitation, both Winograd
-   variants, Gemm, pooling).
+   normalisations, depthwise convs, squeeze-and-excitation, both Winograd variants, Gemm, and
+   the examples of the Conv, pool and recurrence route tables).
 
 numba writes the cache where `planner.jit` says (``NUMBA_CACHE_DIR`` when set, which must be
 set before the process starts). The report counts, from numba's own stats, the loops this

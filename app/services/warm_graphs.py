@@ -6,16 +6,19 @@ tiles), and each of those compiles for seconds on its first model in a new proce
 here reaches a few of those loops at the smallest shapes their routes take (Winograd's tile
 sizes are the smallest that pick each variant), so a run costs milliseconds once compiled:
 
-- ``recurrences``: a GRU, an LSTM and an RNN over one short float32 sequence;
+- ``recurrence_routes``: one GRU, LSTM or RNN per float32 example of the recurrences' route table
+  (`runtime.kernels.rnn_routes.EXAMPLES`: the compiled loops with and without sequence lengths);
 - ``normalisations``: Softmax of a graph input, LayerNormalization, a Softmax written over its
   input, RMSNormalization, and Gemms (a dense layer's matrix product);
 - ``convolutions``: Winograd F(2x2) and F(4x4) 3x3 convs, dense 3x3 convs of stride 1 and 2
   with an activation, a 1x1 conv with its residual Add, depthwise convs on a wide map (over
   sub-planes) and a narrow one (channels-last), a squeeze-and-excitation block (fused into one
-  SqueezeExcite at load time), a stride-2 MaxPool and a GlobalAveragePool;
+  SqueezeExcite at load time), with MaxPools and GlobalAveragePools between them;
 - ``conv_routes``: one Conv and its ReLU (a ConvAct once fused) per float32 example of the Conv
   route table (`runtime.kernels.conv.routes.EXAMPLES`), so that a new route with its example is
   reached without a graph written here;
+- ``pool_routes``: one pool per float32 example of the pools' route table
+  (`runtime.kernels.pool_routes.EXAMPLES`), each from its own input;
 - ``quantized``: uint8 QLinearConvs (dense, then depthwise) between QuantizeLinear and
   DequantizeLinear, whose accumulators go through the compiled requantization;
 - ``tflite_int8``: an int8 `.tflite` model (`app.services.warm_tflite`): PAD, CONV_2D,
@@ -31,6 +34,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from app.services.warm_tflite import integer_tflite
+from runtime.kernels import pool_routes, rnn_routes
 from runtime.kernels.conv.routes import EXAMPLES
 
 OPSET = 23  # the first with RMSNormalization
@@ -69,17 +73,25 @@ class _Builder:
         return onnx.shape_inference.infer_shapes(model, strict_mode=True)  # the outputs' types, which ONNX requires
 
 
-def recurrences() -> onnx.ModelProto:
-    """GRU, LSTM and RNN (hidden 8) over a sequence of 3 steps of 4 features, batch 1."""
+def recurrence_routes() -> onnx.ModelProto:
+    """Each float32 example of the recurrences' route table, from its own input; sequence lengths,
+    where the example has them, as a constant (every entry a different length)."""
     b = _Builder(1)
-    x = b.input("x", [3, 1, 4])
-    hidden = 8
-    for op, gates in (("GRU", 3), ("LSTM", 4), ("RNN", 1)):
-        w = b.weight(f"{op}_w", [1, gates * hidden, 4])
-        r = b.weight(f"{op}_r", [1, gates * hidden, hidden])
-        bias = b.weight(f"{op}_b", [1, 2 * gates * hidden])
-        b.output(b.node(op, [x, w, r, bias], f"{op}_y", hidden_size=hidden))
-    return b.model("warm_recurrences")
+    for name, case in rnn_routes.EXAMPLES.items():
+        if case.dtype != np.float32:
+            continue
+        dirs = 2 if case.attrs.get("direction") == "bidirectional" else 1
+        gates = rnn_routes.GATES[case.op]
+        x = b.input(f"{name}_x", [case.seq, case.batch, case.size])
+        w = b.weight(f"{name}_w", [dirs, gates * case.hidden, case.size])
+        r = b.weight(f"{name}_r", [dirs, gates * case.hidden, case.hidden])
+        inputs = [x, w, r, b.weight(f"{name}_b", [dirs, 2 * gates * case.hidden])]
+        if case.lens:
+            lens = np.arange(case.batch, dtype=np.int32) % case.seq + 1
+            b.weights.append(numpy_helper.from_array(lens, f"{name}_lens"))
+            inputs.append(f"{name}_lens")
+        b.output(b.node(case.op, inputs, f"{name}_y", hidden_size=case.hidden, **case.attrs))
+    return b.model("warm_recurrence_routes")
 
 
 def normalisations() -> onnx.ModelProto:
@@ -141,6 +153,21 @@ def conv_routes() -> onnx.ModelProto:
     return b.model("warm_conv_routes")
 
 
+def pool_routes_graph() -> onnx.ModelProto:
+    """Each float32 example of the pools' route table, each from its own input (MaxPool's Indices
+    too where the example asks for them)."""
+    b = _Builder(6)
+    for name, case in pool_routes.EXAMPLES.items():
+        if case.dtype != np.float32:
+            continue
+        x = b.input(f"{name}_x", list(case.x))
+        outputs = [f"{name}_y", f"{name}_i"] if case.indices else [f"{name}_y"]
+        b.nodes.append(helper.make_node(case.op, [x], outputs, name=name, **case.attrs))
+        for output in outputs:
+            b.output(output)
+    return b.model("warm_pool_routes")
+
+
 def quantized() -> onnx.ModelProto:
     """x -> QuantizeLinear -> QLinearConv (3x3, 8 filters) -> depthwise QLinearConv -> DequantizeLinear
     (uint8, per-tensor scales)."""
@@ -164,10 +191,11 @@ def quantized() -> onnx.ModelProto:
 
 
 GRAPHS = {
-    "recurrences": recurrences,
+    "recurrence_routes": recurrence_routes,
     "normalisations": normalisations,
     "convolutions": convolutions,
     "conv_routes": conv_routes,
+    "pool_routes": pool_routes_graph,
     "quantized": quantized,
     "tflite_int8": integer_tflite,
 }

@@ -62,10 +62,11 @@ def test_warm_fills_the_cache_and_a_later_process_compiles_nothing(tmp_path):
         f"plan network_like({FROM_BLOCKS:,}) with greedy_by_size",
         f"plan training_like({FROM_BLOCKS:,}) with greedy_by_size",
         "run mlp",
-        "run recurrences (tiny graph)",
+        "run recurrence_routes (tiny graph)",
         "run normalisations (tiny graph)",
         "run convolutions (tiny graph)",
         "run conv_routes (tiny graph)",
+        "run pool_routes (tiny graph)",
         "run quantized (tiny graph)",
         "run tflite_int8 (tiny graph)",
     ]
