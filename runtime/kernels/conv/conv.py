@@ -102,10 +102,11 @@ def convolve(x, w, b, out, ws, finish: Finish | None, attrs: dict, winograd_u=No
     the cache saves)."""
     c = ConvGeometry.of(x.shape, w.shape, out.shape, attrs)
     (geo, route), group = c.chosen, c.group
-    over = c.over
-    if over is not None and np.may_share_memory(x, out):
-        over.call(x, w, b, out, geo, group, ws, finish, winograd_u, prepared)  # its own route over the input
-        return
+    if np.may_share_memory(x, out):
+        over = c.over
+        if over is not None:
+            over.call(x, w, b, out, geo, group, ws, finish, winograd_u, prepared)  # its own route over the input
+            return
     if not route.call(x, w, b, out, geo, group, ws, finish, winograd_u, prepared) and finish is not None:
         for n in range(x.shape[0]):
             finish(out[n])
