@@ -68,19 +68,25 @@ def _matrices(values, integer: bool) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def lstm_constants(values, inputs, outputs, q_inputs=None, **_) -> dict:
-    if any(values[i] is None for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)):
+def lstm_constants(values, inputs, outputs, q_inputs=None, cell_clip=0.0, **_) -> dict:
+    """At prepare: the gates' weight matrices and the step with its multipliers and biases worked out."""
+    if any(values[i] is None for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS, *BIASES)):
         return {}
     integer = inputs[0].dtype.kind in "iu"
+    made = {"prepared_step": _step(values, integer, q_inputs, cell_clip)}
     if integer and any(quant(q_inputs, i, "input").zero_point[0] for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)):
-        return {}  # weights with a zero point: subtracted on each call
-    x_matrix, h_matrix = _matrices(values, integer)
-    return {"x_matrix": x_matrix, "h_matrix": h_matrix}
+        return made  # weights with a zero point: subtracted on each call
+    made["x_matrix"], made["h_matrix"] = _matrices(values, integer)
+    return made
+
+
+def _step(values, integer, q_inputs, cell_clip):
+    return _integer_step(values, q_inputs, float(cell_clip)) if integer else _float_step(values, float(cell_clip))
 
 
 @kernel("UNIDIRECTIONAL_SEQUENCE_LSTM", domain=TFLITE, workspace=lstm_workspace, constants=lstm_constants)
 def unidirectional_sequence_lstm(*values, out, ws, time_major=False, cell_clip=0.0, q_inputs=None, q_outputs=None,
-                                 x_matrix=None, h_matrix=None, **_):  # fmt: skip
+                                 x_matrix=None, h_matrix=None, prepared_step=None, **_):  # fmt: skip
     x, hidden, cell = values[0], values[HIDDEN], values[CELL]
     steps, batches, depth, units = sizes(x.shape, hidden.shape, time_major)
     integer = x.dtype.kind in "iu"
@@ -90,11 +96,7 @@ def unidirectional_sequence_lstm(*values, out, ws, time_major=False, cell_clip=0
     x_row, h_row, x_sums, h_sums = (scratch.take(*block) for block in _blocks(values, time_major))
     h_state = hidden.reshape(batches, units).copy() if not hidden.flags.writeable else hidden.reshape(batches, units)
     c_state = cell.reshape(batches, units).copy() if not cell.flags.writeable else cell.reshape(batches, units)
-    step = (
-        _integer_step(values, q_inputs, q_outputs, float(cell_clip))
-        if integer
-        else _float_step(values, float(cell_clip))
-    )
+    step = prepared_step or _step(values, integer, q_inputs, cell_clip)
     for t in range(steps):
         x_t = x[t] if time_major else x[:, t]
         np.copyto(x_row, x_t, casting="unsafe")
@@ -137,47 +139,47 @@ def _float_step(values, cell_clip):
     return step
 
 
-def _integer_step(values, q_inputs, q_outputs, cell_clip):
-    """One time step of TFLite's 8x8->16 LSTM, its multipliers worked out once per call."""
+def _integer_step(values, q_inputs, cell_clip):
+    """One time step of TFLite's 8x8->16 LSTM over all four gates at once (each column of the gate
+    sums scaled by its gate's multiplier), its multipliers worked out here, once."""
     q_x, q_h, q_c = quant(q_inputs, 0, "input"), quant(q_inputs, HIDDEN, "input"), quant(q_inputs, CELL, "input")
-    x_mult = [qa.dense_multiplier(q_x, quant(q_inputs, i, "input"), _GATE_Q) for i in INPUT_WEIGHTS]
-    h_mult = [qa.dense_multiplier(q_h, quant(q_inputs, i, "input"), _GATE_Q) for i in RECURRENT_WEIGHTS]
+    units = values[HIDDEN].shape[-1]
+
+    def per_column(q_rows, group):
+        found = [qa.dense_multiplier(q_rows, quant(q_inputs, i, "input"), _GATE_Q) for i in group]
+        return tuple(np.repeat(np.concatenate([m[k] for m in found]), units) for k in (0, 1))
+
+    x_mult, h_mult = per_column(q_x, INPUT_WEIGHTS), per_column(q_h, RECURRENT_WEIGHTS)
     x_zero, h_zero = int(q_x.zero_point[0]), int(q_h.zero_point[0])
-    bias = [values[i].astype(np.int64) for i in BIASES]
+    # The rows keep their zero points: what they add to each sum is taken off with the bias added.
+    x_add = np.concatenate([values[i].astype(np.int64) for i in BIASES]) - x_zero * _column_sums(
+        values, INPUT_WEIGHTS, q_inputs
+    )
+    h_add = -h_zero * _column_sums(values, RECURRENT_WEIGHTS, q_inputs)
     cell_scale = float(q_c.scale[0])
     forget_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * cell_scale / cell_scale)
     input_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * li.ACTIVATED_SCALE / cell_scale)
     output_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * li.ACTIVATED_SCALE / float(q_h.scale[0]))
     tanh_cell = li.tanh_of_power(li.scale_power(cell_scale))
     clip = li.quantized_clip(cell_clip, cell_scale) if cell_clip > 0 else None
-    units = values[HIDDEN].shape[-1]
-    # the rows keep their zero points: what they add to each sum is taken off after the product
-    x_offset = x_zero * _column_sums(values, INPUT_WEIGHTS, q_inputs)
-    h_offset = h_zero * _column_sums(values, RECURRENT_WEIGHTS, q_inputs)
 
-    def gate(k, x_sums, h_sums):
-        cols = slice(k * units, (k + 1) * units)
-        # float64 sums of 8-bit products are exact
-        xs = np.rint(x_sums[:, cols]).astype(np.int64) + bias[k]
-        hs = np.rint(h_sums[:, cols]).astype(np.int64)
-        a = np.clip(qa.multiply_by_quantized_multiplier(xs, *x_mult[k]), -32768, 32767)
-        b = np.clip(qa.multiply_by_quantized_multiplier(hs, *h_mult[k]), -32768, 32767)
-        total = np.clip(a + b, -32768, 32767)
-        return li.tanh16(total) if k == 2 else li.logistic16(total)
+    def int16(x):
+        return np.clip(x, -32768, 32767)
 
     def mul(a, b, multiplier, lo=-32768, hi=32767, zero=0):
         product = a.astype(np.int64) * b.astype(np.int64)
         return np.clip(qa.multiply_by_quantized_multiplier(product, *multiplier) + zero, lo, hi)
 
     def step(x_sums, h_sums, c_state, h_state):
-        x_sums -= x_offset
-        h_sums -= h_offset
-        i, f, g = gate(0, x_sums, h_sums), gate(1, x_sums, h_sums), gate(2, x_sums, h_sums)
-        cell = np.clip(mul(f, c_state, forget_mult) + mul(i, g, input_mult), -32768, 32767)
-        if clip is not None:
-            cell = np.clip(cell, -clip, clip)
-        c_state[...] = cell
-        o = gate(3, x_sums, h_sums)
+        # float64 sums of 8-bit products are exact
+        a = int16(qa.multiply_by_quantized_multiplier(np.rint(x_sums).astype(np.int64) + x_add, *x_mult))
+        b = int16(qa.multiply_by_quantized_multiplier(np.rint(h_sums).astype(np.int64) + h_add, *h_mult))
+        total = int16(a + b)
+        gates = li.logistic16(total)
+        i, f, g, o = np.split(gates, 4, axis=1)
+        g[...] = li.tanh16(total[:, 2 * units : 3 * units])
+        cell = int16(mul(f, c_state, forget_mult) + mul(i, g, input_mult))
+        c_state[...] = cell if clip is None else np.clip(cell, -clip, clip)
         lo, hi = qa.dtype_range(h_state.dtype)
         h_state[...] = mul(li.tanh16(c_state, *tanh_cell), o, output_mult, lo, hi, h_zero)
 

@@ -16,7 +16,7 @@ from tests.runtime.quantized.tflite_ops import Tensor, lstm_tensors, one_op_mode
 pytest.importorskip("tflite_micro")
 
 
-def run_both(dtype, options, invocations=3, **shape):
+def run_both(dtype, options, invocations=3, memory=None, **shape):
     inputs, outputs = lstm_tensors(dtype, **shape)
     data = one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, options)
     rng = np.random.default_rng(11)
@@ -27,7 +27,7 @@ def run_both(dtype, options, invocations=3, **shape):
         feeds = [[rng.integers(-128, 128, x.shape).astype(np.int8)] for _ in range(invocations)]
     expected = [outs[0] for outs in run_tflm_steps(data, feeds)]
     graph = runtime.load_model(data)
-    session = Session(graph)
+    session = Session(graph, options=memory)
     got = [np.array(session.run({graph.inputs[0]: f[0]})[graph.outputs[0]]) for f in feeds]
     return got, expected, session
 
@@ -71,3 +71,11 @@ def test_the_int16_lookups_equal_tflms_over_every_int16(op):
     assert got.dtype == np.int16
     differ = np.flatnonzero(got != expected)
     assert differ.size == 0, f"{op}: {differ.size} inputs differ, the first at {x[differ[:5]]}"
+
+
+def test_int8_lstm_reading_its_weights_as_stored_is_bit_exact_too():
+    """With prepared weights off no constants hook runs: the kernel works its matrices out per call."""
+    from runtime import MemoryOptions
+
+    got, expected, _ = run_both(np.int8, OPTIONS, memory=MemoryOptions(prepared_weights=False))
+    assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
