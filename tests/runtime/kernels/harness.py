@@ -7,6 +7,7 @@ outputs shaped like the oracle's, so kernels can be checked before a session exi
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -284,3 +285,25 @@ def call_conv(op: str, x, w, b, out, attrs: dict, ws: np.ndarray | None = None) 
         kernel.prepare(metas, out_metas, **attrs)
     kernel.fn(*inputs, out=out, ws=ws[:size], **attrs)
     return ws
+
+
+def refuses_a_short_workspace(graph, match: str) -> None:
+    """A session given a plan of `graph` whose workspaces are each half what memplan plans fails to
+    prepare, with an error matching `match` (the node and what its route declares), before any run."""
+    import dataclasses
+
+    import planner
+    from runtime import MemoryOptions, Session, memory_problem
+    from runtime.errors import ModelError
+
+    problem = memory_problem(graph, MemoryOptions())
+    short = tuple(dataclasses.replace(u, size=u.size // 2) if u.kind == "workspace" else u for u in problem.buffers)
+    assert short != problem.buffers, "the node declares a workspace"
+    small = dataclasses.replace(problem, buffers=short)
+    session = Session(graph, plan=planner.plan(small, "first_fit"), problem=small)
+    try:
+        session.prepare()
+    except ModelError as refused:
+        assert re.search(match, str(refused)), str(refused)
+    else:
+        raise AssertionError("a plan short of the declared workspace was prepared")

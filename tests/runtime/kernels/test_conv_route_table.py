@@ -9,19 +9,16 @@ a Conv is short of what its route declares, naming the node, before any run."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-import planner
-from runtime import MemoryOptions, Session, load_model, memory_problem
-from runtime.errors import ModelError
+from runtime import Session, load_model
 from runtime.kernels import TensorMeta, get_kernel
 from runtime.kernels.conv.conv import conv_workspace
 from runtime.kernels.conv.routes import EXAMPLES, ROUTE_NAMES, ROUTES, ConvGeometry
+from tests.runtime.kernels.harness import refuses_a_short_workspace
 
 
 def _model(x_shape, w, b, attrs):
@@ -81,13 +78,7 @@ def test_a_plan_short_of_the_routes_workspace_is_refused_when_the_session_prepar
     w = rng.standard_normal(case.w).astype(case.dtype)
     b = rng.standard_normal(case.w[0]).astype(case.dtype)
     graph = load_model(_model(case.x, w, b, case.attrs).SerializeToString())
-    problem = memory_problem(graph, MemoryOptions())
-    short = tuple(dataclasses.replace(u, size=u.size // 2) if u.kind == "workspace" else u for u in problem.buffers)
-    assert short != problem.buffers, "the Conv declares a workspace"
-    small = dataclasses.replace(problem, buffers=short)
-    session = Session(graph, plan=planner.plan(small, "first_fit"), problem=small)
-    with pytest.raises(ModelError, match=r"node 'conv' \(Conv\).*workspace.*declares"):
-        session.prepare()
+    refuses_a_short_workspace(graph, r"node 'conv' \(Conv\).*workspace.*declares")
     # the same model planned as memplan plans it prepares and runs
     x = rng.standard_normal(case.x).astype(case.dtype)
     want = ReferenceEvaluator(_model(case.x, w, b, case.attrs)).run(None, {"x": x})[0]

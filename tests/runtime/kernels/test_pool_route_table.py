@@ -11,7 +11,6 @@ its route declares."""
 
 from __future__ import annotations
 
-import dataclasses
 import tracemalloc
 
 import numpy as np
@@ -20,12 +19,10 @@ import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-import planner
-from runtime import MemoryOptions, Session, load_model, memory_problem
-from runtime.errors import ModelError
+from runtime import load_model
 from runtime.kernels import JIT_ENABLED, TensorMeta, call, get_kernel, loop_ufunc_buffers
 from runtime.kernels.pool_routes import EXAMPLES, ROUTE_NAMES, ROUTES, PoolCase
-from tests.runtime.kernels.harness import run_ort
+from tests.runtime.kernels.harness import refuses_a_short_workspace, run_ort
 
 _ELEM = {np.float16: TensorProto.FLOAT16, np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE}
 
@@ -100,10 +97,4 @@ def test_each_route_runs_within_the_workspace_it_declares(name, x_shape):
 def test_a_plan_short_of_the_routes_workspace_is_refused_when_the_session_prepares(name):
     case = EXAMPLES[name]
     graph = load_model(_model(case.op, case.x, case.dtype, case.attrs, case.indices).SerializeToString())
-    problem = memory_problem(graph, MemoryOptions())
-    short = tuple(dataclasses.replace(u, size=u.size // 2) if u.kind == "workspace" else u for u in problem.buffers)
-    assert short != problem.buffers, "the pool declares a workspace"
-    small = dataclasses.replace(problem, buffers=short)
-    session = Session(graph, plan=planner.plan(small, "first_fit"), problem=small)
-    with pytest.raises(ModelError, match=rf"node 'pool' \({case.op}\).*workspace.*declares"):
-        session.prepare()
+    refuses_a_short_workspace(graph, rf"node 'pool' \({case.op}\).*workspace.*declares")

@@ -10,19 +10,16 @@ a recurrence is short of what its route declares."""
 
 from __future__ import annotations
 
-import dataclasses
 import tracemalloc
 
 import numpy as np
 import onnx
 import pytest
 
-import planner
-from runtime import MemoryOptions, Session, load_model, memory_problem
-from runtime.errors import ModelError
+from runtime import load_model
 from runtime.kernels import JIT_ENABLED, TensorMeta, call, get_kernel, loop_ufunc_buffers
 from runtime.kernels.rnn_routes import EXAMPLES, GATES, ROUTE_NAMES, ROUTES, RecurrenceCase
-from tests.runtime.kernels.harness import one_node, run_ort
+from tests.runtime.kernels.harness import one_node, refuses_a_short_workspace, run_ort
 
 
 def _feeds(case, rng) -> dict:
@@ -91,10 +88,4 @@ def test_a_plan_short_of_the_routes_workspace_is_refused_when_the_session_prepar
     feeds = _feeds(case, np.random.default_rng(5))
     model = one_node(case.op, feeds, n_outputs=2, opset=14, out_types=[case.dtype] * 2, hidden_size=case.hidden)
     graph = load_model(onnx.shape_inference.infer_shapes(model, strict_mode=True).SerializeToString())
-    problem = memory_problem(graph, MemoryOptions())
-    short = tuple(dataclasses.replace(u, size=u.size // 2) if u.kind == "workspace" else u for u in problem.buffers)
-    assert short != problem.buffers, "the recurrence declares a workspace"
-    small = dataclasses.replace(problem, buffers=short)
-    session = Session(graph, plan=planner.plan(small, "first_fit"), problem=small)
-    with pytest.raises(ModelError, match=r"\(GRU\).*workspace.*declares"):
-        session.prepare()
+    refuses_a_short_workspace(graph, r"\(GRU\).*workspace.*declares")
