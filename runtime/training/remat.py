@@ -77,45 +77,59 @@ def backward_reads(step: TrainingStep) -> set[str]:
 
 def rematerialize(step: TrainingStep, tensors: Iterable[str]) -> TrainingStep:
     """`step` with every tensor of `tensors` (each one of `candidates(step)`) recomputed for backward."""
-    chosen = set(tensors)
-    if not chosen:
-        return step
-    allowed = {c.name for c in candidates(step)}
-    unknown = sorted(chosen - allowed)
-    if unknown:
-        raise ModelError(f"cannot recompute {unknown[:5]}: candidates are forward tensors a forward node reads")
-    graph = step.graph
-    fwd = forward_length(step)
-    producer = {o: node for node in graph.nodes[:fwd] for o in node.outputs if o}
-    done: dict[str, str] = {}
-    nodes = list(graph.nodes[:fwd])
-    infos = dict(graph.tensors)
+    return Rematerializer(step)(tensors)
 
-    def ensure(name: str) -> str:
-        if name not in chosen:
-            return name
-        if name not in done:
-            src = producer[name]
-            inputs = tuple(ensure(n) if n else n for n in src.inputs)
-            outputs = tuple(f"{o}{SUFFIX}" if o else o for o in src.outputs)
-            for o, again in zip(src.outputs, outputs, strict=True):
-                if o:
-                    infos[again] = dataclasses.replace(graph.tensors[o], name=again, kind="activation")
-                    done[o] = again
-            nodes.append(
-                dataclasses.replace(src, name=f"{src.name}{SUFFIX}", inputs=inputs, outputs=outputs, proto=None)
-            )
-        return done[name]
 
-    for node in graph.nodes[fwd:]:
-        inputs = tuple(ensure(n) if n else n for n in node.inputs)
-        nodes.append(node if inputs == node.inputs else dataclasses.replace(node, inputs=inputs, proto=None))
-    new_graph = dataclasses.replace(graph, nodes=tuple(nodes), tensors=_linked(nodes, infos))
-    return dataclasses.replace(step, graph=new_graph)
+class Rematerializer:
+    """`rematerialize` for many choices over one step: what every choice shares (the forward pass, its
+    producers, the candidates, who reads what) worked out once, and only the tensors whose producer or
+    readers a choice changes given new infos."""
+
+    def __init__(self, step: TrainingStep) -> None:
+        self.step = step
+        graph = step.graph
+        self.fwd = forward_length(step)
+        self.allowed = {c.name for c in candidates(step)}
+        self.producer = {o: node for node in graph.nodes[: self.fwd] for o in node.outputs if o}
+
+    def __call__(self, tensors: Iterable[str]) -> TrainingStep:
+        chosen = set(tensors)
+        if not chosen:
+            return self.step
+        unknown = sorted(chosen - self.allowed)
+        if unknown:
+            raise ModelError(f"cannot recompute {unknown[:5]}: candidates are forward tensors a forward node reads")
+        graph, fwd, producer = self.step.graph, self.fwd, self.producer
+        done: dict[str, str] = {}
+        nodes = list(graph.nodes[:fwd])
+        infos = dict(graph.tensors)
+
+        def ensure(name: str) -> str:
+            if name not in chosen:
+                return name
+            if name not in done:
+                src = producer[name]
+                inputs = tuple(ensure(n) if n else n for n in src.inputs)
+                outputs = tuple(f"{o}{SUFFIX}" if o else o for o in src.outputs)
+                for o, again in zip(src.outputs, outputs, strict=True):
+                    if o:
+                        infos[again] = dataclasses.replace(graph.tensors[o], name=again, kind="activation")
+                        done[o] = again
+                nodes.append(
+                    dataclasses.replace(src, name=f"{src.name}{SUFFIX}", inputs=inputs, outputs=outputs, proto=None)
+                )
+            return done[name]
+
+        for node in graph.nodes[fwd:]:
+            inputs = tuple(ensure(n) if n else n for n in node.inputs)
+            nodes.append(node if inputs == node.inputs else dataclasses.replace(node, inputs=inputs, proto=None))
+        new_graph = dataclasses.replace(graph, nodes=tuple(nodes), tensors=_linked(nodes, infos))
+        return dataclasses.replace(self.step, graph=new_graph)
 
 
 def _linked(nodes: list[Node], infos: Mapping[str, TensorInfo]) -> dict[str, TensorInfo]:
-    """Tensor infos with their producer and consumers as the new schedule has them."""
+    """Tensor infos with their producer and consumers as the new schedule has them (a new info only
+    where they changed: most tensors of a step keep theirs)."""
     producer: dict[str, str] = {}
     consumers: dict[str, list[str]] = {}
     for node in nodes:
@@ -125,10 +139,12 @@ def _linked(nodes: list[Node], infos: Mapping[str, TensorInfo]) -> dict[str, Ten
         for n in dict.fromkeys(node.inputs):
             if n:
                 consumers.setdefault(n, []).append(node.name)
-    return {
-        name: dataclasses.replace(t, producer=producer.get(name, t.producer), consumers=tuple(consumers.get(name, ())))
-        for name, t in infos.items()
-    }
+    out = dict(infos)
+    for name, t in infos.items():
+        made, read = producer.get(name, t.producer), tuple(consumers.get(name, ()))
+        if made != t.producer or read != t.consumers:
+            out[name] = dataclasses.replace(t, producer=made, consumers=read)
+    return out
 
 
 def recomputed_nodes(step: TrainingStep) -> list[Node]:

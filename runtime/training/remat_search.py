@@ -7,9 +7,10 @@ extra FLOPs (its recomputed ops' over the step's). The search:
 1. Scores no recomputation, and sqrt(n) checkpointing (Chen et al., 2016) as a baseline: the
    forward pass's articulation tensors (the only activation crossing a cut) every ceil(sqrt(n))-th
    kept, everything else recomputed.
-2. Exact when there are at most `exact_up_to` candidates: every subset whose extra FLOPs fit
-   `overhead` is placed (exhaustive enumeration; optimal for the strategy's placement), smallest
-   subsets first, unless the time limit stops it first (method "partial").
+2. Exact when there are at most `exact_up_to` candidates (`runtime.training.remat_exact`: branch
+   and bound over the choices within `overhead`, each placed or proven no better by its LOAD; the
+   smallest arena the strategy places at every extra-FLOPs level), unless the time limit stops it
+   first (method "partial").
 3. Otherwise greedy then local search, until `time_limit`: at each round the moves (add one
    segment between articulation tensors, or one tensor backward reads with the tensors its
    recomputation needs, ranked by bytes freed per FLOP) are placed in that order, and the first
@@ -27,7 +28,6 @@ import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import combinations
 
 import planner
 from planner import Plan, Problem
@@ -35,9 +35,11 @@ from runtime.errors import ModelError
 from runtime.options import MemoryOptions
 from runtime.training.build import TrainingStep
 from runtime.training.plans import training_problem
-from runtime.training.remat import backward_reads, candidates, forward_length, rematerialize, step_flops
+from runtime.training.remat import Rematerializer, backward_reads, candidates, forward_length, step_flops
+from runtime.training.remat_exact import exact_curve
 
 FIXED_KINDS = ("trainable", "gradient", "optimizer")  # what no recomputation can remove
+METHODS = ("auto", "exact", "heuristic")
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ class RematResult:
     curve: list[Point]
     budget_met: bool
     fixed_bytes: int  # trainable parameters, their gradients and optimizer state at their peak
-    method: str  # "exhaustive", "heuristic", or "partial" (exhaustive stopped by the time limit)
+    method: str  # "exact", "heuristic", or "partial" (the exact search stopped by the time limit)
     seconds: float
     evaluated: int
     sqrt_checkpoints: Point | None = None
@@ -79,14 +81,18 @@ class RematResult:
 
 
 class Scorer:
-    """Places the rematerialized step of each choice once (memoized); counts and times the placements."""
+    """Places the rematerialized step of each choice once (memoized); counts the placements. Its
+    problem's LOAD (`bound`) comes first and alone, without placing: the placed arena is never below it,
+    so a choice whose LOAD already loses needs no placement."""
 
     def __init__(self, step: TrainingStep, strategy: str, options: MemoryOptions | None) -> None:
         self.step, self.strategy, self.options = step, strategy, options
+        self.remat = Rematerializer(step)
         self.cands = {c.name: c for c in candidates(step)}
         self.total = max(step_flops(step), 1)
         self.points: dict[frozenset[str], Point] = {}
-        self.load: dict[frozenset[str], int] = {}  # the placed problem's lower bound, to leave plateaus
+        self.load: dict[frozenset[str], int] = {}  # each problem's LOAD, placed or not
+        self.pending: dict[frozenset[str], Problem] = {}  # problems bounded, not yet placed (the last few)
         self.kept = backward_reads(step)
         self.producer_inputs = {
             n.name: [i for i in n.inputs if i in self.cands] for n in step.graph.nodes[: forward_length(step)]
@@ -97,13 +103,30 @@ class Scorer:
         return sum(producers.values()) / self.total
 
     def problem(self, chosen: Iterable[str]) -> tuple[TrainingStep, Problem]:
-        step = rematerialize(self.step, chosen)
+        step = self.remat(chosen)
         return step, training_problem(step, self.options)
+
+    def bound(self, chosen: Iterable[str]) -> int:
+        """The LOAD of the choice's problem: a lower bound on its placed arena, found without placing."""
+        key = frozenset(chosen)
+        if key not in self.load:
+            problem = self.problem(key)[1]
+            self.load[key] = planner.load(problem)
+            self.pending[key] = problem
+            while len(self.pending) > 64:
+                self.pending.pop(next(iter(self.pending)))
+        return self.load[key]
+
+    def dominated(self, chosen: frozenset[str]) -> bool:
+        """Whether a point placed already has an arena at most the choice's LOAD for at most its FLOPs:
+        then placing the choice cannot lower the curve."""
+        flops, load = self.flops(chosen), self.bound(chosen)
+        return any(p.extra_flops <= flops + 1e-12 and p.arena_bytes <= load for p in self.points.values())
 
     def __call__(self, chosen: Iterable[str]) -> Point:
         key = frozenset(chosen)
         if key not in self.points:
-            _, problem = self.problem(key)
+            problem = self.pending.pop(key, None) or self.problem(key)[1]
             plan = planner.plan(problem, self.strategy)
             order = tuple(sorted(key, key=lambda n: (self.cands[n].position, n)))
             self.points[key] = Point(order, self.flops(key), plan.arena_bytes)
@@ -168,7 +191,7 @@ def search(
     strategy: str = planner.DEFAULT_STRATEGY,
     options: MemoryOptions | None = None,
     time_limit: float = 30.0,
-    exact_up_to: int = 10,
+    exact_up_to: int = 12,
     method: str = "auto",
 ) -> RematResult:
     """The recomputation choice for `step` (see the module docstring); `budget` in bytes of arena, or
@@ -177,12 +200,14 @@ def search(
     score = Scorer(step, strategy, options)
     names = list(score.cands)
     without = score(())
-    exact = method == "exhaustive" or (method == "auto" and len(names) <= exact_up_to)
+    if method not in METHODS:
+        raise ModelError(f"method={method!r}: accepted values are {', '.join(METHODS)}")
+    exact = method == "exact" or (method == "auto" and len(names) <= exact_up_to)
     sqrt_point = _sqrt_checkpoints(step, score)
     deadline = started + time_limit
     kind = "heuristic"
     if exact:
-        kind = "exhaustive" if _exhaustive(score, names, overhead, deadline) else "partial"
+        kind = "exact" if exact_curve(score, overhead, deadline) else "partial"
     else:
         best = _greedy(step, score, overhead, deadline)
         _local(score, best, overhead, deadline)
@@ -208,17 +233,6 @@ def search(
         remat_step,
         plan,
     )
-
-
-def _exhaustive(score: Scorer, names: list[str], overhead: float, deadline: float) -> bool:
-    """Place every subset within `overhead`, smallest first; False when the time limit stopped it."""
-    for k in range(1, len(names) + 1):
-        for subset in combinations(names, k):
-            if time.perf_counter() >= deadline:
-                return False
-            if score.flops(subset) <= overhead + 1e-12:
-                score(subset)
-    return True
 
 
 def _fixed_bytes(problem: Problem) -> int:
@@ -270,9 +284,18 @@ def _moves(step: TrainingStep, score: Scorer, chosen: frozenset[str]) -> list[fr
 
 
 def _better(score: Scorer, a: frozenset[str], b: frozenset[str]) -> bool:
-    """Whether choice `a` beats `b`: a smaller arena plus lower bound (the bound moves on a plateau of the arena)."""
-    pa, pb = score(a), score(b)
-    return (pa.arena_bytes + score.load[a], pa.extra_flops) < (pb.arena_bytes + score.load[b], pb.extra_flops)
+    """Whether choice `a` beats `b`: a smaller arena plus LOAD (LOAD moves on a plateau of the arena), then
+    fewer FLOPs. A side not placed yet whose twice LOAD already decides it against the other's placed
+    score, and whose LOAD could not lower the curve either, is not placed (its arena is at least its LOAD)."""
+    if a not in score.points and b in score.points and 2 * score.bound(a) > _key(score, b) and score.dominated(a):
+        return False
+    if b not in score.points and a in score.points and 2 * score.bound(b) > _key(score, a) and score.dominated(b):
+        return True
+    return (_key(score, a), score(a).extra_flops) < (_key(score, b), score(b).extra_flops)
+
+
+def _key(score: Scorer, chosen: frozenset[str]) -> int:
+    return score(chosen).arena_bytes + score.load[chosen]
 
 
 def _greedy(step: TrainingStep, score: Scorer, overhead: float, deadline: float, width: int = 6) -> frozenset[str]:
