@@ -161,7 +161,7 @@ def tile_auto(
     heads = chains(graph)
     if not heads:
         return Tiling(graph, untiled, note="nothing tileable: the model does not start with a chain of convolutions, "
-                      "pooling or elementwise ops on one NCHW map; planned untiled")  # fmt: skip
+                      "pooling or elementwise ops on one NCHW or NHWC map; planned untiled")  # fmt: skip
     total = graph_macs(graph)
     scored = _search(graph, heads, options, total, started + time_limit)
     placed = _place(graph, scored, options, strategy, overhead, slack, started + time_limit)
