@@ -5,9 +5,10 @@
 * `REQUANTIZE`: a band of integer-valued float sums (float32 or float64) to the output's integers
   with TFLite's MultiplyByQuantizedMultiplier per channel, bias before, zero point and clamp after;
   `ACCUMULATE` adds a depth chunk's float32 sums into a float64 band;
-* `DEPTHWISE`: a depthwise convolution summed in float32 a row at a time (exact: at most 256 taps of
-  products under 2**16) and requantized as it goes, so that its only scratch is one output row;
-* `ADD`, `MUL`, `LOOKUP`: QLinearAdd and QLinearMul over 4-D (broadcast) views and a 256-entry table
+* `DEPTHWISE`: a depthwise convolution summed in float32 a channel at a time (exact: at most 256 taps
+  of products under 2**16), each tap one contiguous run over the channel's phase planes, and
+  requantized as it goes; its scratch is a channel's planes and sums;
+* `BINARY`, `LOOKUP`: QLinearAdd and QLinearMul over 4-D (broadcast) views and a 256-entry table
   per element, each one pass where numpy takes a temporary per step of the arithmetic.
 
 The requantization table `q` is `jit_conv_int.channel_table`'s: bias, multiplier and shift per
@@ -23,6 +24,26 @@ import numpy as np
 from runtime.kernels._jit import compiled
 from runtime.kernels.conv.jit_winograd_shared import unsigned
 from runtime.kernels.quantized.jit_conv_int import MBQM, TAP_RANGE
+
+
+def _scaled(x, multiplier, shift):  # pragma: no cover - compiled
+    """`jit_conv_int.MBQM` (TFLite's MultiplyByQuantizedMultiplier), without branches on the value
+    for a right shift and a non-negative multiplier (the usual case), so that it runs in a few
+    cycles: the truncating division by 2**31 and the rounding of the shift as `quant_arith._scale_down`."""
+    if shift > 0 or multiplier < 0:
+        return MBQM(x, multiplier, shift)
+    a = ((x + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31)  # int32 wrap-around
+    t = a * multiplier
+    t += np.int64(1 << 30) if t >= 0 else np.int64(1 - (1 << 30))
+    t += (t >> 63) & np.int64(0x7FFFFFFF)
+    high = t >> 31
+    right = -shift
+    mask = (np.int64(1) << right) - 1
+    threshold = (mask >> 1) + ((high >> 63) & 1)
+    return (high >> right) + np.int64((high & mask) > threshold)
+
+
+SCALED = compiled(_scaled, inline=True)
 
 
 def _columns(x, fill, geo, kh, kw, r0, r1, cols):  # pragma: no cover - compiled
@@ -59,7 +80,7 @@ def _requantize(acc, q, c0, out):  # pragma: no cover - compiled
     for c in range(acc.shape[0]):
         b, m, s = q[0, c0 + c], q[1, c0 + c], q[2, c0 + c]
         for p in range(acc.shape[1]):
-            value = MBQM(np.int64(acc[c, p]) + b, m, s) + zero
+            value = SCALED(np.int64(acc[c, p]) + b, m, s) + zero
             out[c, p] = min(max(value, lo), hi)
 
 
@@ -69,56 +90,96 @@ def _accumulate(acc, part, first):  # pragma: no cover - compiled
             acc[c, p] = part[c, p] if first else acc[c, p] + part[c, p]
 
 
-def _depthwise(x, xz, w, q, geo, out, acc):  # pragma: no cover - compiled
-    """`x` (C, H, W), `w` (C, KH, KW) float32 less its zero point, `out` (C, OH, OW), `acc` float32 (OW,)."""
+def phase_layout(out_h: int, out_w: int, kh: int, kw: int, geo) -> tuple[int, int, int]:
+    """(phases, rows, row width) of `DEPTHWISE`'s phase planes: the padded input split by stride into
+    stride_h x stride_w planes, each wide enough that every tap reads one contiguous run of it."""
+    stride_h, stride_w, dil_h, dil_w = (int(v) for v in geo[:4])
+    width = out_w + (kw - 1) * dil_w // stride_w
+    return stride_h * stride_w, out_h + (kh - 1) * dil_h // stride_h + 1, width
+
+
+def _depthwise(x, xz, w, q, geo, out, planes, acc):  # pragma: no cover - compiled
+    """`x` (C, H, W), `w` (C, KH, KW) float32 less its zero point, `out` (C, OH, OW); scratch `planes`
+    (`phase_layout`'s phases, rows x width) and `acc` (OH x width), float32.
+
+    Per channel, the input less its zero point (0 in the padding) is split by stride into phase
+    planes with rows of the same width as the sums', so that each tap adds one contiguous run of a
+    plane, times its weight, to every sum at once (the columns past OW are never read back)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
     channels, height, width = x.shape
     kh, kw = w.shape[1], w.shape[2]
-    oh, ow = out.shape[1], out.shape[2]
+    oh = out.shape[1]
+    rows, wide = planes.shape[1] // (acc.shape[0] // oh), acc.shape[0] // oh
     zero, lo, hi = q[3, 0], q[3, 1], q[3, 2]
     for c in range(channels):
-        b, m, s = q[0, c], q[1, c], q[2, c]
-        for oy in range(oh):
-            acc[:] = 0
-            for ky in range(kh):
-                iy = oy * stride_h - top + ky * dil_h
-                if iy < 0 or iy >= height:
-                    continue  # the padding adds nothing: the input there is its zero point
-                for kx in range(kw):
-                    weight = w[c, ky, kx]
-                    shift = kx * dil_w - left
-                    first, last = TAP_RANGE(shift, stride_w, ow, width)
-                    row = x[c, iy]
-                    for ox in range(first, last):  # unsigned indexes: no wraparound checks, vectorised
-                        acc[unsigned(ox)] += (np.float32(row[unsigned(ox * stride_w + shift)]) - xz) * weight
-            for ox in range(ow):
-                value = MBQM(np.int64(acc[ox]) + b, m, s) + zero
-                out[c, oy, ox] = min(max(value, lo), hi)
+        for py in range(stride_h):
+            for px in range(stride_w):
+                plane = planes[py * stride_w + px]
+                first, last = TAP_RANGE(px - left, stride_w, wide, width)
+                for i in range(rows):
+                    target = plane[i * wide : (i + 1) * wide]
+                    iy = i * stride_h + py - top
+                    if iy < 0 or iy >= height:
+                        target[:] = 0
+                        continue
+                    source = x[c, iy]
+                    for j in range(first):
+                        target[unsigned(j)] = 0
+                    if stride_w == 1:  # a contiguous run: vectorised
+                        run = source[first + px - left : last + px - left]
+                        for j in range(last - first):
+                            target[unsigned(first + j)] = np.float32(run[unsigned(j)]) - xz
+                    else:
+                        for j in range(first, last):
+                            target[unsigned(j)] = np.float32(source[unsigned(j * stride_w + px - left)]) - xz
+                    for j in range(last, wide):
+                        target[unsigned(j)] = 0
+        acc[:] = 0
+        for ky in range(kh):
+            for kx in range(kw):
+                plane = planes[(ky * dil_h % stride_h) * stride_w + kx * dil_w % stride_w]
+                base = (ky * dil_h // stride_h) * wide + kx * dil_w // stride_w
+                weight = w[c, ky, kx]
+                for f in range(acc.shape[0]):  # contiguous: vectorised
+                    acc[unsigned(f)] += plane[unsigned(base + f)] * weight
+        _PLANE(acc, wide, q[0, c], q[1, c], q[2, c], zero, lo, hi, out[c])
 
 
-def _add(a, b, table_a, table_b, q, out):  # pragma: no cover - compiled
-    """TFLite's ADD: each input's rescaled value from its table (indexed by value + 128 for int8, by
-    value for uint8: `q[5]`), the sum scaled by (q[0], q[1]), then zero point q[2] and clamp q[3..4]."""
-    offset = q[5]
-    for i in range(out.shape[0]):
-        for j in range(out.shape[1]):
-            for k in range(out.shape[2]):
-                for n in range(out.shape[3]):
-                    raw = table_a[np.int64(a[i, j, k, n]) + offset] + table_b[np.int64(b[i, j, k, n]) + offset]
-                    value = MBQM(raw, q[0], q[1]) + q[2]
-                    out[i, j, k, n] = min(max(value, q[3]), q[4])
+def _requantize_plane(acc, wide, bias, multiplier, shift, zero, lo, hi, out):  # pragma: no cover - compiled
+    """out[oy, ox] = clamp(MBQM(acc[oy * wide + ox] + bias) + zero): one channel's sums."""
+    for oy in range(out.shape[0]):
+        row = acc[oy * wide : oy * wide + out.shape[1]]
+        target = out[oy]
+        for ox in range(out.shape[1]):
+            value = SCALED(np.int64(row[unsigned(ox)]) + bias, multiplier, shift) + zero
+            target[unsigned(ox)] = min(max(value, lo), hi)
 
 
-def _mul(a, b, zeros, q, out):  # pragma: no cover - compiled
-    """``clamp(MBQM((a - za) * (b - zb)) + zero)``: zeros = (za, zb), q as `_add`'s."""
+def _binary(a, b, table_a, table_b, zeros, q, out):  # pragma: no cover - compiled
+    """QLinearAdd (`table_a` given) or QLinearMul over 4-D `a` and `b` that broadcast to `out` (an
+    axis of one stretched). ADD is TFLite's: each input's rescaled value from its table (indexed by
+    value + q[5]), the sum scaled by (q[0], q[1]); MUL scales ``(a - za) * (b - zb)`` (zeros) by it.
+    Then the zero point q[2] and the clamp to [q[3], q[4]]."""
+    multiplier, shift, zero, lo, hi, offset = q[0], q[1], q[2], q[3], q[4], q[5]
     za, zb = zeros[0], zeros[1]
+    add = table_a.size > 0
+    sa = (a.shape[0] > 1, a.shape[1] > 1, a.shape[2] > 1, a.shape[3] > 1)
+    sb = (b.shape[0] > 1, b.shape[1] > 1, b.shape[2] > 1, b.shape[3] > 1)
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
             for k in range(out.shape[2]):
+                row_a = a[i * sa[0], j * sa[1], k * sa[2]]
+                row_b = b[i * sb[0], j * sb[1], k * sb[2]]
+                target = out[i, j, k]
                 for n in range(out.shape[3]):
-                    product = (np.int64(a[i, j, k, n]) - za) * (np.int64(b[i, j, k, n]) - zb)
-                    value = MBQM(product, q[0], q[1]) + q[2]
-                    out[i, j, k, n] = min(max(value, q[3]), q[4])
+                    va = np.int64(row_a[unsigned(n * sa[3])])
+                    vb = np.int64(row_b[unsigned(n * sb[3])])
+                    if add:
+                        raw = table_a[unsigned(va + offset)] + table_b[unsigned(vb + offset)]
+                    else:
+                        raw = (va - za) * (vb - zb)
+                    value = SCALED(raw, multiplier, shift) + zero
+                    target[unsigned(n)] = min(max(value, lo), hi)
 
 
 def _lookup(x, table, offset, out):  # pragma: no cover - compiled
@@ -130,7 +191,7 @@ def _lookup(x, table, offset, out):  # pragma: no cover - compiled
 COLUMNS: Any = compiled(_columns)
 REQUANTIZE: Any = compiled(_requantize)
 ACCUMULATE: Any = compiled(_accumulate)
+_PLANE: Any = compiled(_requantize_plane)
 DEPTHWISE: Any = compiled(_depthwise)
-ADD: Any = compiled(_add)
-MUL: Any = compiled(_mul)
+BINARY: Any = compiled(_binary)
 LOOKUP: Any = compiled(_lookup)

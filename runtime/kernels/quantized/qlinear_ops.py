@@ -13,7 +13,7 @@ import numpy as np
 
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
-from runtime.kernels.quantized.jit_qlinear import ADD, LOOKUP, MUL
+from runtime.kernels.quantized.jit_qlinear import BINARY, LOOKUP
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -59,7 +59,8 @@ def _binary_parameters(op: str, dtype, out_dtype, a_scale, a_zero, b_scale, b_ze
     offset = -int(values[0])
     if op == "mul":
         m, s = qa.quantize_multiplier(sa * sb / sy)
-        return {"q_params": np.array([m[0], s[0], zy, lo, hi, offset]), "q_zeros": np.array([za, zb])}
+        return {"q_params": np.array([m[0], s[0], zy, lo, hi, offset]), "q_zeros": np.array([za, zb]),
+                "q_table_a": _NO_TABLE, "q_table_b": _NO_TABLE}  # fmt: skip
     left = 20
     twice_max = 2 * max(sa, sb)
     m1, s1 = qa.quantize_multiplier(sa / twice_max)
@@ -67,9 +68,13 @@ def _binary_parameters(op: str, dtype, out_dtype, a_scale, a_zero, b_scale, b_ze
     mo, so = qa.quantize_multiplier(twice_max / ((1 << left) * sy))
     return {
         "q_params": np.array([mo[0], so[0], zy, lo, hi, offset]),
+        "q_zeros": np.array([za, zb]),
         "q_table_a": qa.multiply_smaller_than_one((values - za) << left, m1, s1),
         "q_table_b": qa.multiply_smaller_than_one((values - zb) << left, m2, s2),
     }
+
+
+_NO_TABLE = np.zeros(0, np.int64)  # MUL's: the compiled pass adds through tables only when it has them
 
 
 def _binary_constants(op: str):
@@ -88,41 +93,27 @@ def _binary_constants(op: str):
 
 def _compiled_binary(a, b, out) -> bool:
     eight_bit = all(np.dtype(t.dtype).itemsize == 1 and np.dtype(t.dtype).kind in "iu" for t in (a, b, out))
-    return ADD is not None and MUL is not None and eight_bit and a.dtype == b.dtype and len(out.shape) <= 4
+    return BINARY is not None and eight_bit and a.dtype == b.dtype and len(out.shape) <= 4
 
 
-def _four(v: np.ndarray, shape) -> np.ndarray:
-    """`v` broadcast to `shape`, with leading axes of one up to four dimensions (a view)."""
-    v = np.broadcast_to(v, shape)
-    return v.reshape((1,) * (4 - v.ndim) + v.shape) if v.ndim < 4 else v
+def _four(v: np.ndarray) -> np.ndarray:
+    """`v` with leading axes of one up to four dimensions (a view of the arena's array)."""
+    return v.reshape((1,) * (4 - v.ndim) + v.shape)
 
 
 def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, op: str, made: dict) -> None:
-    if _compiled_binary(a, b, out):
-        if "q_params" not in made:  # constants not prepared: worked out for this call
-            made = _binary_parameters(op, a.dtype, out.dtype, a_scale, a_zero, b_scale, b_zero, y_scale, y_zero)
-        a4, b4, out4 = _four(a, out.shape), _four(b, out.shape), out.reshape((1,) * (4 - out.ndim) + out.shape)
-        if op == "mul":
-            MUL(a4, b4, made["q_zeros"], made["q_params"], out4)
-        else:
-            ADD(a4, b4, made["q_table_a"], made["q_table_b"], made["q_params"], out4)
+    if "q_params" not in made:  # constants not prepared: worked out for this call
+        made = _binary_parameters(op, a.dtype, out.dtype, a_scale, a_zero, b_scale, b_zero, y_scale, y_zero)
+    table_a, table_b, zeros, params = made["q_table_a"], made["q_table_b"], made["q_zeros"], made["q_params"]
+    if _compiled_binary(a, b, out) and all(v.flags.c_contiguous for v in (a, b, out)):
+        BINARY(_four(a), _four(b), table_a, table_b, zeros, params, _four(out))
         return
-    za, zb, zy = int(_one(a_zero)), int(_one(b_zero)), int(_one(y_zero))
-    sa, sb, sy = _one(a_scale), _one(b_scale), _one(y_scale)
-    lo, hi = qa.dtype_range(out.dtype)
+    multiplier, shift, zero, lo, hi, offset = (int(v) for v in params)
     if op == "mul":
-        multiplier, shift = qa.quantize_multiplier(sa * sb / sy)
-        product = (a.astype(np.int64) - za) * (b.astype(np.int64) - zb)
-        out[...] = qa.requantize(product, multiplier, shift, zy, lo, hi)
-        return
-    left = 20
-    twice_max = 2 * max(sa, sb)
-    m1, s1 = qa.quantize_multiplier(sa / twice_max)
-    m2, s2 = qa.quantize_multiplier(sb / twice_max)
-    mo, so = qa.quantize_multiplier(twice_max / ((1 << left) * sy))
-    raw = qa.multiply_smaller_than_one((a.astype(np.int64) - za) << left, m1, s1)
-    raw = raw + qa.multiply_smaller_than_one((b.astype(np.int64) - zb) << left, m2, s2)
-    out[...] = np.clip(qa.multiply_smaller_than_one(raw, mo, so) + zy, lo, hi)
+        raw = (a.astype(np.int64) - zeros[0]) * (b.astype(np.int64) - zeros[1])
+    else:
+        raw = table_a[a.astype(np.int64) + offset] + table_b[b.astype(np.int64) + offset]
+    out[...] = qa.requantize(raw, multiplier, shift, zero, lo, hi)
 
 
 @kernel("QLinearAdd", domain=MS, inplace=(0, 3), constants=_binary_constants("add"))

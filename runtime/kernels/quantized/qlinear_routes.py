@@ -4,7 +4,8 @@ route table (`runtime.kernels.conv.routes`) is laid out: the planner's workspace
 constants and the bound call all read the one route picked for a node's shapes.
 
 * "depthwise" (one filter per channel, 2-D, at most 256 taps): `jit_qlinear.DEPTHWISE`, summed in
-  float32 a row at a time and requantized as it goes; its scratch is one float32 output row.
+  float32 a channel at a time over the input's phase planes and requantized as it goes; its
+  scratch is one channel's planes and sums.
 * "gemm" (any other 2-D conv): per image, group and band of output rows, the band's im2col columns
   in float32 straight from the 8-bit input (`jit_qlinear.COLUMNS`), float32 BLAS against the filter
   less its zero point, and one compiled requantizing pass. The input's zero point is not
@@ -33,7 +34,7 @@ from runtime import quant_arith as qa
 from runtime.kernels._scratch import Scratch, scratch_bytes, units_within
 from runtime.kernels.conv.routes import ConvGeometry
 from runtime.kernels.quantized.jit_conv_int import channel_table
-from runtime.kernels.quantized.jit_qlinear import ACCUMULATE, COLUMNS, DEPTHWISE, REQUANTIZE
+from runtime.kernels.quantized.jit_qlinear import ACCUMULATE, COLUMNS, DEPTHWISE, REQUANTIZE, phase_layout
 from runtime.kernels.window import Geometry, window_geometry
 
 EXACT = 1 << 24  # float32 holds every integer up to here
@@ -165,12 +166,18 @@ def _depthwise_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) ->
     }
 
 
+def _depthwise_blocks(s: QConvShape, geo: Geometry) -> list[tuple[tuple[int, ...], type]]:
+    phases, rows, width = phase_layout(geo.out[0], geo.out[1], *geo.kernel, s.compiled_geometry(geo))
+    return [((phases, rows * width), np.float32), ((geo.out[0] * width,), np.float32)]
+
+
 def _depthwise_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
     x, x_zero = values[0], values[2]
-    row = Scratch(ws, "QLinearConv").take((geo.out[1],), np.float32)
+    scratch = Scratch(ws, "QLinearConv")
+    planes, acc = (scratch.take(*block) for block in _depthwise_blocks(s, geo))
     compiled_geo, xz = s.compiled_geometry(geo), np.float32(0 if x_zero is None else _one(x_zero))
     for n in range(x.shape[0]):
-        DEPTHWISE(x[n], xz, made["q_filters"], made["q_table"], compiled_geo, out[n], row)
+        DEPTHWISE(x[n], xz, made["q_filters"], made["q_table"], compiled_geo, out[n], planes, acc)
 
 
 # ---- gemm -------------------------------------------------------------------------------------------
@@ -235,7 +242,7 @@ def _front(block: np.ndarray, columns: int) -> np.ndarray:
 
 
 ROUTES = (
-    QConvRoute("depthwise", _depthwise_applies, lambda s, geo: scratch_bytes(((geo.out[1],), np.float32)),
+    QConvRoute("depthwise", _depthwise_applies, lambda s, geo: scratch_bytes(*_depthwise_blocks(s, geo)),
                _depthwise_constants, _depthwise_run),
     QConvRoute("gemm", lambda s, geo: _eight_bit_2d(s, geo) and not s.depthwise, _gemm_workspace, _gemm_constants,
                _gemm_run),

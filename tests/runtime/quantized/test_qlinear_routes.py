@@ -176,3 +176,16 @@ def test_qoperator_model_in_a_session_matches_onnxruntime(tmp_path):
     assert session.constant_bytes > 0
     for name, want in zip(shapes, expected, strict=True):
         assert_within_one_step(want, np.asarray(got[name]), f"{name} in a session", max_share=0.08)
+
+
+@compiled_only
+def test_branch_free_requantize_is_tflites_multiply_by_quantized_multiplier():
+    from runtime import quant_arith as qa
+    from runtime.kernels.quantized.jit_qlinear import SCALED
+
+    rng = np.random.default_rng(8)
+    x = np.concatenate([rng.integers(-(2**31), 2**31, 1500), rng.integers(-5000, 5000, 500), [-(2**31), 2**31 - 1, 0]])
+    for multiplier, shift in [(2**30, -19), (1374389535, -5), (2**31 - 1, 0), (1500000000, -31), (1500000000, 2)]:
+        want = qa.multiply_by_quantized_multiplier(x, multiplier, shift)
+        got = np.array([SCALED(np.int64(v), np.int64(multiplier), np.int64(shift)) for v in x])
+        np.testing.assert_array_equal(got, want, err_msg=f"multiplier {multiplier}, shift {shift}")
