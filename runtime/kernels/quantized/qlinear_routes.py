@@ -167,7 +167,8 @@ def _depthwise_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) ->
 
 
 def _depthwise_blocks(s: QConvShape, geo: Geometry) -> list[tuple[tuple[int, ...], type]]:
-    phases, rows, width = phase_layout(geo.out[0], geo.out[1], *geo.kernel, s.compiled_geometry(geo))
+    kh, kw = geo.kernel
+    phases, rows, width = phase_layout(geo.out[0], geo.out[1], kh, kw, s.compiled_geometry(geo))
     return [((phases, rows * width), np.float32), ((geo.out[0] * width,), np.float32)]
 
 
