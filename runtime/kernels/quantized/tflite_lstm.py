@@ -29,6 +29,7 @@ from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.quantized import tflite_lstm_int as li
 from runtime.kernels.quantized.common import TFLITE, quant
+from runtime.kernels.quantized.jit_lstm_int import LSTM
 from runtime.quantization import QuantParams
 
 GATES = ("input", "forget", "cell", "output")  # TFLite's order of the weights, recurrent weights and biases
@@ -43,8 +44,17 @@ def sizes(x_shape, hidden_shape, time_major: bool) -> tuple[int, int, int, int]:
     return steps, batches, x_shape[2], hidden_shape[-1]
 
 
-def _blocks(inputs, time_major):
+def _compiled(inputs, q_inputs) -> bool:
+    """The compiled route: an integer LSTM whose weights have no zero point (as converters write them)."""
+    if LSTM is None or inputs[0].dtype.kind not in "iu" or q_inputs is None:
+        return False
+    return all(q_inputs[i] is not None and not q_inputs[i].zero_point[0] for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS))
+
+
+def _blocks(inputs, time_major, q_inputs=None):
     _, batches, depth, units = sizes(inputs[0].shape, inputs[HIDDEN].shape, time_major)
+    if _compiled(inputs, q_inputs):
+        return [((4 * units,), np.int64)]  # one batch row's activated gates
     kind = np.float32 if inputs[0].dtype.kind == "f" else np.float64
     return [
         ((batches, depth), kind),
@@ -54,8 +64,8 @@ def _blocks(inputs, time_major):
     ]
 
 
-def lstm_workspace(inputs, outputs, time_major=False, **_) -> int:
-    return scratch_bytes(*_blocks(inputs, time_major))
+def lstm_workspace(inputs, outputs, time_major=False, q_inputs=None, **_) -> int:
+    return scratch_bytes(*_blocks(inputs, time_major, q_inputs))
 
 
 def _matrices(values, integer: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -69,10 +79,13 @@ def _matrices(values, integer: bool) -> tuple[np.ndarray, np.ndarray]:
 
 
 def lstm_constants(values, inputs, outputs, q_inputs=None, cell_clip=0.0, **_) -> dict:
-    """At prepare: the gates' weight matrices and the step with its multipliers and biases worked out."""
+    """At prepare: the compiled loop's arguments, or the gates' weight matrices and the step, with
+    the multipliers and biases worked out."""
     if any(values[i] is None for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS, *BIASES)):
         return {}
     integer = inputs[0].dtype.kind in "iu"
+    if _compiled(inputs, q_inputs):
+        return {"prepared_loop": _loop_arguments(values, q_inputs, cell_clip)}
     made = {"prepared_step": _step(values, integer, q_inputs, cell_clip)}
     if integer and any(quant(q_inputs, i, "input").zero_point[0] for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)):
         return made  # weights with a zero point: subtracted on each call
@@ -81,21 +94,28 @@ def lstm_constants(values, inputs, outputs, q_inputs=None, cell_clip=0.0, **_) -
 
 
 def _step(values, integer, q_inputs, cell_clip):
-    return _integer_step(values, q_inputs, float(cell_clip)) if integer else _float_step(values, float(cell_clip))
+    if integer:
+        return _integer_step(_integer_parameters(values, q_inputs, float(cell_clip)))
+    return _float_step(values, float(cell_clip))
 
 
 @kernel("UNIDIRECTIONAL_SEQUENCE_LSTM", domain=TFLITE, workspace=lstm_workspace, constants=lstm_constants)
-def unidirectional_sequence_lstm(*values, out, ws, time_major=False, cell_clip=0.0, q_inputs=None, q_outputs=None,
-                                 x_matrix=None, h_matrix=None, prepared_step=None, **_):  # fmt: skip
+def unidirectional_sequence_lstm(*values, out, ws, time_major=False, cell_clip=0.0, q_inputs=None, x_matrix=None,
+                                 h_matrix=None, prepared_step=None, prepared_loop=None, **_):  # fmt: skip
     x, hidden, cell = values[0], values[HIDDEN], values[CELL]
     steps, batches, depth, units = sizes(x.shape, hidden.shape, time_major)
     integer = x.dtype.kind in "iu"
-    if x_matrix is None or h_matrix is None:
-        x_matrix, h_matrix = _matrices(_less_zero_points(values, q_inputs) if integer else values, integer)
-    scratch = Scratch(ws, "UNIDIRECTIONAL_SEQUENCE_LSTM")
-    x_row, h_row, x_sums, h_sums = (scratch.take(*block) for block in _blocks(values, time_major))
     h_state = hidden.reshape(batches, units).copy() if not hidden.flags.writeable else hidden.reshape(batches, units)
     c_state = cell.reshape(batches, units).copy() if not cell.flags.writeable else cell.reshape(batches, units)
+    scratch = Scratch(ws, "UNIDIRECTIONAL_SEQUENCE_LSTM")
+    if _compiled(values, q_inputs):
+        (gates,) = (scratch.take(*block) for block in _blocks(values, time_major, q_inputs))
+        loop = prepared_loop or _loop_arguments(values, q_inputs, cell_clip)
+        LSTM(x, bool(time_major), *loop, h_state, c_state, out, gates)  # type: ignore[misc]
+        return
+    if x_matrix is None or h_matrix is None:
+        x_matrix, h_matrix = _matrices(_less_zero_points(values, q_inputs) if integer else values, integer)
+    x_row, h_row, x_sums, h_sums = (scratch.take(*block) for block in _blocks(values, time_major))
     step = prepared_step or _step(values, integer, q_inputs, cell_clip)
     for t in range(steps):
         x_t = x[t] if time_major else x[:, t]
@@ -139,29 +159,56 @@ def _float_step(values, cell_clip):
     return step
 
 
-def _integer_step(values, q_inputs, cell_clip):
-    """One time step of TFLite's 8x8->16 LSTM over all four gates at once (each column of the gate
-    sums scaled by its gate's multiplier), its multipliers worked out here, once."""
+def _integer_parameters(values, q_inputs, cell_clip) -> dict:
+    """TFLite's 8x8->16 LSTM's constants, worked out once: per gate column the multipliers of the
+    two sums and what the bias and the rows' zero points add; the three element-wise products'
+    multipliers; the cell's tanh and clip."""
     q_x, q_h, q_c = quant(q_inputs, 0, "input"), quant(q_inputs, HIDDEN, "input"), quant(q_inputs, CELL, "input")
     units = values[HIDDEN].shape[-1]
 
     def per_column(q_rows, group):
         found = [qa.dense_multiplier(q_rows, quant(q_inputs, i, "input"), _GATE_Q) for i in group]
-        return tuple(np.repeat(np.concatenate([m[k] for m in found]), units) for k in (0, 1))
+        return tuple(np.repeat(np.concatenate([m[k] for m in found]), units).astype(np.int64) for k in (0, 1))
 
-    x_mult, h_mult = per_column(q_x, INPUT_WEIGHTS), per_column(q_h, RECURRENT_WEIGHTS)
     x_zero, h_zero = int(q_x.zero_point[0]), int(q_h.zero_point[0])
-    # The rows keep their zero points: what they add to each sum is taken off with the bias added.
-    x_add = np.concatenate([values[i].astype(np.int64) for i in BIASES]) - x_zero * _column_sums(
-        values, INPUT_WEIGHTS, q_inputs
-    )
-    h_add = -h_zero * _column_sums(values, RECURRENT_WEIGHTS, q_inputs)
     cell_scale = float(q_c.scale[0])
-    forget_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * cell_scale / cell_scale)
-    input_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * li.ACTIVATED_SCALE / cell_scale)
-    output_mult = qa.quantize_multiplier(li.ACTIVATED_SCALE * li.ACTIVATED_SCALE / float(q_h.scale[0]))
-    tanh_cell = li.tanh_of_power(li.scale_power(cell_scale))
-    clip = li.quantized_clip(cell_clip, cell_scale) if cell_clip > 0 else None
+    biases = np.concatenate([values[i].astype(np.int64) for i in BIASES])
+    return {
+        "units": units,
+        "x_mult": per_column(q_x, INPUT_WEIGHTS),
+        "h_mult": per_column(q_h, RECURRENT_WEIGHTS),
+        # the rows keep their zero points: what they add to each sum is taken off with the bias added
+        "x_add": biases - x_zero * _column_sums(values, INPUT_WEIGHTS, q_inputs),
+        "h_add": -h_zero * _column_sums(values, RECURRENT_WEIGHTS, q_inputs),
+        "forget": qa.quantize_multiplier(li.ACTIVATED_SCALE * cell_scale / cell_scale),
+        "input": qa.quantize_multiplier(li.ACTIVATED_SCALE * li.ACTIVATED_SCALE / cell_scale),
+        "output": qa.quantize_multiplier(li.ACTIVATED_SCALE * li.ACTIVATED_SCALE / float(q_h.scale[0])),
+        "cell_tanh": li.tanh_of_power(li.scale_power(cell_scale)),
+        "clip": li.quantized_clip(cell_clip, cell_scale) if cell_clip > 0 else None,
+        "h_zero": h_zero,
+        "h_range": qa.dtype_range(values[HIDDEN].dtype),
+    }
+
+
+def _loop_arguments(values, q_inputs, cell_clip) -> tuple:
+    """The compiled loop's constant arguments (`jit_lstm_int.LSTM`, between x and the states)."""
+    p = _integer_parameters(values, q_inputs, float(cell_clip))
+    weights = [
+        np.ascontiguousarray(np.concatenate([values[i] for i in g]), np.int8)
+        for g in (INPUT_WEIGHTS, RECURRENT_WEIGHTS)
+    ]
+    muls = np.array([[int(p[k][0][0]), int(p[k][1][0])] for k in ("forget", "input", "output")], np.int64)
+    multiplier, shift = p["cell_tanh"]
+    cell_tanh = np.array([3 << shift, 0] if multiplier == 0 else [multiplier, shift], np.int64)  # the power-of-two case
+    clip = -1 if p["clip"] is None else p["clip"]
+    return (*weights, p["x_add"], p["h_add"], *p["x_mult"], *p["h_mult"], li.SIGMOID_TABLE, muls, cell_tanh, clip,
+            p["h_zero"], *p["h_range"])  # fmt: skip
+
+
+def _integer_step(p):
+    """One time step of TFLite's 8x8->16 LSTM over all four gates at once (each column of the gate
+    sums scaled by its gate's multiplier)."""
+    units, clip = p["units"], p["clip"]
 
     def int16(x):
         return np.clip(x, -32768, 32767)
@@ -172,16 +219,15 @@ def _integer_step(values, q_inputs, cell_clip):
 
     def step(x_sums, h_sums, c_state, h_state):
         # float64 sums of 8-bit products are exact
-        a = int16(qa.multiply_by_quantized_multiplier(np.rint(x_sums).astype(np.int64) + x_add, *x_mult))
-        b = int16(qa.multiply_by_quantized_multiplier(np.rint(h_sums).astype(np.int64) + h_add, *h_mult))
+        a = int16(qa.multiply_by_quantized_multiplier(np.rint(x_sums).astype(np.int64) + p["x_add"], *p["x_mult"]))
+        b = int16(qa.multiply_by_quantized_multiplier(np.rint(h_sums).astype(np.int64) + p["h_add"], *p["h_mult"]))
         total = int16(a + b)
         gates = li.logistic16(total)
         i, f, g, o = np.split(gates, 4, axis=1)
         g[...] = li.tanh16(total[:, 2 * units : 3 * units])
-        cell = int16(mul(f, c_state, forget_mult) + mul(i, g, input_mult))
+        cell = int16(mul(f, c_state, p["forget"]) + mul(i, g, p["input"]))
         c_state[...] = cell if clip is None else np.clip(cell, -clip, clip)
-        lo, hi = qa.dtype_range(h_state.dtype)
-        h_state[...] = mul(li.tanh16(c_state, *tanh_cell), o, output_mult, lo, hi, h_zero)
+        h_state[...] = mul(li.tanh16(c_state, *p["cell_tanh"]), o, p["output"], *p["h_range"], p["h_zero"])
 
     return step
 

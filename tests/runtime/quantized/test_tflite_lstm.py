@@ -62,7 +62,7 @@ def test_int8_lstm_is_bit_exact_against_tflm(time_major, cell_clip, cell_scale):
 @pytest.mark.parametrize("op", ["LOGISTIC", "TANH"])
 def test_the_int16_lookups_equal_tflms_over_every_int16(op):
     """The LSTM's sigmoid and tanh on Q3.12 against TFLM's own int16 LOGISTIC and TANH, every input."""
-    from runtime.kernels.quantized.tflite_lstm_int import logistic16, tanh16
+    from runtime.kernels.quantized.tflite_lstm_int import SIGMOID_TABLE, logistic16, tanh16
 
     x = np.arange(-32768, 32768, dtype=np.int16)
     model = one_op_model(op, [Tensor(x.shape, np.int16, q(2.0**-12))], [Tensor(x.shape, np.int16, q(2.0**-15))], {})
@@ -71,11 +71,27 @@ def test_the_int16_lookups_equal_tflms_over_every_int16(op):
     assert got.dtype == np.int16
     differ = np.flatnonzero(got != expected)
     assert differ.size == 0, f"{op}: {differ.size} inputs differ, the first at {x[differ[:5]]}"
+    from runtime.kernels.quantized import jit_lstm_int as jit
+
+    if jit.LOGISTIC is not None and jit.TANH is not None:  # the compiled loop's own lookups
+        table = SIGMOID_TABLE
+        compiled = [jit.LOGISTIC(v, table) if op == "LOGISTIC" else jit.TANH(v, 3, 0, table) for v in x.tolist()]
+        differ = np.flatnonzero(np.array(compiled) != expected)
+        assert differ.size == 0, f"compiled {op}: {differ.size} inputs differ, the first at {x[differ[:5]]}"
 
 
-def test_int8_lstm_reading_its_weights_as_stored_is_bit_exact_too():
-    """With prepared weights off no constants hook runs: the kernel works its matrices out per call."""
+@pytest.mark.parametrize("route", ["compiled", "numpy"])
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "as-stored"])
+def test_int8_lstm_routes_are_bit_exact(monkeypatch, route, prepared):
+    """Both routes (the compiled loop, and numpy's as without numba), with prepared weights on and
+    off (off, no constants hook runs: the kernel works its constants out per call)."""
     from runtime import MemoryOptions
+    from runtime.kernels.quantized import tflite_lstm
 
-    got, expected, _ = run_both(np.int8, OPTIONS, memory=MemoryOptions(prepared_weights=False))
+    if route == "numpy":
+        monkeypatch.setattr(tflite_lstm, "LSTM", None)
+    elif tflite_lstm.LSTM is None:
+        pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
+    options = {**OPTIONS, "cell_clip": 0.25, "time_major": True}
+    got, expected, _ = run_both(np.int8, options, memory=MemoryOptions(prepared_weights=prepared), time_major=True)
     assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
