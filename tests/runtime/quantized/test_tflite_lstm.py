@@ -95,3 +95,23 @@ def test_int8_lstm_routes_are_bit_exact(monkeypatch, route, prepared):
     options = {**OPTIONS, "cell_clip": 0.25, "time_major": True}
     got, expected, _ = run_both(np.int8, options, memory=MemoryOptions(prepared_weights=prepared), time_major=True)
     assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
+
+
+def test_an_lstm_plan_exported_to_tflm_runs_there_with_identical_outputs():
+    """The hand-off: the states are no tensor of the plan (TFLM keeps variable tensors itself), the
+    input and output are placed offline, and TFLM computes the same bytes under memplan's plan."""
+    import planner
+    from runtime.tflite.export import export_plan
+
+    inputs, outputs = lstm_tensors(np.int8, steps=4)
+    data = one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, OPTIONS)
+    graph = runtime.load_model(data)
+    for_tflm = runtime.MemoryOptions(inplace=False, concat_inplace=False, workspace=False, alignment=16)
+    made = planner.plan(runtime.memory_problem(graph, for_tflm), "greedy_by_size")
+    exported = export_plan(data, graph, made)
+    states = {graph.nodes[0].inputs[18], graph.nodes[0].inputs[19]}
+    assert not states & set(made.offsets) and set(exported.offsets) == {graph.inputs[0], graph.outputs[0]}
+    rng = np.random.default_rng(2)
+    feeds = [[rng.integers(-128, 128, inputs[0].shape).astype(np.int8)] for _ in range(2)]
+    own, ours = run_tflm_steps(data, feeds), run_tflm_steps(exported.data, feeds)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(own, ours, strict=True))
