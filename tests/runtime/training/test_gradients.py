@@ -10,6 +10,7 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from runtime.training import TrainingSession, build_training_step, models, plan_categories, training_problem
+from tests.runtime.training.finite import finite_differences
 
 
 def _zoo(dtype=np.float64) -> onnx.ModelProto:
@@ -80,24 +81,7 @@ def test_gradients_match_finite_differences(case, recompute):
     session = TrainingSession(step, plan_categories(training_problem(step)).unified).prepare()
     rng = np.random.default_rng(7)
     feeds = _feeds(step, rng)
-    session.run(feeds)
-    grads = session.gradients()
-    base = session.parameters()
-    eps = 1e-6
-    for w, value in base.items():
-        picks = rng.choice(value.size, size=min(4, value.size), replace=False)
-        analytic, numeric = [], []
-        for k in picks:
-            losses = []
-            for sign in (1, -1):
-                moved = value.copy()
-                moved.flat[k] += sign * eps
-                session.set_parameters({w: moved})
-                losses.append(session.run(feeds))
-            session.set_parameters({w: value})
-            numeric.append((losses[0] - losses[1]) / (2 * eps))
-            analytic.append(grads[w].flat[k])
-        analytic, numeric = np.array(analytic), np.array(numeric)
+    for w, (analytic, numeric) in finite_differences(session, feeds, rng, picks=4).items():
         error = np.linalg.norm(analytic - numeric) / max(np.linalg.norm(numeric), 1e-8)
         assert error < 1e-3 or np.linalg.norm(analytic - numeric) < 1e-7, (w, analytic, numeric)
 

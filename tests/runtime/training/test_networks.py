@@ -12,6 +12,7 @@ from onnx import helper, numpy_helper
 
 import planner
 from runtime.training import TrainingSession, build_training_step, models, plan_categories, training_problem
+from tests.runtime.training.finite import finite_differences
 
 
 def _graph(nodes, inits, x_shape, y_shape, opset=20, dtype=np.float64) -> onnx.ModelProto:
@@ -110,23 +111,7 @@ def test_gradients_match_finite_differences(case):
     session = TrainingSession(step, plan_categories(training_problem(step)).unified).prepare()
     rng = np.random.default_rng(11)
     feeds = _feeds(step, rng)
-    session.run(feeds)
-    grads, base = session.gradients(), session.parameters()
-    eps = 1e-6
-    for w, value in base.items():
-        picks = rng.choice(value.size, size=min(3, value.size), replace=False)
-        analytic, numeric = [], []
-        for k in picks:
-            losses = []
-            for sign in (1, -1):
-                moved = value.copy()
-                moved.flat[k] += sign * eps
-                session.set_parameters({w: moved})
-                losses.append(session.run(feeds))
-            session.set_parameters({w: value})
-            numeric.append((losses[0] - losses[1]) / (2 * eps))
-            analytic.append(grads[w].flat[k])
-        a, n = np.array(analytic), np.array(numeric)
+    for w, (a, n) in finite_differences(session, feeds, rng, picks=3).items():
         assert np.linalg.norm(a - n) <= 1e-4 * max(np.linalg.norm(n), 1e-3), (case, w, a, n)
 
 
