@@ -29,7 +29,7 @@ from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.quantized import tflite_lstm_int as li
 from runtime.kernels.quantized.common import TFLITE, quant
-from runtime.kernels.quantized.jit_lstm_int import LSTM
+from runtime.kernels.quantized.jit_tflite_lstm import LSTM, LSTM_FLOAT
 from runtime.quantization import QuantParams
 
 GATES = ("input", "forget", "cell", "output")  # TFLite's order of the weights, recurrent weights and biases
@@ -45,16 +45,19 @@ def sizes(x_shape, hidden_shape, time_major: bool) -> tuple[int, int, int, int]:
 
 
 def _compiled(inputs, q_inputs) -> bool:
-    """The compiled route: an integer LSTM whose weights have no zero point (as converters write them)."""
-    if LSTM is None or inputs[0].dtype.kind not in "iu" or q_inputs is None:
+    """The compiled route: a float32 LSTM, or an integer one whose weights have no zero point (as
+    converters write them)."""
+    if inputs[0].dtype.kind == "f":
+        return LSTM_FLOAT is not None
+    if LSTM is None or q_inputs is None:
         return False
     return all(q_inputs[i] is not None and not q_inputs[i].zero_point[0] for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS))
 
 
 def _blocks(inputs, time_major, q_inputs=None):
     _, batches, depth, units = sizes(inputs[0].shape, inputs[HIDDEN].shape, time_major)
-    if _compiled(inputs, q_inputs):
-        return [((4 * units,), np.int64)]  # one batch row's activated gates
+    if _compiled(inputs, q_inputs):  # one batch row's activated gates
+        return [((4 * units,), np.float32 if inputs[0].dtype.kind == "f" else np.int64)]
     kind = np.float32 if inputs[0].dtype.kind == "f" else np.float64
     return [
         ((batches, depth), kind),
@@ -85,7 +88,7 @@ def lstm_constants(values, inputs, outputs, q_inputs=None, cell_clip=0.0, **_) -
         return {}
     integer = inputs[0].dtype.kind in "iu"
     if _compiled(inputs, q_inputs):
-        return {"prepared_loop": _loop_arguments(values, q_inputs, cell_clip)}
+        return {"prepared_loop": _loop_arguments(values, integer, q_inputs, cell_clip)}
     made = {"prepared_step": _step(values, integer, q_inputs, cell_clip)}
     if integer and any(quant(q_inputs, i, "input").zero_point[0] for i in (*INPUT_WEIGHTS, *RECURRENT_WEIGHTS)):
         return made  # weights with a zero point: subtracted on each call
@@ -110,8 +113,8 @@ def unidirectional_sequence_lstm(*values, out, ws, time_major=False, cell_clip=0
     scratch = Scratch(ws, "UNIDIRECTIONAL_SEQUENCE_LSTM")
     if _compiled(values, q_inputs):
         (gates,) = (scratch.take(*block) for block in _blocks(values, time_major, q_inputs))
-        loop = prepared_loop or _loop_arguments(values, q_inputs, cell_clip)
-        LSTM(x, bool(time_major), *loop, h_state, c_state, out, gates)  # type: ignore[misc]
+        loop = prepared_loop or _loop_arguments(values, integer, q_inputs, cell_clip)
+        (LSTM if integer else LSTM_FLOAT)(x, bool(time_major), *loop, h_state, c_state, out, gates)  # type: ignore[misc]
         return
     if x_matrix is None or h_matrix is None:
         x_matrix, h_matrix = _matrices(_less_zero_points(values, q_inputs) if integer else values, integer)
@@ -190,13 +193,15 @@ def _integer_parameters(values, q_inputs, cell_clip) -> dict:
     }
 
 
-def _loop_arguments(values, q_inputs, cell_clip) -> tuple:
-    """The compiled loop's constant arguments (`jit_lstm_int.LSTM`, between x and the states)."""
+def _loop_arguments(values, integer, q_inputs, cell_clip) -> tuple:
+    """The compiled loop's constant arguments (`jit_tflite_lstm`'s, between x and the states)."""
+    groups = (INPUT_WEIGHTS, RECURRENT_WEIGHTS)
+    if not integer:
+        weights = [np.ascontiguousarray(np.concatenate([values[i] for i in g]), np.float32) for g in groups]
+        bias = np.concatenate([values[i] for i in BIASES]).astype(np.float32)
+        return (*weights, bias, np.float32(cell_clip))
     p = _integer_parameters(values, q_inputs, float(cell_clip))
-    weights = [
-        np.ascontiguousarray(np.concatenate([values[i] for i in g]), np.int8)
-        for g in (INPUT_WEIGHTS, RECURRENT_WEIGHTS)
-    ]
+    weights = [np.ascontiguousarray(np.concatenate([values[i] for i in g]), np.int8) for g in groups]
     muls = np.array([[int(p[k][0][0]), int(p[k][1][0])] for k in ("forget", "input", "output")], np.int64)
     multiplier, shift = p["cell_tanh"]
     cell_tanh = np.array([3 << shift, 0] if multiplier == 0 else [multiplier, shift], np.int64)  # the power-of-two case

@@ -71,7 +71,7 @@ def test_the_int16_lookups_equal_tflms_over_every_int16(op):
     assert got.dtype == np.int16
     differ = np.flatnonzero(got != expected)
     assert differ.size == 0, f"{op}: {differ.size} inputs differ, the first at {x[differ[:5]]}"
-    from runtime.kernels.quantized import jit_lstm_int as jit
+    from runtime.kernels.quantized import jit_tflite_lstm as jit
 
     if jit.LOGISTIC is not None and jit.TANH is not None:  # the compiled loop's own lookups
         table = SIGMOID_TABLE
@@ -80,21 +80,27 @@ def test_the_int16_lookups_equal_tflms_over_every_int16(op):
         assert differ.size == 0, f"compiled {op}: {differ.size} inputs differ, the first at {x[differ[:5]]}"
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.float32], ids=["int8", "float"])
 @pytest.mark.parametrize("route", ["compiled", "numpy"])
 @pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "as-stored"])
-def test_int8_lstm_routes_are_bit_exact(monkeypatch, route, prepared):
+def test_lstm_routes_match_tflm(monkeypatch, dtype, route, prepared):
     """Both routes (the compiled loop, and numpy's as without numba), with prepared weights on and
-    off (off, no constants hook runs: the kernel works its constants out per call)."""
+    off (off, no constants hook runs: the kernel works its constants out per call), clipped cell."""
     from runtime import MemoryOptions
     from runtime.kernels.quantized import tflite_lstm
 
+    loop = "LSTM" if dtype == np.int8 else "LSTM_FLOAT"
     if route == "numpy":
-        monkeypatch.setattr(tflite_lstm, "LSTM", None)
-    elif tflite_lstm.LSTM is None:
+        monkeypatch.setattr(tflite_lstm, loop, None)
+    elif getattr(tflite_lstm, loop) is None:
         pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
     options = {**OPTIONS, "cell_clip": 0.25, "time_major": True}
-    got, expected, _ = run_both(np.int8, options, memory=MemoryOptions(prepared_weights=prepared), time_major=True)
-    assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
+    got, expected, _ = run_both(dtype, options, memory=MemoryOptions(prepared_weights=prepared), time_major=True)
+    for g, e in zip(got, expected, strict=True):
+        if dtype == np.int8:
+            assert np.array_equal(g, e)
+        else:
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
 
 
 def test_an_lstm_plan_exported_to_tflm_runs_there_with_identical_outputs():

@@ -1,11 +1,12 @@
-"""TFLite's 8x8->16 integer LSTM compiled (numba, when the compiled loops are on): one call runs
-every time step of every batch row, the two fully-connected sums of the four gates, their
-requantization, the int16 sigmoid and tanh lookups and the cell and hidden state updates, with the
-same integer arithmetic as the numpy route (`runtime.kernels.quantized.tflite_lstm`), which the
-tests compare with TensorFlow Lite Micro bit for bit. At the small sizes of a microcontroller's
-LSTM the numpy route is all Python overhead: a dozen ufunc calls per gate and step.
+"""TFLite's LSTM compiled (numba, when the compiled loops are on): one call runs every time step of
+every batch row, the two fully-connected sums of the four gates, their activations and the cell and
+hidden state updates. `LSTM` is the 8x8->16 integer LSTM, with the same integer arithmetic
+(requantizations, TFLite's int16 sigmoid and tanh lookups) as the numpy route
+(`runtime.kernels.quantized.tflite_lstm`), which the tests compare with TensorFlow Lite Micro bit
+for bit; `LSTM_FLOAT` the float32 one, with TFLite's float sigmoid cutoffs. At the small sizes of a
+microcontroller's LSTM the numpy route is all Python overhead: a dozen ufunc calls per gate and step.
 
-It writes only the states, the output and the gates' row (int32 workspace) it is given.
+Each writes only the states, the output and the gates' row (its workspace) it is given.
 """
 
 from __future__ import annotations
@@ -98,3 +99,48 @@ def _lstm(x, time_major, wx, wh, x_add, h_add, x_mult, x_shift, h_mult, h_shift,
 
 
 LSTM = compiled(_lstm)
+
+
+def _sigmoid(v):  # pragma: no cover - compiled
+    """TFLite's float LOGISTIC: 1 past its upper cutoff, exp(v) below its lower one."""
+    if v > np.float32(16.619047164916992):
+        return np.float32(1)
+    if v < np.float32(-9):
+        return np.exp(v)
+    return np.float32(1) / (np.float32(1) + np.exp(-v))
+
+
+SIGMOID = compiled(_sigmoid, inline=True)
+
+
+def _lstm_float(x, time_major, wx, wh, bias, clip, h_state, c_state, out, gates):  # pragma: no cover - compiled
+    """The float32 LSTM: each gate's input sum with its bias, plus its recurrent sum, then sigmoid
+    (tanh for the cell gate); `clip` <= 0 for no clip."""
+    steps = x.shape[0] if time_major else x.shape[1]
+    batches, units, depth = h_state.shape[0], h_state.shape[1], wx.shape[1]
+    for t in range(steps):
+        for b in range(batches):
+            for j in range(4 * units):
+                acc_x = np.float32(0)
+                for d in range(depth):
+                    acc_x += wx[j, d] * (x[t, b, d] if time_major else x[b, t, d])
+                acc_h = np.float32(0)
+                for k in range(units):
+                    acc_h += wh[j, k] * h_state[b, k]
+                total = (acc_x + bias[j]) + acc_h
+                gates[j] = np.tanh(total) if units * 2 <= j < units * 3 else SIGMOID(total)
+            for u in range(units):
+                i, f, g, o = gates[u], gates[units + u], gates[2 * units + u], gates[3 * units + u]
+                cell = f * c_state[b, u] + i * g
+                if clip > 0:
+                    cell = min(max(cell, -clip), clip)
+                c_state[b, u] = cell
+                h_state[b, u] = o * np.tanh(cell)
+            for u in range(units):
+                if time_major:
+                    out[t, b, u] = h_state[b, u]
+                else:
+                    out[b, t, u] = h_state[b, u]
+
+
+LSTM_FLOAT = compiled(_lstm_float)
