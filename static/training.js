@@ -40,6 +40,22 @@
     }, CONFIG);
   };
 
+  // The steps recomputation added (named "<node>/remat"), shaded on the plan's live-bytes chart, runs of
+  // neighbouring steps as one band.
+  M.markRecomputed = function (view, state) {
+    if (!view || !state || !view.step_names) return;
+    const bands = [];
+    view.step_names.forEach((name, s) => {
+      if (!String(name).endsWith("/remat")) return;
+      const last = bands[bands.length - 1];
+      if (last && last.x1 === s - 0.5) last.x1 = s + 0.5;
+      else bands.push({ type: "rect", xref: "x", yref: "paper", x0: s - 0.5, x1: s + 0.5, y0: 0, y1: 1,
+        fillcolor: "#b07aa1", opacity: 0.2, line: { width: 0 }, layer: "below", name: "recomputed" });
+    });
+    if (!bands.length) return;
+    state.ready.then(() => Plotly.relayout(state.live, { shapes: (state.live.layout.shapes || []).concat(bands) }));
+  };
+
   M.lossChart = function (el, losses) {
     return Plotly.newPlot(el, [{
       type: "scatter", mode: "lines", name: "loss", x: losses.map((_, i) => i + 1), y: losses.slice(),
@@ -88,6 +104,7 @@
       if (training.live || !view) return;
       document.getElementById("run-plan-card").hidden = false;
       const plan = M.runPlan(view, []);
+      M.markRecomputed(view, plan);
       const run = M.runFollower(view, plan, plan.live);
       run.permalink = (id) => "/training/demo/" + id;
       Object.assign(training, { view: view, plan: plan, run: run });
