@@ -160,26 +160,48 @@ def _binary(a, b, table_a, table_b, zeros, q, out):  # pragma: no cover - compil
     axis of one stretched). ADD is TFLite's: each input's rescaled value from its table (indexed by
     value + q[5]), the sum scaled by (q[0], q[1]); MUL scales ``(a - za) * (b - zb)`` (zeros) by it.
     Then the zero point q[2] and the clamp to [q[3], q[4]]."""
-    multiplier, shift, zero, lo, hi, offset = q[0], q[1], q[2], q[3], q[4], q[5]
-    za, zb = zeros[0], zeros[1]
-    add = table_a.size > 0
-    sa = (a.shape[0] > 1, a.shape[1] > 1, a.shape[2] > 1, a.shape[3] > 1)
-    sb = (b.shape[0] > 1, b.shape[1] > 1, b.shape[2] > 1, b.shape[3] > 1)
+    sa = (a.shape[0] > 1, a.shape[1] > 1, a.shape[2] > 1)
+    sb = (b.shape[0] > 1, b.shape[1] > 1, b.shape[2] > 1)
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
             for k in range(out.shape[2]):
                 row_a = a[i * sa[0], j * sa[1], k * sa[2]]
                 row_b = b[i * sb[0], j * sb[1], k * sb[2]]
-                target = out[i, j, k]
-                for n in range(out.shape[3]):
-                    va = np.int64(row_a[unsigned(n * sa[3])])
-                    vb = np.int64(row_b[unsigned(n * sb[3])])
-                    if add:
-                        raw = table_a[unsigned(va + offset)] + table_b[unsigned(vb + offset)]
-                    else:
-                        raw = (va - za) * (vb - zb)
-                    value = SCALED(raw, multiplier, shift) + zero
-                    target[unsigned(n)] = min(max(value, lo), hi)
+                _ROW(row_a, row_b, table_a, table_b, zeros, q, out[i, j, k])
+
+
+def _row(row_a, row_b, table_a, table_b, zeros, q, target):  # pragma: no cover - compiled
+    """One row of `_binary`: each input a full row or one value stretched over it (a loop for each
+    case, so that none branches per element)."""
+    multiplier, shift, zero, lo, hi, offset = q[0], q[1], q[2], q[3], q[4], q[5]
+    za, zb = zeros[0], zeros[1]
+    count = target.shape[0]
+    full_a, full_b = row_a.shape[0] > 1 or count == 1, row_b.shape[0] > 1 or count == 1
+    if table_a.size > 0:  # ADD: the sum of the two rescaled values
+        if full_a and full_b:
+            for n in range(count):
+                raw = table_a[unsigned(row_a[unsigned(n)] + offset)] + table_b[unsigned(row_b[unsigned(n)] + offset)]
+                target[unsigned(n)] = _CLAMPED(raw, multiplier, shift, zero, lo, hi)
+        else:
+            one = table_b[unsigned(row_b[0] + offset)] if full_a else table_a[unsigned(row_a[0] + offset)]
+            row, table = (row_a, table_a) if full_a else (row_b, table_b)
+            for n in range(count):
+                raw = table[unsigned(row[unsigned(n)] + offset)] + one
+                target[unsigned(n)] = _CLAMPED(raw, multiplier, shift, zero, lo, hi)
+    elif full_a and full_b:  # MUL: the product less the zero points
+        for n in range(count):
+            raw = (np.int64(row_a[unsigned(n)]) - za) * (np.int64(row_b[unsigned(n)]) - zb)
+            target[unsigned(n)] = _CLAMPED(raw, multiplier, shift, zero, lo, hi)
+    else:
+        one = np.int64(row_b[0]) - zb if full_a else np.int64(row_a[0]) - za
+        row, z = (row_a, za) if full_a else (row_b, zb)
+        for n in range(count):
+            raw = (np.int64(row[unsigned(n)]) - z) * one
+            target[unsigned(n)] = _CLAMPED(raw, multiplier, shift, zero, lo, hi)
+
+
+def _clamped(raw, multiplier, shift, zero, lo, hi):  # pragma: no cover - compiled
+    return min(max(SCALED(raw, multiplier, shift) + zero, lo), hi)
 
 
 def _lookup(x, table, offset, out):  # pragma: no cover - compiled
@@ -193,5 +215,7 @@ REQUANTIZE: Any = compiled(_requantize)
 ACCUMULATE: Any = compiled(_accumulate)
 _PLANE: Any = compiled(_requantize_plane)
 DEPTHWISE: Any = compiled(_depthwise)
+_CLAMPED = compiled(_clamped, inline=True)
+_ROW: Any = compiled(_row)
 BINARY: Any = compiled(_binary)
 LOOKUP: Any = compiled(_lookup)

@@ -119,14 +119,15 @@ def test_depthwise_route_matches_onnxruntime(dtype, strides, dilations, pads, w_
 
 
 @pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
-def test_binary_of_three_dimensions_with_broadcast(op):
+@pytest.mark.parametrize("shapes", [((3, 7, 5), (7, 1)), ((7, 1), (3, 7, 5)), ((2, 1, 6, 5), (1, 3, 1, 5))])
+def test_binary_with_axes_stretched(op, shapes):
+    """Either input stretched along an axis of one, of three and four dimensions."""
     rng = np.random.default_rng(6)
-    a = rng.integers(-128, 128, (3, 7, 5)).astype(np.int8)
-    b = rng.integers(-128, 128, (7, 1)).astype(np.int8)
-    inputs = [a, _s(0.05), np.array(2, np.int8), b, _s(0.04), np.array(-3, np.int8), _s(0.07 if op == "QLinearAdd"
-              else 0.3), np.array(1, np.int8)]  # fmt: skip
+    a, b = (rng.integers(-128, 128, shape).astype(np.int8) for shape in shapes)
+    scale_y = _s(0.07 if op == "QLinearAdd" else 0.3)
+    inputs = [a, _s(0.05), np.array(2, np.int8), b, _s(0.04), np.array(-3, np.int8), scale_y, np.array(1, np.int8)]
     expected, got = run_both(op, inputs, domain="com.microsoft", constants=(1, 2, 4, 5, 6, 7))
-    assert_within_one_step(expected, got, op, max_share=0.08)
+    assert_within_one_step(expected, got, f"{op} {shapes}", max_share=0.08)
 
 
 def _init(name, value):
