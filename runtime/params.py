@@ -30,6 +30,7 @@ import numpy as np
 from runtime.constants import Constant
 from runtime.errors import ModelError
 from runtime.graph import Graph, load_model
+from runtime.states import STATE
 from runtime.tflite import is_tflite
 
 Key = tuple[str, str, tuple[int, ...]]
@@ -71,7 +72,7 @@ class ParameterStore:
         skipped = set(skip)
         constants = {}
         for name, c in graph.constants.items():
-            if name in skipped or c.source == "shared":
+            if name in skipped or c.source in ("shared", STATE):  # a state is each session's own (runtime.states)
                 constants[name] = c
                 continue
             location = c.location

@@ -61,7 +61,7 @@ from runtime.kernels import Kernel, kernel_of, loop_ufunc_buffers, weights_kwarg
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
 from runtime.problem import check_aliases, memory_problem, node_metas, workspace_id
-from runtime.states import States, state_names
+from runtime.states import States
 from runtime.stats import RunStats
 from runtime.step_calls import bind_call
 
@@ -138,7 +138,7 @@ class Session:
         kernels = self._resolve_kernels()
         self._check_unbound()
         if self.params is not None:
-            self.graph = self.params.share(self.graph, skip=(*self._unbound, *state_names(self.graph)))
+            self.graph = self.params.share(self.graph, skip=self._unbound)
         problem = self._problem_arg
         if problem is None:
             problem = memory_problem(self.graph, self.options)

@@ -21,10 +21,6 @@ from runtime.graph_types import Graph
 STATE = "state"  # the Constant.source of a state
 
 
-def state_names(graph: Graph) -> list[str]:
-    return [name for name, c in graph.constants.items() if c.source == STATE]
-
-
 class States:
     """A session's own states by name."""
 
