@@ -10,6 +10,7 @@ import urllib.request
 from app.services.library import EXAMPLES_DIR
 from planner.generate import network_like
 from tests.browser.harness import BROWSER, shot
+from tests.patience import JOB_MS
 
 pytestmark = BROWSER
 
@@ -163,7 +164,7 @@ def test_a_run_shows_progress_and_its_verdict(server, page):
     _plan_page_ready(page)
     page.click("#run-button")
     # The run is followed on the plan page; its own page is the permalink of the finished run.
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=120_000)
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)
     # The light ResNet-50's weights are constant: its softmax rests on near-tied logits, so the verdict
     # may find it ill-conditioned and judge the logits instead; either way it must pass.
     assert _passed(page.inner_text("#live-verdict"))

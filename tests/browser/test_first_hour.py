@@ -19,6 +19,7 @@ from app.storage import Storage
 from tests import memory_models
 from tests.app.routes.test_lists import conv_nchw
 from tests.browser.harness import BROWSER, serving, shot, upload
+from tests.patience import JOB_MS
 from tests.runtime.test_session import small_cnn
 
 pytestmark = BROWSER
@@ -158,7 +159,7 @@ def test_a_runs_headline_is_its_timed_runs_median_and_the_job_says_where_else_it
     page.goto(f"{url}/plans/{made['plans'][0]['id']}")
     page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.run")
     page.click("#run-button")
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)
     assert "median of" in page.inner_text("#live-status")
     page.click("#live-link")
     page.wait_for_selector("#job-phases")
@@ -284,7 +285,7 @@ def test_the_smaller_things(served, conv_model, page):
     page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.run")
     page.check("#run-form input[name='canary']")
     page.click("#run-button")
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)
     assert "canary" in page.inner_text("#live-verdict")
     page.click("#live-link")
     page.wait_for_selector("#canary-clean")
@@ -336,7 +337,7 @@ def test_the_gallerys_squeezenet_run_is_not_a_red_failure(served, page):
     page.goto(f"{url}/plans/{made['plans'][0]['id']}")
     page.wait_for_function("window.Memplan && Memplan.plan && Memplan.plan.run")
     page.click("#run-button")
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=120_000)
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)
     live = page.locator("#live-verdict")
     assert live.get_attribute("data-verdict") in ("passed", "ill-conditioned"), live.inner_text()
     assert "fail" not in live.get_attribute("class")

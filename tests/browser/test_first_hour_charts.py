@@ -12,6 +12,7 @@ import pytest
 from app.settings import Settings
 from tests import memory_models
 from tests.browser.harness import BROWSER, serving, shot, upload
+from tests.patience import JOB_MS
 from tests.runtime.test_session import small_cnn
 
 pytestmark = BROWSER
@@ -74,7 +75,7 @@ def test_the_run_chart_comes_into_view_and_nothing_on_it_is_clipped(url, page):
         assert not _overlap(label.evaluate(BOX), load_label)
     # The run: the chart it follows is brought into view.
     page.click("#run-button")
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)
     top = page.evaluate("document.getElementById('chart-offsets-a').getBoundingClientRect().top")
     assert -2 <= top < page.evaluate("window.innerHeight") / 2  # its top on screen, not 900 px below
     # Its per-step times' axis and title inside the chart.
@@ -138,7 +139,7 @@ def test_the_sweep_heatmap_is_scaled_by_the_placing_strategies_and_shows_whole_n
     page.goto(f"{url}/sweeps/{sweep['id']}")
     page.wait_for_function("window.Memplan && Memplan.sweep && Memplan.sweep.ready")
     page.evaluate("Memplan.sweep.ready.then(() => true)")
-    page.wait_for_function("document.getElementById('sweep-state').textContent === 'done'", timeout=120_000)
+    page.wait_for_function("document.getElementById('sweep-state').textContent === 'done'", timeout=JOB_MS)
     chart = "document.querySelector('#sweep-heatmaps .js-plotly-plot')"
     trace = page.evaluate(f"(() => {{ const t = {chart}.data[0]; return {{x: t.x, z: t.z, zmax: t.zmax}}; }})()")
     ratios = dict(zip(trace["x"], trace["z"][0], strict=True))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tests import memory_models
 from tests.browser.harness import BROWSER, shot, upload
+from tests.patience import JOB_MS
 
 pytestmark = BROWSER
 
@@ -39,7 +40,7 @@ def test_a_pipeline_run_is_followed_live_on_its_joint_plan_to_its_verdict(server
     )
     page.check("#pipeline-run-form [name=canary]")
     page.click("#pipeline-run-button")
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)
     assert "outputs match onnxruntime" in page.inner_text("#live-verdict")
     steps = page.evaluate("PIPELINE.view.steps")
     run = page.evaluate(
@@ -55,7 +56,7 @@ def test_a_pipeline_run_is_followed_live_on_its_joint_plan_to_its_verdict(server
     shot(page, "pipeline-live-run-verdict")
     # The run's permalink: the joint plan it ran in, with the measured time of every step.
     page.click("#live-link")
-    page.wait_for_selector("#copies", timeout=60_000)
+    page.wait_for_selector("#copies", timeout=JOB_MS)
     page.wait_for_function("window.Memplan && Memplan.runView && Memplan.runView.ready")
     page.evaluate("Memplan.runView.ready.then(() => true)")
     assert "outputs match" in page.inner_text("#verdict")

@@ -12,6 +12,7 @@ from app.settings import Settings
 from app.storage import Storage
 from tests.app.routes.test_live_runs import store_broken_plan
 from tests.browser.harness import BROWSER, serving, shot, upload
+from tests.patience import JOB_MS
 from tests.runtime.test_session import small_cnn
 
 pytestmark = BROWSER
@@ -47,7 +48,7 @@ def test_a_run_followed_on_the_plan_page_to_its_verdict(served, page):
     _, made = _plan(page, url)
     _open(page, url, made["plans"][0]["id"])
     page.click("#run-button")
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)
     assert "outputs match" in page.inner_text("#live-verdict")
     run = page.evaluate(
         "({events: Memplan.plan.run.events, times: Memplan.plan.run.times.size, drawn: Memplan.plan.run.drawn})"

@@ -17,6 +17,7 @@ from app.jobs import finish
 from app.settings import Settings
 from app.storage import Storage, new_id
 from tests.browser.harness import BROWSER, serving, shot
+from tests.patience import JOB_MS, JOB_SECONDS
 
 pytestmark = BROWSER
 
@@ -63,9 +64,9 @@ def test_a_training_demo_is_followed_live_on_its_unified_plan_to_its_verdict(ser
     page.click("#training-button")
     page.wait_for_url("**/training/demo/*")
     # Generous: on a machine busy with other work the page and the job start slowly.
-    page.wait_for_function("window.Memplan && Memplan.training && Memplan.training.run", timeout=180_000)
+    page.wait_for_function("window.Memplan && Memplan.training && Memplan.training.run", timeout=JOB_MS)
     page.evaluate("Memplan.training.plan.ready.then(() => true)")
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=180_000)
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)
     verdict = page.inner_text("#live-verdict")
     assert "checked: first loss" in verdict and "onnx.reference" in verdict and "fell" in verdict, verdict
     steps = page.evaluate("Memplan.training.view.steps")
@@ -96,7 +97,7 @@ def test_a_canary_hit_in_a_training_step_is_drawn_in_red_where_it_happened(serve
     url, storage = served
     made = page.request.post(url + "/api/v1/training/demo", data={"model": "mlp", "steps": 2, "batch": 8})
     real_id = made.json()["id"]
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + JOB_SECONDS
     while (job := page.request.get(url + f"/api/v1/jobs/{real_id}").json())["state"] not in ("done", "failed"):
         assert time.monotonic() < deadline, "the demo did not finish"
         time.sleep(0.2)

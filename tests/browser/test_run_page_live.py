@@ -15,6 +15,7 @@ from app.jobs import finish
 from app.settings import Settings
 from app.storage import Storage, new_id
 from tests.browser.harness import BROWSER, serving, shot, upload
+from tests.patience import JOB_SECONDS
 from tests.runtime.test_session import small_cnn
 
 pytestmark = BROWSER
@@ -92,7 +93,7 @@ def test_a_run_page_under_way_follows_the_run_on_its_plan(served, page):
 
 
 def _wait_done(page, url: str, job_id: str) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + JOB_SECONDS
     while page.request.get(url + f"/api/v1/jobs/{job_id}").json()["state"] not in ("done", "failed"):
         assert time.monotonic() < deadline, "the run did not finish"
         time.sleep(0.2)

@@ -9,13 +9,14 @@ import time
 from runtime.training import models as training_models
 from tests import memory_models
 from tests.browser.harness import BROWSER, shot, upload
+from tests.patience import JOB_MS, JOB_SECONDS
 
 # Skipped without Chromium; the server, browser and page fixtures are in tests/conftest.py.
 pytestmark = BROWSER
 
 
 def _finished_run(page) -> None:
-    page.wait_for_selector("#copies", timeout=60_000)  # the page reloads once the run is done
+    page.wait_for_selector("#copies", timeout=JOB_MS)  # the page reloads once the run is done
 
 
 def test_run_page_zero_copy_toggle_shows_zero_copies(server, page):
@@ -39,7 +40,7 @@ def test_training_demo_page_shows_a_falling_loss_chart(server, page):
     page.select_option("[name=model]", "mlp")
     page.click("#training-button")
     page.wait_for_url("**/training/demo/*")
-    page.wait_for_selector("#loss-drop", timeout=60_000)
+    page.wait_for_selector("#loss-drop", timeout=JOB_MS)
     page.wait_for_function("document.getElementById('chart-loss').data !== undefined")
     losses = page.evaluate("document.getElementById('chart-loss').data[0].y")
     assert len(losses) == 40 and sum(losses[-5:]) < 0.5 * sum(losses[:5])
@@ -88,7 +89,7 @@ def test_training_forms_send_their_memory_options(server, page):
     assert {k: request.value.post_data_json[k] for k in options} == options
     page.wait_for_url("**/training/demo/*")
     job_url = server + "/api/v1/jobs/" + page.url.rsplit("/", 1)[1]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + JOB_SECONDS
     while (job := page.request.get(job_url).json())["state"] not in ("done", "failed"):
         assert time.monotonic() < deadline, "the demo did not finish"
         time.sleep(0.2)
@@ -114,7 +115,7 @@ def test_pipeline_of_two_uploaded_models_is_planned_and_run(server, page):
     assert 0 < joint <= separate
     page.check("#pipeline-run-form [name=zero_copy]")
     page.click("#pipeline-run-button")
-    page.wait_for_selector("#live-verdict:not([hidden])", timeout=60_000)  # followed on the pipeline's page
+    page.wait_for_selector("#live-verdict:not([hidden])", timeout=JOB_MS)  # followed on the pipeline's page
     page.click("#live-link")
     _finished_run(page)
     assert page.inner_text("#copies") == "0" and "outputs match" in page.inner_text("#verdict")

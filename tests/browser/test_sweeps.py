@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.browser.harness import BROWSER, shot, upload
 from tests.cli.test_sweep import batched_mlp
+from tests.patience import JOB_MS
 
 pytestmark = BROWSER
 
@@ -24,7 +25,7 @@ def test_a_sweep_from_the_form_fills_its_table_and_heatmaps(server, page):
     page.wait_for_url("**/sweeps/*")
     page.wait_for_function("window.Memplan && Memplan.sweep && Memplan.sweep.ready")
     page.evaluate("Memplan.sweep.ready.then(() => true)")
-    page.wait_for_function("document.getElementById('sweep-state').textContent === 'done'", timeout=120_000)
+    page.wait_for_function("document.getElementById('sweep-state').textContent === 'done'", timeout=JOB_MS)
     assert page.locator("#sweep-table tbody tr").count() == 2 * 3 * 2
     assert page.locator("#sweep-heatmaps .js-plotly-plot").count() == 2  # batch=1 and batch=8
     z = page.evaluate("document.querySelector('#sweep-heatmaps .js-plotly-plot').data[0].z")

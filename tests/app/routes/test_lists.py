@@ -9,6 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests import memory_models
+from tests.patience import JOB_SECONDS
 
 
 def conv_nchw() -> onnx.ModelProto:
@@ -88,7 +89,7 @@ def test_a_models_runs_are_listed_with_their_verdicts(client):
     r = client.post(f"/api/v1/models/{model}/runs", json={"strategy": "greedy_by_size", "dims": {"N": 2}})
     assert r.status_code == 202, r.text
     job = r.json()
-    assert client.app.state.jobs.wait(job["id"], 60)
+    assert client.app.state.jobs.wait(job["id"], JOB_SECONDS)
     listed = client.get(f"/api/v1/models/{model}/runs").json()
     assert [run["id"] for run in listed["items"]] == [job["id"]] and listed["total"] == 1
     assert listed["items"][0]["verdict"] == "passed"  # the run's own page says the same (onnxruntime)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from app.services.run_views import running_plan_view
 from planner import Plan, Problem
 from tests import memory_models
+from tests.patience import JOB_SECONDS
 
 
 def _pipeline(client) -> dict:
@@ -44,7 +45,7 @@ def test_a_pipeline_run_with_the_canary_reports_every_step_of_the_joint_schedule
     r = client.post(f"/api/v1/pipelines/{out['id']}/runs", json={"canary": True, "seed": 1})
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    assert client.app.state.jobs.wait(job_id, 60)
+    assert client.app.state.jobs.wait(job_id, JOB_SECONDS)
     job = client.get(f"/api/v1/jobs/{job_id}").json()
     assert job["state"] == "done", job["error"]
     result = job["result"]

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from app.storage import PlanRecord, new_id
 from planner import Placement, Plan
+from tests.patience import JOB_SECONDS
 from tests.runtime.test_session import small_cnn
 
 
-def _finished(client, job_id: str, timeout: float = 60) -> dict:
+def _finished(client, job_id: str, timeout: float = JOB_SECONDS) -> dict:
     assert client.app.state.jobs.wait(job_id, timeout), f"job {job_id} did not finish"
     return client.get(f"/api/v1/jobs/{job_id}").json()
 

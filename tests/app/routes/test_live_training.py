@@ -11,6 +11,7 @@ import json
 
 from app.services import training
 from planner import Plan, Problem, check_plan
+from tests.patience import JOB_SECONDS
 
 
 def _events(client, job_id: str) -> list[dict]:
@@ -29,7 +30,7 @@ def test_a_demo_reports_its_plan_first_then_every_node_with_the_canary_and_a_ver
     r = client.post("/api/v1/training/demo", json={"model": "mlp", "steps": steps, "batch": 8, "canary": True})
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    assert client.app.state.jobs.wait(job_id, 120)
+    assert client.app.state.jobs.wait(job_id, JOB_SECONDS)
     job = client.get(f"/api/v1/jobs/{job_id}").json()
     assert job["state"] == "done", job["error"]
     result = job["result"]
@@ -73,7 +74,7 @@ def test_a_long_demo_reports_every_nth_step_node_by_node_within_the_budget(clien
     steps = 400  # x 18 nodes: more node events than the budget
     r = client.post("/api/v1/training/demo", json={"model": "mlp", "steps": steps, "batch": 8})
     job_id = r.json()["id"]
-    assert client.app.state.jobs.wait(job_id, 300)
+    assert client.app.state.jobs.wait(job_id, JOB_SECONDS)
     result = client.get(f"/api/v1/jobs/{job_id}").json()["result"]
     assert result["verdict"]["passed"] is True and result["canary"] is False
     nodes = [e for e in _events(client, job_id) if "step" in e]

@@ -3,12 +3,11 @@ prepared weights), and the plan page's yardsticks agree with the plans' own figu
 
 from __future__ import annotations
 
-import time
-
 import onnx
 import pytest
 
 from app.services.library import EXAMPLES_DIR
+from tests.patience import JOB_SECONDS
 
 
 @pytest.fixture()
@@ -122,10 +121,7 @@ def test_prepared_weights_off_is_planned_stored_and_run_with_fewer_parameter_byt
 
 
 def _finished(client, job_id: str) -> dict:
-    for _ in range(600):
-        job = client.get(f"/api/v1/jobs/{job_id}").json()
-        if job["state"] in ("done", "failed"):
-            break
-        time.sleep(0.1)
+    assert client.app.state.jobs.wait(job_id, JOB_SECONDS), f"job {job_id} did not finish"
+    job = client.get(f"/api/v1/jobs/{job_id}").json()
     assert job["state"] == "done", job.get("error")
     return job

@@ -24,6 +24,7 @@ from onnx.reference import ReferenceEvaluator
 import runtime
 from app.services.library import EXAMPLES_DIR
 from planner import Placement, Plan, check_plan, names
+from tests.patience import JOB_SECONDS
 
 SQUEEZENET = EXAMPLES_DIR / "light_squeezenet.onnx"
 RESNET = EXAMPLES_DIR / "light_resnet50.onnx"
@@ -161,7 +162,7 @@ def test_zip_with_external_data_is_planned_and_run(tmp_path, client):
     plans = client.post(f"/api/v1/models/{model['id']}/plans", json={"strategies": ["greedy_by_size"]}).json()["plans"]
     assert plans[0]["valid"]
     job = client.post(f"/api/v1/models/{model['id']}/runs", json={"plan_id": plans[0]["id"], "seed": 3}).json()
-    client.app.state.jobs.wait(job["id"], 60)
+    client.app.state.jobs.wait(job["id"], JOB_SECONDS)
     result = client.get(f"/api/v1/jobs/{job['id']}").json()
     assert result["state"] == "done", result["error"]
     assert result["result"]["verdict"]["passed"] is True
@@ -279,7 +280,7 @@ def _run(client: TestClient, model_id: str, **kwargs) -> dict:
     r = client.post(f"/api/v1/models/{model_id}/runs", **kwargs)
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    assert client.app.state.jobs.wait(job_id, 120)
+    assert client.app.state.jobs.wait(job_id, JOB_SECONDS)
     return client.get(f"/api/v1/jobs/{job_id}").json()
 
 

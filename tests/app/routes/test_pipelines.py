@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from planner import Plan, Problem, check_plan
 from tests import memory_models
+from tests.patience import JOB_SECONDS
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -23,7 +24,7 @@ def _upload(client: TestClient, model, name: str) -> str:
 
 
 def _finished(client: TestClient, job: dict) -> dict:
-    assert client.app.state.jobs.wait(job["id"], 60)
+    assert client.app.state.jobs.wait(job["id"], JOB_SECONDS)
     done = client.get(f"/api/v1/jobs/{job['id']}").json()
     assert done["state"] == "done", done
     return done["result"]

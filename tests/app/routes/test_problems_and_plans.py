@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from planner import Placement, Plan, Problem, check_plan, get, load, names
 from planner.csvio import read_csv
+from tests.patience import JOB_SECONDS
 
 CSV = "id,lower,upper,size\na,0,2,64\nb,1,3,64\nc,2,4,64\nd,0,4,32\n"
 
@@ -42,7 +43,7 @@ def test_csv_problem_is_planned_by_every_strategy_and_each_plan_checks(client):
     fast = [n for n in names() if not get(n).slow]
     assert [p["strategy"] for p in result["plans"]] == fast  # slow ones, if any, run as a job
     if result["job"] is not None:
-        assert client.app.state.jobs.wait(result["job"]["id"], 120)
+        assert client.app.state.jobs.wait(result["job"]["id"], JOB_SECONDS)
     stored = client.get(f"/api/v1/problems/{result['problem_id']}").json()["plans"]
     assert sorted(p["strategy"] for p in stored) == sorted(names())
     problem, _ = read_csv(CSV)

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import runtime
 from planner import load
+from tests.patience import JOB_SECONDS
 
 
 def upload(client, model: onnx.ModelProto) -> str:
@@ -19,7 +20,7 @@ def upload(client, model: onnx.ModelProto) -> str:
 def run(client, model_id: str, body: dict) -> dict:
     r = client.post(f"/api/v1/models/{model_id}/runs", json=body)
     assert r.status_code == 202, r.text
-    assert client.app.state.jobs.wait(r.json()["id"], 120)
+    assert client.app.state.jobs.wait(r.json()["id"], JOB_SECONDS)
     return client.get(f"/api/v1/jobs/{r.json()['id']}").json()
 
 

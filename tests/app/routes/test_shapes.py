@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app.services import graphs
+from tests.patience import JOB_SECONDS
 from tests.runtime.paddle_models import detector, trainable
 
 SHAPES = {"x": [1, 3, 48, 320], "bias": [1, 2, 1, 1]}
@@ -49,7 +50,7 @@ def test_run_with_shapes_matches_onnxruntime(client, paddle):
     r = client.post(f"/api/v1/models/{paddle}/runs", json={"shapes": SHAPES, "seed": 3})
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    assert client.app.state.jobs.wait(job_id, 120)
+    assert client.app.state.jobs.wait(job_id, JOB_SECONDS)
     job = client.get(f"/api/v1/jobs/{job_id}").json()
     assert job["state"] == "done", job["error"]
     result = job["result"]

@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 import runtime
 from planner import load
 from tests.cli.test_sweep import batched_mlp
+from tests.patience import JOB_SECONDS
 
 
 def _upload(client, hidden: int, name: str) -> str:
@@ -20,7 +21,7 @@ def _upload(client, hidden: int, name: str) -> str:
     return r.json()["id"]
 
 
-def _finished(client, sweep_id: str, timeout: float = 120) -> dict:
+def _finished(client, sweep_id: str, timeout: float = JOB_SECONDS) -> dict:
     assert client.app.state.jobs.wait(sweep_id, timeout), f"sweep {sweep_id} did not finish in {timeout} s"
     return client.get(f"/api/v1/sweeps/{sweep_id}").json()
 

@@ -15,6 +15,7 @@ from planner import Plan, Problem, check_plan
 from runtime import MemoryOptions
 from runtime.training import CATEGORIES, build_training_step, plan_categories, training_problem
 from runtime.training import models as training_models
+from tests.patience import JOB_SECONDS
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -120,7 +121,7 @@ def test_training_demo_runs_with_the_memory_options_it_was_given(client):
     r = client.post("/api/v1/training/demo", json={"model": "cnn", "steps": 2, "batch": 8, **options})
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    assert client.app.state.jobs.wait(job_id, 120)
+    assert client.app.state.jobs.wait(job_id, JOB_SECONDS)
     job = client.get(f"/api/v1/jobs/{job_id}").json()
     assert job["state"] == "done", job.get("error")
     result = job["result"]
@@ -192,7 +193,7 @@ def test_training_demo_streams_a_falling_loss(client, model):
     assert r.status_code == 202, r.text
     job = r.json()
     assert job["kind"] == "training" and job["links"]["page"] == f"/training/demo/{job['id']}"
-    assert client.app.state.jobs.wait(job["id"], 120)
+    assert client.app.state.jobs.wait(job["id"], JOB_SECONDS)
     losses = []
     with client.stream("GET", f"/api/v1/jobs/{job['id']}/events") as stream:
         event = None

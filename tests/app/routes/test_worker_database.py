@@ -4,6 +4,7 @@ scheduler can read those); workers complete it from their own environment."""
 from __future__ import annotations
 
 from app.jobs import worker_database_url
+from tests.patience import JOB_SECONDS
 
 CSV = "id,lower,upper,size\na,0,2,64\nb,1,3,32\nc,3,4,64\n"
 
@@ -22,7 +23,7 @@ def test_jobs_carry_no_password_and_still_reach_the_database(client):
     )
     assert r.status_code == 200, r.text
     job_id = r.json()["job"]["id"]
-    assert jobs.wait(job_id, 120)
+    assert jobs.wait(job_id, JOB_SECONDS)
     job = client.get(f"/api/v1/jobs/{job_id}").json()
     assert job["state"] == "done", job.get("message") or job
 

@@ -14,6 +14,7 @@ from app.errors import AppError
 from app.schemas import PlanRequest, RunRequest
 from app.services import library, planning, runs
 from tests.memory_models import mlp, save
+from tests.patience import JOB_SECONDS
 
 
 def _stored_mlp(client, tmp_path, seed: int = 0):
@@ -30,7 +31,7 @@ def test_a_run_reports_onnxruntimes_outputs_and_is_stored(client, tmp_path):
     npz = io.BytesIO()
     np.savez(npz, x=x)
     job = runs.start(storage, jobs, record, RunRequest(dims={"N": 3}, verify="none"), npz.getvalue())
-    done = jobs.wait(job.id, 120)
+    done = jobs.wait(job.id, JOB_SECONDS)
     assert done is not None and done.state == "done", done and done.error
     (expected,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     (reported,) = done.result["outputs"]
