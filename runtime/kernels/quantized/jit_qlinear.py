@@ -155,53 +155,61 @@ def _requantize_plane(acc, wide, bias, multiplier, shift, zero, lo, hi, out):  #
             target[unsigned(ox)] = min(max(value, lo), hi)
 
 
-def _binary(a, b, table_a, table_b, zeros, q, out):  # pragma: no cover - compiled
+BLOCK = 256  # elements of a row whose sums `_binary` holds in its scratch at a time
+
+
+def _binary(a, b, table_a, table_b, zeros, q, out, raw):  # pragma: no cover - compiled
     """QLinearAdd (`table_a` given) or QLinearMul over 4-D `a` and `b` that broadcast to `out` (an
     axis of one stretched). ADD is TFLite's: each input's rescaled value from its table (indexed by
     value + q[5]), the sum scaled by (q[0], q[1]); MUL scales ``(a - za) * (b - zb)`` (zeros) by it.
-    Then the zero point q[2] and the clamp to [q[3], q[4]]."""
+    Then the zero point q[2] and the clamp to [q[3], q[4]]. `raw` (BLOCK int64) holds a block of
+    sums: read wholly before any is written, so that `out` may be an input's memory and the loops
+    still vectorise (over an aliased row they would not)."""
     sa = (a.shape[0] > 1, a.shape[1] > 1, a.shape[2] > 1)
     sb = (b.shape[0] > 1, b.shape[1] > 1, b.shape[2] > 1)
+    multiplier, shift, zero, lo, hi = q[0], q[1], q[2], q[3], q[4]
     for i in range(out.shape[0]):
         for j in range(out.shape[1]):
             for k in range(out.shape[2]):
                 row_a = a[i * sa[0], j * sa[1], k * sa[2]]
                 row_b = b[i * sb[0], j * sb[1], k * sb[2]]
-                _ROW(row_a, row_b, table_a, table_b, zeros, q, out[i, j, k])
+                target = out[i, j, k]
+                for n0 in range(0, target.shape[0], raw.shape[0]):
+                    count = min(raw.shape[0], target.shape[0] - n0)
+                    _SUMS(row_a, row_b, table_a, table_b, zeros, q[5], n0, count, raw)
+                    for n in range(count):
+                        raw[unsigned(n)] = min(max(SCALED(raw[unsigned(n)], multiplier, shift) + zero, lo), hi)
+                    for n in range(count):
+                        target[unsigned(n0 + n)] = raw[unsigned(n)]
 
 
-def _row(row_a, row_b, table_a, table_b, zeros, q, target):  # pragma: no cover - compiled
-    """One row of `_binary`: each input a full row or one value stretched over it (a loop for each
-    case, so that none branches per element)."""
-    multiplier, shift, zero, lo, hi, offset = q[0], q[1], q[2], q[3], q[4], q[5]
-    za, zb = zeros[0], zeros[1]
-    count = target.shape[0]
-    full_a, full_b = row_a.shape[0] > 1 or count == 1, row_b.shape[0] > 1 or count == 1
+def _sums(row_a, row_b, table_a, table_b, zeros, offset, n0, count, raw):  # pragma: no cover - compiled
+    """raw[:count] = the sums (ADD) or products (MUL) of elements n0.. of a row, each input a full
+    row or one value stretched over it (a loop for each case: none branches per element)."""
+    full_a, full_b = row_a.shape[0] > 1, row_b.shape[0] > 1
+    if row_a.shape[0] == row_b.shape[0]:
+        full_a = full_b = True
     if table_a.size > 0:  # ADD: the sum of the two rescaled values
         if full_a and full_b:
             for n in range(count):
-                raw = table_a[unsigned(row_a[unsigned(n)] + offset)] + table_b[unsigned(row_b[unsigned(n)] + offset)]
-                target[unsigned(n)] = _CLAMPED(raw, multiplier, shift, zero, lo, hi)
-        else:
-            one = table_b[unsigned(row_b[0] + offset)] if full_a else table_a[unsigned(row_a[0] + offset)]
-            row, table = (row_a, table_a) if full_a else (row_b, table_b)
-            for n in range(count):
-                raw = table[unsigned(row[unsigned(n)] + offset)] + one
-                target[unsigned(n)] = _CLAMPED(raw, multiplier, shift, zero, lo, hi)
-    elif full_a and full_b:  # MUL: the product less the zero points
+                m = unsigned(n0 + n)
+                raw[unsigned(n)] = table_a[unsigned(row_a[m] + offset)] + table_b[unsigned(row_b[m] + offset)]
+            return
+        one = table_b[unsigned(row_b[0] + offset)] if full_a else table_a[unsigned(row_a[0] + offset)]
+        row, table = (row_a, table_a) if full_a else (row_b, table_b)
         for n in range(count):
-            raw = (np.int64(row_a[unsigned(n)]) - za) * (np.int64(row_b[unsigned(n)]) - zb)
-            target[unsigned(n)] = _CLAMPED(raw, multiplier, shift, zero, lo, hi)
-    else:
-        one = np.int64(row_b[0]) - zb if full_a else np.int64(row_a[0]) - za
-        row, z = (row_a, za) if full_a else (row_b, zb)
+            raw[unsigned(n)] = table[unsigned(row[unsigned(n0 + n)] + offset)] + one
+        return
+    za, zb = zeros[0], zeros[1]
+    if full_a and full_b:  # MUL: the product less the zero points
         for n in range(count):
-            raw = (np.int64(row[unsigned(n)]) - z) * one
-            target[unsigned(n)] = _CLAMPED(raw, multiplier, shift, zero, lo, hi)
-
-
-def _clamped(raw, multiplier, shift, zero, lo, hi):  # pragma: no cover - compiled
-    return min(max(SCALED(raw, multiplier, shift) + zero, lo), hi)
+            m = unsigned(n0 + n)
+            raw[unsigned(n)] = (np.int64(row_a[m]) - za) * (np.int64(row_b[m]) - zb)
+        return
+    one = np.int64(row_b[0]) - zb if full_a else np.int64(row_a[0]) - za
+    row, z = (row_a, za) if full_a else (row_b, zb)
+    for n in range(count):
+        raw[unsigned(n)] = (np.int64(row[unsigned(n0 + n)]) - z) * one
 
 
 def _lookup(x, table, offset, out):  # pragma: no cover - compiled
@@ -215,7 +223,6 @@ REQUANTIZE: Any = compiled(_requantize)
 ACCUMULATE: Any = compiled(_accumulate)
 _PLANE: Any = compiled(_requantize_plane)
 DEPTHWISE: Any = compiled(_depthwise)
-_CLAMPED = compiled(_clamped, inline=True)
-_ROW: Any = compiled(_row)
+_SUMS: Any = compiled(_sums, inline=True)
 BINARY: Any = compiled(_binary)
 LOOKUP: Any = compiled(_lookup)

@@ -13,7 +13,8 @@ import numpy as np
 
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
-from runtime.kernels.quantized.jit_qlinear import BINARY, LOOKUP
+from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, LOOKUP
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -101,12 +102,13 @@ def _four(v: np.ndarray) -> np.ndarray:
     return v.reshape((1,) * (4 - v.ndim) + v.shape)
 
 
-def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, op: str, made: dict) -> None:
+def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, ws, op: str, made: dict) -> None:
     if "q_params" not in made:  # constants not prepared: worked out for this call
         made = _binary_parameters(op, a.dtype, out.dtype, a_scale, a_zero, b_scale, b_zero, y_scale, y_zero)
     table_a, table_b, zeros, params = made["q_table_a"], made["q_table_b"], made["q_zeros"], made["q_params"]
     if _compiled_binary(a, b, out) and all(v.flags.c_contiguous for v in (a, b, out)):
-        BINARY(_four(a), _four(b), table_a, table_b, zeros, params, _four(out))
+        raw = Scratch(ws, "QLinear binary").take((BLOCK,), np.int64)
+        BINARY(_four(a), _four(b), table_a, table_b, zeros, params, _four(out), raw)
         return
     multiplier, shift, zero, lo, hi, offset = (int(v) for v in params)
     if op == "mul":
@@ -116,14 +118,19 @@ def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, op: st
     out[...] = qa.requantize(raw, multiplier, shift, zero, lo, hi)
 
 
-@kernel("QLinearAdd", domain=MS, inplace=(0, 3), constants=_binary_constants("add"))
-def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out, **made):
-    _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, "add", made)
+def _binary_workspace(inputs, outputs, **_) -> int:
+    """A block of the compiled pass's int64 sums."""
+    return scratch_bytes(((BLOCK,), np.int64)) if _compiled_binary(inputs[0], inputs[3], outputs[0]) else 0
 
 
-@kernel("QLinearMul", domain=MS, inplace=(0, 3), constants=_binary_constants("mul"))
-def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out, **made):
-    _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, "mul", made)
+@kernel("QLinearAdd", domain=MS, inplace=(0, 3), constants=_binary_constants("add"), workspace=_binary_workspace)
+def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out, ws, **made):
+    _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, ws, "add", made)
+
+
+@kernel("QLinearMul", domain=MS, inplace=(0, 3), constants=_binary_constants("mul"), workspace=_binary_workspace)
+def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out, ws, **made):
+    _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, ws, "mul", made)
 
 
 def _table(x_dtype, x_scale, x_zero, y_scale, y_zero, out_dtype, fn) -> np.ndarray:
