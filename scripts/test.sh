@@ -19,5 +19,9 @@ fi
 python -m pip install -q --disable-pip-version-check --require-hashes -r requirements/lock.txt
 python -m pip install -q --disable-pip-version-check --no-deps -e .
 
+# One pytest process per core, four at most (pytest-xdist); each test file stays in one process, so
+# its module fixtures (a served app, a database, a Dask cluster) are made once. Arguments after the
+# command come last and win: `bash scripts/test.sh -n 0` runs everything in this one process.
+workers=$(python -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))")
 # pytest exits 5 when it collects no test: that fails this script too.
-python -m pytest -q "$@"
+python -m pytest -q -n "$workers" --dist loadfile "$@"
