@@ -97,18 +97,34 @@ def _compiled_binary(a, b, out) -> bool:
     return BINARY is not None and eight_bit and a.dtype == b.dtype and len(out.shape) <= 4
 
 
-def _four(v: np.ndarray) -> np.ndarray:
-    """`v` with leading axes of one up to four dimensions (a view of the arena's array)."""
-    return v.reshape((1,) * (4 - v.ndim) + v.shape)
+def _merged(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Views of the three arrays with neighbouring axes merged where each input spans the output
+    on both or is stretched on both (so that the compiled rows are as long as they can be), with
+    leading axes of one up to four dimensions."""
+    shapes = [[1] * (out.ndim - v.ndim) + list(v.shape) for v in (a, b)] + [list(out.shape)]
+    merged = [[shape[0]] for shape in shapes] if out.ndim else [[1], [1], [1]]
+    for axis in range(1, out.ndim):
+        prev, cur = [m[-1] for m in merged], [shape[axis] for shape in shapes]
+        joins = all(
+            (p == prev[2] and c == cur[2]) or (p == 1 and c == 1)
+            for p, c in zip(prev[:2], cur[:2], strict=True)
+        )  # fmt: skip
+        for m, c in zip(merged, cur, strict=True):
+            if joins:
+                m[-1] *= c
+            else:
+                m.append(c)
+    return tuple(v.reshape((1,) * (4 - len(m)) + tuple(m)) for v, m in zip((a, b, out), merged, strict=True))
 
 
 def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, ws, op: str, made: dict) -> None:
     if "q_params" not in made:  # constants not prepared: worked out for this call
         made = _binary_parameters(op, a.dtype, out.dtype, a_scale, a_zero, b_scale, b_zero, y_scale, y_zero)
     table_a, table_b, zeros, params = made["q_table_a"], made["q_table_b"], made["q_zeros"], made["q_params"]
-    if _compiled_binary(a, b, out) and all(v.flags.c_contiguous for v in (a, b, out)):
+    if _compiled_binary(a, b, out) and all(v.flags.c_contiguous for v in (a, b, out)) and out.size:
         raw = Scratch(ws, "QLinear binary").take((BLOCK,), np.int64)
-        BINARY(_four(a), _four(b), table_a, table_b, zeros, params, _four(out), raw)
+        a4, b4, out4 = _merged(a, b, out)
+        BINARY(a4, b4, table_a, table_b, zeros, params, out4, raw)
         return
     multiplier, shift, zero, lo, hi, offset = (int(v) for v in params)
     if op == "mul":
