@@ -79,11 +79,18 @@ def _svdf(dtype, state_dtype=np.int8, rank=2, batches=2, depth=12, filters=8, me
 
 
 @pytest.mark.parametrize(
-    "dtype,state_dtype",
-    [(np.int8, np.int8), (np.int8, np.int16), (np.float32, np.float32)],
-    ids=["int8", "int16-state", "float"],
-)
-def test_generated_svdf_runs_like_consecutive_tflm_invocations(dtype, state_dtype):
+    "dtype,state_dtype,route",
+    [(np.int8, np.int8, "compiled"), (np.int8, np.int16, "compiled"), (np.int8, np.int8, "numpy"),
+     (np.int8, np.int16, "numpy"), (np.float32, np.float32, "numpy")],
+    ids=["int8", "int16-state", "int8-numpy", "int16-state-numpy", "float"],
+)  # fmt: skip
+def test_generated_svdf_runs_like_consecutive_tflm_invocations(monkeypatch, dtype, state_dtype, route):
+    from runtime.kernels.quantized import tflite_svdf
+
+    if route == "numpy":
+        monkeypatch.setattr(tflite_svdf, "SVDF", None)
+    elif tflite_svdf.SVDF is None:
+        pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
     inputs, outputs = _svdf(dtype, state_dtype)
     activation = "RELU" if dtype == np.float32 else "NONE"
     data = one_op_model("SVDF", inputs, outputs, {"rank": 2, "fused_activation_function": activation})
@@ -125,3 +132,23 @@ def test_run_verify_judges_the_first_run_of_a_stateful_model(tmp_path, dtype):
     )  # fmt: skip
     verdict = report["verification"]
     assert verdict["oracle"] == "tflite-micro" and verdict["passed"] is True, verdict
+
+
+def test_sessions_sharing_parameters_keep_states_of_their_own():
+    """Through a ParameterStore the weights are shared, never the states: two sessions of
+    keyword_scrambled carry their own memories, and each equals a lone session's."""
+    from runtime.params import ParameterStore
+
+    data = model_bytes("keyword_scrambled_8bit")
+    graph = runtime.load_model(data)
+    store = ParameterStore()
+    first, second, alone = Session(graph, params=store), Session(graph, params=store), Session(graph)
+    rng = np.random.default_rng(4)
+    xs = [rng.integers(-3000, 3000, (1, 96)).astype(np.int16) for _ in range(3)]
+    for x in xs:
+        for s in (first, alone):
+            s.run({graph.inputs[0]: x})
+    second.run({graph.inputs[0]: xs[0]})
+    name = next(n.inputs[4] for n in graph.nodes if n.op_type == "SVDF")
+    assert np.array_equal(first.states.arrays[name], alone.states.arrays[name])
+    assert not np.array_equal(first.states.arrays[name], second.states.arrays[name])
