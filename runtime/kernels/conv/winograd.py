@@ -40,21 +40,24 @@ MIN_PIXELS = 14 * 14
 # 16 channels to 32 over the same map: 1.87 against 2.13).
 MIN_CHANNELS = 16
 # A map of fewer pixels (a band of a tiled stage: a few rows of a wide map) takes F(2x2) too where
-# its tiles are mostly used and the sgemms deep and long enough (`_band_pays`). What amortizes the
-# transforms is the tile count times the channels, not the pixels: measured one thread, prepared
-# weights, 3x3 bands of a few rows, im2col against F(2x2) in ms: 64 channels, 2 rows of 56: 0.114
-# against 0.083, 3 rows 0.163 against 0.132; 128 channels, 1 row of 28: 0.150 against 0.137;
-# 256 channels, 2 rows of 14: 0.517 against 0.259; whole maps, 64 channels at 7 x 7 0.083
-# against 0.079, 256 at 4 x 4 0.311 against 0.193. Losing: one row of 56 at 64 channels (0.071
-# against 0.082: half of each tile is wasted), 32 channels at 7 x 7 (0.035 against 0.046: 16
-# tiles of 32-deep sgemms), any 16-channel band (0.021 against 0.030 for 2 rows of 112).
-BAND_MIN_CHANNELS = 32
+# it has two rows of tiles or more, mostly used, and enough tiles x channels to amortize the
+# transforms (`_band_pays`). Measured one thread, prepared weights, with the weights cold as in a
+# tiled stage (each band runs every layer of the stage, so a layer's weights have left the cache by
+# its next band: 32 MB read between calls), F(2x2) / im2col: 64 channels, 4 rows of 56: 0.90, 8
+# rows 0.86; 128 channels, 4 rows of 28: 0.88; 256 channels, 4 rows of 14: 0.79. One or two
+# output rows gain nothing once the weights are cold (64 channels, 2 rows of 56: 1.01; 256, 2 rows
+# of 14: 1.05; 32 channels, 4 rows of 112: 1.20), although they win when the same weights are
+# called again and again (2 rows of 56 at 64 channels: 0.083 ms against 0.114): on ResNet-18's
+# 23-layer head in stripes of 4 and 8 input rows, the head ran 5-10% slower with those taking it.
+BAND_MIN_ROWS = 4
+BAND_MIN_CHANNELS = 64
 BAND_MIN_WORK = 1024  # tiles x input channels
-BAND_MIN_USE = 0.75  # output pixels / pixels the tiles compute; one-row bands waste half ...
-BAND_ONE_ROW_CHANNELS = 128  # ... which 128 channels and more still amortize
+BAND_MIN_USE = 0.75  # output pixels / pixels the tiles compute
 # Transformed weights above this size are read from memory on every call; they pay only over
-# at least `MANY_TILES` tiles: 512 channels at 7 x 7 (16 MB of U) lose, 5.1 ms against 3.2, and
-# 384 at 14 x 14 (9.4 MB, 49 tiles) 12.2 against 10.5, while 256 (4 MB) win at 14 x 14 and 7 x 7.
+# at least `MANY_TILES` tiles. Measured one thread, prepared weights, F(2x2) against im2col in ms
+# (weights warm / cold): 384 channels at 14 x 14 (9.4 MB of U, 49 tiles) 15.2 against 7.2 / 15.0
+# against 8.1; 512 at 14 x 14 (16 MB) 27.4 against 12.3 / 26.4 against 12.0; 512 at 7 x 7 6.7
+# against 4.1; while 256 (4 MB) wins at 14 x 14, 2.4 against 3.6 / 3.5 against 3.7.
 U_CACHED_BYTES = 4 << 20
 MANY_TILES = 14 * 14
 POSITIONS = jit_winograd.ALPHA * jit_winograd.ALPHA
@@ -96,12 +99,13 @@ def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
 
 
 def _band_pays(geo: Geometry, channels: int, tiles: int) -> bool:
-    """Whether F(2x2) beats im2col on a map below `MIN_PIXELS` (see `BAND_MIN_CHANNELS`)."""
+    """Whether F(2x2) beats im2col on a map below `MIN_PIXELS` (see `BAND_MIN_ROWS`)."""
     use = math.prod(geo.out) / (tiles * 4)
     return (
-        channels >= BAND_MIN_CHANNELS
+        geo.out[0] >= BAND_MIN_ROWS
+        and channels >= BAND_MIN_CHANNELS
         and tiles * channels >= BAND_MIN_WORK
-        and (use >= BAND_MIN_USE or channels >= BAND_ONE_ROW_CHANNELS)
+        and use >= BAND_MIN_USE
     )
 
 

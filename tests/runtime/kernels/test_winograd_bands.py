@@ -1,7 +1,7 @@
 """Winograd's F(2x2, 3x3) on the bands of a tiled stage (`runtime.kernels.conv.winograd.takes`):
-a few rows of a wide map, deep enough, take it by default and match onnx.reference with exactly
-the declared workspace; bands where im2col was measured faster (one row at 64 channels, thin
-channels, transformed weights too large for the cache over few tiles) keep im2col."""
+two rows of tiles or more of a wide map, deep enough, take it by default and match onnx.reference
+with exactly the declared workspace; where im2col was measured as fast or faster (one row of tiles,
+thin channels, transformed weights too large for the cache over few tiles) it keeps im2col."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ BAND = {"pads": [0, 0, 0, 0]}  # a band's input carries its rows and zero column
 @pytest.mark.parametrize(
     ("x_shape", "filters", "attrs"),
     [
-        ((1, 64, 4, 58), 64, BAND),  # two output rows of 56
-        ((1, 64, 5, 58), 32, BAND),  # three rows: the last tile row half used
-        ((1, 128, 3, 30), 128, BAND),  # one row of 28 at 128 channels
+        ((1, 64, 6, 44), 64, BAND),  # four output rows of 42 (two rows of tiles)
+        ((1, 64, 7, 30), 32, BAND),  # five rows of 28: the last tile row half used
+        ((1, 128, 6, 30), 128, BAND),  # four rows of 28 at 128 channels
         ((1, 64, 7, 7), 64, {"pads": [1, 1, 1, 1]}),  # a whole small map
     ],
-    ids=["2x56", "3x56", "1x28-deep", "7x7-map"],
+    ids=["4x42", "5x28", "4x28-deep", "7x7-map"],
 )
 def test_a_band_takes_winograd_and_matches_the_reference(x_shape, filters, attrs, monkeypatch):
     calls = []
@@ -51,11 +51,13 @@ def test_a_band_takes_winograd_and_matches_the_reference(x_shape, filters, attrs
     ("x_shape", "filters", "attrs"),
     [
         ((1, 64, 3, 58), 64, BAND),  # one row of 56 at 64 channels: half of each tile wasted
-        ((1, 16, 3, 114), 16, BAND),  # 16 channels: the transforms cost more than they save
+        ((1, 256, 4, 16), 256, BAND),  # one row of tiles: no gain once the weights are cold
+        ((1, 32, 6, 44), 32, BAND),  # 32 channels: the transforms cost more than they save
         ((1, 32, 7, 7), 32, {"pads": [1, 1, 1, 1]}),  # 16 tiles of 32-deep sgemms
         ((1, 512, 7, 7), 512, {"pads": [1, 1, 1, 1]}),  # 16 MB of transformed weights over 16 tiles
+        ((1, 384, 14, 14), 384, {"pads": [1, 1, 1, 1]}),  # a whole map, 9.4 MB of them over 49 tiles
     ],
-    ids=["1x56", "thin", "7x7-32", "7x7-512"],
+    ids=["1x56", "2x14-deep", "thin", "7x7-32", "7x7-512", "14x14-384"],
 )
 def test_bands_where_im2col_wins_keep_it(x_shape, filters, attrs):
     height = x_shape[2] if attrs["pads"][0] else x_shape[2] - 2
