@@ -513,7 +513,9 @@ def test_a_planted_branch_over_a_pool_recurrence_or_over_input_route_name_fails(
         "ROUTES = (PoolRoute('max_compiled', 'MaxPool'), RecurrenceRoute('recurrence_numpy', None))\n"
         "OVER_ROWS = OverRoute('over_rows', False)\n"
     )
-    chain = "def run(route, over):\n    if route.name == 'max_compiled' or over.name != 'over_rows':\n        return 1\n"
+    chain = (
+        "def run(route, over):\n    if route.name == 'max_compiled' or over.name != 'over_rows':\n        return 1\n"
+    )
     chain += "    return route.name in ['recurrence_numpy']\n"
     root = _plant(tmp_path, {**CLEAN, "runtime/kernels/pool_routes.py": tables, "runtime/kernels/pool.py": chain})
     assert route_name_branches(root, PACKAGES) == [
