@@ -5,7 +5,10 @@ functions: its tensors (constants carry their bytes), one builtin operator with 
 as the reader hands them to kernels (snake_case fields, enums by their schema names). `run_tflm`
 runs it in the `tflite-micro` wheel's interpreter (reference kernels); `run_kernel` calls memplan's
 kernel of the same builtin with the same tensors, attributes and quantization, into a preallocated
-output and a workspace of the size the kernel asked for.
+output and a workspace of the size the kernel asked for. An input may be `OMITTED` (an optional
+input left out, index -1) or `variable` (a state, as TFLite's LSTM and SVDF keep theirs);
+`run_tflm_steps` invokes one interpreter several times, its states carried from one invocation to
+the next; `lstm_tensors` makes a standard UNIDIRECTIONAL_SEQUENCE_LSTM's 24 inputs.
 """
 
 from __future__ import annotations
