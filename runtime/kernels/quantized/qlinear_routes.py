@@ -24,6 +24,7 @@ per node (the kernel's constants hook), or per call where the node's constants a
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -77,13 +78,28 @@ class QConvShape(NamedTuple):
     def depthwise(self) -> bool:
         return self.group == self.x[1] == self.y[1] and self.w[1] == 1
 
-    def compiled_geometry(self, geo: Geometry) -> np.ndarray:
-        return np.asarray((*geo.strides, *geo.dilations, *geo.begin), np.int64)
+    @property
+    def compiled_geometry(self) -> np.ndarray:
+        """(strides, dilations, pads before) as the compiled loops take them, made once per shape."""
+        return _compiled_geometry(self)
 
-    def band_rows(self, geo: Geometry) -> int:
+    @property
+    def band_rows(self) -> int:
         """Output rows per gemm band: its columns, float32 sums and float64 chunk sums within BAND_BYTES."""
-        depth, per_group = self.x[1] // self.group * int(np.prod(geo.kernel)), self.y[1] // self.group
-        return units_within(BAND_BYTES, geo.out[1] * (4 * depth + 12 * per_group), geo.out[0])
+        return _band_rows(self)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_geometry(s: QConvShape) -> np.ndarray:
+    geo = s.route[0]
+    return np.asarray((*geo.strides, *geo.dilations, *geo.begin), np.int64)
+
+
+@functools.lru_cache(maxsize=1024)
+def _band_rows(s: QConvShape) -> int:
+    geo = s.route[0]
+    depth, per_group = s.x[1] // s.group * math.prod(geo.kernel), s.y[1] // s.group
+    return units_within(BAND_BYTES, geo.out[1] * (4 * depth + 12 * per_group), geo.out[0])
 
 
 @functools.lru_cache(maxsize=1024)
@@ -155,7 +171,7 @@ def depth_chunks(filters: np.ndarray, x_max: int) -> np.ndarray:
 
 def _depthwise_applies(s: QConvShape, geo: Geometry) -> bool:
     # 256 taps of products under 2**16 stay within 2**24: float32 sums are exact
-    return _eight_bit_2d(s, geo) and s.depthwise and int(np.prod(geo.kernel)) <= 256
+    return _eight_bit_2d(s, geo) and s.depthwise and math.prod(geo.kernel) <= 256
 
 
 def _depthwise_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) -> dict[str, np.ndarray]:
@@ -166,9 +182,10 @@ def _depthwise_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) ->
     }
 
 
+@functools.lru_cache(maxsize=1024)
 def _depthwise_blocks(s: QConvShape, geo: Geometry) -> list[tuple[tuple[int, ...], type]]:
     kh, kw = geo.kernel
-    phases, rows, width = phase_layout(geo.out[0], geo.out[1], kh, kw, s.compiled_geometry(geo))
+    phases, rows, width = phase_layout(geo.out[0], geo.out[1], kh, kw, s.compiled_geometry)
     return [((phases, rows * width), np.float32), ((geo.out[0] * width,), np.float32)]
 
 
@@ -176,7 +193,7 @@ def _depthwise_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
     x, x_zero = values[0], values[2]
     scratch = Scratch(ws, "QLinearConv")
     planes, acc = (scratch.take(*block) for block in _depthwise_blocks(s, geo))
-    compiled_geo, xz = s.compiled_geometry(geo), np.float32(0 if x_zero is None else _one(x_zero))
+    compiled_geo, xz = s.compiled_geometry, np.float32(0 if x_zero is None else _one(x_zero))
     for n in range(x.shape[0]):
         DEPTHWISE(x[n], xz, made["q_filters"], made["q_table"], compiled_geo, out[n], planes, acc)
 
@@ -185,8 +202,8 @@ def _depthwise_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
 
 
 def _gemm_workspace(s: QConvShape, geo: Geometry) -> int:
-    depth, per_group = s.x[1] // s.group * int(np.prod(geo.kernel)), s.y[1] // s.group
-    columns = s.band_rows(geo) * geo.out[1]
+    depth, per_group = s.x[1] // s.group * math.prod(geo.kernel), s.y[1] // s.group
+    columns = s.band_rows * geo.out[1]
     return scratch_bytes(((depth, columns), np.float32), ((per_group, columns), np.float32),
                          ((per_group, columns), np.float64))  # fmt: skip
 
@@ -208,12 +225,12 @@ def _gemm_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
     x, fill = values[0], 0 if values[2] is None else int(_one(values[2]))
     filters, table, chunks = made["q_filters"], made["q_table"], made["q_chunks"]
     per_group, depth_in = s.y[1] // s.group, s.x[1] // s.group
-    rows, ow = s.band_rows(geo), geo.out[1]
+    rows, ow = s.band_rows, geo.out[1]
     scratch = Scratch(ws, "QLinearConv")
     columns_all = scratch.take((filters.shape[1], rows * ow), np.float32)
     part_all = scratch.take((per_group, rows * ow), np.float32)
     acc_all = scratch.take((per_group, rows * ow), np.float64)
-    compiled_geo, (kh, kw) = s.compiled_geometry(geo), geo.kernel
+    compiled_geo, (kh, kw) = s.compiled_geometry, geo.kernel
     flat = out.reshape(out.shape[0], out.shape[1], -1)
     for n in range(x.shape[0]):
         for r0 in range(0, geo.out[0], rows):
