@@ -122,8 +122,9 @@ TileOption = Annotated[
     str,
     typer.Option(
         "--tile",
-        help="auto: compute the first layers of a CNN in row bands (stripes or patches) when that lowers the "
-        "planned arena, the planner's choice of split point, band height and method; off: as the model is.",
+        help="auto: compute the first layers of a CNN in row bands (stripes or patches), or a transformer's "
+        "attention in blocks of query rows, when that lowers the planned arena, the planner's choice of split "
+        "point, band height and method; off: as the model is.",
     ),
 ]
 TileOverheadOption = Annotated[
