@@ -121,3 +121,18 @@ def test_an_lstm_plan_exported_to_tflm_runs_there_with_identical_outputs():
     feeds = [[rng.integers(-128, 128, inputs[0].shape).astype(np.int8)] for _ in range(2)]
     own, ours = run_tflm_steps(data, feeds), run_tflm_steps(exported.data, feeds)
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(own, ours, strict=True))
+
+
+def test_float_lstm_matches_the_tflite_interpreter_too():
+    """The float oracle of the issue's float models: the TFLite interpreter (LiteRT), one invocation."""
+    pytest.importorskip("ai_edge_litert")
+    from runtime.tflite.oracle import outputs_of
+
+    inputs, outputs = lstm_tensors(np.float32, steps=4, units=6)
+    data = one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, {**OPTIONS, "cell_clip": 0.75})
+    graph = runtime.load_model(data)
+    feeds = {graph.inputs[0]: np.random.default_rng(9).standard_normal(inputs[0].shape).astype(np.float32)}
+    expected = outputs_of("litert", data, feeds)[graph.outputs[0]]
+    got = Session(graph).run(feeds)[graph.outputs[0]]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert np.abs(expected).max() > 0.1
