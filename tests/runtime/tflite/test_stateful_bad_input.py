@@ -127,3 +127,17 @@ def test_the_cli_exits_2_naming_the_operator(tmp_path):
     assert result.exit_code == 2, result.output
     assert "operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM): input 2 (input_to_forget_weights) is missing" in result.output
     assert "Traceback" not in result.output
+
+
+def test_rest_refuses_the_upload_with_422_naming_the_operator_and_plans_a_good_one(client):
+    inputs, outputs = _lstm()
+    good = one_op_model(LSTM, inputs, outputs, OPTIONS)
+    inputs[16] = Tensor((4, 4), np.int8, q(0.01), np.zeros((4, 4), np.int8))
+    bad = one_op_model(LSTM, inputs, outputs, OPTIONS)
+    r = client.post("/api/v1/models", files={"file": ("lstm.tflite", bad, "application/octet-stream")})
+    assert r.status_code == 422, r.text
+    assert "operator 0 (UNIDIRECTIONAL_SEQUENCE_LSTM): input 16 (projection_weights) is given" in r.json()["detail"]
+    r = client.post("/api/v1/models", files={"file": ("lstm.tflite", good, "application/octet-stream")})
+    assert r.status_code == 201, r.text
+    planned = client.post(f"/api/v1/models/{r.json()['id']}/plans", json={"strategies": ["greedy_by_size"]})
+    assert planned.status_code == 200, planned.text
