@@ -10,14 +10,17 @@ forget, input and output gates go through a sigmoid, the cell gate through tanh.
 product is requantized as TFLite does: the gates' sums to int16 at 2**-12, clamped after each
 product and after their sum; sigmoid and tanh through TFLite's int16 lookups
 (`runtime.kernels.quantized.tflite_lstm_int`); the element-wise products to the cell's scale and,
-last, to the hidden state's scale and zero point. Batch rows are independent, so every time step
-runs all rows at once, time-major or not.
+last, to the hidden state's scale and zero point. Batch rows are independent, so the numpy route
+runs each time step over all rows at once, time-major or not; the compiled route
+(`jit_tflite_lstm`, float32, or int8 with weights of zero point 0) runs every step and row in
+one call, its constants worked out at prepare.
 
 The hidden and cell states (inputs 18 and 19) are variable tensors: the kernel updates them in
 place, and a `runtime.Session` keeps them from run to run (`Session.reset_state` clears them), as
 TensorFlow Lite Micro keeps them between invocations; given read-only, they are read and left as
-they were. The workspace holds the step's input and hidden state as exact float64 rows (float32
-for a float LSTM) and the two products of all four gates.
+they were. The workspace holds one batch row's four activated gates (compiled route), or the
+step's input and hidden state as exact float64 rows (float32 for a float LSTM) and the two products
+of all four gates (numpy route).
 """
 
 from __future__ import annotations
