@@ -67,6 +67,7 @@ def run_suite(keep: bool = False) -> dict[str, Any]:
         "commit": commit.stdout.strip(),
         "cpu": cpu_model(),
         "cores": os.cpu_count(),
+        "workers": max(1, min(4, len(os.sched_getaffinity(0)))),  # as scripts/test.sh counts them
         "python": platform.python_version(),
         "load_before": load_before,
         "load_after": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
@@ -91,6 +92,7 @@ def section(r: dict[str, Any]) -> str:
         f"(`python -m reliability.suite_run`), {when}, commit {r['commit']}:",
         "",
         f"- machine: {r['cpu']}, {r['cores']} cores, Python {r['python']}; load average before / after: {load}",
+        f"- pytest processes: {r['workers']} (scripts/test.sh: one per core, four at most)",
         f"- result: {r['pytest']} (exit status {r['returncode']})",
         f"- time: {float(r['seconds']) / 60:.1f} min for the whole command (install from the lock included), "
         + (f"{float(r['pytest_seconds']) / 60:.1f} min of tests" if r["pytest_seconds"] else "no pytest time"),
