@@ -8,6 +8,13 @@ MCUNetV2 counts: the input image is not in its 1,372 kB / 172 kB):
   as the peer benchmark's like-for-like column counts;
 - with scratch: ``MemoryOptions(io="external")``, kernels' scratch planned in the arena.
 
+Int8 rows (`--int8`, on by default): MobileNetV2-224 and person_detect as `.tflite` files from
+``../shared/models/tflite`` (NHWC, TensorFlow Lite's integer kernels) and MobileNetV2-224 quantized
+by onnxruntime's `quantize_static` (QDQ, NCHW; `bench/quant_bench.py` makes it in
+``bench/.models/quant``), fed seeded random inputs (`runtime.oracle.random_inputs`). Their outputs
+are checked bit for bit against memplan's untiled run, and against the oracle `runtime.oracle.verify`
+picks by format: TensorFlow Lite Micro (bit-exact) for `.tflite`, onnxruntime (within one step) for QDQ.
+
 Columns: untiled arena and LOAD (`planner.plan(problem, "best")`), the tiled arena (`tile_auto`
 at its default 20% MAC budget, then "best" on the tiled graph's problem), the ratio, the stage
 (head length, method, bands), extra MACs as a fraction of the model's, the median time of
@@ -40,11 +47,17 @@ sys.path.insert(0, str(ROOT))
 
 import planner  # noqa: E402
 from runtime import MemoryOptions, Session, load_model, memory_problem  # noqa: E402
-from runtime.oracle import verify  # noqa: E402
+from runtime.oracle import random_inputs, verify  # noqa: E402
 from runtime.tiling import tile_auto  # noqa: E402
 
 FOLDER = ROOT / "bench" / ".models"
+SHARED = ROOT.parent / "shared" / "models" / "tflite"
 MODELS = ("mobilenetv2", "mobilenetv3_small", "efficientnet_b0", "resnet18")
+INT8 = {  # name in the table -> where the model is
+    "mobilenetv2 int8 (.tflite)": SHARED / "mobilenet_v2_quantized_1x3x224x224.tflite",
+    "person_detect int8 (.tflite)": SHARED / "person_detect.tflite",
+    "mobilenetv2 int8 (QDQ ONNX)": FOLDER / "quant" / "mobilenetv2_qdq.onnx",
+}
 ACCOUNTS = {
     "activations": MemoryOptions(io="external", workspace=False),
     "with scratch": MemoryOptions(io="external"),
@@ -66,11 +79,33 @@ def median_seconds(session: Session, feeds: dict[str, np.ndarray], repeat: int) 
     return float(np.median(times)), outputs
 
 
-def measure(name: str, account: str, options: MemoryOptions, repeat: int, limit: float) -> dict[str, Any]:
-    path = FOLDER / f"{name}.onnx"
-    graph = load_model(path)
+def float_model(name: str) -> tuple[Path, dict[str, np.ndarray]]:
     with np.load(FOLDER / f"{name}.npz") as archive:
-        feeds = {k: archive[k] for k in archive.files}
+        return FOLDER / f"{name}.onnx", {k: archive[k] for k in archive.files}
+
+
+def int8_model(name: str) -> tuple[Path, dict[str, np.ndarray]] | None:
+    path = INT8[name]
+    if not path.exists() and path.name == "mobilenetv2_qdq.onnx" and (FOLDER / "mobilenetv2.onnx").exists():
+        from bench.quant_bench import quantized
+
+        quantized("mobilenetv2", FOLDER / "mobilenetv2.onnx")
+    if not path.exists():
+        print(f"skipped {name}: {path.name} not found", flush=True)
+        return None
+    return path, random_inputs(load_model(path), seed=0)
+
+
+def measure(
+    name: str,
+    path: Path,
+    feeds: dict[str, np.ndarray],
+    account: str,
+    options: MemoryOptions,
+    repeat: int,
+    limit: float,
+) -> dict[str, Any]:
+    graph = load_model(path)
     problem = memory_problem(graph, options)
     untiled = planner.plan(problem, "best", time_limit=limit)
     started = time.perf_counter()
@@ -84,7 +119,7 @@ def measure(name: str, account: str, options: MemoryOptions, repeat: int, limit:
         "search": search,
         "note": tiling.note,
     }
-    base, _ = median_seconds(Session(graph, untiled, options).prepare(), feeds, repeat)
+    base, plain = median_seconds(Session(graph, untiled, options).prepare(), feeds, repeat)
     if tiling.chosen is None:
         return row | {"tiled": untiled.arena_bytes, "extra": 0.0, "stage": "untiled", "time": (base, base)}
     tiled_problem = memory_problem(tiling.graph, options)
@@ -92,6 +127,7 @@ def measure(name: str, account: str, options: MemoryOptions, repeat: int, limit:
     session = Session(tiling.graph, tiled, options).prepare()
     seconds, outputs = median_seconds(session, feeds, repeat)
     verdict = verify(path, feeds, outputs, capture=lambda names: session.capture(feeds, names))
+    integer = name in INT8  # integer arithmetic throughout: the tiled run must equal the untiled one bit for bit
     c = tiling.chosen
     return row | {
         "tiled": tiled.arena_bytes,
@@ -100,6 +136,8 @@ def measure(name: str, account: str, options: MemoryOptions, repeat: int, limit:
         "stage": f"{len(c.chain.nodes)} nodes, {c.method}, {c.tiles} bands",
         "time": (base, seconds),
         "verified": bool(verdict["passed"]),
+        "oracle": verdict.get("oracle"),
+        "same_as_untiled": all(np.array_equal(outputs[k], plain[k]) for k in plain) if integer else None,
     }
 
 
@@ -110,37 +148,50 @@ def section(rows: list[dict[str, Any]], command: str) -> str:
         f"`{command}`. Graph inputs and outputs outside the arena in every row; 'activations' leaves kernels' "
         "scratch outside too (the peer benchmark's like-for-like accounting), 'with scratch' plans it in the "
         "arena. Arenas: `best` on each problem; tiled: `--tile auto` (default budget of 20% extra MACs). "
-        "Times: median of timed runs in one process, untiled then tiled, one BLAS thread. " + PUBLISHED,
+        "Times: median of timed runs in one process, untiled then tiled, one BLAS thread. Outputs: float models "
+        "against onnxruntime; int8 ones bit for bit against memplan's untiled run and against their oracle "
+        "(TensorFlow Lite Micro, bit-exact, for `.tflite`; onnxruntime, within one step, for QDQ). " + PUBLISHED,
         "",
         "| model | arena | untiled arena (LOAD) | tiled arena | untiled / tiled | stage | extra MACs "
-        "| ms untiled / tiled | time ratio | outputs match onnxruntime | search s |",
-        "|---|---|---:|---:|---:|---|---:|---:|---:|---|---:|",
+        "| ms untiled / tiled | time ratio | outputs match (oracle) | int8: = untiled | search s |",
+        "|---|---|---:|---:|---:|---|---:|---:|---:|---|---|---:|",
     ]
     for r in rows:
         base, tiled = r["time"]
         match = {True: "yes", False: "**no**", None: "-"}[r.get("verified")]
+        match += f" ({r['oracle']})" if r.get("oracle") else ""
+        same = {True: "bit-exact", False: "**differs**", None: "-"}[r.get("same_as_untiled")]
         lines.append(
             f"| {r['model']} | {r['account']} | {r['untiled']:,} ({r['load']:,}) | {r['tiled']:,} | "
             f"{r['untiled'] / r['tiled']:.2f}x | {r['stage']} | {r['extra']:.1%} | {base * 1e3:.1f} / "
-            f"{tiled * 1e3:.1f} | {tiled / base:.2f}x | {match} | {r['search']:.1f} |"
+            f"{tiled * 1e3:.1f} | {tiled / base:.2f}x | {match} | {same} | {r['search']:.1f} |"
         )
     lines += ["", "Notes:", ""] + [f"- {r['model']} ({r['account']}): {r['note']}" for r in rows]
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    lines += ["", f"Machine load average (1, 5, 15 min) at the end of the run: {load} (2 cores, shared)."]
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--models", default=",".join(MODELS), help="float models of bench/.models ('' for none)")
+    parser.add_argument("--int8", default=",".join(INT8), help=f"int8 models among: {', '.join(INT8)} ('' for none)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds for each plan by best")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     args = parser.parse_args()
+    unknown = [n for n in args.int8.split(",") if n and n not in INT8]
+    if unknown:
+        parser.error(f"--int8 {', '.join(unknown)}: accepted names are {', '.join(INT8)}")
+    models = [(name, *float_model(name)) for name in args.models.split(",") if name]
+    models += [(name, *found) for name in args.int8.split(",") if name and (found := int8_model(name))]
     rows = []
-    for name in args.models.split(","):
+    for name, path, feeds in models:
         for account, options in ACCOUNTS.items():
-            rows.append(measure(name, account, options, args.repeat, args.time_limit))
+            rows.append(measure(name, path, feeds, account, options, args.repeat, args.time_limit))
             print(rows[-1], flush=True)
-    command = "python bench/tile_bench.py" + ("" if args.models == ",".join(MODELS) else f" --models {args.models}")
+    command = "python bench/tile_bench.py" + ("" if args.models == ",".join(MODELS) else f" --models '{args.models}'")
+    command += "" if args.int8 == ",".join(INT8) else f" --int8 '{args.int8}'"
     command += "" if args.repeat == 5 else f" --repeat {args.repeat}"
     command += "" if args.time_limit == 10.0 else f" --time-limit {args.time_limit:g}"
     text = section(rows, command)

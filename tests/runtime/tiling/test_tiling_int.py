@@ -183,3 +183,49 @@ def test_tile_auto_never_returns_a_larger_arena_on_the_shared_models(name, optio
     arena = planner.plan(memory_problem(tiling.graph, options), "greedy_by_size").arena_bytes
     assert arena <= untiled == tiling.arena_bytes_untiled
     assert (tiling.chosen is None) == (arena == untiled or tiling.graph is graph), tiling.note
+
+
+@pytest.fixture(scope="module")
+def qdq_mobilenet(tmp_path_factory):
+    """A small MobileNetV2-like net quantized by onnxruntime's own tool (QDQ, int8, per channel)."""
+    import onnx
+
+    from runtime.training.models import mobilenet_v2_like
+
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    folder = tmp_path_factory.mktemp("qdq")
+    float_path, path = folder / "float.onnx", folder / "qdq.onnx"
+    onnx.save(mobilenet_v2_like(size=32, width=0.35, classes=10), float_path)
+    shape = (1, 3, 32, 32)
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.left = [{"x": np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(2)]
+
+        def get_next(self):
+            return self.left.pop() if self.left else None
+
+    quantization.quantize_static(
+        str(float_path), str(path), Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
+        activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
+    )  # fmt: skip
+    return path, {"x": np.random.default_rng(9).standard_normal(shape).astype(np.float32)}
+
+
+@pytest.mark.parametrize("method", ["stripes", "patches"])
+def test_a_tiled_qdq_model_equals_its_untiled_run_bit_for_bit(qdq_mobilenet, method):
+    """QuantizeLinear, QLinearConv and QLinearAdd in NCHW bands give the very integers the whole maps
+    give (the untiled run's fidelity to onnxruntime is tests/runtime/quantized/test_fuse_qdq.py's; over a
+    deep net its rounding differences compound, so the logits are no per-step oracle here)."""
+    path, feeds = qdq_mobilenet
+    graph = load_model(path)
+    heads = chains(graph)
+    chain = heads[len(heads) // 2]
+    assert {"QuantizeLinear", "QLinearConv", "QLinearAdd"} <= {n.op_type for n in chain.nodes}
+    assert chain.axis(chain.output) == 2
+    tiled = tiled_graph(graph, chain, 2, method)
+    session = Session(tiled, "greedy_by_size", EXTERNAL, canary=True).prepare()
+    got = session.run(feeds)
+    want = Session(graph, "greedy_by_size", EXTERNAL).prepare().run(feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
