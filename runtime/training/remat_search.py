@@ -16,7 +16,8 @@ extra FLOPs (its recomputed ops' over the step's). The search:
    recomputation needs, ranked by bytes freed per FLOP) are placed in that order, and the first
    among the next few that lowers the arena plus the placed problem's lower bound (which moves on
    a plateau of the arena) is kept; then single tensors are dropped or added around that point
-   while that improves it.
+   while that improves it, and runs of the tensors live at the peak step are added together,
+   which single adds miss; again while that improves it.
 4. The curve keeps, over every point placed, the smallest arena at or under each extra-FLOPs
    level (so a larger budget never gives a larger arena); the chosen point is the cheapest one
    whose arena meets the budget within `overhead`, else the smallest arena there (budget not met).
@@ -40,6 +41,7 @@ from runtime.training.remat_exact import exact_curve
 
 FIXED_KINDS = ("trainable", "gradient", "optimizer")  # what no recomputation can remove
 METHODS = ("auto", "exact", "heuristic")
+PEAK_TENSORS = 8  # at most so many tensors live at the peak are tried together: 36 runs
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,17 @@ def search(
         kind = "exact" if exact_curve(score, overhead, deadline) else "partial"
     else:
         best = _greedy(step, score, overhead, deadline)
-        _local(score, best, overhead, deadline)
+        tried: set[frozenset[str]] = set()
+        while time.perf_counter() < deadline:
+            best = _local(score, best, overhead, deadline)
+            # From where the local search ended, and from the cheapest smallest arena (often a drop away
+            # from it, its peak elsewhere); each start once.
+            starts = [c for c in dict.fromkeys((best, _smallest(score, overhead))) if c not in tried]
+            tried.update(starts)
+            moved = [m for m in (_at_the_peak(score, c, overhead, deadline) for c in starts) if m not in starts]
+            if not moved:
+                break
+            best = moved[0]
     curve = pareto(score.points.values())
     if budget_fraction is not None:
         budget = math.floor(budget_fraction * without.arena_bytes)
@@ -320,7 +332,7 @@ def _greedy(step: TrainingStep, score: Scorer, overhead: float, deadline: float,
     return chosen
 
 
-def _local(score: Scorer, start: frozenset[str], overhead: float, deadline: float) -> None:
+def _local(score: Scorer, start: frozenset[str], overhead: float, deadline: float) -> frozenset[str]:
     """Rounds, until one changes nothing or the time is up: drop single recomputed tensors (dearest first)
     while that does not make the point worse, then add the largest tensors backward reads, with their
     closures, while that makes it better."""
@@ -329,14 +341,48 @@ def _local(score: Scorer, start: frozenset[str], overhead: float, deadline: floa
         before = current
         for name in sorted(current, key=lambda n: (-score.cands[n].flops, n)):
             if time.perf_counter() >= deadline:
-                return
+                return current
             trial = current - {name}
             if trial != current and not _better(score, current, trial):
                 current = trial
         for c in sorted(score.cands.values(), key=lambda c: (-c.nbytes, c.name)):
             if time.perf_counter() >= deadline:
-                return
+                return current
             if c.name in score.kept and c.name not in current:
                 trial = current | score.closure(c.name)
                 if score.flops(trial) <= overhead + 1e-12 and _better(score, trial, current):
                     current = trial
+    return current
+
+
+def _smallest(score: Scorer, overhead: float) -> frozenset[str]:
+    """The placed choice within `overhead` with the smallest arena, then the fewest FLOPs."""
+    within = [
+        (p.arena_bytes, p.extra_flops, p.recomputed, c)
+        for c, p in score.points.items()
+        if p.extra_flops <= overhead + 1e-12
+    ]
+    return min(within)[3]
+
+
+def _at_the_peak(score: Scorer, current: frozenset[str], overhead: float, deadline: float) -> frozenset[str]:
+    """A move single adds miss: tensors backward reads that are live at the current problem's peak step,
+    taken together (each alone may leave the peak where it is, as a layer's queries, keys and values do):
+    all of them, then every run of them in the order they were made (shortest last; a run of the earliest
+    made moves their copies furthest from the peak), the first that lowers the arena plus LOAD. `current`
+    when none does."""
+    problem = score.problem(current)[1]
+    peak = planner.peak_step(problem)
+    live = {b.id for b in problem.buffers if b.first <= peak <= b.last}
+    names = sorted(
+        (n for n in live if n in score.kept and n in score.cands and n not in current),
+        key=lambda n: (score.cands[n].position, n),
+    )[:PEAK_TENSORS]
+    runs = [names[i : i + k] for k in range(len(names), 0, -1) for i in range(len(names) - k + 1)]
+    for run in runs:
+        if time.perf_counter() >= deadline:
+            break
+        trial = current.union(*(score.closure(n) for n in run))
+        if score.flops(trial) <= overhead + 1e-12 and _better(score, trial, current):
+            return trial
+    return current
