@@ -39,20 +39,14 @@ MIN_PIXELS = 14 * 14
 # (crnn_ocr's first conv, 3 channels to 64 over 48 x 320: 1.75 ms against im2col's 1.20;
 # 16 channels to 32 over the same map: 1.87 against 2.13).
 MIN_CHANNELS = 16
-# A map of fewer pixels (a band of a tiled stage: a few rows of a wide map) takes F(2x2) too where
-# it has two rows of tiles or more, mostly used, and enough tiles x channels to amortize the
-# transforms (`_band_pays`). Measured one thread, prepared weights, with the weights cold as in a
-# tiled stage (each band runs every layer of the stage, so a layer's weights have left the cache by
-# its next band: 32 MB read between calls), F(2x2) / im2col: 64 channels, 4 rows of 56: 0.90, 8
-# rows 0.86; 128 channels, 4 rows of 28: 0.88; 256 channels, 4 rows of 14: 0.79. One or two
-# output rows gain nothing once the weights are cold (64 channels, 2 rows of 56: 1.01; 256, 2 rows
-# of 14: 1.05; 32 channels, 4 rows of 112: 1.20), although they win when the same weights are
-# called again and again (2 rows of 56 at 64 channels: 0.083 ms against 0.114): on ResNet-18's
-# 23-layer head in stripes of 4 and 8 input rows, the head ran 5-10% slower with those taking it.
-BAND_MIN_ROWS = 4
-BAND_MIN_CHANNELS = 64
-BAND_MIN_WORK = 1024  # tiles x input channels
-BAND_MIN_USE = 0.75  # output pixels / pixels the tiles compute
+# A band of a tiled stage (a few rows of a wide map) below `MIN_PIXELS` keeps im2col. Measured one
+# thread, prepared weights, F(2x2) / im2col: with the same weights called again and again, 2 rows of
+# 56 at 64 channels 0.73 (0.083 ms against 0.114); but in a tiled stage each band runs every layer of
+# the stage, so a layer's weights have left the cache by its next band, and with them cold (32 MB
+# read between calls) 1 or 2 rows gain nothing (64 channels, 2 rows of 56: 1.01; 256, 2 rows of
+# 14: 1.05) and 4 rows 0.79-0.90. Winograd's workspace is also larger than a band's im2col (its
+# transformed weights when made per call, V and M): taken from 4 rows and 64 channels, ResNet-18's
+# tiled arena with scratch rose from 1,728,576 to 2,607,104 bytes, for a head 5-12% faster.
 # Transformed weights above this size are read from memory on every call; they pay only over
 # at least `MANY_TILES` tiles. Measured one thread, prepared weights, F(2x2) against im2col in ms
 # (weights warm / cold): 384 channels at 14 x 14 (9.4 MB of U, 49 tiles) 15.2 against 7.2 / 15.0
@@ -78,8 +72,8 @@ U_IN_CACHE_BYTES = 1 << 20
 def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
     """Whether a Conv of this geometry runs by Winograd: compiled loops on, float32, 2-D 3x3,
     stride 1, dilation 1, ungrouped, from at least `MIN_CHANNELS` channels, on a map of at least
-    `MIN_PIXELS` output pixels or a smaller one whose tiles pay (`_band_pays`); in both cases
-    with transformed weights that stay in cache or many tiles to spread their reading over."""
+    `MIN_PIXELS` output pixels, with transformed weights that stay in cache (`U_CACHED_BYTES`) or
+    many tiles to spread their reading over."""
     if not (
         jit_winograd.inputs is not None
         and np.dtype(dtype) == jit_winograd.DTYPE
@@ -95,18 +89,7 @@ def takes(geo: Geometry, x_shape, w_shape, group: int, dtype) -> bool:
     u_bytes = POSITIONS * x_shape[1] * w_shape[0] * jit_winograd.DTYPE.itemsize
     if u_bytes > U_CACHED_BYTES and tiles < MANY_TILES:
         return False
-    return math.prod(geo.out) >= MIN_PIXELS or _band_pays(geo, x_shape[1], tiles)
-
-
-def _band_pays(geo: Geometry, channels: int, tiles: int) -> bool:
-    """Whether F(2x2) beats im2col on a map below `MIN_PIXELS` (see `BAND_MIN_ROWS`)."""
-    use = math.prod(geo.out) / (tiles * 4)
-    return (
-        geo.out[0] >= BAND_MIN_ROWS
-        and channels >= BAND_MIN_CHANNELS
-        and tiles * channels >= BAND_MIN_WORK
-        and use >= BAND_MIN_USE
-    )
+    return math.prod(geo.out) >= MIN_PIXELS
 
 
 def applies(x, w, b, out, geo: Geometry, group: int, u, prepared: bool = True) -> bool:

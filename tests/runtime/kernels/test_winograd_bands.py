@@ -1,7 +1,8 @@
-"""Winograd's F(2x2, 3x3) on the bands of a tiled stage (`runtime.kernels.conv.winograd.takes`):
-two rows of tiles or more of a wide map, deep enough, take it by default and match onnx.reference
-with exactly the declared workspace; where im2col was measured as fast or faster (one row of tiles,
-thin channels, transformed weights too large for the cache over few tiles) it keeps im2col."""
+"""Winograd's F(2x2, 3x3) on the bands of a tiled stage (`runtime.kernels.conv.winograd.takes`): a
+band of at least `MIN_PIXELS` output pixels (its input carrying its rows and zero columns, the conv
+unpadded) takes it by default and matches onnx.reference with exactly the declared workspace; a
+smaller band keeps im2col (measured no faster with its weights cold, and a larger workspace), and so
+does a map whose transformed weights are too large for the cache over few tiles."""
 
 from __future__ import annotations
 
@@ -15,20 +16,16 @@ from tests.runtime.kernels.harness import call_conv, conv_data, conv_reference
 needs_jit = pytest.mark.skipif(jit_winograd.inputs is None, reason="compiled loops off or numba missing")
 
 BAND = {"pads": [0, 0, 0, 0]}  # a band's input carries its rows and zero columns: the conv runs unpadded
+SAME = {"pads": [1, 1, 1, 1]}
 
 
 @needs_jit
 @pytest.mark.parametrize(
-    ("x_shape", "filters", "attrs"),
-    [
-        ((1, 64, 6, 44), 64, BAND),  # four output rows of 42 (two rows of tiles)
-        ((1, 64, 7, 30), 32, BAND),  # five rows of 28: the last tile row half used
-        ((1, 128, 6, 30), 128, BAND),  # four rows of 28 at 128 channels
-        ((1, 64, 7, 7), 64, {"pads": [1, 1, 1, 1]}),  # a whole small map
-    ],
-    ids=["4x42", "5x28", "4x28-deep", "7x7-map"],
+    ("x_shape", "filters"),
+    [((1, 64, 6, 58), 64), ((1, 32, 4, 114), 48), ((1, 16, 7, 58), 16)],
+    ids=["4x56", "2x112", "5x56-thin"],
 )
-def test_a_band_takes_winograd_and_matches_the_reference(x_shape, filters, attrs, monkeypatch):
+def test_a_band_of_enough_pixels_takes_winograd_and_matches_the_reference(x_shape, filters, monkeypatch):
     calls = []
     real = winograd.conv_winograd
 
@@ -38,31 +35,35 @@ def test_a_band_takes_winograd_and_matches_the_reference(x_shape, filters, attrs
 
     monkeypatch.setattr(winograd, "conv_winograd", counted)
     x, w, b = conv_data(x_shape, (filters, x_shape[1], 3, 3), True, 2900)
-    want = conv_reference(x, w, b, attrs, [("Relu", {})])
-    assert np.prod(want.shape[2:]) < winograd.MIN_PIXELS  # below the whole-map threshold
+    want = conv_reference(x, w, b, BAND, [("Relu", {})])
     got = np.full(want.shape, np.nan, np.float32)
-    call_conv("ConvAct", x, w, b, got, {**attrs, "activation": "Relu"})
+    call_conv("ConvAct", x, w, b, got, {**BAND, "activation": "Relu"})
     assert calls, "the band did not take Winograd"
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
-@needs_jit
 @pytest.mark.parametrize(
     ("x_shape", "filters", "attrs"),
     [
-        ((1, 64, 3, 58), 64, BAND),  # one row of 56 at 64 channels: half of each tile wasted
-        ((1, 256, 4, 16), 256, BAND),  # one row of tiles: no gain once the weights are cold
-        ((1, 32, 6, 44), 32, BAND),  # 32 channels: the transforms cost more than they save
-        ((1, 32, 7, 7), 32, {"pads": [1, 1, 1, 1]}),  # 16 tiles of 32-deep sgemms
-        ((1, 512, 7, 7), 512, {"pads": [1, 1, 1, 1]}),  # 16 MB of transformed weights over 16 tiles
-        ((1, 384, 14, 14), 384, {"pads": [1, 1, 1, 1]}),  # a whole map, 9.4 MB of them over 49 tiles
+        ((1, 64, 3, 58), 64, BAND),  # one row of 56
+        ((1, 64, 6, 44), 64, BAND),  # four rows of 42: 168 pixels
+        ((1, 128, 6, 30), 128, BAND),  # four rows of 28
+        ((1, 384, 14, 14), 384, SAME),  # a whole map, 9.4 MB of transformed weights over 49 tiles
+        ((1, 512, 14, 14), 512, SAME),  # 16 MB of them
     ],
-    ids=["1x56", "2x14-deep", "thin", "7x7-32", "7x7-512", "14x14-384"],
+    ids=["1x56", "4x42", "4x28-deep", "14x14-384", "14x14-512"],
 )
-def test_bands_where_im2col_wins_keep_it(x_shape, filters, attrs):
+def test_small_bands_and_weights_too_large_for_the_cache_keep_im2col(x_shape, filters, attrs):
     height = x_shape[2] if attrs["pads"][0] else x_shape[2] - 2
     width = x_shape[3] if attrs["pads"][1] else x_shape[3] - 2
-    out = (1, filters, height, width)
-    geo, route = conv_route(x_shape, (filters, x_shape[1], 3, 3), out, attrs)
+    w_shape = (filters, x_shape[1], 3, 3)
+    geo, route = conv_route(x_shape, w_shape, (1, filters, height, width), attrs)
     assert route in ("im2col", "taps")
-    assert not winograd.takes(geo, x_shape, (filters, x_shape[1], 3, 3), 1, np.float32)
+    assert not winograd.takes(geo, x_shape, w_shape, 1, np.float32)
+
+
+def test_transformed_weights_that_stay_in_cache_keep_winograd_on_a_small_deep_map():
+    """256 channels at 14 x 14 (4 MB of transformed weights): measured faster by Winograd."""
+    x_shape, w_shape = (1, 256, 14, 14), (256, 256, 3, 3)
+    geo, route = conv_route(x_shape, w_shape, (1, 256, 14, 14), SAME)
+    assert winograd.takes(geo, x_shape, w_shape, 1, np.float32) is (jit_winograd.inputs is not None)
