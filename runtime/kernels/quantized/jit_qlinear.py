@@ -2,9 +2,9 @@
 
 * `COLUMNS`: a band of output rows' im2col columns of one image, as float32 straight from the
   8-bit input (the padding filled with the input's zero point), for float32 BLAS;
-* `REQUANTIZE`: a band of integer-valued float sums (float32 or float64) to the output's integers
-  with TFLite's MultiplyByQuantizedMultiplier per channel, bias before, zero point and clamp after;
-  `ACCUMULATE` adds a depth chunk's float32 sums into a float64 band;
+* `REQUANTIZE`: a band of integer-valued sums (float32, or int32) to the output's integers with
+  TFLite's MultiplyByQuantizedMultiplier per channel, bias before, zero point and clamp after;
+  `ACCUMULATE` adds a depth chunk's float32 sums into an int32 band;
 * `DEPTHWISE`: a depthwise convolution summed in float32 a channel at a time (exact: at most 256 taps
   of products under 2**16), each tap one contiguous run over the channel's phase planes, and
   requantized as it goes; its scratch is a channel's planes and sums;
@@ -85,9 +85,10 @@ def _requantize(acc, q, c0, out):  # pragma: no cover - compiled
 
 
 def _accumulate(acc, part, first):  # pragma: no cover - compiled
+    """int32 `acc` (+)= a depth chunk's float32 sums (integers, exact)."""
     for c in range(acc.shape[0]):
         for p in range(acc.shape[1]):
-            acc[c, p] = part[c, p] if first else acc[c, p] + part[c, p]
+            acc[c, p] = np.int32(part[c, p]) if first else acc[c, p] + np.int32(part[c, p])
 
 
 def phase_layout(out_h: int, out_w: int, kh: int, kw: int, geo) -> tuple[int, int, int]:

@@ -13,7 +13,7 @@ constants and the bound call all read the one route picked for a node's shapes.
   term is folded into the bias once. Why float32 is exact: every product ``x * w`` is an integer,
   and each depth chunk (`depth_chunks`, from the filter's values) keeps ``max|x| * sum|w|`` of every
   filter row within 2**24, so every partial sum BLAS forms, in any order, is an integer of at most
-  2**24 in magnitude, which float32 holds exactly; chunks add up in float64.
+  2**24 in magnitude, which float32 holds exactly; chunks add up in int32 (TFLite's accumulator).
 * "general": the numpy route of `runtime.kernels.quantized.qlinear_conv` (no compiled loops,
   another rank, or a 16-bit input).
 
@@ -39,7 +39,11 @@ from runtime.kernels.quantized.jit_qlinear import ACCUMULATE, COLUMNS, DEPTHWISE
 from runtime.kernels.window import Geometry, window_geometry
 
 EXACT = 1 << 24  # float32 holds every integer up to here
-BAND_BYTES = 1 << 20  # a gemm band's columns and sums
+# A gemm band's columns and sums: at most BAND_BYTES, and no more than the layer's output (at least
+# MIN_BAND_BYTES), so that the workspace does not raise the arena above the activations it serves.
+BAND_BYTES = 1 << 18
+MIN_BAND_BYTES = 1 << 16
+CHUNK_ROWS = 256  # a band's columns are made and multiplied a depth chunk of about this many rows at a time
 ON = COLUMNS is not None and REQUANTIZE is not None and ACCUMULATE is not None and DEPTHWISE is not None
 
 
@@ -84,9 +88,10 @@ class QConvShape(NamedTuple):
         return _compiled_geometry(self)
 
     @property
-    def band_rows(self) -> int:
-        """Output rows per gemm band: its columns, float32 sums and float64 chunk sums within BAND_BYTES."""
-        return _band_rows(self)
+    def gemm_blocks(self) -> list[tuple[tuple[int, int], type]]:
+        """The gemm route's scratch for one band: its float32 columns and sums, and its int32 sums
+        over depth chunks where the shape allows more than one (`depth_chunks`)."""
+        return _gemm_blocks(self)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -96,10 +101,26 @@ def _compiled_geometry(s: QConvShape) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=1024)
-def _band_rows(s: QConvShape) -> int:
+def _gemm_blocks(s: QConvShape) -> list[tuple[tuple[int, int], type]]:
     geo = s.route[0]
     depth, per_group = s.x[1] // s.group * math.prod(geo.kernel), s.y[1] // s.group
-    return units_within(BAND_BYTES, geo.out[1] * (4 * depth + 12 * per_group), geo.out[0])
+    chunk = _chunk_rows(s)
+    # any 8-bit filter less its zero point is within 255: one chunk where the depth keeps that exact
+    chunked = depth > chunk or depth * _x_max(s.dtype) * 255 > EXACT
+    budget = min(BAND_BYTES, max(MIN_BAND_BYTES, math.prod(s.y)))
+    unit = geo.out[1] * (4 * min(depth, chunk) + 4 * per_group * (2 if chunked else 1))
+    columns = units_within(budget, unit, geo.out[0]) * geo.out[1]
+    blocks: list[tuple[tuple[int, int], type]] = [
+        ((min(depth, chunk), columns), np.float32),
+        ((per_group, columns), np.float32),
+    ]
+    return blocks + [((per_group, columns), np.int32)] if chunked else blocks
+
+
+def _chunk_rows(s: QConvShape) -> int:
+    """The most columns' rows a depth chunk takes: whole channels' taps, about CHUNK_ROWS."""
+    taps = math.prod(s.route[0].kernel)
+    return taps * max(1, CHUNK_ROWS // taps)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -107,6 +128,10 @@ def _pick(s: QConvShape) -> tuple[Geometry, QConvRoute]:
     c = s.conv
     geo = window_geometry(c.x, c.y, c.kernel_shape or c.w[2:], c.auto_pad, c.pads, c.strides, c.dilations)
     return geo, next(r for r in ROUTES if r.applies(s, geo))
+
+
+def _x_max(dtype: str) -> int:
+    return max(abs(v) for v in qa.dtype_range(np.dtype(dtype)))
 
 
 @dataclass(frozen=True)
@@ -151,17 +176,19 @@ def _bias(values: Sequence[Any], channels: int) -> np.ndarray:
     return np.zeros(channels, np.int64) if b is None else np.asarray(b, np.int64).reshape(-1)
 
 
-def depth_chunks(filters: np.ndarray, x_max: int) -> np.ndarray:
+def depth_chunks(filters: np.ndarray, x_max: int, step: int = 1, most: int | None = None) -> np.ndarray:
     """Boundaries [0, k1, ..., depth] of the depth chunks of a (rows, depth) filter matrix in which
-    every row's ``x_max * sum|w|`` stays within 2**24 (so float32 sums of a chunk are exact)."""
+    every row's ``x_max * sum|w|`` stays within 2**24 (so float32 sums of a chunk are exact): each
+    at most `most` long and a multiple of `step` (a channel's taps, which alone stay within it)."""
     depth = filters.shape[1]
     cumulative = np.concatenate([np.zeros((filters.shape[0], 1)), np.cumsum(np.abs(filters), axis=1)], axis=1)
     limit = EXACT // x_max
     bounds, k0 = [0], 0
     while k0 < depth:
         fits = (cumulative[:, k0 + 1 :] - cumulative[:, k0 : k0 + 1] <= limit).all(axis=0)
-        k1 = k0 + (int(np.argmin(fits)) if not fits.all() else fits.size)
-        k0 = max(k1, k0 + 1)  # one product is always within 2**24 (8-bit values)
+        length = int(np.argmin(fits)) if not fits.all() else fits.size
+        length = min(length, most or depth)
+        k0 = min(depth, k0 + max(step, length // step * step))
         bounds.append(k0)
     return np.asarray(bounds, np.int64)
 
@@ -201,23 +228,15 @@ def _depthwise_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
 # ---- gemm -------------------------------------------------------------------------------------------
 
 
-def _gemm_workspace(s: QConvShape, geo: Geometry) -> int:
-    depth, per_group = s.x[1] // s.group * math.prod(geo.kernel), s.y[1] // s.group
-    columns = s.band_rows * geo.out[1]
-    return scratch_bytes(((depth, columns), np.float32), ((per_group, columns), np.float32),
-                         ((per_group, columns), np.float64))  # fmt: skip
-
-
 def _gemm_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) -> dict[str, np.ndarray]:
     channels = s.w[0]
     filters = _filters(values[3], values[5]).reshape(channels, -1)
     x_zero = 0 if values[2] is None else int(_one(values[2]))
     folded = _bias(values, channels) - x_zero * filters.astype(np.int64).sum(axis=1)
-    x_max = max(abs(v) for v in qa.dtype_range(np.dtype(s.dtype)))
     return {
         "q_filters": np.ascontiguousarray(filters),
         "q_table": _table(values, np.dtype(s.y_dtype), folded),
-        "q_chunks": depth_chunks(filters, x_max),
+        "q_chunks": depth_chunks(filters, _x_max(s.dtype), math.prod(geo.kernel), _chunk_rows(s)),
     }
 
 
@@ -225,33 +244,34 @@ def _gemm_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
     x, fill = values[0], 0 if values[2] is None else int(_one(values[2]))
     filters, table, chunks = made["q_filters"], made["q_table"], made["q_chunks"]
     per_group, depth_in = s.y[1] // s.group, s.x[1] // s.group
-    rows, ow = s.band_rows, geo.out[1]
     scratch = Scratch(ws, "QLinearConv")
-    columns_all = scratch.take((filters.shape[1], rows * ow), np.float32)
-    part_all = scratch.take((per_group, rows * ow), np.float32)
-    acc_all = scratch.take((per_group, rows * ow), np.float64)
+    blocks = [scratch.take(*block) for block in s.gemm_blocks]
+    columns_all, part_all, acc_all = blocks[0], blocks[1], blocks[-1]  # the last is part without chunks
+    rows, ow = columns_all.shape[1] // geo.out[1], geo.out[1]
+    if chunks.size > 2 and len(blocks) < 3:
+        raise ValueError(f"QLinearConv: {chunks.size - 1} depth chunks where the workspace holds one")
     compiled_geo, (kh, kw) = s.compiled_geometry, geo.kernel
     flat = out.reshape(out.shape[0], out.shape[1], -1)
+    taps = kh * kw
     for n in range(x.shape[0]):
         for r0 in range(0, geo.out[0], rows):
             r1 = min(geo.out[0], r0 + rows)
             count = (r1 - r0) * ow
-            columns, part = _front(columns_all, count), _front(part_all, count)
+            part = _front(part_all, count)
             for g in range(s.group):
-                COLUMNS(x[n, g * depth_in : (g + 1) * depth_in], fill, compiled_geo, kh, kw, r0, r1, columns)
                 weights = filters[g * per_group : (g + 1) * per_group]
                 c0 = g * per_group
                 target = flat[n, c0 : c0 + per_group, r0 * ow : r1 * ow]
-                if chunks.size == 2:
-                    np.matmul(weights, columns, out=part)
-                    REQUANTIZE(part, table, c0, target)
-                    continue
                 acc = _front(acc_all, count)
                 for i in range(chunks.size - 1):
                     k0, k1 = chunks[i], chunks[i + 1]
-                    np.matmul(weights[:, k0:k1], columns[k0:k1], out=part)
-                    ACCUMULATE(acc, part, i == 0)
-                REQUANTIZE(acc, table, c0, target)
+                    columns = _front(columns_all[: k1 - k0], count)
+                    channels = x[n, g * depth_in + k0 // taps : g * depth_in + k1 // taps]
+                    COLUMNS(channels, fill, compiled_geo, kh, kw, r0, r1, columns)
+                    np.matmul(weights[:, k0:k1], columns, out=part)
+                    if chunks.size > 2:
+                        ACCUMULATE(acc, part, i == 0)
+                REQUANTIZE(acc if chunks.size > 2 else part, table, c0, target)
 
 
 def _front(block: np.ndarray, columns: int) -> np.ndarray:
@@ -262,7 +282,8 @@ def _front(block: np.ndarray, columns: int) -> np.ndarray:
 ROUTES = (
     QConvRoute("depthwise", _depthwise_applies, lambda s, geo: scratch_bytes(*_depthwise_blocks(s, geo)),
                _depthwise_constants, _depthwise_run),
-    QConvRoute("gemm", lambda s, geo: _eight_bit_2d(s, geo) and not s.depthwise, _gemm_workspace, _gemm_constants,
+    QConvRoute("gemm", lambda s, geo: _eight_bit_2d(s, geo) and not s.depthwise and math.prod(geo.kernel) <= 256,
+               lambda s, geo: scratch_bytes(*s.gemm_blocks), _gemm_constants,
                _gemm_run),
     QConvRoute("general", lambda s, geo: True),
 )  # fmt: skip

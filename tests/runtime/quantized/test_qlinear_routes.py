@@ -93,6 +93,10 @@ def test_depth_chunks_are_exact_and_maximal():
         assert 255 * np.abs(filters[:, k0:k1]).sum(axis=1).max() <= 2**24
         if k1 < 3000:  # one more column would pass the bound for some row
             assert 255 * np.abs(filters[:, k0 : k1 + 1]).sum(axis=1).max() > 2**24
+    whole = routes.depth_chunks(filters[:, :2970], 255, step=9, most=252)  # whole channels of 3x3 taps
+    assert whole[-1] == 2970 and np.all(whole % 9 == 0) and np.all(np.diff(whole) <= 252)
+    pairs = zip(whole[:-1], whole[1:], strict=True)
+    assert all(255 * np.abs(filters[:, k0:k1]).sum(axis=1).max() <= 2**24 for k0, k1 in pairs)
 
 
 @compiled_only
