@@ -310,8 +310,9 @@ def section(rows: list[dict[str, Any]], command: str) -> str:
         "(4,000 of 4,240), MobileNetV2's padded 114x114x96 map (1,247,616 of 1,248,000); their ratios to TFLM's head "
         "are 0.667, 0.670 and 0.509 at best, geometric mean 0.61: below that only tiling goes (the expanded map never "
         "whole), the tiled column; micro_speech's first op is a RESHAPE and its one convolution feeds a "
-        "FULLY_CONNECTED that reads the whole map, so it has nothing to tile. keyword_scrambled's and hello_world's arenas equal TFLM's "
-        "head (nothing there shares bytes). Times: memplan is faster than TFLM's reference kernels on the three CNNs; "
+        "FULLY_CONNECTED that reads the whole map, so it has nothing to tile. hello_world's arena equals TFLM's "
+        "head (nothing there shares bytes); keyword_scrambled's is its LOAD, below TFLM's head: its SVDFs shift their "
+        "states where they lie, outside the arena (as TFLM keeps variable tensors), and take no scratch. Times: memplan is faster than TFLM's reference kernels on the three CNNs; "
         "on hello_world (three FULLY_CONNECTED of 16 units) and keyword_scrambled (15 small steps) the Python loop's "
         "few microseconds per step exceed TFLM's whole invoke.",
         "",
