@@ -1,8 +1,9 @@
 """A chain at the head of a CNN computed band by band: the graph pass behind `runtime.tiling`.
 
 `chains(graph)` lists every prefix of the schedule that can become a tiled stage: each node
-has a region function (`runtime.tiling.regions`) that accepts its attributes, writes one NCHW
-map and reads maps of its own height or through a window; the stage reads one map from before
+has a region function (`runtime.tiling.regions`) that accepts its attributes, writes one 4-D
+map (NCHW or NHWC: the height axis of every map follows from the ops' layouts, `Chain.axes`) and
+reads maps of its own height or through a window; the stage reads one map from before
 it, and exactly one map it makes is read after it (the stage's output).
 
 `tiled_graph(graph, chain, rows, method)` is the graph with that chain replaced by its bands,
