@@ -1,12 +1,12 @@
 """TileRows: the one op a tiled stage adds, moving rows between its tiles (memplan domain).
 
 ``TileRows(s0, s1, ..., starts=[r0, r1, ...], first=f, columns=[l, r], axis=a)`` writes rows
-``[f, f + H)`` of a map (H: its output's rows on axis `a`, NCHW's 2 unless given) from sources
-holding that map's rows from ``r0``, ``r1``, ...: every source row inside the output's band is
-copied there, later sources last, between ``l`` and ``r`` zero columns (a convolution's left and right padding). It gathers the
-rows a band of a consumer reads from the tiles that hold them (a window over two stripes, a
-band of the stage's input), and puts each tile of the stage's output in its place: there the
-previous partial output is source 0 and the output may be planned over it (in place), so only
+``[f, f + H)`` of a map (H: its output's rows on axis `a`, NCHW's 2 unless given) from sources holding that
+map's rows from ``r0``, ``r1``, ...: every source row inside the output's band is copied there,
+later sources last, between ``l`` and ``r`` zero columns (a convolution's left and right padding).
+It gathers the rows a band of a consumer reads from the tiles that hold them (a window over two
+stripes, a band of the stage's input), and puts each tile of the stage's output in its place: there
+the previous partial output is source 0 and the output may be planned over it (in place), so only
 the new rows are copied.
 """
 
