@@ -24,13 +24,34 @@ is one problem per canonical choice, which bounds its reach (`search` calls it u
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from runtime.training.remat_search import Scorer
+from runtime.training.remat import Candidate
 
 EPS = 1e-12
+
+
+class Scorer(Protocol):
+    """What the search needs of `runtime.training.remat_search.Scorer` (which imports this module)."""
+
+    @property
+    def cands(self) -> Mapping[str, Candidate]: ...
+
+    @property
+    def kept(self) -> set[str]: ...
+
+    @property
+    def producer_inputs(self) -> Mapping[str, list[str]]: ...
+
+    @property
+    def points(self) -> Mapping[frozenset[str], Any]: ...
+
+    def flops(self, chosen: Iterable[str]) -> float: ...
+
+    def dominated(self, chosen: frozenset[str]) -> bool: ...
+
+    def __call__(self, chosen: Iterable[str]) -> Any: ...
 
 
 def canonical_choices(score: Scorer, overhead: float, deadline: float) -> Iterator[frozenset[str]]:
