@@ -17,6 +17,7 @@ from runtime.kernels.protocol import Bound
 from runtime.kernels.quantized.common import exact_matmul
 from runtime.kernels.quantized.jit_depthwise_int import DEPTHWISE
 from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
+from runtime.kernels.quantized.qlinear_gemm import qgemm_constants, qgemm_run, qgemm_workspace, takes
 from runtime.kernels.quantized.qlinear_routes import QConvShape
 from runtime.kernels.window import Geometry, pad_into, padded_extent, window_geometry, windows
 
@@ -231,9 +232,14 @@ def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, 
     out[...] = qa.requantize(acc, multiplier, shift, int(_zero(y_zero_point)[0]), lo, hi)
 
 
-@kernel("QGemm", domain=MS)
-def qgemm(A, a_scale, a_zero_point, B, b_scale, b_zero_point, C=None, y_scale=None, y_zero_point=None, *, out,
-          alpha=1.0, transA=0, transB=0):  # fmt: skip
+@kernel("QGemm", domain=MS, workspace=qgemm_workspace, constants=qgemm_constants)
+def qgemm(A, a_scale, a_zero_point, B, b_scale, b_zero_point, C=None, y_scale=None, y_zero_point=None, *, out, ws,
+          alpha=1.0, transA=0, transB=0, **made):  # fmt: skip
+    values = [A, a_scale, a_zero_point, B, b_scale, b_zero_point, C, y_scale, y_zero_point]
+    if takes(values, [out], transA):  # the compiled route, its constants as prepared or made for this call
+        attrs = {"alpha": alpha, "transA": transA, "transB": transB}
+        qgemm_run(A, out, ws, made if "q_table" in made else qgemm_constants(values, values, [out], **attrs))
+        return
     a = A.T if transA else A
     b = B.T if transB else B
     acc = _product(a, a_zero_point, b, b_zero_point)

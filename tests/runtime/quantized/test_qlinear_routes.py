@@ -194,3 +194,31 @@ def test_branch_free_requantize_is_tflites_multiply_by_quantized_multiplier():
         want = qa.multiply_by_quantized_multiplier(x, multiplier, shift)
         got = np.array([SCALED(np.int64(v), np.int64(multiplier), np.int64(shift)) for v in x])
         np.testing.assert_array_equal(got, want, err_msg=f"multiplier {multiplier}, shift {shift}")
+
+
+@compiled_only
+@pytest.mark.parametrize("dtype,trans_b,depth,per_column,bias", [
+    (np.uint8, 1, 1300, True, True),
+    (np.int8, 0, 40, False, False),
+    (np.int8, 1, 700, True, True),
+])  # fmt: skip
+def test_qgemm_route_matches_onnxruntime(dtype, trans_b, depth, per_column, bias):
+    """QGemm's compiled route with a constant B: 1,300 taps of +-127 against uint8 inputs need depth
+    chunks to stay exact."""
+    from runtime.kernels.quantized.qlinear_gemm import takes
+
+    rng = np.random.default_rng(depth)
+    info = np.iinfo(dtype)
+    a = rng.integers(info.min, info.max + 1, (3, depth)).astype(dtype)
+    b = rng.choice([-127, 127], (12, depth) if trans_b else (depth, 12)).astype(np.int8)
+    b_scale = _s((rng.uniform(0.5, 1.5, 12) if per_column else 1.0) * 0.01 / np.sqrt(depth))
+    c = rng.integers(-3000, 3000, 12).astype(np.int32) if bias else None
+    a_zero = np.array(133 if dtype == np.uint8 else -4, dtype)
+    y_zero = np.array(120 if dtype == np.uint8 else 3, dtype)
+    inputs = [a, _s(0.03), a_zero, b, b_scale, np.zeros(b_scale.shape, np.int8), c, _s(0.2), y_zero]
+    metas = [None if v is None else TensorMeta(np.shape(v), np.asarray(v).dtype) for v in inputs]
+    assert takes(metas, [TensorMeta((3, 12), np.dtype(dtype))])
+    constants = [k for k in range(1, 9) if inputs[k] is not None]
+    expected, got = run_both("QGemm", inputs, {"transB": trans_b}, domain="com.microsoft", out_dtype=dtype,
+                             constants=constants)  # fmt: skip
+    assert_within_one_step(expected, got, f"QGemm depth {depth}")
