@@ -136,3 +136,25 @@ def test_float_lstm_matches_the_tflite_interpreter_too():
     got = Session(graph).run(feeds)[graph.outputs[0]]
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     assert np.abs(expected).max() > 0.1
+
+
+def test_an_int8_lstm_with_the_converters_intermediates_equals_tflm_and_the_tflite_interpreter():
+    """Converted integer LSTMs carry five intermediate tensors (the gates' and the hidden state's
+    scales): TFLM ignores them, the TFLite interpreter's integer LSTM reads them; memplan's bytes
+    equal both here (the gates at 2**-12, the hidden state's own scale and zero point)."""
+    from runtime.tflite.oracle import outputs_of
+
+    inputs, outputs = lstm_tensors(np.int8, steps=4)
+    gates = [Tensor((0,), np.int16, q(2.0**-12), name=f"gate_{k}") for k in range(4)]
+    between = [*gates, Tensor((0,), np.int8, inputs[18].quant, name="hidden")]
+    data = one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, OPTIONS, between)
+    graph = runtime.load_model(data)
+    rng = np.random.default_rng(6)
+    feeds = [[rng.integers(-128, 128, inputs[0].shape).astype(np.int8)] for _ in range(3)]
+    session = Session(graph)
+    got = [np.array(session.run({graph.inputs[0]: f[0]})[graph.outputs[0]]) for f in feeds]
+    expected = [outs[0] for outs in run_tflm_steps(data, feeds)]
+    assert all(np.array_equal(g, e) for g, e in zip(got, expected, strict=True))
+    pytest.importorskip("ai_edge_litert", reason="ai-edge-litert (the test extra) is not installed")
+    litert = outputs_of("litert", data, {graph.inputs[0]: feeds[0][0]})[graph.outputs[0]]
+    assert np.array_equal(got[0], litert)

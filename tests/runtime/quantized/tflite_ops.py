@@ -13,6 +13,7 @@ the next; `lstm_tensors` makes a standard UNIDIRECTIONAL_SEQUENCE_LSTM's 24 inpu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,14 +97,22 @@ def _option_value(name: str, value: Any) -> Any:
     return value
 
 
-def one_op_model(op: str, inputs: list[Tensor | None], outputs: list[Tensor], options: dict[str, Any]) -> bytes:
+def one_op_model(
+    op: str,
+    inputs: list[Tensor | None],
+    outputs: list[Tensor],
+    options: dict[str, Any],
+    intermediates: Sequence[Tensor] = (),
+) -> bytes:
     """A `.tflite` model (schema version 3) with one subgraph and one operator `op`; an input given
-    as `OMITTED` is an optional input left out, a `variable` one a state."""
+    as `OMITTED` is an optional input left out, a `variable` one a state; `intermediates` are the
+    operator's intermediate tensors (as the converter writes an integer LSTM's)."""
     b = flatbuffers.Builder(1024)
     given = [t for t in inputs if t is not None]
     index = {id(t): i for i, t in enumerate(given)}
     op_inputs = [index[id(t)] if t is not None else -1 for t in inputs]
-    tensors = [*given, *outputs]
+    tensors = [*given, *outputs, *intermediates]
+    outputs_end = len(given) + len(outputs)
     buffers = [b""]  # buffer 0: empty, as every converter writes it
     buffer_of = []
     for t in tensors:
@@ -122,11 +131,14 @@ def one_op_model(op: str, inputs: list[Tensor | None], outputs: list[Tensor], op
     tensor_offsets = [_tensor(b, t, i, buffer_of[i]) for i, t in enumerate(tensors)]
     opts = _options(b, op, options)
     inputs_vec = _int_vector(b, tflite.OperatorStartInputsVector, op_inputs)
-    outputs_vec = _int_vector(b, tflite.OperatorStartOutputsVector, list(range(len(given), len(tensors))))
+    outputs_vec = _int_vector(b, tflite.OperatorStartOutputsVector, list(range(len(given), outputs_end)))
+    between = _int_vector(b, tflite.OperatorStartIntermediatesVector, list(range(outputs_end, len(tensors))))
     tflite.OperatorStart(b)
     tflite.OperatorAddOpcodeIndex(b, 0)
     tflite.OperatorAddInputs(b, inputs_vec)
     tflite.OperatorAddOutputs(b, outputs_vec)
+    if intermediates:
+        tflite.OperatorAddIntermediates(b, between)
     if opts is not None:
         tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, OPTIONS[op]))
         tflite.OperatorAddBuiltinOptions(b, opts)
@@ -134,7 +146,7 @@ def one_op_model(op: str, inputs: list[Tensor | None], outputs: list[Tensor], op
     graph_inputs = [i for i, t in enumerate(given) if t.data is None and not t.variable]
     sub_tensors = _offset_vector(b, tflite.SubGraphStartTensorsVector, tensor_offsets)
     sub_inputs = _int_vector(b, tflite.SubGraphStartInputsVector, graph_inputs)
-    sub_outputs = _int_vector(b, tflite.SubGraphStartOutputsVector, list(range(len(given), len(tensors))))
+    sub_outputs = _int_vector(b, tflite.SubGraphStartOutputsVector, list(range(len(given), outputs_end)))
     sub_ops = _offset_vector(b, tflite.SubGraphStartOperatorsVector, [operator])
     tflite.SubGraphStart(b)
     tflite.SubGraphAddTensors(b, sub_tensors)
