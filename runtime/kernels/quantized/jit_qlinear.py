@@ -8,6 +8,7 @@
 * `DEPTHWISE`: a depthwise convolution summed in float32 a channel at a time (exact: at most 256 taps
   of products under 2**16), each tap one contiguous run over the channel's phase planes, and
   requantized as it goes; its scratch is a channel's planes and sums;
+* `POOL`, `GLOBAL_POOL`: QLinearAveragePool and QLinearGlobalAveragePool, exact sums scaled once;
 * `BINARY`, `LOOKUP`: QLinearAdd and QLinearMul over 4-D (broadcast) views and a 256-entry table
   per element, each one pass where numpy takes a temporary per step of the arithmetic.
 
@@ -219,6 +220,44 @@ def _lookup(x, table, offset, out):  # pragma: no cover - compiled
 
 
 # Any: each is None with compiled loops off, which its callers check once (`qlinear_routes.ON`, ...)
+def _pool(x, zero, ratio, geo, kh, kw, include_pad, q, out):  # pragma: no cover - compiled
+    """QLinearAveragePool (2-D, NCHW): each window's sum less the zero point, exactly, times
+    ``ratio / count`` (the taps inside the image, or all with `include_pad`), rounded half to even,
+    plus the zero point q[0], clamped to [q[1], q[2]]."""
+    stride_h, stride_w, top, left = geo[0], geo[1], geo[4], geo[5]
+    height, width = x.shape[1], x.shape[2]
+    for c in range(x.shape[0]):
+        for oy in range(out.shape[1]):
+            y0 = oy * stride_h - top
+            ky0, ky1 = TAP_RANGE(y0, 1, kh, height)
+            for ox in range(out.shape[2]):
+                x0 = ox * stride_w - left
+                kx0, kx1 = TAP_RANGE(x0, 1, kw, width)
+                total = np.int64(0)
+                for ky in range(ky0, ky1):
+                    row = x[c, y0 + ky]
+                    for kx in range(kx0, kx1):
+                        total += np.int64(row[unsigned(x0 + kx)])
+                inside = (ky1 - ky0) * (kx1 - kx0)
+                total -= zero * inside
+                count = kh * kw if include_pad else inside
+                value = np.int64(np.rint(np.float64(total) * ratio / max(count, 1))) + q[0]
+                out[c, oy, ox] = min(max(value, q[1]), q[2])
+
+
+def _global_pool(x, zero, ratio, q, out):  # pragma: no cover - compiled
+    """QLinearGlobalAveragePool over (rows, pixels) `x` into `out` (rows,): as `_pool`'s."""
+    count = x.shape[1]
+    for r in range(x.shape[0]):
+        total = np.int64(0)
+        for i in range(count):
+            total += np.int64(x[r, unsigned(i)])
+        value = np.int64(np.rint(np.float64(total - zero * count) * ratio / count)) + q[0]
+        out[r] = min(max(value, q[1]), q[2])
+
+
+POOL: Any = compiled(_pool)
+GLOBAL_POOL: Any = compiled(_global_pool)
 COLUMNS: Any = compiled(_columns)
 REQUANTIZE: Any = compiled(_requantize)
 ACCUMULATE: Any = compiled(_accumulate)

@@ -14,7 +14,7 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
-from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, LOOKUP
+from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, GLOBAL_POOL, LOOKUP, POOL
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -228,8 +228,20 @@ def _average(total: np.ndarray, count, x_scale, y_scale, y_zero, out) -> None:
     out[...] = np.clip(np.rint(real).astype(np.int64) + int(_one(y_zero)), lo, hi)
 
 
+def _pool_parameters(x_scale, x_zero, y_scale, y_zero, out) -> tuple[int, float, np.ndarray]:
+    return int(_one(x_zero)), _one(x_scale) / _one(y_scale), np.array([int(_one(y_zero)), *qa.dtype_range(out.dtype)])
+
+
+def _compiled_pool(x, out) -> bool:
+    return POOL is not None and x.dtype.itemsize == 1 and out.dtype.itemsize == 1 and x.flags.c_contiguous
+
+
 @kernel("QLinearGlobalAveragePool", domain=MS)
 def qlinear_global_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, *, out, channels_last=0):
+    if not channels_last and _compiled_pool(x, out) and out.flags.c_contiguous:
+        zero, ratio, q = _pool_parameters(x_scale, x_zero_point, y_scale, y_zero_point, out)
+        GLOBAL_POOL(x.reshape(x.shape[0] * x.shape[1], -1), zero, ratio, q, out.reshape(-1))
+        return
     axes = tuple(range(1, x.ndim - 1)) if channels_last else tuple(range(2, x.ndim))
     count = int(np.prod([x.shape[a] for a in axes]))
     total = x.sum(axis=axes, dtype=np.int64, keepdims=True) - int(_one(x_zero_point)) * count
@@ -242,6 +254,12 @@ def qlinear_average_pool(x, x_scale, x_zero_point, y_scale, y_zero_point, *, out
     if channels_last:
         raise ValueError("QLinearAveragePool: channels_last=1 is not supported; accepted: 0 (NCHW)")
     geo = window_geometry(x.shape, out.shape, kernel_shape, auto_pad, pads, strides)
+    if len(geo.kernel) == 2 and _compiled_pool(x, out):
+        zero, ratio, q = _pool_parameters(x_scale, x_zero_point, y_scale, y_zero_point, out)
+        compiled_geo = np.asarray((*geo.strides, 1, 1, *geo.begin), np.int64)
+        for n in range(x.shape[0]):
+            POOL(x[n], zero, ratio, compiled_geo, *geo.kernel, bool(count_include_pad), q, out[n])
+        return
     zero = int(_one(x_zero_point))
     padded = np.empty((*x.shape[:2], *padded_extent(x.shape[2:], geo)), dtype=np.int32)
     pad_into(padded, x.astype(np.int32) - zero, geo, 0)

@@ -222,3 +222,21 @@ def test_qgemm_route_matches_onnxruntime(dtype, trans_b, depth, per_column, bias
     expected, got = run_both("QGemm", inputs, {"transB": trans_b}, domain="com.microsoft", out_dtype=dtype,
                              constants=constants)  # fmt: skip
     assert_within_one_step(expected, got, f"QGemm depth {depth}")
+
+
+@pytest.mark.parametrize("dtype,attrs", [
+    (np.uint8, {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    (np.int8, {"kernel_shape": [3, 2], "strides": [1, 2], "pads": [0, 1, 2, 0], "count_include_pad": 1}),
+    (np.int8, {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+])  # fmt: skip
+def test_average_pools_match_onnxruntime(dtype, attrs):
+    """QLinearAveragePool (uneven pads, ceil mode, padding counted or not) and QLinearGlobalAveragePool,
+    two images: the compiled pools where they are on, the numpy ones elsewhere."""
+    rng = np.random.default_rng(9)
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, (2, 5, 9, 11)).astype(dtype)
+    zeros = [np.array(v if dtype == np.uint8 else v - 128, dtype) for v in (131, 120)]
+    inputs = [x, _s(0.05), zeros[0], _s(0.03), zeros[1]]
+    for op, node_attrs in (("QLinearAveragePool", attrs), ("QLinearGlobalAveragePool", {})):
+        expected, got = run_both(op, inputs, node_attrs, "com.microsoft", out_dtype=dtype, constants=(1, 2, 3, 4))
+        assert_within_one_step(expected, got, f"{op} {node_attrs}", max_share=0.05)
