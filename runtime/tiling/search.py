@@ -30,7 +30,7 @@ from runtime.graph import Graph
 from runtime.options import MemoryOptions
 from runtime.problem import memory_problem
 from runtime.tiling.attention import METHOD as ATTENTION_ROWS
-from runtime.tiling.attention import tile_attention
+from runtime.tiling.attention import attentions, tile_attention
 from runtime.tiling.macs import graph_macs, node_macs
 from runtime.tiling.stage import METHODS, Chain, band_count, chains, tiled_graph
 
@@ -160,8 +160,9 @@ def tile_auto(
         return Tiling(b.graph, untiled, chosen, curve, b.note, time.perf_counter() - started)
     heads = chains(graph)
     if not heads:
-        return Tiling(graph, untiled, note="nothing tileable: the model does not start with a chain of convolutions, "
-                      "pooling or elementwise ops on one NCHW or NHWC map; planned untiled")  # fmt: skip
+        tried = f"attention in blocks of query rows does not lower {untiled:,} bytes; " if attentions(graph) else ""
+        return Tiling(graph, untiled, note=tried + "nothing tileable: the model does not start with a chain of "
+                      "convolutions, pooling or elementwise ops on one NCHW or NHWC map; planned untiled")  # fmt: skip
     total = graph_macs(graph)
     scored = _search(graph, heads, options, total, started + time_limit)
     placed = _place(graph, scored, options, strategy, overhead, slack, started + time_limit)
