@@ -42,7 +42,9 @@ def exported(name: str, batch: int = 8, size: int = 32) -> Path:
     norms all hold the same ones and zeros, which the exporter merges into one initializer read through
     Identity nodes (then neither trainable nor a running statistic apart); seeded noise keeps them apart."""
     path = MODELS / f"{name}_train_b{batch}_s{size}.onnx"
-    if path.exists():
+    here = Path(__file__).resolve().parent
+    changed = max((here / source).stat().st_mtime for source in ("real_models.py", "peer_models.py", "remat_bench.py"))
+    if path.exists() and path.stat().st_mtime > changed:  # written after the definitions last changed
         return path
     import torch
     from real_models import MODELS as DEFINITIONS
