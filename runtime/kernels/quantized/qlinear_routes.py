@@ -39,10 +39,10 @@ from runtime.kernels.quantized.jit_qlinear import ACCUMULATE, COLUMNS, DEPTHWISE
 from runtime.kernels.window import Geometry, window_geometry
 
 EXACT = 1 << 24  # float32 holds every integer up to here
-# A gemm band's columns and sums: at most BAND_BYTES, and no more than the layer's output (at least
-# MIN_BAND_BYTES), so that the workspace does not raise the arena above the activations it serves.
+# A gemm band's columns and sums. 256 KB leaves the int8 arenas of the quantized bench models as they
+# were without the compiled route (their peaks are early layers' activations); deeper layers need
+# bands this large for BLAS to run at speed (a 64 KB band made ResNet's 7x7 maps' products 1.7x slower).
 BAND_BYTES = 1 << 18
-MIN_BAND_BYTES = 1 << 16
 CHUNK_ROWS = 256  # a band's columns are made and multiplied a depth chunk of about this many rows at a time
 ON = COLUMNS is not None and REQUANTIZE is not None and ACCUMULATE is not None and DEPTHWISE is not None
 
@@ -107,9 +107,8 @@ def _gemm_blocks(s: QConvShape) -> list[tuple[tuple[int, int], type]]:
     chunk = _chunk_rows(s)
     # any 8-bit filter less its zero point is within 255: one chunk where the depth keeps that exact
     chunked = depth > chunk or depth * _x_max(s.dtype) * 255 > EXACT
-    budget = min(BAND_BYTES, max(MIN_BAND_BYTES, math.prod(s.y)))
     unit = geo.out[1] * (4 * min(depth, chunk) + 4 * per_group * (2 if chunked else 1))
-    columns = units_within(budget, unit, geo.out[0]) * geo.out[1]
+    columns = units_within(BAND_BYTES, unit, geo.out[0]) * geo.out[1]
     blocks: list[tuple[tuple[int, int], type]] = [
         ((min(depth, chunk), columns), np.float32),
         ((per_group, columns), np.float32),
