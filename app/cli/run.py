@@ -106,6 +106,8 @@ def run(
         typer.echo(
             f"parameters beside the arena {report['parameter_bytes']:,} bytes (prepared weights {prepared_weights})"
         )
+        if report["state_bytes"]:
+            typer.echo(f"of which states {report['state_bytes']:,} bytes (variable tensors, kept from run to run)")
         typer.echo(
             f"in place {inplace}, concat in place {concat_inplace}; "
             f"with both off this strategy needs {report['arena_bytes_without_aliases']:,} bytes"

@@ -75,6 +75,8 @@ def run_model(
         "prepared_weights": memory.prepared_weights,
         # the bytes held beside the arena: initializers and the kernels' transformed copies of them
         "parameter_bytes": session.constant_bytes,
+        # of which the states (.tflite variable tensors), the session's own and carried from run to run
+        "state_bytes": session.states.nbytes,
         "fused_nodes": fused_nodes(graph),
         "arena_bytes_without_aliases": planner.plan(plain, strategy).arena_bytes,
     }

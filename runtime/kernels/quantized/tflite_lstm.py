@@ -25,6 +25,8 @@ of all four gates (numpy route).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from runtime import quant_arith as qa
@@ -105,7 +107,30 @@ def _step(values, integer, q_inputs, cell_clip):
     return _float_step(values, float(cell_clip))
 
 
-@kernel("UNIDIRECTIONAL_SEQUENCE_LSTM", domain=TFLITE, workspace=lstm_workspace, constants=lstm_constants)
+def lstm_prepare(inputs, outputs, time_major=False, cell_clip=0.0, q_inputs=None, **_) -> None:
+    """The compiled loop compiled (or loaded from numba's cache) at prepare, not in the first run:
+    one call on zeros of the node's shapes and dtypes, which give the same signature."""
+    if not _compiled(inputs, q_inputs):
+        return
+    zeros = [None if m is None else np.zeros(m.shape, m.dtype) for m in inputs]
+    x = np.zeros(inputs[0].shape, inputs[0].dtype)
+    x.flags.writeable = False  # as a session hands its input over: a read-only view
+    integer = inputs[0].dtype.kind in "iu"
+    loop = _loop_arguments(zeros, integer, q_inputs, cell_clip)
+    steps, batches, depth, units = sizes(inputs[0].shape, inputs[HIDDEN].shape, time_major)
+    states = [np.zeros((batches, units), inputs[i].dtype) for i in (HIDDEN, CELL)]
+    (gates,) = (np.zeros(*block) for block in _blocks(inputs, time_major, q_inputs))
+    call: Any = LSTM if integer else LSTM_FLOAT
+    call(x, bool(time_major), *loop, *states, np.zeros(outputs[0].shape, outputs[0].dtype), gates)
+
+
+@kernel(
+    "UNIDIRECTIONAL_SEQUENCE_LSTM",
+    domain=TFLITE,
+    workspace=lstm_workspace,
+    constants=lstm_constants,
+    prepare=lstm_prepare,
+)
 def unidirectional_sequence_lstm(*values, out, ws, time_major=False, cell_clip=0.0, q_inputs=None, x_matrix=None,
                                  h_matrix=None, prepared_step=None, prepared_loop=None, **_):  # fmt: skip
     x, hidden, cell = values[0], values[HIDDEN], values[CELL]

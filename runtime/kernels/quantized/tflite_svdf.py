@@ -86,7 +86,20 @@ def _compiled(x, weights_feature, weights_time, bias, state, out, rank, q_inputs
     SVDF(x, weights_feature, weights_time, bias_array, has_bias, flat, x_zero, *rest, out)
 
 
-@kernel("SVDF", domain=TFLITE, workspace=svdf_workspace, constants=svdf_constants)
+def svdf_prepare(inputs, outputs, rank=1, q_inputs=None, q_outputs=None, **_) -> None:
+    """The compiled loop compiled (or loaded from numba's cache) at prepare, not in the first run:
+    one call on zeros of the node's shapes and dtypes, which give the same signature."""
+    if SVDF is None or inputs[0].dtype.kind not in "iu":
+        return
+    x, wf, wt, bias, state = (None if m is None else np.zeros(m.shape, m.dtype) for m in inputs)
+    for read in (x, wf, wt, bias):  # as a session hands them over: read-only views and constants
+        if read is not None:
+            read.flags.writeable = False
+    out = np.zeros(outputs[0].shape, outputs[0].dtype)
+    _compiled(x, wf, wt, bias, state, out, rank, q_inputs, q_outputs, None)
+
+
+@kernel("SVDF", domain=TFLITE, workspace=svdf_workspace, constants=svdf_constants, prepare=svdf_prepare)
 def svdf(x, weights_feature, weights_time, bias, state, *, out, ws, rank=1, fused_activation_function="NONE",
          q_inputs=None, q_outputs=None, prepared=None, **_):  # fmt: skip
     if SVDF is not None and x.dtype.kind in "iu":

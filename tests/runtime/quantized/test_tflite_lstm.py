@@ -158,3 +158,30 @@ def test_an_int8_lstm_with_the_converters_intermediates_equals_tflm_and_the_tfli
     pytest.importorskip("ai_edge_litert", reason="ai-edge-litert (the test extra) is not installed")
     litert = outputs_of("litert", data, {graph.inputs[0]: feeds[0][0]})[graph.outputs[0]]
     assert np.array_equal(got[0], litert)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float32], ids=["int8", "float"])
+def test_the_compiled_loop_is_ready_at_prepare(monkeypatch, dtype):
+    """The session's prepare calls the loop with arguments of the very types a run passes (numba
+    compiles, or loads from its cache, one signature per set of types), so that no run compiles:
+    the first run, traced, allocates next to nothing beside the arena."""
+    numba = pytest.importorskip("numba")
+    from runtime.kernels.quantized import tflite_lstm
+
+    name = "LSTM" if dtype == np.int8 else "LSTM_FLOAT"
+    loop = getattr(tflite_lstm, name)
+    if loop is None:
+        pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
+    calls = []
+
+    def recording(*args):
+        calls.append(tuple(numba.typeof(a) for a in args))
+        return loop(*args)
+
+    monkeypatch.setattr(tflite_lstm, name, recording)
+    inputs, outputs = lstm_tensors(dtype, steps=3)
+    graph = runtime.load_model(one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, OPTIONS))
+    session = Session(graph).prepare()
+    session.run({graph.inputs[0]: np.zeros(inputs[0].shape, dtype)}, measure="memory")
+    assert len(calls) == 2 and calls[0] == calls[1], calls
+    assert session.stats.outside_arena_bytes < 32 << 10, session.stats.outside_arena_bytes

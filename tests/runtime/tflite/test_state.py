@@ -132,6 +132,8 @@ def test_run_verify_judges_the_first_run_of_a_stateful_model(tmp_path, dtype):
     )  # fmt: skip
     verdict = report["verification"]
     assert verdict["oracle"] == "tflite-micro" and verdict["passed"] is True, verdict
+    itemsize = np.dtype(dtype).itemsize
+    assert report["state_bytes"] == 2 * 4 * itemsize + 2 * 4 * (2 if dtype == np.int8 else 4)  # hidden, cell
 
 
 def test_sessions_sharing_parameters_keep_states_of_their_own():
