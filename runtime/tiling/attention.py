@@ -157,7 +157,7 @@ class _Blocks:
         )
         return label
 
-    def operand(self, name: str, rows: int, block: tuple[int, int], index: int, out: list[Node]) -> str:
+    def operand(self, name: str, rows: int, block: tuple[int, int], index: int, reader: str, out: list[Node]) -> str:
         """`name` as a block's elementwise operand: itself when the same for every row, else its
         rows of the block (a constant of its own, or gathered by TileRows)."""
         info = self.graph.tensors[name]
@@ -175,7 +175,7 @@ class _Blocks:
                 self.constants[label] = Constant.of_array(label, part)
                 self.infos[label] = TensorInfo(label, part.shape, part.dtype, part.nbytes, "constant", None, ())
             return label
-        self.tensor(name, label, block)
+        label = self.tensor(name, f"{label}>{reader}", block)  # one gathered per reader: maps may be shared
         out.append(
             Node(
                 f"rows:{label}",
@@ -212,7 +212,7 @@ class _Blocks:
             elif k == len(att.nodes) - 1:  # the block's probabilities by the whole of V
                 inputs = (previous, node.inputs[1])
             else:
-                inputs = (previous, *(self.operand(n, rows, block, index, out) for n in node.inputs[1:]))
+                inputs = (previous, *(self.operand(n, rows, block, index, node.name, out) for n in node.inputs[1:]))
             out.append(
                 Node(f"{node.name}@{index}", node.op_type, inputs, (label,), attributes, node.opset, node.domain)
             )

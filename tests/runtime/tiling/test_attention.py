@@ -19,41 +19,48 @@ SEQ, WIDTH, HEADS = 30, 16, 2
 EXTERNAL = MemoryOptions(io="external")
 
 
-def attention_model(*, mask: str = "causal", scores_out: bool = False) -> onnx.ModelProto:
-    """x (1, SEQ, WIDTH) -> Q, K, V projections -> MatMul(Q, K^T) / sqrt(d) + mask -> Softmax -> by V
-    -> (1, SEQ, WIDTH). `mask`: "causal" (a constant SEQ x SEQ), "padding" (an input (1, 1, 1, SEQ),
-    the same for every row) or "rows" (an input (1, 1, SEQ, SEQ), a row per query)."""
+def attention_model(*, mask: str = "causal", scores_out: bool = False, layers: int = 2) -> onnx.ModelProto:
+    """`layers` times: x (1, SEQ, WIDTH) -> Q, K, V projections -> MatMul(Q, K^T) / sqrt(d) + mask ->
+    Softmax -> by V -> (1, SEQ, WIDTH), every layer with the same weights and mask. `mask`: "causal"
+    (a constant SEQ x SEQ), "padding" (an input (1, 1, 1, SEQ), the same for every row) or "rows" (an
+    input (1, 1, SEQ, SEQ), a row per query)."""
     rng = np.random.default_rng(3)
     head = WIDTH // HEADS
     inits = {f"w{n}": rng.standard_normal((WIDTH, WIDTH)).astype(np.float32) * 0.3 for n in "qkv"}
     inits["split"] = np.array([1, SEQ, HEADS, head], np.int64)
     inits["merge"] = np.array([1, SEQ, WIDTH], np.int64)
     inits["scale"] = np.array(np.sqrt(head), np.float32)
-    nodes = []
-    for n, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
-        nodes += [
-            helper.make_node("MatMul", ["x", f"w{n}"], [f"{n}_flat"]),
-            helper.make_node("Reshape", [f"{n}_flat", "split"], [f"{n}_heads"]),
-            helper.make_node("Transpose", [f"{n}_heads"], [n], perm=perm),
-        ]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, SEQ, WIDTH])]
     if mask == "causal":
         inits["mask"] = np.where(np.tril(np.ones((SEQ, SEQ), bool)), 0.0, -1e9).astype(np.float32)
     else:
         shape = [1, 1, 1, SEQ] if mask == "padding" else [1, 1, SEQ, SEQ]
         inputs.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, shape))
-    nodes += [
-        helper.make_node("MatMul", ["q", "k"], ["scores"]),
-        helper.make_node("Div", ["scores", "scale"], ["scaled"]),
-        helper.make_node("Add", ["scaled", "mask"], ["masked"]),
-        helper.make_node("Softmax", ["masked"], ["probs"], axis=-1),
-        helper.make_node("MatMul", ["probs", "v"], ["att"]),
-        helper.make_node("Transpose", ["att"], ["att_t"], perm=[0, 2, 1, 3]),
-        helper.make_node("Reshape", ["att_t", "merge"], ["y"]),
-    ]
+    nodes = []
+    for layer in range(layers):
+        x, p = ("x" if layer == 0 else f"y{layer - 1}"), f"l{layer}_"
+        for n, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+            nodes += [
+                helper.make_node("MatMul", [x, f"w{n}"], [f"{p}{n}_flat"]),
+                helper.make_node("Reshape", [f"{p}{n}_flat", "split"], [f"{p}{n}_heads"]),
+                helper.make_node("Transpose", [f"{p}{n}_heads"], [f"{p}{n}"], perm=perm),
+            ]
+        y = "y" if layer == layers - 1 else f"y{layer}"
+        nodes += [
+            helper.make_node("MatMul", [f"{p}q", f"{p}k"], [f"{p}scores"]),
+            helper.make_node("Div", [f"{p}scores", "scale"], [f"{p}scaled"]),
+            helper.make_node("Add", [f"{p}scaled", "mask"], [f"{p}masked"]),
+            helper.make_node("Softmax", [f"{p}masked"], [f"{p}probs"], axis=-1),
+            helper.make_node("MatMul", [f"{p}probs", f"{p}v"], [f"{p}att"]),
+            helper.make_node("Transpose", [f"{p}att"], [f"{p}att_t"], perm=[0, 2, 1, 3]),
+            helper.make_node("Reshape", [f"{p}att_t", "merge"], [y]),
+        ]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, SEQ, WIDTH])]
-    if scores_out:
-        outputs.append(helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, HEADS, SEQ, SEQ]))
+    if scores_out:  # every layer's scores read by the graph's caller too
+        outputs += [
+            helper.make_tensor_value_info(f"l{layer}_scores", TensorProto.FLOAT, [1, HEADS, SEQ, SEQ])
+            for layer in range(layers)
+        ]
     graph = helper.make_graph(
         nodes, "attention", inputs, outputs, [numpy_helper.from_array(v, k) for k, v in inits.items()]
     )
@@ -82,11 +89,11 @@ def test_blocks_match_onnxruntime_and_the_untiled_run_in_a_smaller_arena(mask):
     graph = load_model(model)
     feeds = feeds_of(mask)
     found = attentions(graph)
-    assert [[n.op_type for n in a.nodes] for a in found] == [["MatMul", "Div", "Add", "Softmax", "MatMul"]]
+    assert [[n.op_type for n in a.nodes] for a in found] == [["MatMul", "Div", "Add", "Softmax", "MatMul"]] * 2
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     untiled, untiled_arena = _run(graph, feeds)
-    blocked = blocked_graph(graph, 8)  # 4 blocks, the last of 6 rows
-    assert sum(n.op_type == "Softmax" for n in blocked.nodes) == 4
+    blocked = blocked_graph(graph, 8)  # 4 blocks a layer, the last of 6 rows
+    assert sum(n.op_type == "Softmax" for n in blocked.nodes) == 8
     assert all(t.shape[2] <= 8 for t in blocked.tensors.values() if t.shape[-2:-1] and "probs" in t.name)
     got, arena = _run(blocked, feeds)
     np.testing.assert_allclose(got["y"], want, rtol=1e-4, atol=1e-5)
