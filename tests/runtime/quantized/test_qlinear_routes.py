@@ -240,3 +240,25 @@ def test_average_pools_match_onnxruntime(dtype, attrs):
     for op, node_attrs in (("QLinearAveragePool", attrs), ("QLinearGlobalAveragePool", {})):
         expected, got = run_both(op, inputs, node_attrs, "com.microsoft", out_dtype=dtype, constants=(1, 2, 3, 4))
         assert_within_one_step(expected, got, f"{op} {node_attrs}", max_share=0.05)
+
+
+@compiled_only
+def test_compiled_requantize_is_tflites():
+    """The requantizing pass against quant_arith's MultiplyByQuantizedMultiplier, per channel, over
+    float32 and int32 sums, small and past 2**22, with multipliers under and over one."""
+    from runtime import quant_arith as qa
+    from runtime.kernels.quantized.jit_conv_int import channel_table
+    from runtime.kernels.quantized.jit_qlinear import REQUANTIZE
+
+    rng = np.random.default_rng(10)
+    limits = np.array([2**10, 2**16, 2**21 - 2**19, 2**23, 2**24, 40])
+    multiplier, shift = qa.quantize_multiplier(100.0 / limits)
+    bias = np.array([rng.integers(-n // 4, n // 4 + 1) for n in limits])
+    sums = np.stack([rng.integers(-n, n + 1, 300) for n in limits]).astype(np.float32)
+    for acc, dtype in ((sums, np.int8), (sums.astype(np.int32), np.uint8)):
+        lo, hi = qa.dtype_range(dtype)
+        out = np.zeros((6, 300), dtype)
+        REQUANTIZE(acc, channel_table(bias, multiplier, shift, 5, lo, hi, 6), 0, out)
+        want = qa.requantize(acc.astype(np.int64) + bias[:, None], multiplier[:, None], shift[:, None], 5, lo, hi)
+        np.testing.assert_array_equal(out, want)
+        assert len(np.unique(want)) > 50
