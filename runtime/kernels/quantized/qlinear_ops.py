@@ -218,8 +218,7 @@ def qlinear_concat(y_scale, y_zero_point, *triples, out, axis):
         if _one(scale) == _one(y_scale) and int(_one(zero)) == int(_one(y_zero_point)):
             target[...] = x
         else:
-            table = _table(x.dtype, scale, zero, y_scale, y_zero_point, out.dtype, lambda r: r)
-            target[...] = table[x.astype(np.int64) - np.iinfo(x.dtype).min]
+            _lookup(x, _table(x.dtype, scale, zero, y_scale, y_zero_point, out.dtype, lambda r: r), target)
 
 
 def _average(total: np.ndarray, count, x_scale, y_scale, y_zero, out) -> None:
