@@ -81,7 +81,7 @@ def _workspace(inputs, outputs, *, auto_pad="NOTSET", dilations=None, group=1, k
                  "kernel_shape": kernel_shape}  # fmt: skip
     shape = QConvShape.of(x, w, y, geo_attrs)
     geo, route = shape.route
-    if route.workspace is not None:
+    if route.blocks is not None:
         return route.workspace(shape, geo)
     return scratch_bytes(*_conv_blocks(x, w, y, auto_pad, pads, strides, dilations, kernel_shape, group)[2])
 
@@ -180,10 +180,13 @@ def _bind(inputs, outputs, attrs, general):
     if run is None or route.constants is None:
         return None
     make = route.constants
+    carved: list = [None, None]  # the workspace last given and its blocks: a node's is the same every run
 
     def call(*values, out, ws=None, **prepared):
         made = prepared if "q_table" in prepared else make(shape, geo, values)
-        run(shape, geo, values, out, ws, made)
+        if ws is None or carved[0] is not ws:
+            carved[:] = ws, route.scratch_of(shape, geo, ws)
+        run(shape, geo, values, out, carved[1], made)
 
     return Bound(call, takes_attributes=True)
 

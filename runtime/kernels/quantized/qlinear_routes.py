@@ -135,15 +135,24 @@ def _x_max(dtype: str) -> int:
 
 @dataclass(frozen=True)
 class QConvRoute:
-    """One way to run a QLinearConv: `applies(shape, geo)`, `workspace(shape, geo)` in bytes,
-    `constants(shape, geo, values)` (a dict of arrays, from the node's 9 input values) and
-    ``run(shape, geo, x, out, ws, made)``; the general route has no constants or run of its own."""
+    """One way to run a QLinearConv: `applies(shape, geo)`, `blocks(shape, geo)` (its workspace as
+    (shape, dtype) blocks), `constants(shape, geo, values)` (a dict of arrays, from the node's 9 input
+    values) and ``run(shape, geo, values, out, scratch, made)`` (`scratch`: the blocks taken from the
+    workspace, `scratch_of`); the general route has none of its own."""
 
     name: str
     applies: Callable[[QConvShape, Geometry], bool]
-    workspace: Callable[[QConvShape, Geometry], int] | None = None
+    blocks: Callable[[QConvShape, Geometry], Sequence[tuple[tuple[int, ...], type]]] | None = None
     constants: Callable[[QConvShape, Geometry, Sequence[Any]], dict[str, np.ndarray]] | None = None
     run: Callable[..., None] | None = None
+
+    def workspace(self, s: QConvShape, geo: Geometry) -> int:
+        return scratch_bytes(*self.blocks(s, geo)) if self.blocks is not None else 0
+
+    def scratch_of(self, s: QConvShape, geo: Geometry, ws: np.ndarray | None) -> list[np.ndarray]:
+        """The route's blocks carved from `ws` (a node's workspace: carved once per session)."""
+        scratch = Scratch(ws, "QLinearConv")
+        return [scratch.take(*block) for block in self.blocks(s, geo)] if self.blocks is not None else []
 
 
 def _eight_bit_2d(s: QConvShape, geo: Geometry) -> bool:
@@ -215,10 +224,9 @@ def _depthwise_blocks(s: QConvShape, geo: Geometry) -> list[tuple[tuple[int, ...
     return [((phases, rows * width), np.float32), ((geo.out[0] * width,), np.float32)]
 
 
-def _depthwise_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
+def _depthwise_run(s: QConvShape, geo: Geometry, values, out, scratch, made) -> None:
     x, x_zero = values[0], values[2]
-    scratch = Scratch(ws, "QLinearConv")
-    planes, acc = (scratch.take(*block) for block in _depthwise_blocks(s, geo))
+    planes, acc = scratch
     compiled_geo, xz = s.compiled_geometry, np.float32(0 if x_zero is None else _one(x_zero))
     for n in range(x.shape[0]):
         DEPTHWISE(x[n], xz, made["q_filters"], made["q_table"], compiled_geo, out[n], planes, acc)
@@ -239,12 +247,10 @@ def _gemm_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) -> dict
     }
 
 
-def _gemm_run(s: QConvShape, geo: Geometry, values, out, ws, made) -> None:
+def _gemm_run(s: QConvShape, geo: Geometry, values, out, blocks, made) -> None:
     x, fill = values[0], 0 if values[2] is None else int(_one(values[2]))
     filters, table, chunks = made["q_filters"], made["q_table"], made["q_chunks"]
     per_group, depth_in = s.y[1] // s.group, s.x[1] // s.group
-    scratch = Scratch(ws, "QLinearConv")
-    blocks = [scratch.take(*block) for block in s.gemm_blocks]
     columns_all, part_all, acc_all = blocks[0], blocks[1], blocks[-1]  # the last is part without chunks
     rows, ow = columns_all.shape[1] // geo.out[1], geo.out[1]
     if chunks.size > 2 and len(blocks) < 3:
@@ -279,10 +285,10 @@ def _front(block: np.ndarray, columns: int) -> np.ndarray:
 
 
 ROUTES = (
-    QConvRoute("depthwise", _depthwise_applies, lambda s, geo: scratch_bytes(*_depthwise_blocks(s, geo)),
+    QConvRoute("depthwise", _depthwise_applies, _depthwise_blocks,
                _depthwise_constants, _depthwise_run),
     QConvRoute("gemm", lambda s, geo: _eight_bit_2d(s, geo) and not s.depthwise and math.prod(geo.kernel) <= 256,
-               lambda s, geo: scratch_bytes(*s.gemm_blocks), _gemm_constants,
+               lambda s, geo: s.gemm_blocks, _gemm_constants,
                _gemm_run),
     QConvRoute("general", lambda s, geo: True),
 )  # fmt: skip
