@@ -19,8 +19,9 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
   reached without a graph written here;
 - ``pool_routes``: one pool per float32 example of the pools' route table
   (`runtime.kernels.pool_routes.EXAMPLES`), each from its own input;
-- ``quantized``: uint8 QLinearConvs (dense, then depthwise) between QuantizeLinear and
-  DequantizeLinear, whose accumulators go through the compiled requantization;
+- ``quantized``: uint8 QOperator ops between QuantizeLinear and DequantizeLinear, each of QLinearConv's
+  routes (gemm, in depth chunks, depthwise, the general 1-D one), QLinearAdd, QLinearMul, QLinearSigmoid,
+  the quantized pools and QGemm, through their compiled loops;
 - ``tflite_int8``: an int8 `.tflite` model (`app.services.warm_tflite`): PAD, CONV_2D,
   DEPTHWISE_CONV_2D, AVERAGE_POOL_2D and FULLY_CONNECTED through their compiled loops, outputs over their inputs.
 """
@@ -169,25 +170,44 @@ def pool_routes_graph() -> onnx.ModelProto:
 
 
 def quantized() -> onnx.ModelProto:
-    """x -> QuantizeLinear -> QLinearConv (3x3, 8 filters) -> depthwise QLinearConv -> DequantizeLinear
-    (uint8, per-tensor scales)."""
+    """x -> QuantizeLinear -> QLinearConvs (3x3 8 -> 32, then 32 -> 8: depth chunks) -> depthwise
+    QLinearConv -> QLinearAdd -> QLinearSigmoid -> QLinearAveragePool -> QLinearGlobalAveragePool,
+    QLinearMul by it -> a 1-D QLinearConv (the general route); the pooled vector -> QGemm (uint8,
+    per-tensor scales; com.microsoft's ops)."""
     b = _Builder(5)
     x = b.input("x", [1, 8, 8, 8])
+    u8 = lambda *shape: b.random.integers(0, 256, shape).astype(np.uint8)  # noqa: E731
     constants = {
         "x_scale": np.float32(0.05), "x_zero": np.uint8(128), "w_scale": np.float32(0.02), "w_zero": np.uint8(128),
-        "y_scale": np.float32(0.1), "y_zero": np.uint8(128),
-        "w": b.random.integers(0, 256, (8, 8, 3, 3)).astype(np.uint8),
-        "bias": b.random.integers(-100, 100, 8).astype(np.int32),
-        "dw": b.random.integers(0, 256, (8, 1, 3, 3)).astype(np.uint8),
+        "y_scale": np.float32(0.1), "y_zero": np.uint8(128), "w1": u8(32, 8, 3, 3), "w2": u8(8, 32, 3, 3),
+        "bias": b.random.integers(-100, 100, 32).astype(np.int32), "dw": u8(8, 1, 3, 3), "w3": u8(8, 8, 3),
+        "fc": u8(4, 8), "rows": np.array([1, 8, 64]), "vector": np.array([1, 8]),
     }  # fmt: skip
     b.weights += [numpy_helper.from_array(np.asarray(v), name) for name, v in constants.items()]
-    q = b.node("QuantizeLinear", [x, "x_scale", "x_zero"], "xq")
-    conv_inputs = [q, "x_scale", "x_zero", "w", "w_scale", "w_zero", "y_scale", "y_zero", "bias"]
-    y = b.node("QLinearConv", conv_inputs, "yq", pads=[1, 1, 1, 1])
-    depthwise = [y, "y_scale", "y_zero", "dw", "w_scale", "w_zero", "y_scale", "y_zero", "bias"]
-    y = b.node("QLinearConv", depthwise, "dq", pads=[1, 1, 1, 1], group=8)
-    b.output(b.node("DequantizeLinear", [y, "y_scale", "y_zero"], "y"))
-    return b.model("warm_quantized")
+    b.weights.append(numpy_helper.from_array(np.asarray(constants["bias"][:8]), "bias8"))
+    xq = b.node("QuantizeLinear", [x, "x_scale", "x_zero"], "xq")
+    q, ms = ["y_scale", "y_zero"], "com.microsoft"
+    w = ["w_scale", "w_zero"]
+    y = b.node("QLinearConv", [xq, "x_scale", "x_zero", "w1", *w, *q, "bias"], "aq", pads=[1, 1, 1, 1])
+    y = b.node("QLinearConv", [y, *q, "w2", *w, *q, "bias8"], "yq", pads=[1, 1, 1, 1])
+    y = b.node("QLinearConv", [y, *q, "dw", *w, *q, "bias8"], "dq", pads=[1, 1, 1, 1], group=8)
+    y = b.node("QLinearAdd", [y, *q, xq, "x_scale", "x_zero", *q], "sq", domain=ms)
+    y = b.node("QLinearSigmoid", [y, *q, *q], "gq", domain=ms)
+    y = b.node("QLinearAveragePool", [y, *q, *q], "pq", domain=ms, kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    m = b.node("QLinearGlobalAveragePool", [y, *q, *q], "mq", domain=ms)
+    y = b.node("QLinearMul", [y, *q, m, *q, *q], "eq", domain=ms)
+    y = b.node("Reshape", [y, "rows"], "rq")
+    y = b.node("QLinearConv", [y, *q, "w3", *w, *q, "bias8"], "cq", pads=[1, 1])
+    b.output(b.node("DequantizeLinear", [y, *q], "y"))
+    m = b.node("Reshape", [m, "vector"], "vq")
+    b.output(
+        b.node("DequantizeLinear", [b.node("QGemm", [m, *q, "fc", *w, "", *q], "fq", domain=ms, transB=1), *q], "z")
+    )
+    graph = helper.make_graph(b.nodes, "warm_quantized", b.inputs, [
+        helper.make_tensor_value_info("y", FLOAT, [1, 8, 64]), helper.make_tensor_value_info("z", FLOAT, [1, 4])
+    ], b.weights)  # fmt: skip
+    imports = [helper.make_opsetid("", OPSET), helper.make_opsetid(ms, 1)]
+    return helper.make_model(graph, opset_imports=imports)  # com.microsoft's ops: no ONNX shape inference
 
 
 GRAPHS = {

@@ -1,9 +1,12 @@
 """Quantized ONNX's integer convolutions and products (NCHW): QLinearConv, QLinearMatMul and
 com.microsoft's QGemm (ConvInteger and MatMulInteger live with Conv and MatMul).
 
-Accumulation is exact (int8/uint8 products summed in float64 through BLAS, then int64); requantized
-outputs use TFLite's fixed-point multiplier per output channel (`runtime.quant_arith`), so they may
-differ from onnxruntime's float requantization by one step where the real value sits at a tie.
+QLinearConv takes a route of its table (`runtime.kernels.quantized.qlinear_routes`: compiled
+depthwise and float32 BLAS gemm routes); the general route here, and QLinearMatMul, accumulate
+exactly too (8-bit products summed in float32/float64 through BLAS, then int64); QGemm with a
+constant B takes `runtime.kernels.quantized.qlinear_gemm`'s route. Requantized outputs use TFLite's
+fixed-point multiplier per output channel (`runtime.quant_arith`), so they may differ from
+onnxruntime's float requantization by one step where the real value sits at a tie.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.protocol import Bound
 from runtime.kernels.quantized.common import exact_matmul
-from runtime.kernels.quantized.jit_depthwise_int import DEPTHWISE
 from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
 from runtime.kernels.quantized.qlinear_gemm import qgemm_constants, qgemm_run, qgemm_workspace, takes
 from runtime.kernels.quantized.qlinear_routes import QConvShape
@@ -109,9 +111,6 @@ def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> 
     order = (0, *range(1 + rank, 1 + 2 * rank), *range(1, 1 + rank))
     taps = list(np.ndindex(*geo.kernel))
     banded = geo.padded and rank == 2
-    if depthwise and DEPTHWISE is not None and rank == 2:
-        taps_int = matrix.reshape(x.shape[1], *geo.kernel).astype(np.int64)
-        compiled_geometry = (*geo.strides, *geo.dilations, *geo.begin)
     for n in range(x.shape[0]):
         if geo.padded and not banded:
             pad_into(padded, x[n], geo, fill)
@@ -124,11 +123,6 @@ def _accumulate(x, x_zero, w, matrix, y, ws, group, geo_args, owner, finish) -> 
                 view, b0, b1 = whole, r0, r1
             pixels = slice(r0 * rest, r1 * rest)
             count = (r1 - r0) * rest
-            if depthwise and DEPTHWISE is not None and rank == 2:
-                acc = _front(acc_all, count)
-                DEPTHWISE(x[n], fill, taps_int, r0, r1, compiled_geometry, acc)
-                finish(n, slice(None), pixels, acc)
-                continue
             if depthwise:
                 acc, product = _front(acc_all, count), _front(columns_all, count)
                 acc[...] = 0
