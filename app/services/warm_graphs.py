@@ -171,7 +171,7 @@ def pool_routes_graph() -> onnx.ModelProto:
 
 def quantized() -> onnx.ModelProto:
     """x -> QuantizeLinear -> QLinearConvs (3x3 8 -> 32, then 32 -> 8: depth chunks) -> depthwise
-    QLinearConv -> QLinearAdd -> QLinearSigmoid -> QLinearAveragePool -> QLinearGlobalAveragePool,
+    QLinearConvs (3x3, 1x1) -> QLinearAdd -> QLinearSigmoid -> QLinearAveragePool -> QLinearGlobalAveragePool,
     QLinearMul by it -> a 1-D QLinearConv (the general route); the pooled vector -> QGemm (uint8,
     per-tensor scales; com.microsoft's ops)."""
     b = _Builder(5)
@@ -181,7 +181,7 @@ def quantized() -> onnx.ModelProto:
         "x_scale": np.float32(0.05), "x_zero": np.uint8(128), "w_scale": np.float32(0.02), "w_zero": np.uint8(128),
         "y_scale": np.float32(0.1), "y_zero": np.uint8(128), "w1": u8(32, 8, 3, 3), "w2": u8(8, 32, 3, 3),
         "bias": b.random.integers(-100, 100, 32).astype(np.int32), "dw": u8(8, 1, 3, 3), "w3": u8(8, 8, 3),
-        "fc": u8(4, 8), "rows": np.array([1, 8, 64]), "vector": np.array([1, 8]),
+        "fc": u8(4, 8), "scales": u8(8, 1, 1, 1), "rows": np.array([1, 8, 64]), "vector": np.array([1, 8]),
     }  # fmt: skip
     b.weights += [numpy_helper.from_array(np.asarray(v), name) for name, v in constants.items()]
     b.weights.append(numpy_helper.from_array(np.asarray(constants["bias"][:8]), "bias8"))
@@ -191,6 +191,7 @@ def quantized() -> onnx.ModelProto:
     y = b.node("QLinearConv", [xq, "x_scale", "x_zero", "w1", *w, *q, "bias"], "aq", pads=[1, 1, 1, 1])
     y = b.node("QLinearConv", [y, *q, "w2", *w, *q, "bias8"], "yq", pads=[1, 1, 1, 1])
     y = b.node("QLinearConv", [y, *q, "dw", *w, *q, "bias8"], "dq", pads=[1, 1, 1, 1], group=8)
+    y = b.node("QLinearConv", [y, *q, "scales", *w, *q], "kq", group=8)  # 1x1 depthwise: a scale per channel
     y = b.node("QLinearAdd", [y, *q, xq, "x_scale", "x_zero", *q], "sq", domain=ms)
     y = b.node("QLinearSigmoid", [y, *q, *q], "gq", domain=ms)
     y = b.node("QLinearAveragePool", [y, *q, *q], "pq", domain=ms, kernel_shape=[3, 3], pads=[1, 1, 1, 1])

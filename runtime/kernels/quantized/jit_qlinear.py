@@ -7,7 +7,8 @@
   `ACCUMULATE` adds a depth chunk's float32 sums into an int32 band;
 * `DEPTHWISE`: a depthwise convolution summed in float32 a channel at a time (exact: at most 256 taps
   of products under 2**16), each tap one contiguous run over the channel's phase planes, and
-  requantized as it goes; its scratch is a channel's planes and sums;
+  requantized as it goes; its scratch is a channel's planes and sums (`SCALE_CHANNELS`: a 1x1
+  one, unpadded at stride one, in integers with no scratch);
 * `POOL`, `GLOBAL_POOL`: QLinearAveragePool and QLinearGlobalAveragePool, exact sums scaled once;
 * `BINARY`, `LOOKUP`: QLinearAdd and QLinearMul over 4-D (broadcast) views and a 256-entry table
   per element, each one pass where numpy takes a temporary per step of the arithmetic.
@@ -147,6 +148,18 @@ def _depthwise(x, xz, w, q, geo, out, planes, acc):  # pragma: no cover - compil
         _PLANE(acc, wide, q[0, c], q[1, c], q[2, c], zero, lo, hi, out[c])
 
 
+def _scale_channels(x, xz, w, q, out):  # pragma: no cover - compiled
+    """A 1x1 depthwise convolution (stride one, unpadded: a per-channel scale, as folded batch norms
+    are), `x` and `out` (C, pixels): ``clamp(MBQM((x - xz) * w[c] + bias[c]) + zero)``, in integers."""
+    zero, lo, hi = q[3, 0], q[3, 1], q[3, 2]
+    for c in range(x.shape[0]):
+        weight, b, m, s = np.int64(w[c]), q[0, c], q[1, c], q[2, c]
+        row, target = x[c], out[c]
+        for p in range(x.shape[1]):
+            value = SCALED((np.int64(row[unsigned(p)]) - xz) * weight + b, m, s) + zero
+            target[unsigned(p)] = min(max(value, lo), hi)
+
+
 def _requantize_plane(acc, wide, bias, multiplier, shift, zero, lo, hi, out):  # pragma: no cover - compiled
     """out[oy, ox] = clamp(MBQM(acc[oy * wide + ox] + bias) + zero): one channel's sums."""
     for oy in range(out.shape[0]):
@@ -263,6 +276,7 @@ REQUANTIZE: Any = compiled(_requantize)
 ACCUMULATE: Any = compiled(_accumulate)
 _PLANE: Any = compiled(_requantize_plane)
 DEPTHWISE: Any = compiled(_depthwise)
+SCALE_CHANNELS: Any = compiled(_scale_channels)
 _SUMS: Any = compiled(_sums, inline=True)
 BINARY: Any = compiled(_binary)
 LOOKUP: Any = compiled(_lookup)

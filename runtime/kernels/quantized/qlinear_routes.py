@@ -35,7 +35,14 @@ from runtime import quant_arith as qa
 from runtime.kernels._scratch import Scratch, scratch_bytes, units_within
 from runtime.kernels.conv.routes import ConvGeometry
 from runtime.kernels.quantized.jit_conv_int import channel_table
-from runtime.kernels.quantized.jit_qlinear import ACCUMULATE, COLUMNS, DEPTHWISE, REQUANTIZE, phase_layout
+from runtime.kernels.quantized.jit_qlinear import (
+    ACCUMULATE,
+    COLUMNS,
+    DEPTHWISE,
+    REQUANTIZE,
+    SCALE_CHANNELS,
+    phase_layout,
+)
 from runtime.kernels.window import Geometry, window_geometry
 
 EXACT = 1 << 24  # float32 holds every integer up to here
@@ -217,8 +224,15 @@ def _depthwise_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) ->
     }
 
 
+def _scales_channels(geo: Geometry) -> bool:
+    """A 1x1 depthwise conv, unpadded at stride one: a scale per channel, no window."""
+    return geo.kernel == (1, 1) and geo.strides == (1, 1) and not geo.padded
+
+
 @functools.lru_cache(maxsize=1024)
 def _depthwise_blocks(s: QConvShape, geo: Geometry) -> list[tuple[tuple[int, ...], type]]:
+    if _scales_channels(geo):
+        return []
     kh, kw = geo.kernel
     phases, rows, width = phase_layout(geo.out[0], geo.out[1], kh, kw, s.compiled_geometry)
     return [((phases, rows * width), np.float32), ((geo.out[0] * width,), np.float32)]
@@ -226,6 +240,12 @@ def _depthwise_blocks(s: QConvShape, geo: Geometry) -> list[tuple[tuple[int, ...
 
 def _depthwise_run(s: QConvShape, geo: Geometry, values, out, scratch, made) -> None:
     x, x_zero = values[0], values[2]
+    if _scales_channels(geo):
+        scales, zero = made["q_filters"].reshape(-1), 0 if x_zero is None else int(_one(x_zero))
+        for n in range(x.shape[0]):
+            pixels = out.shape[2] * out.shape[3]
+            SCALE_CHANNELS(x[n].reshape(-1, pixels), zero, scales, made["q_table"], out[n].reshape(-1, pixels))
+        return
     planes, acc = scratch
     compiled_geo, xz = s.compiled_geometry, np.float32(0 if x_zero is None else _one(x_zero))
     for n in range(x.shape[0]):

@@ -262,3 +262,22 @@ def test_compiled_requantize_is_tflites():
         want = qa.requantize(acc.astype(np.int64) + bias[:, None], multiplier[:, None], shift[:, None], 5, lo, hi)
         np.testing.assert_array_equal(out, want)
         assert len(np.unique(want)) > 50
+
+
+@compiled_only
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_one_by_one_depthwise_scales_channels_as_onnxruntime(dtype):
+    """A 1x1 depthwise QLinearConv (a folded batch norm: one scale per channel) through the depthwise
+    route's integer pass, with and without a bias."""
+    rng = np.random.default_rng(11)
+    for bias in (True, False):
+        inputs = _conv_inputs(rng, dtype, 6, 6, 6, (1, 1))
+        inputs[4] = inputs[4] / 40  # one tap of products up to 2**15: a smaller scale keeps the outputs spread
+        if not bias:
+            inputs = inputs[:8]
+        attrs = {"group": 6, "kernel_shape": [1, 1]}
+        meta, (expected, got) = run_shapes(inputs, attrs)
+        x, w = inputs[0], inputs[3]
+        shape = routes.QConvShape.of(TensorMeta(x.shape, x.dtype), TensorMeta(w.shape, w.dtype), meta, attrs)
+        assert shape.route[1].name == "depthwise" and shape.route[1].workspace(shape, shape.route[0]) == 0
+        assert_within_one_step(expected, got, f"1x1 depthwise QLinearConv, bias {bias}")
