@@ -177,14 +177,14 @@ def quantized() -> onnx.ModelProto:
     b = _Builder(5)
     x = b.input("x", [1, 8, 8, 8])
     u8 = lambda *shape: b.random.integers(0, 256, shape).astype(np.uint8)  # noqa: E731
+    bias = b.random.integers(-100, 100, 32).astype(np.int32)
     constants = {
         "x_scale": np.float32(0.05), "x_zero": np.uint8(128), "w_scale": np.float32(0.02), "w_zero": np.uint8(128),
         "y_scale": np.float32(0.1), "y_zero": np.uint8(128), "w1": u8(32, 8, 3, 3), "w2": u8(8, 32, 3, 3),
-        "bias": b.random.integers(-100, 100, 32).astype(np.int32), "dw": u8(8, 1, 3, 3), "w3": u8(8, 8, 3),
+        "bias": bias, "bias8": bias[:8], "dw": u8(8, 1, 3, 3), "w3": u8(8, 8, 3),
         "fc": u8(4, 8), "scales": u8(8, 1, 1, 1), "rows": np.array([1, 8, 64]), "vector": np.array([1, 8]),
     }  # fmt: skip
     b.weights += [numpy_helper.from_array(np.asarray(v), name) for name, v in constants.items()]
-    b.weights.append(numpy_helper.from_array(np.asarray(constants["bias"][:8]), "bias8"))
     xq = b.node("QuantizeLinear", [x, "x_scale", "x_zero"], "xq")
     q, ms = ["y_scale", "y_zero"], "com.microsoft"
     w = ["w_scale", "w_zero"]
