@@ -33,8 +33,38 @@ def _per_axis(v, x_ndim: int, axis: int) -> np.ndarray:
     return a.reshape(shape)
 
 
-@kernel("QuantizeLinear")
-def quantize_linear(x, y_scale, y_zero_point=None, *, out, axis=1, saturate=1, block_size=0, output_dtype=0):
+QUANTIZE_CHUNK = 1 << 12  # elements QuantizeLinear divides and rounds at a time, in its workspace
+
+
+def _quantize_in_chunks(x, y_scale, out) -> bool:
+    return x.dtype == np.float32 and np.size(y_scale) == 1 and out.dtype.itemsize <= 2
+
+
+def _quantize_workspace(inputs, outputs, **_) -> int:
+    x, scale = inputs[0], inputs[1]
+    fits = scale is not None and _quantize_in_chunks(x, np.empty(scale.shape), outputs[0])
+    return scratch_bytes(((min(QUANTIZE_CHUNK, int(np.prod(x.shape))),), np.float32)) if fits else 0
+
+
+@kernel("QuantizeLinear", workspace=_quantize_workspace)
+def quantize_linear(x, y_scale, y_zero_point=None, *, out, ws=None, axis=1, saturate=1, block_size=0,
+                    output_dtype=0):  # fmt: skip
+    if _quantize_in_chunks(x, y_scale, out) and ws is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+        # float32 x / scale rounded half to even, as ONNX defines it, a chunk at a time in the workspace
+        # (whole-map int64 temporaries took twice the input's bytes beside the arena)
+        flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+        lo, hi = qa.dtype_range(out.dtype)
+        buf = Scratch(ws, "QuantizeLinear").take((min(QUANTIZE_CHUNK, flat_x.size),), np.float32)
+        scale, zero = np.float32(_one(y_scale)), np.float32(_one(y_zero_point))
+        for s0 in range(0, flat_x.size, buf.size):
+            part = buf[: min(buf.size, flat_x.size - s0)]
+            np.divide(flat_x[s0 : s0 + part.size], scale, out=part)
+            np.rint(part, out=part)
+            np.add(part, zero, out=part)  # exact within the output's range; beyond it clamped below
+            np.fmax(part, lo, out=part)  # fmax/fmin: a NaN becomes the least value, as a cast to int64 did
+            np.fmin(part, hi, out=part)
+            np.copyto(flat_out[s0 : s0 + part.size], part, casting="unsafe")
+        return
     scale = _per_axis(np.asarray(y_scale, dtype=np.float32), x.ndim, axis)
     zero = _per_axis(np.asarray(0 if y_zero_point is None else y_zero_point).astype(np.int64), x.ndim, axis)
     lo, hi = qa.dtype_range(out.dtype)

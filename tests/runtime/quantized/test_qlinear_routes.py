@@ -281,3 +281,24 @@ def test_one_by_one_depthwise_scales_channels_as_onnxruntime(dtype):
         shape = routes.QConvShape.of(TensorMeta(x.shape, x.dtype), TensorMeta(w.shape, w.dtype), meta, attrs)
         assert shape.route[1].name == "depthwise" and shape.route[1].workspace(shape, shape.route[0]) == 0
         assert_within_one_step(expected, got, f"1x1 depthwise QLinearConv, bias {bias}")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+def test_quantize_linear_in_chunks_matches_onnxruntime_and_the_whole_map_route(dtype):
+    """QuantizeLinear with one scale, a chunk at a time in its workspace (more elements than a chunk):
+    exactly onnxruntime's integers, ties to even, values past the range and infinities included
+    (saturated); a NaN (its integer is the implementation's choice) becomes the least value."""
+    from runtime.kernels.quantized.qlinear_ops import QUANTIZE_CHUNK, quantize_linear
+
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal(QUANTIZE_CHUNK + 1004) * 4).astype(np.float32)
+    x[:50] = np.arange(-25, 25, dtype=np.float32) * 0.025 + 0.0125  # exact ties at scale 0.025
+    x[50:62] = [1e9, -1e9, 3.3e5, -3.3e5, 7.0, -7.0, 0.0, -0.0, 1e30, -1e30, np.inf, -np.inf]
+    zero = np.array(128 if dtype == np.uint8 else -3, dtype)
+    expected, got = run_both("QuantizeLinear", [x.reshape(1, -1, 7), _s(0.025), zero], constants=(1, 2),
+                             out_dtype=dtype)  # fmt: skip
+    np.testing.assert_array_equal(got, expected)
+    nan = np.full(5, np.nan, np.float32)
+    out = np.zeros(5, dtype)
+    quantize_linear(nan, _s(0.5), zero, out=out, ws=np.zeros(64, np.uint8))
+    assert (out == np.iinfo(dtype).min).all()
