@@ -284,7 +284,7 @@ def test_one_by_one_depthwise_scales_channels_as_onnxruntime(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8])
-def test_quantize_linear_in_chunks_matches_onnxruntime_and_the_whole_map_route(dtype):
+def test_quantize_linear_in_chunks_matches_onnxruntime(dtype):
     """QuantizeLinear with one scale, a chunk at a time in its workspace (more elements than a chunk):
     exactly onnxruntime's integers, ties to even, values past the range and infinities included
     (saturated); a NaN (its integer is the implementation's choice) becomes the least value."""
@@ -295,7 +295,7 @@ def test_quantize_linear_in_chunks_matches_onnxruntime_and_the_whole_map_route(d
     x[:50] = np.arange(-25, 25, dtype=np.float32) * 0.025 + 0.0125  # exact ties at scale 0.025
     x[50:62] = [1e9, -1e9, 3.3e5, -3.3e5, 7.0, -7.0, 0.0, -0.0, 1e30, -1e30, np.inf, -np.inf]
     zero = np.array(128 if dtype == np.uint8 else -3, dtype)
-    expected, got = run_both("QuantizeLinear", [x.reshape(1, -1, 7), _s(0.025), zero], constants=(1, 2),
+    expected, got = run_both("QuantizeLinear", [x.reshape(2, -1), _s(0.025), zero], constants=(1, 2),
                              out_dtype=dtype)  # fmt: skip
     np.testing.assert_array_equal(got, expected)
     nan = np.full(5, np.nan, np.float32)
