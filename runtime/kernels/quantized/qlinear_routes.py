@@ -114,10 +114,12 @@ def _gemm_blocks(s: QConvShape) -> list[tuple[tuple[int, int], type]]:
     chunk = _chunk_rows(s)
     # any 8-bit filter less its zero point is within 255: one chunk where the depth keeps that exact
     chunked = depth > chunk or depth * _x_max(s.dtype) * 255 > EXACT
-    unit = geo.out[1] * (4 * min(depth, chunk) + 4 * per_group * (2 if chunked else 1))
+    if not chunked:  # every group's columns and sums at once (fewer, larger calls)
+        depth, per_group = depth * s.group, per_group * s.group
+    unit = geo.out[1] * (4 * min(depth, chunk if chunked else depth) + 4 * per_group * (2 if chunked else 1))
     columns = units_within(BAND_BYTES, unit, geo.out[0]) * geo.out[1]
     blocks: list[tuple[tuple[int, int], type]] = [
-        ((min(depth, chunk), columns), np.float32),
+        ((min(depth, chunk) if chunked else depth, columns), np.float32),
         ((per_group, columns), np.float32),
     ]
     return blocks + [((per_group, columns), np.int32)] if chunked else blocks
@@ -271,7 +273,7 @@ def _gemm_run(s: QConvShape, geo: Geometry, values, out, blocks, made) -> None:
     x, fill = values[0], 0 if values[2] is None else int(_one(values[2]))
     filters, table, chunks = made["q_filters"], made["q_table"], made["q_chunks"]
     per_group, depth_in = s.y[1] // s.group, s.x[1] // s.group
-    columns_all, part_all, acc_all = blocks[0], blocks[1], blocks[-1]  # the last is part without chunks
+    columns_all, part_all, acc_all = blocks[0], blocks[1], blocks[-1]  # without chunks: no acc
     rows, ow = columns_all.shape[1] // geo.out[1], geo.out[1]
     if chunks.size > 2 and len(blocks) < 3:
         raise ValueError(f"QLinearConv: {chunks.size - 1} depth chunks where the workspace holds one")
@@ -283,6 +285,15 @@ def _gemm_run(s: QConvShape, geo: Geometry, values, out, blocks, made) -> None:
             r1 = min(geo.out[0], r0 + rows)
             count = (r1 - r0) * ow
             part = _front(part_all, count)
+            if len(blocks) == 2:  # one depth chunk: every group's columns, products and outputs at once
+                columns = _front(columns_all, count)
+                COLUMNS(x[n], fill, compiled_geo, kh, kw, r0, r1, columns)
+                depth = columns.shape[0] // s.group
+                for g in range(s.group):
+                    rows_g = slice(g * per_group, (g + 1) * per_group)
+                    np.matmul(filters[rows_g], columns[g * depth : (g + 1) * depth], out=part[rows_g])
+                REQUANTIZE(part, table, 0, flat[n, :, r0 * ow : r1 * ow])
+                continue
             for g in range(s.group):
                 weights = filters[g * per_group : (g + 1) * per_group]
                 c0 = g * per_group
