@@ -23,7 +23,9 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
   routes (gemm, in depth chunks, depthwise, the general 1-D one), QLinearAdd, QLinearMul, QLinearSigmoid,
   the quantized pools and QGemm, through their compiled loops;
 - ``tflite_int8``: an int8 `.tflite` model (`app.services.warm_tflite`): PAD, CONV_2D,
-  DEPTHWISE_CONV_2D, AVERAGE_POOL_2D and FULLY_CONNECTED through their compiled loops, outputs over their inputs.
+  DEPTHWISE_CONV_2D, AVERAGE_POOL_2D and FULLY_CONNECTED through their compiled loops, outputs over their inputs;
+- ``tflite_lstm_int8``, ``tflite_lstm_float32``, ``tflite_svdf_int8``: one stateful `.tflite` operator each
+  (`app.services.warm_tflite`), through the LSTM's and the SVDF's compiled loops.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from app.services.warm_tflite import integer_tflite
+from app.services.warm_tflite import integer_tflite, lstm_float_tflite, lstm_int8_tflite, svdf_int8_tflite
 from runtime.kernels import pool_routes, rnn_routes
 from runtime.kernels.conv.routes import EXAMPLES
 
@@ -219,4 +221,7 @@ GRAPHS = {
     "pool_routes": pool_routes_graph,
     "quantized": quantized,
     "tflite_int8": integer_tflite,
+    "tflite_lstm_int8": lstm_int8_tflite,
+    "tflite_lstm_float32": lstm_float_tflite,
+    "tflite_svdf_int8": svdf_int8_tflite,
 }

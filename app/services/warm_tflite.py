@@ -1,7 +1,9 @@
 """A tiny int8 `.tflite` model for `memplan warm`: PAD -> CONV_2D (3x3) -> DEPTHWISE_CONV_2D ->
 CONV_2D (1x1, channels grow) -> AVERAGE_POOL_2D -> FULLY_CONNECTED, so that the integer kernels'
 compiled loops (`runtime.kernels.quantized.jit_conv_int`, `jit_pad`, `jit_pool_int`) are compiled once, with their outputs both
-beside and over their inputs. Written with the `tflite` package's generated builder functions."""
+beside and over their inputs. Written with the `tflite` package's generated builder functions.
+The stateful operators' loops (`jit_tflite_lstm`, `jit_svdf`) are reached by one-operator models of
+`runtime.tflite.writer`: an int8 and a float32 UNIDIRECTIONAL_SEQUENCE_LSTM and an int8 SVDF."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from typing import Any
 import flatbuffers
 import numpy as np
 import tflite
+
+from runtime.tflite.writer import Tensor, lstm_tensors, one_op_model, q
 
 INT8, INT32 = 9, 2
 RELU6 = 3
@@ -138,3 +142,30 @@ def integer_tflite() -> bytes:
     w, bias = m.weights((5, 24), 5, 0.1)
     dense = m.op("FULLY_CONNECTED", [pooled, w, bias], m.tensor((9, 5), INT8, [0.2]), "FullyConnectedOptions")
     return m.finish([x], [dense])
+
+
+def lstm_int8_tflite() -> bytes:
+    """A standard int8 LSTM (TFLite's integer LSTM: int16 cell state), batch-major."""
+    inputs, outputs = lstm_tensors(np.int8)
+    return one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, {"fused_activation_function": "TANH"})
+
+
+def lstm_float_tflite() -> bytes:
+    """The same LSTM in float32."""
+    inputs, outputs = lstm_tensors(np.float32)
+    return one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, {"fused_activation_function": "TANH"})
+
+
+def svdf_int8_tflite() -> bytes:
+    """An int8 SVDF of rank 2 with an int8 state, as keyword_scrambled's are."""
+    random = np.random.default_rng(5)
+    batches, depth, filters, memory = 1, 8, 4, 3
+    inputs = [
+        Tensor((batches, depth), np.int8, q(0.05)),
+        Tensor((filters, depth), np.int8, q(0.004), random.integers(-127, 128, (filters, depth)).astype(np.int8)),
+        Tensor((filters, memory), np.int8, q(0.01), random.integers(-64, 64, (filters, memory)).astype(np.int8)),
+        Tensor((filters // 2,), np.int32, q(0.0002), np.zeros(filters // 2, np.int32)),
+        Tensor((batches, filters * memory), np.int8, q(0.02), variable=True),
+    ]
+    outputs = [Tensor((batches, filters // 2), np.int8, q(0.08))]
+    return one_op_model("SVDF", inputs, outputs, {"rank": 2, "fused_activation_function": "NONE"})

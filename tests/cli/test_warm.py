@@ -69,6 +69,9 @@ def test_warm_fills_the_cache_and_a_later_process_compiles_nothing(tmp_path):
         "run pool_routes (tiny graph)",
         "run quantized (tiny graph)",
         "run tflite_int8 (tiny graph)",
+        "run tflite_lstm_int8 (tiny graph)",
+        "run tflite_lstm_float32 (tiny graph)",
+        "run tflite_svdf_int8 (tiny graph)",
     ]
     assert report["compiled"] > 0 and report["loaded"] == 0  # a fresh cache: everything compiled here
     # Every loop Python calls (a kernel's or the planner's) ran, so a new one warm misses fails here.
