@@ -39,7 +39,7 @@ from runtime.kernels import DEFAULT_DOMAINS, MEMPLAN_DOMAIN
 from runtime.options import MemoryOptions
 from runtime.problem import memory_problem
 from runtime.tiling.rows import OP_TYPE as ROWS
-from runtime.tiling.stage import Chain
+from runtime.tiling.stage import Chain, rewired
 
 METHOD = "attention_rows"
 ROW_AXIS = 2  # of the rank-4 (batch, heads, rows, columns) maps of attention
@@ -253,21 +253,7 @@ def blocked_graph(graph: Graph, rows: int, found: list[Attention] | None = None)
             nodes.append(node)
     dropped = {n.outputs[0] for att in found for n in att.nodes[:-1]}
     infos = {name: t for name, t in graph.tensors.items() if name not in dropped} | builder.infos
-    producer = {out: n.name for n in nodes for out in n.outputs if out}
-    consumers: dict[str, list[str]] = {}
-    for n in nodes:
-        for name in dict.fromkeys(n.inputs):
-            if name:
-                consumers.setdefault(name, []).append(n.name)
-    tensors = {
-        name: dataclasses.replace(
-            t, producer=producer.get(name, t.producer if t.kind == "constant" else None),
-            consumers=tuple(consumers.get(name, ())),
-        )
-        for name, t in infos.items()
-    }  # fmt: skip
-    constants = {**graph.constants, **builder.constants}
-    return dataclasses.replace(graph, nodes=tuple(nodes), tensors=tensors, constants=constants)
+    return rewired(graph, tuple(nodes), infos, constants={**graph.constants, **builder.constants})
 
 
 def block_heights(graph: Graph, found: list[Attention]) -> list[int]:

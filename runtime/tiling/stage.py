@@ -353,6 +353,12 @@ def _assemble(graph: Graph, chain: Chain, builder: _Builder) -> Graph:
     nodes = (*builder.nodes, *graph.nodes[len(chain.nodes) :])
     dropped = {n.outputs[0] for n in chain.nodes} - {chain.output}
     infos = {name: t for name, t in graph.tensors.items() if name not in dropped} | builder.infos
+    return rewired(graph, nodes, infos)
+
+
+def rewired(graph: Graph, nodes: tuple[Node, ...], infos: dict[str, TensorInfo], **changes: object) -> Graph:
+    """`graph` with `nodes` in its place and the tensors `infos`, each tensor's producer and consumers
+    worked out again from those nodes (a constant keeps its own); `changes` replace other fields."""
     producer = {out: n.name for n in nodes for out in n.outputs if out}
     consumers: dict[str, list[str]] = {}
     for n in nodes:
@@ -366,4 +372,4 @@ def _assemble(graph: Graph, chain: Chain, builder: _Builder) -> Graph:
         )
         for name, t in infos.items()
     }  # fmt: skip
-    return dataclasses.replace(graph, nodes=nodes, tensors=tensors)
+    return dataclasses.replace(graph, nodes=nodes, tensors=tensors, **changes)  # type: ignore[arg-type]
