@@ -1,10 +1,11 @@
-"""Small `.tflite` models written from scratch: one builtin operator with its tensors.
+"""Small `.tflite` models written from scratch, with the `flatbuffers` builder and the `tflite`
+package's generated functions.
 
-`one_op_model` writes a model (schema version 3, one subgraph) with the `flatbuffers` builder and
-the `tflite` package's generated functions: its tensors (constants carry their bytes), one
-operator with its options given as the reader hands them to kernels (snake_case fields, enums by
-their schema names). An input may be `OMITTED` (an optional input left out, index -1) or
-`variable` (a state, as TFLite's LSTM and SVDF keep theirs). `lstm_tensors` makes a standard
+`model_bytes` writes a model (schema version 3, one subgraph) of tensors (constants carry their
+bytes) and builtin operators, each with its options given as the reader hands them to kernels
+(snake_case fields, enums by their schema names). `one_op_model` writes one operator from its
+tensors: an input may be `OMITTED` (an optional input left out, index -1) or `variable` (a state,
+as TFLite's LSTM and SVDF keep theirs). `lstm_tensors` makes a standard
 UNIDIRECTIONAL_SEQUENCE_LSTM's 24 inputs. `memplan warm` runs such models to compile the
 stateful operators' loops; the tests run them in TensorFlow Lite Micro and in memplan.
 """
@@ -92,6 +93,17 @@ def _option_value(name: str, value: Any) -> Any:
     return value
 
 
+@dataclass(frozen=True)
+class Operator:
+    """One builtin operator of a model being written: tensor indices (-1: an optional input left out)."""
+
+    op: str
+    inputs: Sequence[int]
+    outputs: Sequence[int]
+    options: dict[str, Any] = field(default_factory=dict)
+    intermediates: Sequence[int] = ()
+
+
 def one_op_model(
     op: str,
     inputs: Sequence[Tensor | None],
@@ -102,12 +114,27 @@ def one_op_model(
     """A `.tflite` model (schema version 3) with one subgraph and one operator `op`; an input given
     as `OMITTED` is an optional input left out, a `variable` one a state; `intermediates` are the
     operator's intermediate tensors (as the converter writes an integer LSTM's)."""
-    b = flatbuffers.Builder(1024)
     given = [t for t in inputs if t is not None]
     index = {id(t): i for i, t in enumerate(given)}
-    op_inputs = [index[id(t)] if t is not None else -1 for t in inputs]
     tensors = [*given, *outputs, *intermediates]
     outputs_end = len(given) + len(outputs)
+    operator = Operator(
+        op,
+        [index[id(t)] if t is not None else -1 for t in inputs],
+        list(range(len(given), outputs_end)),
+        options,
+        list(range(outputs_end, len(tensors))),
+    )
+    graph_inputs = [i for i, t in enumerate(given) if t.data is None and not t.variable]
+    return model_bytes(tensors, [operator], graph_inputs, operator.outputs)
+
+
+def model_bytes(
+    tensors: Sequence[Tensor], operators: Sequence[Operator], inputs: Sequence[int], outputs: Sequence[int]
+) -> bytes:
+    """A `.tflite` model (schema version 3) of one subgraph: `tensors` (constants carry their bytes),
+    `operators` in execution order, the subgraph's `inputs` and `outputs` by tensor index."""
+    b = flatbuffers.Builder(1024)
     buffers = [b""]  # buffer 0: empty, as every converter writes it
     buffer_of = []
     for t in tensors:
@@ -124,47 +151,53 @@ def one_op_model(
             tflite.BufferAddData(b, vec)
         buffer_offsets.append(tflite.BufferEnd(b))
     tensor_offsets = [_tensor(b, t, i, buffer_of[i]) for i, t in enumerate(tensors)]
-    opts = _options(b, op, options)
-    inputs_vec = _int_vector(b, tflite.OperatorStartInputsVector, op_inputs)
-    outputs_vec = _int_vector(b, tflite.OperatorStartOutputsVector, list(range(len(given), outputs_end)))
-    between = _int_vector(b, tflite.OperatorStartIntermediatesVector, list(range(outputs_end, len(tensors))))
-    tflite.OperatorStart(b)
-    tflite.OperatorAddOpcodeIndex(b, 0)
-    tflite.OperatorAddInputs(b, inputs_vec)
-    tflite.OperatorAddOutputs(b, outputs_vec)
-    if intermediates:
-        tflite.OperatorAddIntermediates(b, between)
-    if opts is not None:
-        tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, str(OPTIONS[op])))
-        tflite.OperatorAddBuiltinOptions(b, opts)
-    operator = tflite.OperatorEnd(b)
-    graph_inputs = [i for i, t in enumerate(given) if t.data is None and not t.variable]
+    codes: dict[str, int] = {}  # builtin -> its index among the model's operator codes, in first use
+    operator_offsets = [_operator(b, o, codes.setdefault(o.op, len(codes))) for o in operators]
     sub_tensors = _offset_vector(b, tflite.SubGraphStartTensorsVector, tensor_offsets)
-    sub_inputs = _int_vector(b, tflite.SubGraphStartInputsVector, graph_inputs)
-    sub_outputs = _int_vector(b, tflite.SubGraphStartOutputsVector, list(range(len(given), outputs_end)))
-    sub_ops = _offset_vector(b, tflite.SubGraphStartOperatorsVector, [operator])
+    sub_inputs = _int_vector(b, tflite.SubGraphStartInputsVector, list(inputs))
+    sub_outputs = _int_vector(b, tflite.SubGraphStartOutputsVector, list(outputs))
+    sub_ops = _offset_vector(b, tflite.SubGraphStartOperatorsVector, operator_offsets)
     tflite.SubGraphStart(b)
     tflite.SubGraphAddTensors(b, sub_tensors)
     tflite.SubGraphAddInputs(b, sub_inputs)
     tflite.SubGraphAddOutputs(b, sub_outputs)
     tflite.SubGraphAddOperators(b, sub_ops)
     subgraph = tflite.SubGraphEnd(b)
-    code = getattr(tflite.BuiltinOperator, op)
-    tflite.OperatorCodeStart(b)
-    tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
-    tflite.OperatorCodeAddBuiltinCode(b, code)
-    tflite.OperatorCodeAddVersion(b, 1)
-    opcode = tflite.OperatorCodeEnd(b)
-    codes = _offset_vector(b, tflite.ModelStartOperatorCodesVector, [opcode])
+    opcodes = []
+    for op in codes:
+        code = getattr(tflite.BuiltinOperator, op)
+        tflite.OperatorCodeStart(b)
+        tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
+        tflite.OperatorCodeAddBuiltinCode(b, code)
+        tflite.OperatorCodeAddVersion(b, 1)
+        opcodes.append(tflite.OperatorCodeEnd(b))
+    code_vec = _offset_vector(b, tflite.ModelStartOperatorCodesVector, opcodes)
     subgraphs = _offset_vector(b, tflite.ModelStartSubgraphsVector, [subgraph])
     buffer_vec = _offset_vector(b, tflite.ModelStartBuffersVector, buffer_offsets)
     tflite.ModelStart(b)
     tflite.ModelAddVersion(b, 3)
-    tflite.ModelAddOperatorCodes(b, codes)
+    tflite.ModelAddOperatorCodes(b, code_vec)
     tflite.ModelAddSubgraphs(b, subgraphs)
     tflite.ModelAddBuffers(b, buffer_vec)
     b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
     return bytes(b.Output())
+
+
+def _operator(b: Any, o: Operator, opcode: int) -> int:
+    opts = _options(b, o.op, o.options)
+    inputs_vec = _int_vector(b, tflite.OperatorStartInputsVector, list(o.inputs))
+    outputs_vec = _int_vector(b, tflite.OperatorStartOutputsVector, list(o.outputs))
+    between = _int_vector(b, tflite.OperatorStartIntermediatesVector, list(o.intermediates))
+    tflite.OperatorStart(b)
+    tflite.OperatorAddOpcodeIndex(b, opcode)
+    tflite.OperatorAddInputs(b, inputs_vec)
+    tflite.OperatorAddOutputs(b, outputs_vec)
+    if o.intermediates:
+        tflite.OperatorAddIntermediates(b, between)
+    if opts is not None:
+        tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, str(OPTIONS[o.op])))
+        tflite.OperatorAddBuiltinOptions(b, opts)
+    return tflite.OperatorEnd(b)
 
 
 def _int_vector(b: Any, start: Any, values: list[int]) -> int:
