@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import planner  # noqa: E402
+from bench.tile_bench import median_seconds  # noqa: E402
 from runtime import MemoryOptions, Session, load_model, memory_problem  # noqa: E402
 from runtime.oracle import verify  # noqa: E402
 from runtime.tiling import tile_auto  # noqa: E402
@@ -102,16 +103,6 @@ def export_long(name: str, tokens: int) -> Path:
         )
     np.savez(path.with_suffix(".npz"), **{k: v.numpy() for k, v in feeds.items()})
     return path
-
-
-def median_seconds(session: Session, feeds: dict[str, np.ndarray], repeat: int) -> tuple[float, dict]:
-    outputs = session.run(feeds)
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        outputs = session.run(feeds)
-        times.append(time.perf_counter() - started)
-    return float(np.median(times)), outputs
 
 
 def measure(path: Path, account: str, options: MemoryOptions, repeat: int, limit: float) -> dict[str, Any]:
