@@ -28,6 +28,7 @@ def test_it_reads_what_pytest_prints(tmp_path):
             "commit": "abc1234",
             "cpu": cpu_model(),
             "cores": 2,
+            "workers": 2,
             "python": "3.11",
             "load_before": 0.5,
             "load_after": 1.5,
@@ -39,4 +40,5 @@ def test_it_reads_what_pytest_prints(tmp_path):
         }
     )
     assert "1 failed, 1 passed" in text and "exit status 1" in text and "test_slow (call)" in text
+    assert "pytest processes: 2" in text
     assert cpu_model()
