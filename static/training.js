@@ -194,6 +194,9 @@
             r.activation_bytes.toLocaleString() + " instead of " + r.activation_bytes_without.toLocaleString() + ")" +
             (r.budget_met ? "" : "; the budget was not met, this is the closest point");
         }
+        const curve = document.getElementById("chart-training-remat");  // the search's Pareto curve, as the demo page draws it
+        curve.hidden = !result.remat;
+        if (result.remat) M.rematChart(curve, result.remat);
         const chart = document.getElementById("chart-training-categories");
         chart.hidden = false;
         status.className = "muted";

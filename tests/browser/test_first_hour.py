@@ -366,4 +366,12 @@ def test_the_training_card_plans_with_recomputation_and_says_what_it_bought(serv
     assert f"{remat['arena_bytes']:,} bytes instead of {remat['arena_bytes_without']:,}" in said
     assert f"recomputing {len(remat['recomputed'])} tensor" in said
     assert remat["arena_bytes"] <= remat["arena_bytes_without"]
+    # The search's Pareto curve and the point chosen, drawn in the card from the same answer.
+    page.wait_for_function("document.getElementById('chart-training-remat').data !== undefined")
+    curve, chosen = page.evaluate(
+        "(() => { const d = document.getElementById('chart-training-remat').data;"
+        " return [d[0].y.map(Number), [d[1].x[0], d[1].y[0]]]; })()"
+    )
+    assert curve == [p["arena_bytes"] for p in remat["curve"]]
+    assert chosen == pytest.approx([100 * remat["extra_flops"], remat["arena_bytes"]])
     shot(page, "first-hour-training-remat")
