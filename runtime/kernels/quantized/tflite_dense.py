@@ -69,15 +69,26 @@ def bind_dense(inputs, outputs, attrs, general):
     x_zero, w_zero = np.int32(q_in.zero_point[0]), np.int32(q_w.zero_point[0] if q_w.zero_point.size == 1 else 0)
     cache: dict[str, np.ndarray] = {}
 
-    def run(*values, out, ws=None, **_):
+    def table_of(values) -> np.ndarray:
         table = cache.get("table")
         if table is None:
             bias = values[2] if len(values) > 2 else None
             table = cache["table"] = channel_table(bias, multiplier, shift, int(q_out.zero_point[0]), lo, hi, channels)
-        DENSE(values[0].reshape(-1, depth), x_zero, values[1].reshape(channels, depth), w_zero, table,
+        return table
+
+    def run(*values, out, ws=None, **_):
+        DENSE(values[0].reshape(-1, depth), x_zero, values[1].reshape(channels, depth), w_zero, table_of(values),
               out.reshape(-1, channels))  # fmt: skip
 
-    return Bound(run)
+    def prime(*values, out, ws=None, **_):
+        """At prepare: the table, and the loop compiled (or loaded from numba's cache) by one call on
+        zeros with the step's shapes, types and read-only flags, so that no run compiles it."""
+        x = np.zeros(values[0].shape, values[0].dtype)
+        x.flags.writeable = values[0].flags.writeable
+        DENSE(x.reshape(-1, depth), x_zero, values[1].reshape(channels, depth), w_zero, table_of(values),
+              np.zeros((x.size // depth, channels), out.dtype))  # fmt: skip
+
+    return Bound(run, prime=prime)
 
 
 @kernel("FULLY_CONNECTED", domain=TFLITE, workspace=dense_workspace, constants=dense_constants, bind=bind_dense)

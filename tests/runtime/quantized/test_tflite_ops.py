@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import runtime
 from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_kernel, run_tflm
 
 pytest.importorskip("tflite_micro")
@@ -338,3 +339,36 @@ def test_float_builtins(op):
     got = run_kernel(op, inputs, outputs, options, feeds)[0]
     np.testing.assert_allclose(got, expected, rtol=2e-5, atol=2e-5)
     assert len(np.unique(expected)) > 3
+
+
+def test_fully_connected_compiles_its_loop_at_prepare(monkeypatch):
+    """FULLY_CONNECTED's compiled loop is called at prepare with arguments of the very types a run
+    passes (numba compiles, or loads from its cache, one signature per set of types), so that no run
+    compiles: the first run, traced, allocates next to nothing beside the arena."""
+    numba = pytest.importorskip("numba")
+    from runtime.kernels.quantized import tflite_dense
+
+    loop = tflite_dense.DENSE
+    if loop is None:
+        pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
+    calls = []
+
+    def recording(*args):
+        calls.append(tuple(numba.typeof(a) for a in args))
+        return loop(*args)
+
+    monkeypatch.setattr(tflite_dense, "DENSE", recording)
+    rng = np.random.default_rng(2)
+    w = rng.integers(-127, 128, (9, 40)).astype(I8)
+    inputs = [
+        Tensor((3, 40), I8, q(0.05, 4)),
+        Tensor(w.shape, I8, q(0.01), w),
+        Tensor((9,), np.int32, q(0.0005), rng.integers(-3000, 3000, 9).astype(np.int32)),
+    ]
+    model = one_op_model("FULLY_CONNECTED", inputs, [Tensor((3, 9), I8, q(0.2, -3))], {})
+    graph = runtime.load_model(model)
+    session = runtime.Session(graph).prepare()
+    assert len(calls) == 1, "the loop is called once at prepare"
+    session.run({graph.inputs[0]: np.zeros((3, 40), I8)}, measure="memory")
+    assert len(calls) == 2 and calls[0] == calls[1], calls
+    assert session.stats.outside_arena_bytes < 32 << 10, session.stats.outside_arena_bytes
