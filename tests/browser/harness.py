@@ -107,3 +107,15 @@ def upload(page: Any, server: str, model: Any, name: str) -> str:
     )
     assert response.status == 201, response.text()
     return response.json()["id"]
+
+
+def assert_remat_chart(page: Any, element_id: str, remat: dict) -> None:
+    """The recomputation search's Pareto curve drawn in `element_id` is `remat`'s curve, and its
+    chosen point `remat`'s extra FLOPs (in %) and arena."""
+    page.wait_for_function(f"document.getElementById('{element_id}').data !== undefined")
+    curve, chosen = page.evaluate(
+        f"(() => {{ const d = document.getElementById('{element_id}').data;"
+        " return [d[0].y.map(Number), [d[1].x[0], d[1].y[0]]]; })()"
+    )
+    assert curve == [p["arena_bytes"] for p in remat["curve"]]
+    assert chosen == pytest.approx([100 * remat["extra_flops"], remat["arena_bytes"]])

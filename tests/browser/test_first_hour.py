@@ -18,7 +18,7 @@ from app.settings import Settings
 from app.storage import Storage
 from tests import memory_models
 from tests.app.routes.test_lists import conv_nchw
-from tests.browser.harness import BROWSER, serving, shot, upload
+from tests.browser.harness import BROWSER, assert_remat_chart, serving, shot, upload
 from tests.patience import JOB_MS
 from tests.runtime.test_session import small_cnn
 
@@ -367,11 +367,5 @@ def test_the_training_card_plans_with_recomputation_and_says_what_it_bought(serv
     assert f"recomputing {len(remat['recomputed'])} tensor" in said
     assert remat["arena_bytes"] <= remat["arena_bytes_without"]
     # The search's Pareto curve and the point chosen, drawn in the card from the same answer.
-    page.wait_for_function("document.getElementById('chart-training-remat').data !== undefined")
-    curve, chosen = page.evaluate(
-        "(() => { const d = document.getElementById('chart-training-remat').data;"
-        " return [d[0].y.map(Number), [d[1].x[0], d[1].y[0]]]; })()"
-    )
-    assert curve == [p["arena_bytes"] for p in remat["curve"]]
-    assert chosen == pytest.approx([100 * remat["extra_flops"], remat["arena_bytes"]])
+    assert_remat_chart(page, "chart-training-remat", remat)
     shot(page, "first-hour-training-remat")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.settings import Settings
-from tests.browser.harness import BROWSER, serving, shot
+from tests.browser.harness import BROWSER, assert_remat_chart, serving, shot
 from tests.patience import JOB_SECONDS
 
 pytestmark = BROWSER
@@ -53,13 +53,7 @@ def test_a_demo_with_recomputation_draws_its_curve_and_shades_the_recomputed_ste
     remat = job["result"]["remat"]
     assert remat["recomputed"], "the CNN's step has activations worth recomputing"
     page.goto(url + f"/training/demo/{job_id}")
-    page.wait_for_function("document.getElementById('chart-remat').data !== undefined")
-    curve, chosen = page.evaluate(
-        "(() => { const d = document.getElementById('chart-remat').data;"
-        " return [d[0].y.map(Number), [d[1].x[0], d[1].y[0]]]; })()"
-    )
-    assert curve == [p["arena_bytes"] for p in remat["curve"]]
-    assert chosen == pytest.approx([100 * remat["extra_flops"], remat["arena_bytes"]])
+    assert_remat_chart(page, "chart-remat", remat)
     summary = page.inner_text("#remat-summary")
     assert f"{len(remat['recomputed'])} tensors recomputed" in summary and f"{remat['arena_bytes']:,}" in summary
     step_names = page.evaluate("TRAINING.view.step_names")

@@ -11,7 +11,7 @@ import pytest
 
 import runtime
 from runtime.session import Session
-from tests.runtime.quantized.tflite_ops import Tensor, lstm_tensors, one_op_model, q, run_tflm_steps
+from tests.runtime.quantized.tflite_ops import Tensor, lstm_tensors, one_op_model, q, recorded_calls, run_tflm_steps
 
 pytest.importorskip("tflite_micro")
 
@@ -165,20 +165,12 @@ def test_the_compiled_loop_is_ready_at_prepare(monkeypatch, dtype):
     """The session's prepare calls the loop with arguments of the very types a run passes (numba
     compiles, or loads from its cache, one signature per set of types), so that no run compiles:
     the first run, traced, allocates next to nothing beside the arena."""
-    numba = pytest.importorskip("numba")
     from runtime.kernels.quantized import tflite_lstm
 
     name = "LSTM" if dtype == np.int8 else "LSTM_FLOAT"
-    loop = getattr(tflite_lstm, name)
-    if loop is None:
+    if getattr(tflite_lstm, name) is None:
         pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
-    calls = []
-
-    def recording(*args):
-        calls.append(tuple(numba.typeof(a) for a in args))
-        return loop(*args)
-
-    monkeypatch.setattr(tflite_lstm, name, recording)
+    calls = recorded_calls(monkeypatch, tflite_lstm, name)
     inputs, outputs = lstm_tensors(dtype, steps=3)
     graph = runtime.load_model(one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, OPTIONS))
     session = Session(graph).prepare()

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import runtime
-from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_kernel, run_tflm
+from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, recorded_calls, run_kernel, run_tflm
 
 pytest.importorskip("tflite_micro")
 
@@ -345,19 +345,11 @@ def test_fully_connected_compiles_its_loop_at_prepare(monkeypatch):
     """FULLY_CONNECTED's compiled loop is called at prepare with arguments of the very types a run
     passes (numba compiles, or loads from its cache, one signature per set of types), so that no run
     compiles: the first run, traced, allocates next to nothing beside the arena."""
-    numba = pytest.importorskip("numba")
     from runtime.kernels.quantized import tflite_dense
 
-    loop = tflite_dense.DENSE
-    if loop is None:
+    if tflite_dense.DENSE is None:
         pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
-    calls = []
-
-    def recording(*args):
-        calls.append(tuple(numba.typeof(a) for a in args))
-        return loop(*args)
-
-    monkeypatch.setattr(tflite_dense, "DENSE", recording)
+    calls = recorded_calls(monkeypatch, tflite_dense, "DENSE")
     rng = np.random.default_rng(2)
     w = rng.integers(-127, 128, (9, 40)).astype(I8)
     inputs = [

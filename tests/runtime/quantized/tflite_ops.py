@@ -78,3 +78,18 @@ def run_kernel(
         ws = np.zeros(size, dtype=np.uint8) if size else None
     call(k, values, outs, ws, attrs, 0)
     return outs
+
+
+def recorded_calls(monkeypatch: Any, module: Any, name: str) -> list[tuple]:
+    """`module.name`, a compiled loop, replaced by one that records the numba types of each call's
+    arguments before calling it: the list it fills (one signature per distinct entry)."""
+    numba = pytest.importorskip("numba")
+    loop = getattr(module, name)
+    calls: list[tuple] = []
+
+    def recording(*args):
+        calls.append(tuple(numba.typeof(a) for a in args))
+        return loop(*args)
+
+    monkeypatch.setattr(module, name, recording)
+    return calls
