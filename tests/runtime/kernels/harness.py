@@ -103,7 +103,9 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray | None]) -> list
     return session.run(None, {k: v for k, v in feeds.items() if v is not None})
 
 
-def close(got: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-4, atol: float = 1e-5) -> None:
+def close(
+    got: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-4, atol: float = 1e-5, what: str = ""
+) -> None:
     """Same shapes, values within tolerance, output by output: rtol * |expected| + max(atol, rtol * rms
     of that output) (`runtime.conditioning.tolerance`), so that an element summed to near zero from
     large terms is judged on its output's scale, as another summation order would leave it."""
@@ -117,7 +119,7 @@ def close(got: list[np.ndarray], expected: list[np.ndarray], rtol: float = 1e-4,
         same = (np.isnan(g) & np.isnan(e)) | (np.isinf(g) & (g == e))
         bad = ~((diff <= bound) | same)
         assert not bad.any(), (
-            f"{int(bad.sum())} of {g.size} elements beyond rtol*|e| + max(atol, rtol*rms) = "
+            f"{what + ': ' if what else ''}{int(bad.sum())} of {g.size} elements beyond rtol*|e| + max(atol, rtol*rms) = "
             f"rtol {rtol}, atol {atol}; worst |diff| {float(np.nanmax(np.where(bad, diff, 0))):.3g} "
             f"at {np.unravel_index(int(np.nanargmax(np.where(bad, diff, 0))), g.shape)}"
         )

@@ -22,7 +22,7 @@ from onnx.reference import ReferenceEvaluator
 from runtime import load_model
 from runtime.kernels import JIT_ENABLED, TensorMeta, call, get_kernel, loop_ufunc_buffers
 from runtime.kernels.pool_routes import EXAMPLES, ROUTE_NAMES, ROUTES, PoolCase
-from tests.runtime.kernels.harness import refuses_a_short_workspace, run_ort
+from tests.runtime.kernels.harness import close, refuses_a_short_workspace, run_ort
 
 _ELEM = {np.float16: TensorProto.FLOAT16, np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE}
 
@@ -90,7 +90,7 @@ def test_each_route_runs_within_the_workspace_it_declares(name, x_shape):
                 assert peak < 64 * 1024, f"{name} ({way}): {peak:,} bytes beside a workspace of {size:,}"
         tolerance = 1e-2 if case.dtype == np.float16 else 1e-5
         for got, expected in zip(outs, want, strict=True):
-            np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance, err_msg=f"{name} ({way})")
+            close([got], [expected], rtol=tolerance, atol=tolerance, what=f"{name} ({way})")
 
 
 @pytest.mark.parametrize("name", ["max_separable", "average_separable", "lp_taps"])

@@ -19,7 +19,7 @@ import pytest
 from runtime import load_model
 from runtime.kernels import JIT_ENABLED, TensorMeta, call, get_kernel, loop_ufunc_buffers
 from runtime.kernels.rnn_routes import EXAMPLES, GATES, ROUTE_NAMES, ROUTES, RecurrenceCase
-from tests.runtime.kernels.harness import one_node, refuses_a_short_workspace, run_ort
+from tests.runtime.kernels.harness import close, one_node, refuses_a_short_workspace, run_ort
 
 
 def _feeds(case, rng) -> dict:
@@ -80,7 +80,7 @@ def test_each_route_runs_within_the_workspace_it_declares(name):
                 tracemalloc.stop()
                 assert peak < 64 * 1024, f"{name} ({way}): {peak:,} bytes beside a workspace of {size:,}"
         for got, expected in zip(outs, want, strict=True):
-            np.testing.assert_allclose(got, expected, rtol=1e-4, atol=2e-5, err_msg=f"{name} ({way})")
+            close([got], [expected], rtol=1e-4, atol=2e-5, what=f"{name} ({way})")
 
 
 def test_a_plan_short_of_the_routes_workspace_is_refused_when_the_session_prepares():

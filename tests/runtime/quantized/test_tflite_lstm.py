@@ -11,6 +11,7 @@ import pytest
 
 import runtime
 from runtime.session import Session
+from tests.runtime.kernels.harness import close
 from tests.runtime.quantized.tflite_ops import Tensor, lstm_tensors, one_op_model, q, recorded_calls, run_tflm_steps
 
 pytest.importorskip("tflite_micro")
@@ -39,7 +40,7 @@ OPTIONS = {"fused_activation_function": "TANH", "cell_clip": 0.0, "proj_clip": 0
 def test_float_lstm_matches_tflm_over_consecutive_invocations(time_major):
     got, expected, _ = run_both(np.float32, {**OPTIONS, "time_major": time_major}, time_major=time_major)
     for k, (g, e) in enumerate(zip(got, expected, strict=True)):
-        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6, err_msg=f"invocation {k}")
+        close([g], [e], rtol=1e-5, atol=1e-6, what=f"invocation {k}")
     assert not np.allclose(got[0], got[1])
 
 
@@ -100,7 +101,7 @@ def test_lstm_routes_match_tflm(monkeypatch, dtype, route, prepared):
         if dtype == np.int8:
             assert np.array_equal(g, e)
         else:
-            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+            close([g], [e], rtol=1e-5, atol=1e-6)
 
 
 def test_an_lstm_plan_exported_to_tflm_runs_there_with_identical_outputs():
@@ -134,7 +135,7 @@ def test_float_lstm_matches_the_tflite_interpreter_too():
     feeds = {graph.inputs[0]: np.random.default_rng(9).standard_normal(inputs[0].shape).astype(np.float32)}
     expected = outputs_of("litert", data, feeds)[graph.outputs[0]]
     got = Session(graph).run(feeds)[graph.outputs[0]]
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    close([got], [expected], rtol=1e-5, atol=1e-6)
     assert np.abs(expected).max() > 0.1
 
 

@@ -10,6 +10,7 @@ import pytest
 
 import runtime
 from runtime.session import Session
+from tests.runtime.kernels.harness import close
 from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_tflm_steps
 from tests.runtime.tflite.shared import model_bytes
 
@@ -107,7 +108,7 @@ def test_generated_svdf_runs_like_consecutive_tflm_invocations(monkeypatch, dtyp
     again = session.run({graph.inputs[0]: steps[0][0]})[graph.outputs[0]]
     for step, (g, e) in enumerate(zip(got, expected, strict=True)):
         if dtype == np.float32:
-            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5, err_msg=f"step {step}")
+            close([g], [e], rtol=1e-5, atol=1e-5, what=f"step {step}")
         else:
             assert np.array_equal(g, e), f"step {step}: {int((g != e).sum())} elements differ from TFLM"
     np.testing.assert_array_equal(again, got[0])
