@@ -39,19 +39,11 @@ MIN_PIXELS = 14 * 14
 # (crnn_ocr's first conv, 3 channels to 64 over 48 x 320: 1.75 ms against im2col's 1.20;
 # 16 channels to 32 over the same map: 1.87 against 2.13).
 MIN_CHANNELS = 16
-# A band of a tiled stage (a few rows of a wide map) below `MIN_PIXELS` keeps im2col. Measured one
-# thread, prepared weights, F(2x2) / im2col: with the same weights called again and again, 2 rows of
-# 56 at 64 channels 0.73 (0.083 ms against 0.114); but in a tiled stage each band runs every layer of
-# the stage, so a layer's weights have left the cache by its next band, and with them cold (32 MB
-# read between calls) 1 or 2 rows gain nothing (64 channels, 2 rows of 56: 1.01; 256, 2 rows of
-# 14: 1.05) and 4 rows 0.79-0.90. Winograd's workspace is also larger than a band's im2col (its
-# transformed weights when made per call, V and M): taken from 4 rows and 64 channels, ResNet-18's
-# tiled arena with scratch rose from 1,728,576 to 2,607,104 bytes, for a head 5-12% faster.
-# Transformed weights above this size are read from memory on every call; they pay only over
-# at least `MANY_TILES` tiles. Measured one thread, prepared weights, F(2x2) against im2col in ms
-# (weights warm / cold): 384 channels at 14 x 14 (9.4 MB of U, 49 tiles) 15.2 against 7.2 / 15.0
-# against 8.1; 512 at 14 x 14 (16 MB) 27.4 against 12.3 / 26.4 against 12.0; 512 at 7 x 7 6.7
-# against 4.1; while 256 (4 MB) wins at 14 x 14, 2.4 against 3.6 / 3.5 against 3.7.
+# A band of a tiled stage (a few rows of a wide map) below `MIN_PIXELS` keeps im2col: each band runs
+# every layer of its stage, so a layer's weights are cold by its next band, and cold, one to four rows
+# gain little from the transforms while Winograd's larger workspace raises the tiled arena.
+# Transformed weights above this size are read from memory on every call; they pay only over at
+# least `MANY_TILES` tiles. (Measurements behind both: docs/BENCHMARKS.md, figures behind the code.)
 U_CACHED_BYTES = 4 << 20
 MANY_TILES = 14 * 14
 POSITIONS = jit_winograd.ALPHA * jit_winograd.ALPHA
