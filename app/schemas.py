@@ -226,7 +226,10 @@ class JobOut(BaseModel):
 
 
 class PlansOut(BaseModel):
-    problem_id: str
+    problem_id: str | None = Field(
+        description="the stored problem the plans belong to; null while a job still has to make it "
+        "(a model planned with tile 'auto': its job's result holds the plans)"
+    )
     plans: list[PlanSummary]
     job: JobOut | None = None
     links: dict[str, str] = {}

@@ -3,7 +3,9 @@ the results.
 
 Fast strategies answer inline; strategies the registry marks slow (or every strategy when
 the caller asks for `background`) run as one job (`plan_task`, on a Dask worker, reading the
-stored problem) whose progress is one step per strategy.
+stored problem) whose progress is one step per strategy. A model planned with ``tile: "auto"``
+is a job from the start (`plan_model_task`): the tiling search places up to a dozen tiled
+graphs, seconds to a minute of work that no request waits on.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from planner import Problem, ProblemError, get, ratio
 from planner import names as strategy_names
 from planner.compare import StrategyResult, resolve_names, run_strategies
 from planner.csvio import read_csv
+from runtime.tiling import Tiling
 
 
 def record_of(outcome: StrategyResult) -> PlanRecord:
@@ -93,21 +96,23 @@ def plan_and_store(
     strategy_options: dict[str, Any],
     request_options: dict[str, Any],
     background: bool = False,
+    inline: bool = False,
     model_id: str | None = None,
     tensors: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Store the problem, plan it with each strategy, and return what `PlansOut` describes.
 
-    `jobs` may be None where every strategy is fast and nothing is `background` (inside a job).
+    `jobs` may be None where every strategy is fast and nothing is `background`, or where `inline`
+    runs every strategy here (inside a job).
     """
     strategy_options = active_limits().cap_time(strategy_options)  # no request outlasts plan_seconds
     problem_id = storage.add_problem(
         problem=problem.to_json(), options=request_options, model_id=model_id, tensors=tensors
     ).id
     remember(storage, problem_id, problem)  # the plan page need not parse 20,000 buffers again
-    inline = [] if background else [n for n in names if not get(n).slow]
-    later = [n for n in names if n not in inline]
-    records = _store(storage, problem_id, run_strategies(problem, inline, **strategy_options)) if inline else []
+    now = names if inline else [] if background else [n for n in names if not get(n).slow]
+    later = [n for n in names if n not in now]
+    records = _store(storage, problem_id, run_strategies(problem, now, **strategy_options)) if now else []
     # A big problem's page opens on its plans' chart columns: built now, and written where every process finds them.
     chart_windows.store_columns(storage, problem_id, problem, records)
     job = None
@@ -170,20 +175,68 @@ def plan_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: PlanRequest) -> dict[str, Any]:
+    """Plan a stored model: inline, or as a job where `tile` is auto (the model is loaded here first,
+    so that what is wrong with it or with the shapes still answers the request itself)."""
+    made = _model_problem(storage, record, body)
+    if body.tile != "auto":
+        return _planned(storage, jobs, record, body, made, None)
+    job = jobs.submit(
+        "plan",
+        f"planning {record.name} with tile auto ({', '.join(body.names())})",
+        plan_model_task,
+        {"model_id": record.id, "body": body.model_dump(mode="json")},
+        links={"model": f"/api/v1/models/{record.id}"},
+    )
+    note = "the tiling search runs as a job: its result holds the plans, `tiling` and `tiling_note`"
+    links = {"job": f"/api/v1/jobs/{job.id}", "job_page": f"/jobs/{job.id}"}
+    return {"problem_id": None, "plans": [], "job": job.to_json(), "links": links, "tiling": None, "tiling_note": note}
+
+
+def plan_model_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
+    """The job of a model planned with tile auto, on a worker: search the tiling, then plan the
+    (tiled) model with every strategy, fast and slow, here."""
+    storage = job.storage
+    record = storage.get_model(payload["model_id"])
+    if record is None:
+        raise JobFailed(f"model {payload['model_id']!r} was deleted before it was planned", 410)
+    body = PlanRequest.model_validate(payload["body"])
+    made = _model_problem(storage, record, body)
+    job.report(0.0, "searching tilings: placing candidate heads and band heights")
+    tiling = tile_graph(made.graph, body.memory(), tile=body.tile, overhead=body.tile_overhead)
+    job.report(0.5, f"{tiling.note}; planning with {', '.join(body.names())}" if tiling else "planning")
+    out = _planned(storage, None, record, body, made, tiling, inline=True)
+    best = best_of(out["plans"])
+    return out | {"page": f"/plans/{best['id']}" if best else None}
+
+
+def _model_problem(storage: Storage, record: ModelRecord, body: PlanRequest) -> graphs.ModelProblem:
     library.check_dims(record, body.dims)
     library.check_shapes(record, body.shapes)
-    memory = body.memory()
-    made = graphs.stored_model_problem(
+    return graphs.stored_model_problem(
         library.model_path(storage, record),
-        memory,
+        body.memory(),
         dims=body.dims,
         shapes=body.shapes,
         reorder=body.reorder,  # the order found is stored with the plans: runs execute the nodes in it
         pools=[p.model_dump() for p in body.pools] if body.pools else None,
         name=record.name,
     )
+
+
+def _planned(
+    storage: Storage,
+    jobs: JobService | None,
+    record: ModelRecord,
+    body: PlanRequest,
+    made: graphs.ModelProblem,
+    tiling: Tiling | None,
+    *,
+    inline: bool = False,
+) -> dict[str, Any]:
+    """Plan the model's problem (tiled by `tiling` when it took one) and store the plans; `inline`:
+    every strategy runs here (inside a job), none as a job of its own."""
+    memory = body.memory()
     graph, problem, found = made.graph, made.problem, made.reordered
-    tiling = tile_graph(graph, memory, tile=body.tile, overhead=body.tile_overhead)
     if tiling is not None:
         problem, graph = tiled_problem(problem, tiling, memory), tiling.graph
     strategy_options: dict[str, Any] = {"seed": body.seed}
@@ -202,7 +255,8 @@ def plan_model(storage: Storage, jobs: JobService, record: ModelRecord, body: Pl
         names,
         strategy_options=strategy_options,
         request_options=request_options,
-        background=body.background,
+        background=body.background and not inline,
+        inline=inline,
         model_id=record.id,
         tensors=graphs.tensor_facts(graph, problem),
     )
