@@ -16,7 +16,8 @@ def test_planning_with_tiling_follows_the_search_job_to_the_tiled_plan(server, p
     blocks = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2))  # under the upload limit, and tileable
     model_id = upload(page, server, mobilenet_v2_like(size=64, width=0.35, classes=10, blocks=blocks), "tiled")
     page.goto(server + f"/models/{model_id}")
-    for box in page.locator("#plan-form input[name=strategy]").all():  # one fast strategy: the search is what is followed
+    # One fast strategy: the search is what the page follows.
+    for box in page.locator("#plan-form input[name=strategy]").all():
         box.set_checked(box.get_attribute("value") == "greedy_by_size")
     page.check("[name=io][value=external]")
     page.set_checked("[name=tile]", True)
