@@ -21,6 +21,7 @@ the search in `runtime.tiling.search`; the one op a tiled stage adds in `runtime
 
 from __future__ import annotations
 
+from runtime.tiling import regions_shape as _regions_shape  # noqa: F401  (Reshape's and Transpose's regions)
 from runtime.tiling import regions_tflite as _regions_tflite  # noqa: F401  (registers TFLite's ops' regions)
 from runtime.tiling import rows as _rows  # noqa: F401  (registers TileRows with the kernels)
 from runtime.tiling.regions import Region, region_of, tileable_ops

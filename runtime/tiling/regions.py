@@ -51,6 +51,7 @@ MovesFn = Callable[[Any, Any], tuple[int, ...] | None]
 
 NCHW, NHWC = 2, 1  # the height axis of a 4-D map in each layout
 AXIS = "__height_axis"  # the attribute a region function finds the band input's height axis under
+JOINS_CONSTANT = "__joins_constant"  # a Concat with a constant input
 
 
 @dataclass(frozen=True)
@@ -203,11 +204,27 @@ def same_rows(
     attrs: Mapping[str, Any], shape: tuple[int, ...], out_shape: tuple[int, ...], y0: int, y1: int
 ) -> Region | None:
     """Each output row reads the same row of every row-split input (elementwise maps, a
-    per-channel affine map, a 1x1 convolution plus its residual; the stage checks that the
-    input and output have as many rows on their height axes)."""
-    if len(shape) != 4 or len(out_shape) != 4:
+    per-channel affine map, a 1x1 convolution plus its residual, maps joined along another
+    axis; the stage checks that the inputs and output have as many rows on their height axes).
+    An op whose `axis` attribute names the height axis (a Concat of rows, a per-row scale) is
+    refused."""
+    if len(shape) != len(out_shape) or len(shape) not in (4, 5):
+        return None
+    along = attrs.get("axis")
+    if attrs.get(JOINS_CONSTANT):
+        return None
+    if along is not None and int(along) % len(out_shape) == int(attrs.get(AXIS, NCHW)):
         return None
     return Region(y0, y1, {})
 
 
-region("BatchNormalization", (MEMPLAN_DOMAIN, "PointwiseConvAdd"), height=NCHW)(same_rows)
+# LRN sums squares across channels at one pixel: a row of its output reads that row alone
+region("BatchNormalization", "LRN", (MEMPLAN_DOMAIN, "PointwiseConvAdd"), height=NCHW)(same_rows)
+
+
+def _constant_inputs(graph: Any, node: Any) -> Mapping[str, Any]:
+    """A Concat of a constant: the constant would have to be cut into bands too, so it is refused."""
+    return {JOINS_CONSTANT: any(name in graph.constants for name in node.inputs if name)}
+
+
+region("Concat", extra=_constant_inputs)(same_rows)

@@ -2,7 +2,7 @@
 
 `chains(graph)` lists every prefix of the schedule that can become a tiled stage: each node
 has a region function (`runtime.tiling.regions`) that accepts its attributes, writes one 4-D
-map (NCHW or NHWC: the height axis of every map follows from the ops' layouts, `Chain.axes`) and
+map (5-D inside a channel shuffle; NCHW or NHWC: the height axis of every map follows from the ops' layouts, `Chain.axes`) and
 reads maps of its own height or through a window; the stage reads one map from before
 it, and exactly one map it makes is read after it (the stage's output).
 
@@ -113,19 +113,20 @@ def _out_axis(graph: Graph, node: Node, in_axes: list[int]) -> int | None:
     out = graph.tensors[outputs[0]].shape
     split = _split_inputs(graph, node)
     shape, axis, layout = graph.tensors[split[0]].shape, in_axes[0], layout_of(node)
-    if len(out) != 4 or len(shape) != 4 or (layout.height is not None and axis != layout.height):
-        return None
-    moves = layout.moves(graph, node) if layout.moves is not None else tuple(range(4))
-    if moves is None or len(moves) != 4:
-        return None
+    if not (4 <= len(out) <= 5 and 4 <= len(shape) <= 5) or (layout.height is not None and axis != layout.height):
+        return None  # maps of 4 axes (5 inside a channel shuffle); a window's region takes 4 only
+    moves = layout.moves(graph, node) if layout.moves is not None else tuple(range(len(shape)))
+    if moves is None or len(moves) != len(shape) or not 0 <= moves[axis] < len(out):
+        return None  # a reshape that merges or splits the rows' axis
     out_axis = moves[axis]
     if fn is same_rows:
-        if any(len(graph.tensors[n].shape) != 4 or graph.tensors[n].shape[axis] != out[out_axis] for n in split):
+        rank = len(out)
+        if any(len(graph.tensors[n].shape) != rank or graph.tensors[n].shape[axis] != out[out_axis] for n in split):
             return None
         for name in node.inputs:  # a constant must not vary along the rows
             if name in graph.constants:
-                dims = (1,) * (4 - len(graph.tensors[name].shape)) + graph.tensors[name].shape
-                if len(dims) != 4 or dims[out_axis] != 1:
+                dims = (1,) * (rank - len(graph.tensors[name].shape)) + graph.tensors[name].shape
+                if len(dims) != rank or dims[out_axis] != 1:
                     return None
     elif len(split) != 1:
         return None
