@@ -2,9 +2,11 @@
 
 `chains(graph)` lists every prefix of the schedule that can become a tiled stage: each node
 has a region function (`runtime.tiling.regions`) that accepts its attributes, writes one 4-D
-map (5-D inside a channel shuffle; NCHW or NHWC: the height axis of every map follows from the ops' layouts, `Chain.axes`) and
-reads maps of its own height or through a window; the stage reads one map from before
-it, and exactly one map it makes is read after it (the stage's output).
+map (5-D inside a channel shuffle; NCHW or NHWC: the height axis of every map follows from the
+ops' layouts, `Chain.axes`) and reads maps of its own height or through a window; the stage
+reads one map from before it, and exactly one map it makes is read after it (the stage's
+output). Nodes may branch and join inside it (a fire module, an inception block): the stage
+is a small DAG with one input map and one output map.
 
 `tiled_graph(graph, chain, rows, method)` is the graph with that chain replaced by its bands,
 computed one after the other; in each band every node of the chain runs at most once, on a
