@@ -48,6 +48,21 @@ def _scaled(x, multiplier, shift):  # pragma: no cover - compiled
 SCALED = compiled(_scaled, inline=True)
 
 
+def _requantize_run(values, bias, multiplier, shift, zero, lo, hi, out):  # pragma: no cover - compiled
+    """out[i] = clamp(MBQM(values[i] + bias) + zero) along one run: the case of `_scaled` chosen once
+    for the run, not per value, so that the loop vectorises."""
+    if shift > 0 or multiplier < 0:
+        for i in range(values.shape[0]):
+            out[unsigned(i)] = min(max(MBQM(np.int64(values[unsigned(i)]) + bias, multiplier, shift) + zero, lo), hi)
+        return
+    for i in range(values.shape[0]):
+        value = SCALED(np.int64(values[unsigned(i)]) + bias, multiplier, shift) + zero
+        out[unsigned(i)] = min(max(value, lo), hi)
+
+
+_REQUANTIZE_RUN = compiled(_requantize_run, inline=True)
+
+
 def _columns(x, fill, geo, kh, kw, r0, r1, cols):  # pragma: no cover - compiled
     """cols[(c * kh + ky) * kw + kx, (oy - r0) * ow + ox] = x[c, iy, ix] (`fill` in the padding)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
@@ -80,10 +95,7 @@ def _requantize(acc, q, c0, out):  # pragma: no cover - compiled
     """out[c, p] = clamp(MBQM(acc[c, p] + bias[c0 + c]) + zero) for a band of channels from c0."""
     zero, lo, hi = q[3, 0], q[3, 1], q[3, 2]
     for c in range(acc.shape[0]):
-        b, m, s = q[0, c0 + c], q[1, c0 + c], q[2, c0 + c]
-        for p in range(acc.shape[1]):
-            value = SCALED(np.int64(acc[c, p]) + b, m, s) + zero
-            out[c, p] = min(max(value, lo), hi)
+        _REQUANTIZE_RUN(acc[c], q[0, c0 + c], q[1, c0 + c], q[2, c0 + c], zero, lo, hi, out[c])
 
 
 def _accumulate(acc, part, first):  # pragma: no cover - compiled
@@ -106,46 +118,99 @@ def _depthwise(x, xz, w, q, geo, out, planes, acc):  # pragma: no cover - compil
     (`phase_layout`'s phases, rows x width) and `acc` (OH x width), float32.
 
     Per channel, the input less its zero point (0 in the padding) is split by stride into phase
-    planes with rows of the same width as the sums', so that each tap adds one contiguous run of a
-    plane, times its weight, to every sum at once (the columns past OW are never read back)."""
+    planes with rows of the same width as the sums', so that each tap reads one contiguous run of a
+    plane at an offset (`_tap_offset`): every sum at once, the columns past OW never read back. A
+    3x3 filter's nine taps are added in one pass over the sums, a 5-wide row's five, any other one
+    at a time (every partial sum is an integer within 2**24: exact in any order)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
-    channels, height, width = x.shape
     kh, kw = w.shape[1], w.shape[2]
-    oh = out.shape[1]
-    rows, wide = planes.shape[1] // (acc.shape[0] // oh), acc.shape[0] // oh
+    wide = acc.shape[0] // out.shape[1]
+    flat = planes.reshape(-1)
     zero, lo, hi = q[3, 0], q[3, 1], q[3, 2]
-    for c in range(channels):
-        for py in range(stride_h):
-            for px in range(stride_w):
-                plane = planes[py * stride_w + px]
-                first, last = TAP_RANGE(px - left, stride_w, wide, width)
-                for i in range(rows):
-                    target = plane[i * wide : (i + 1) * wide]
-                    iy = i * stride_h + py - top
-                    if iy < 0 or iy >= height:
-                        target[:] = 0
+    for c in range(x.shape[0]):
+        _PHASES(x[c], xz, stride_h, stride_w, top, left, planes, wide)
+        if kh == 3 and kw == 3:
+            _SUM9(acc, flat, w[c], geo, planes.shape[1], wide)
+        else:
+            for ky in range(kh):
+                kx = 0
+                while kx < kw:
+                    o = _TAP_OFFSET(ky, kx, geo, planes.shape[1], wide)
+                    if kw - kx >= 5 and dil_w == 1 and stride_w == 1:  # five adjacent taps of one plane
+                        _ROW5(acc, flat, o, w[c, ky, kx : kx + 5], ky == 0 and kx == 0)
+                        kx += 5
                         continue
-                    source = x[c, iy]
-                    for j in range(first):
-                        target[unsigned(j)] = 0
-                    if stride_w == 1:  # a contiguous run: vectorised
-                        run = source[first + px - left : last + px - left]
-                        for j in range(last - first):
-                            target[unsigned(first + j)] = np.float32(run[unsigned(j)]) - xz
-                    else:
-                        for j in range(first, last):
-                            target[unsigned(j)] = np.float32(source[unsigned(j * stride_w + px - left)]) - xz
-                    for j in range(last, wide):
-                        target[unsigned(j)] = 0
-        acc[:] = 0
-        for ky in range(kh):
-            for kx in range(kw):
-                plane = planes[(ky * dil_h % stride_h) * stride_w + kx * dil_w % stride_w]
-                base = (ky * dil_h // stride_h) * wide + kx * dil_w // stride_w
-                weight = w[c, ky, kx]
-                for f in range(acc.shape[0]):  # contiguous: vectorised
-                    acc[unsigned(f)] += plane[unsigned(base + f)] * weight
+                    weight, first = w[c, ky, kx], ky == 0 and kx == 0
+                    for f in range(acc.shape[0]):  # contiguous: vectorised
+                        acc[unsigned(f)] = (0 if first else acc[unsigned(f)]) + flat[unsigned(o + f)] * weight
+                    kx += 1
         _PLANE(acc, wide, q[0, c], q[1, c], q[2, c], zero, lo, hi, out[c])
+
+
+def _phases(x, xz, stride_h, stride_w, top, left, planes, wide):  # pragma: no cover - compiled
+    """One channel's phase planes: plane (py, px) row i, column j holds x[i * stride_h + py - top,
+    j * stride_w + px - left] less the zero point, or 0 where that falls in the padding."""
+    height, width = x.shape
+    rows = planes.shape[1] // wide
+    for py in range(stride_h):
+        for px in range(stride_w):
+            plane = planes[py * stride_w + px]
+            first, last = TAP_RANGE(px - left, stride_w, wide, width)
+            for i in range(rows):
+                target = plane[i * wide : (i + 1) * wide]
+                iy = i * stride_h + py - top
+                if iy < 0 or iy >= height:
+                    target[:] = 0
+                    continue
+                source = x[iy]
+                for j in range(first):
+                    target[unsigned(j)] = 0
+                if stride_w == 1:  # a contiguous run: vectorised
+                    run = source[first + px - left : last + px - left]
+                    for j in range(last - first):
+                        target[unsigned(first + j)] = np.float32(run[unsigned(j)]) - xz
+                elif stride_w == 2:  # a constant stride: vectorised too
+                    start = first * 2 + px - left
+                    for j in range(last - first):
+                        target[unsigned(first + j)] = np.float32(source[unsigned(start + 2 * j)]) - xz
+                else:
+                    for j in range(first, last):
+                        target[unsigned(j)] = np.float32(source[unsigned(j * stride_w + px - left)]) - xz
+                for j in range(last, wide):
+                    target[unsigned(j)] = 0
+
+
+def _tap_offset(ky, kx, geo, plane_size, wide):  # pragma: no cover - compiled
+    """Where tap (ky, kx)'s run starts in the flattened phase planes."""
+    stride_h, stride_w, dil_h, dil_w = geo[0], geo[1], geo[2], geo[3]
+    phase = (ky * dil_h % stride_h) * stride_w + kx * dil_w % stride_w
+    return phase * plane_size + (ky * dil_h // stride_h) * wide + kx * dil_w // stride_w
+
+
+def _sum9(acc, flat, w, geo, plane_size, wide):  # pragma: no cover - compiled
+    """acc = the nine taps of a 3x3 filter `w`, in one vectorised pass."""
+    o0, o1, o2 = _TAP_OFFSET(0, 0, geo, plane_size, wide), _TAP_OFFSET(0, 1, geo, plane_size, wide), \
+        _TAP_OFFSET(0, 2, geo, plane_size, wide)  # fmt: skip
+    o3, o4, o5 = _TAP_OFFSET(1, 0, geo, plane_size, wide), _TAP_OFFSET(1, 1, geo, plane_size, wide), \
+        _TAP_OFFSET(1, 2, geo, plane_size, wide)  # fmt: skip
+    o6, o7, o8 = _TAP_OFFSET(2, 0, geo, plane_size, wide), _TAP_OFFSET(2, 1, geo, plane_size, wide), \
+        _TAP_OFFSET(2, 2, geo, plane_size, wide)  # fmt: skip
+    k0, k1, k2, k3, k4, k5, k6, k7, k8 = w[0, 0], w[0, 1], w[0, 2], w[1, 0], w[1, 1], w[1, 2], w[2, 0], w[2, 1], w[2, 2]
+    for f in range(acc.shape[0]):
+        top = flat[unsigned(o0 + f)] * k0 + flat[unsigned(o1 + f)] * k1 + flat[unsigned(o2 + f)] * k2
+        mid = flat[unsigned(o3 + f)] * k3 + flat[unsigned(o4 + f)] * k4 + flat[unsigned(o5 + f)] * k5
+        low = flat[unsigned(o6 + f)] * k6 + flat[unsigned(o7 + f)] * k7 + flat[unsigned(o8 + f)] * k8
+        acc[unsigned(f)] = top + mid + low
+
+
+def _row5(acc, flat, o, w, first):  # pragma: no cover - compiled
+    """acc (+)= five adjacent taps from offset `o`, weights `w`, in one vectorised pass."""
+    k0, k1, k2, k3, k4 = w[0], w[1], w[2], w[3], w[4]
+    for f in range(acc.shape[0]):
+        i = o + f
+        total = flat[unsigned(i)] * k0 + flat[unsigned(i + 1)] * k1 + flat[unsigned(i + 2)] * k2 \
+            + flat[unsigned(i + 3)] * k3 + flat[unsigned(i + 4)] * k4  # fmt: skip
+        acc[unsigned(f)] = total if first else acc[unsigned(f)] + total
 
 
 def _scale_channels(x, xz, w, q, out):  # pragma: no cover - compiled
@@ -163,11 +228,7 @@ def _scale_channels(x, xz, w, q, out):  # pragma: no cover - compiled
 def _requantize_plane(acc, wide, bias, multiplier, shift, zero, lo, hi, out):  # pragma: no cover - compiled
     """out[oy, ox] = clamp(MBQM(acc[oy * wide + ox] + bias) + zero): one channel's sums."""
     for oy in range(out.shape[0]):
-        row = acc[oy * wide : oy * wide + out.shape[1]]
-        target = out[oy]
-        for ox in range(out.shape[1]):
-            value = SCALED(np.int64(row[unsigned(ox)]) + bias, multiplier, shift) + zero
-            target[unsigned(ox)] = min(max(value, lo), hi)
+        _REQUANTIZE_RUN(acc[oy * wide : oy * wide + out.shape[1]], bias, multiplier, shift, zero, lo, hi, out[oy])
 
 
 BLOCK = 256  # elements of a row whose sums `_binary` holds in its scratch at a time
@@ -275,6 +336,10 @@ COLUMNS: Any = compiled(_columns)
 REQUANTIZE: Any = compiled(_requantize)
 ACCUMULATE: Any = compiled(_accumulate)
 _PLANE: Any = compiled(_requantize_plane)
+_PHASES: Any = compiled(_phases, inline=True)
+_TAP_OFFSET: Any = compiled(_tap_offset, inline=True)
+_SUM9: Any = compiled(_sum9, inline=True)
+_ROW5: Any = compiled(_row5, inline=True)
 DEPTHWISE: Any = compiled(_depthwise)
 SCALE_CHANNELS: Any = compiled(_scale_channels)
 _SUMS: Any = compiled(_sums, inline=True)
