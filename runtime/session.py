@@ -10,6 +10,10 @@ inputs not already in their slice (`runtime.concat_in_place`). Each step's kerne
 at prepare (`runtime.step_calls`: output views, workspace, attributes, opset), so that a run only reads input slots;
 without a canary, `after_node` hooks or an `on_step` callback the loop is those calls and one
 clock read per step, and `RunStats.trace` is made from the step times only when read.
+When every step is a compiled integer loop on tensors at fixed places (small TFLite integer
+models, `runtime.program`), prepare also builds one compiled program, and a run without a canary,
+hooks or an `on_step` callback is one call of it, with no per-step times (`route`, `RunStats.route`,
+`route_note` says why not); `invoker()` is that call alone, as TensorFlow Lite Micro's ``invoke()``.
 
 Zero-copy I/O (`runtime.caller_memory`): `input_buffer`/`output_buffer` hand out the session's
 own buffers (arena views under ``io="arena"``) so a caller writes inputs and reads outputs in
@@ -55,12 +59,14 @@ from runtime.binding import Binding
 from runtime.caller_memory import CallerMemory
 from runtime.canary import Canary
 from runtime.concat_in_place import concat_in_place
-from runtime.errors import ExecutionError, FeedError, ModelError, PlanError, TensorTooLargeError, UnsupportedOpError
+from runtime.errors import ExecutionError, FeedError, ModelError, TensorTooLargeError
 from runtime.graph import Graph, Node
-from runtime.kernels import Kernel, kernel_of, loop_ufunc_buffers, weights_kwargs
+from runtime.kernels import Kernel, loop_ufunc_buffers, weights_kwargs
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore
+from runtime.prepare_checks import check_plan, resolve_kernels
 from runtime.problem import check_aliases, memory_problem, node_metas, workspace_id
+from runtime.program import Program, build_program
 from runtime.states import States
 from runtime.stats import RunStats
 from runtime.step_calls import bind_call
@@ -106,11 +112,13 @@ class Session:
         io_alignment: int = 0,
         problem: Problem | None = None,
         after_node: Mapping[str, AfterNode] | None = None,
+        program: bool = True,
     ) -> None:
         self.graph = graph
         self.options = options or MemoryOptions()
         self._problem_arg = problem  # prebuilt (a training step's): planned as given instead of memory_problem
         self._after_node = dict(after_node or {})
+        self._program_wanted = program  # False: every run takes the step loop (its kernels one by one)
         self.canary = canary
         self.check = check  # False only to prove the canary: runs a plan the checker would refuse
         self.measure = _checked_measure(measure)  # what `run` measures when it is not told
@@ -135,7 +143,7 @@ class Session:
         """Resolve kernels, plan, check the plan, allocate the arena and bind every view. Idempotent."""
         if self._prepared:
             return self
-        kernels = self._resolve_kernels()
+        kernels = resolve_kernels(self.graph)
         self._check_unbound()
         if self.params is not None:
             self.graph = self.params.share(self.graph, skip=self._unbound)
@@ -146,7 +154,7 @@ class Session:
             # overwrite the parameters (graph outputs) on purpose.
             check_aliases(self.graph, problem)
         plan = planner.plan(problem, self._plan_arg) if isinstance(self._plan_arg, str) else self._plan_arg
-        self._check_plan(problem, plan)
+        check_plan(problem, plan, self.check)
         if plan.arena_bytes > self.max_arena_bytes:
             raise TensorTooLargeError(
                 f"the arena of plan {plan.strategy!r} is {plan.arena_bytes:,} bytes, more than max_arena_bytes="
@@ -170,32 +178,9 @@ class Session:
                 for s in self._steps
             ]
             self._canary = Canary(problem, plan, self.arena, writes)
+        self._program, self.route_note = self._build_program()
         self._prepared = True
         return self
-
-    def _resolve_kernels(self) -> dict[str, Kernel]:
-        found: dict[str, Kernel] = {}
-        missing: dict[str, list[str]] = {}
-        for node in self.graph.nodes:
-            k = kernel_of(node)
-            if k is None:
-                label = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
-                missing.setdefault(label, []).append(node.name)
-                continue
-            used = [n for n in node.outputs[1:] if n]
-            if used and not k.multi_output:
-                missing.setdefault(f"{node.op_type} with {len(used) + 1} outputs", []).append(node.name)
-                continue
-            found[node.name] = k
-        if missing:
-            listed = "; ".join(
-                f"{op} (node{'s' if len(ns) > 1 else ''} {', '.join(map(repr, ns[:5]))}{', ...' if len(ns) > 5 else ''})"
-                for op, ns in sorted(missing.items())
-            )
-            raise UnsupportedOpError(
-                f"memplan has no kernel for: {listed}; see runtime.kernels.supported_ops()", missing
-            )
-        return found
 
     def _prepare_kernels(self, kernels: dict[str, Kernel]) -> None:
         """Each kernel's prepare hook, once per node (compiled loops are built here, not in a run),
@@ -222,17 +207,6 @@ class Session:
                     self.constant_bytes += sum(int(a.nbytes) for a in made.values() if isinstance(a, np.ndarray))
             except Exception as e:  # a prepare hook failing is a kernel bug: say where
                 raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel's prepare failed: {e}") from None
-
-    def _check_plan(self, problem: Problem, plan: Plan) -> None:
-        missing = [b.id for b in problem.buffers if b.id not in plan.offsets]
-        if missing:
-            raise PlanError(
-                f"plan {plan.strategy!r} places no offset for buffer(s) {missing[:10]}; was it made for this model and options?"
-            )
-        if self.check:
-            result = planner.check_plan(problem, plan)
-            if not result.ok:
-                raise PlanError(f"plan {plan.strategy!r} is not valid for this model's memory problem: {result}")
 
     def _bind_views(self, problem: Problem, plan: Plan) -> None:
         """A writable and a read-only view per arena tensor, slots for everything a step reads."""
@@ -274,6 +248,27 @@ class Session:
             kernel, skip = concat_in_place(node, kernel, self.graph, self._views, self._views[node.outputs[0]])
         constants = self._node_constants.get(node.name, {})
         return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes), constants)
+
+    def _build_program(self) -> tuple[Program | None, str]:
+        per_step = self._canary is not None or self._after or self._unbound  # a run's work between steps
+        if not self._program_wanted or per_step or not self.options.prepared_weights:
+            return None, "the step loop: program=False, a canary, hooks, unbound initializers or weights as stored"
+        assert self.arena is not None
+        return build_program(self._steps, self.graph, self._views, self._values, self._slot, self.arena, self.states)
+
+    @property
+    def route(self) -> str:
+        """How runs without per-step work go: "program" (one compiled call) or "steps" (the loop)."""
+        return "program" if self.prepare()._program is not None else "steps"
+
+    def invoker(self) -> Callable[[], Any]:
+        """The model's compute alone, as TensorFlow Lite Micro's ``invoke()``: a callable computing
+        from what the input buffers hold (`input_buffer`) into the output buffers, with no feeds checked,
+        copies or stats; the compiled program bound to the arena, or a run of the step loop."""
+        for name in self.prepare().graph.inputs:
+            self.input_buffer(name)  # the caller's from now on: a run reads what it holds
+        assert self.arena is not None
+        return self.run if self._program is None else self._program.bound(self.arena)
 
     def _after_hooks(self) -> dict[int, AfterNode]:
         index = {s.node.name: i for i, s in enumerate(self._steps)}
@@ -409,15 +404,18 @@ class Session:
         stats.traced = tracemalloc.is_tracing()
         # Preallocated so that memplan's own bookkeeping does not count as bytes beside the arena.
         step_seconds = np.zeros(len(self._steps))
+        program = self._program if on_step is None and not self._after else None  # capture's hooks: the loop
         try:
-            stats.seconds = self._loop(step_seconds, on_step)
+            stats.seconds = self._loop(step_seconds, on_step) if program is None else program.run(self.arena)
             if measure == "memory":
                 stats.outside_arena_bytes = max(0, tracemalloc.get_traced_memory()[1] - base)
         finally:
             # Stop the tracing this run started, even when a step fails (a canary hit, say).
             if measure == "memory" and not tracing:
                 tracemalloc.stop()
-        stats.step_labels, stats.step_times = self._labels, step_seconds
+        if program is None:  # a program's run has no per-step times
+            stats.step_labels, stats.step_times = self._labels, step_seconds
+        stats.route = "steps" if program is None else "program"
         self.stats = stats
         return io.collect(external_outputs, stats)
 

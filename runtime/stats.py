@@ -32,6 +32,7 @@ class RunStats:
     fallbacks: dict[str, str] = field(default_factory=dict)  # bound tensor -> why it was copied
     measure: str = "time"  # what the run measured: "time" (no tracing) or "memory" (tracemalloc on)
     traced: bool = False  # tracemalloc was on during the loop (a memory run, or the caller's own tracing)
+    route: str = "steps"  # "program": the session's whole-model compiled call (`runtime.program`), no step times
     # (node, op type) per step and each step's seconds: `trace` is made from them when read.
     step_labels: Sequence[tuple[str, str]] = field(default=(), repr=False)
     step_times: np.ndarray | None = field(default=None, repr=False, compare=False)
