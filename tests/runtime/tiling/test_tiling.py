@@ -15,6 +15,7 @@ import planner
 from runtime import CanaryError, MemoryOptions, Session, load_model, memory_problem
 from runtime.tiling import METHODS, chains, region_of, tile_auto, tiled_graph
 from runtime.tiling.macs import graph_macs
+from runtime.tiling.search import SEARCH_STRATEGIES, arena_of
 from runtime.training.models import mobilenet_v2_like
 
 EXTERNAL = MemoryOptions(io="external")
@@ -174,7 +175,7 @@ def test_the_canary_catches_a_tile_plan_that_puts_a_band_over_rows_a_later_band_
 
 
 def _placed(graph, chain, rows: int, method: str) -> int:
-    return planner.plan(memory_problem(tiled_graph(graph, chain, rows, method), EXTERNAL), "greedy_by_size").arena_bytes
+    return arena_of(memory_problem(tiled_graph(graph, chain, rows, method), EXTERNAL), SEARCH_STRATEGIES)
 
 
 def test_slack_trades_a_few_percent_of_arena_for_fewer_bands():
