@@ -83,9 +83,11 @@ def _bind_pointwise_add(inputs, outputs, attrs: dict, general) -> Bound | None:
     nbytes = rows * plane * out.dtype.itemsize
 
     def bands(x, w, b, r, out, ws) -> list | None:
-        if ws is None or ws.size < nbytes or not jit_conv.usable(out, r):
+        if (ws is not None and ws.size < nbytes) or not jit_conv.usable(out, r):
             return None
-        scratch = ws[:nbytes].view(jit_conv.DTYPE).reshape(rows, plane)
+        # Without a workspace (scratch planned outside the arena): made here once, at prepare.
+        scratch = np.empty((rows, plane), jit_conv.DTYPE) if ws is None else ws[:nbytes].view(jit_conv.DTYPE)
+        scratch = scratch.reshape(rows, plane)
         return _bands(x, w.reshape(channels, -1), b, r, out, scratch)
 
     made = SameArrays(bands)

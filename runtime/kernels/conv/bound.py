@@ -11,12 +11,15 @@ keep the general call. These are the `bind` of the pointwise and depthwise route
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from runtime.kernels import window
 from runtime.kernels._scratch import Scratch, same_start
-from runtime.kernels.conv import jit_conv
-from runtime.kernels.conv.depthwise import conv_depthwise_compiled, uses_compiled
+from runtime.kernels.conv import dense as conv_dense
+from runtime.kernels.conv import jit_conv, jit_phases, winograd
+from runtime.kernels.conv.depthwise import compiled_call, uses_compiled
 from runtime.kernels.protocol import Bound
 from runtime.kernels.same_arrays import SameArrays
 from runtime.kernels.window import Geometry, small_columns, small_rows
@@ -33,14 +36,28 @@ def bind_depthwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
     if not uses_compiled(geo, x.dtype):
         return None
     single = x.shape[0] == 1
+    code, p0, p1 = jit_conv.spec_of(finish)  # type: ignore[misc]  # not None: checked above
+
+    def arguments(x, w, b, out, ws) -> tuple | None:
+        """The compiled loop and its arguments (`depthwise.compiled_call`), its scratch views made
+        here once (without a workspace: allocated once, at prepare); None for the general call."""
+        if x is None or out is None or (not single and np.may_share_memory(x, out)):
+            return None  # an input not bound at prepare (a graph input) is made on the first run
+        return compiled_call(x, w, b, out, geo, Scratch(ws, "Conv"), (code, p0, p1))
+
+    made = SameArrays(arguments)
 
     def bound(x, w, b=None, *, out, ws=None, **given):
-        if not single and np.may_share_memory(x, out):
+        call = made(x, w, b, out, ws)
+        if call is None:
             slow((x, w, b), out, ws, attrs)
             return
-        conv_depthwise_compiled(x, w, b, out, geo, Scratch(ws, "Conv"), finish)
+        call[0](*call[1])
 
-    return Bound(bound)
+    def prime(x, w, b=None, *, out, ws=None, **given):
+        made(x, w, b, out, ws)
+
+    return Bound(bound, prime=prime)
 
 
 def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow) -> Bound | None:
@@ -74,12 +91,12 @@ def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
         chunks), or over the input a chunk of columns at a time through the workspace, as
         `conv_over.conv_columns`."""
         bias, has_bias = (empty, False) if b is None else (b, True)
-        if not jit_conv.usable(x, out):
-            return None
+        if x is None or out is None or not jit_conv.usable(x, out):
+            return None  # an input not bound at prepare (a graph input) is made on the first run
         weights = w.reshape(filters, channels)
         sources, targets = x.reshape(batch, channels, pixels), out.reshape(batch, filters, pixels)
         over = may_overlap and np.may_share_memory(x, out)
-        if over and (not columns or not same_start(x, out) or ws is None or ws.size < rows * step * 4):
+        if over and (not columns or not same_start(x, out) or (ws is not None and ws.size < rows * step * 4)):
             return None
         spill = rows if over else 0  # the planes written straight start here
         made = []
@@ -94,7 +111,9 @@ def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
                     made[len(made) - 1 :] = _row_chunks(made[-1], channels, pixels)
             if not over:
                 continue
-            chunk = ws[: rows * step * 4].view(jit_conv.DTYPE)
+            # Without a workspace (scratch planned outside the arena) the chunk is made here, once
+            # per set of arrays, at prepare (`prime`), not on every call as the general call would.
+            chunk = np.empty(rows * step, jit_conv.DTYPE) if ws is None else ws[: rows * step * 4].view(jit_conv.DTYPE)
             width = min(step, small_columns(rows, channels, pixels))
             part = bias[:rows] if has_bias else empty
             for s in range(0, pixels, width):
@@ -132,3 +151,76 @@ def _row_chunks(whole: tuple, depth: int, pixels: int) -> list[tuple]:
          has_bias, result[r : r + height], 0, pixels, None)
         for r in range(0, rows, height)
     ]  # fmt: skip
+
+
+def bind_im2col(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow) -> Bound | None:
+    """The call of a dense 2-D float32 Conv on the im2col route's compiled bands
+    (`dense.conv_im2col_compiled`), worked out once per set of arrays: each band's scratch
+    views, fill arguments and matmuls made at prepare, so that a run is only the compiled fills,
+    the matmuls and the compiled epilogues. A tiled stage's band of one or two output rows
+    (about 100 pixels) spends most of the general call's 40 us in those layers, for 5 us of
+    arithmetic. None where Winograd would take the Conv (its call has its prepared weights) or
+    the compiled loops do not apply; an output over the input goes to `slow`."""
+    x, w, y = inputs[0], inputs[1], outputs[0] if outputs else None
+    spec = jit_conv.spec_of(finish)
+    if x is None or w is None or y is None or spec is None or len(x.shape) != 4 or len(geo.kernel) != 2:
+        return None
+    group = conv.group
+    if not jit_conv.takes_im2col(geo, x.dtype) or np.dtype(y.dtype) != jit_conv.DTYPE:
+        return None
+    if winograd.takes(geo, x.shape, w.shape, group, x.dtype):
+        return None
+    batch, channels, filters = x.shape[0], x.shape[1], w.shape[0]
+    rows = conv_dense.band_rows(geo, channels, x.dtype)
+    row_pixels, kh, kw = geo.out[1], *geo.kernel
+    phased = jit_conv.takes_phases(geo, x.dtype)
+    code, p0, p1 = spec
+
+    def bands(x, w, b, out, ws) -> list | None:
+        """Each band's (fill, fill arguments, matmuls, image, bias, has bias, start, stop)."""
+        if x is None or out is None or not jit_conv.usable(x, out) or np.may_share_memory(x, out):
+            return None  # an input not bound at prepare (a graph input) is made on the first run
+        scratch = Scratch(ws, "Conv")  # without a workspace: made here once, at prepare
+        col = scratch.take((channels * kh * kw * rows * row_pixels,), x.dtype)
+        phases = scratch.take(jit_phases.phase_shape(channels, rows, kh, kw, row_pixels), x.dtype) if phased else None
+        per_group = w.reshape(group, filters // group, -1)
+        bias, has_bias = (jit_conv.EMPTY, False) if b is None else (b, True)
+        made = []
+        for n in range(batch):
+            image = out[n].reshape(filters, -1)
+            target = image.reshape(group, filters // group, -1)
+            for r in range(0, geo.out[0], rows):
+                m = min(rows, geo.out[0] - r)
+                band = col[: col.size // rows * m]
+                fill: Any
+                if phases is None:
+                    fill = jit_conv.im2col_band
+                    args = (x[n], band, r, m, kh, kw, *geo.strides, *geo.dilations, *geo.begin, row_pixels)
+                else:
+                    fill = jit_phases.im2col_stride2
+                    args = (x[n], band, phases, r, m, kh, kw, *geo.begin, row_pixels)
+                start, stop = r * row_pixels, (r + m) * row_pixels
+                cols = band.reshape(group, -1, stop - start)
+                chunks = window.column_chunks(filters // group, cols.shape[1], start, stop)
+                matmuls = [(per_group, cols[:, :, s - start : e - start], target[:, :, s:e]) for s, e in chunks]
+                made.append((fill, args, matmuls, image, bias, has_bias, start, stop))
+        return made
+
+    made = SameArrays(bands)
+    bias_act = jit_conv.bias_act
+
+    def bound(x, w, b=None, *, out, ws=None, **given):
+        todo = made(x, w, b, out, ws)
+        if todo is None:
+            slow((x, w, b), out, ws, attrs)
+            return
+        for fill, args, matmuls, image, bias, has_bias, start, stop in todo:
+            fill(*args)
+            for weights, cols, target in matmuls:
+                np.matmul(weights, cols, out=target)
+            bias_act(image, bias, has_bias, start, stop, code, p0, p1)
+
+    def prime(x, w, b=None, *, out, ws=None, **given):
+        made(x, w, b, out, ws)
+
+    return Bound(bound, prime=prime)

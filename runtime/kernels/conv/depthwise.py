@@ -232,15 +232,22 @@ def conv_depthwise_compiled(x, w, b, out, geo: Geometry, scratch: Scratch, finis
     carries its `spec` (`_epilogue.Finish`) runs inside the loop, any other `finish` after it
     over each image. Reads each channel's plane (channels-last: the whole image) before
     writing its output (`direct`)."""
-    blocks = [scratch.take(shape, dtype) for shape, dtype in compiled_layout(x.shape, geo, x.dtype)]
     spec = getattr(finish, "spec", None) if finish is not None else NO_ACTIVATION
-    act = spec or NO_ACTIVATION
-    if compiled_channels_last(x.shape[1], geo):
-        image, taps, rows = blocks
-        jit_depthwise.conv_channels_last(x, w, b, out, geo, image, taps, rows, act)
-    else:
-        subs, acc = blocks
-        jit_depthwise.conv_depthwise_compiled(x, w, b, out, geo, subs, acc, act)
+    loop, arguments = compiled_call(x, w, b, out, geo, scratch, spec or NO_ACTIVATION)
+    loop(*arguments)
     if finish is not None and spec is None:
         for n in range(x.shape[0]):
             finish(out[n])
+
+
+def compiled_call(
+    x, w, b, out, geo: Geometry, scratch: Scratch, act: tuple[int, float, float]
+) -> tuple[Callable, tuple]:
+    """(compiled loop, its arguments) computing `out` = act(depthwise Conv(x, w) + b), the
+    scratch blocks taken from `scratch`: a bound call makes this once per set of arrays."""
+    blocks = [scratch.take(shape, dtype) for shape, dtype in compiled_layout(x.shape, geo, x.dtype)]
+    if compiled_channels_last(x.shape[1], geo):
+        image, taps, rows = blocks
+        return jit_depthwise.channels_last_call(x, w, b, out, geo, image, taps, rows, act)
+    subs, acc = blocks
+    return jit_depthwise.depthwise_call(x, w, b, out, geo, subs, acc, act)

@@ -334,10 +334,16 @@ def conv_channels_last(x, w, b, out, geo: Geometry, image, taps, rows, act: tupl
     """`out` = act(depthwise Conv(x, w) + b) channels-last: for many channels over small maps,
     each tap one vector loop over the channels; the blocks are `channels_last_layout`'s. Each
     plane of `x` and `out` is contiguous; planes and items may lie apart (`planes`)."""
+    loop, arguments = channels_last_call(x, w, b, out, geo, image, taps, rows, act)
+    loop(*arguments)
+
+
+def channels_last_call(x, w, b, out, geo: Geometry, image, taps, rows, act: tuple[int, float, float]) -> tuple:
+    """(the compiled loop, its arguments) of `conv_channels_last`: a bound call makes them once."""
     assert channels_last is not None
     code, p0, p1 = act
     x, w, bias = read_only(x), read_only(w), read_only(w.reshape(-1) if b is None else b)
-    channels_last(
+    return channels_last, (
         x, w, bias, b is not None, out, image, taps, rows,
         geo.strides[0], geo.strides[1], geo.dilations[0], geo.dilations[1], geo.begin[0], geo.begin[1],
         code, p0, p1,

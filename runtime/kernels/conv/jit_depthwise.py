@@ -32,6 +32,7 @@ import numpy as np
 from runtime.kernels import jit_activation
 from runtime.kernels._jit import ENABLED, compiled
 from runtime.kernels.conv.jit_channels_last import channels_last as channels_last
+from runtime.kernels.conv.jit_channels_last import channels_last_call as channels_last_call
 from runtime.kernels.conv.jit_channels_last import channels_last_layout as channels_last_layout
 from runtime.kernels.conv.jit_channels_last import conv_channels_last as conv_channels_last
 from runtime.kernels.conv.jit_channels_last import read_only
@@ -336,10 +337,16 @@ def compiled_layout(x_shape, geo: Geometry, dtype) -> list[tuple[tuple[int, ...]
 def conv_depthwise_compiled(x, w, b, out, geo: Geometry, subs, acc, act: tuple[int, float, float]) -> None:
     """`out` = act(depthwise Conv(x, w) + b) for float32 NCHW `x`; `subs` and `acc` are the
     blocks of `compiled_layout`; `act` is a `jit_activation.spec`."""
+    loop, arguments = depthwise_call(x, w, b, out, geo, subs, acc, act)
+    loop(*arguments)
+
+
+def depthwise_call(x, w, b, out, geo: Geometry, subs, acc, act: tuple[int, float, float]) -> tuple:
+    """(the compiled loop, its arguments) of `conv_depthwise_compiled`: a bound call makes them once."""
     assert depthwise is not None
     code, p0, p1 = act
     x, w, bias = read_only(x), read_only(w), read_only(w.reshape(-1) if b is None else b)
-    depthwise(
+    return depthwise, (
         x, w, bias, b is not None, out, subs, acc,
         geo.strides[0], geo.strides[1], geo.dilations[0], geo.dilations[1], geo.begin[0], geo.begin[1],
         code, p0, p1,

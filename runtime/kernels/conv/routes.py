@@ -28,7 +28,7 @@ import numpy as np
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.conv import dense as conv_dense
 from runtime.kernels.conv import jit_conv, winograd
-from runtime.kernels.conv.bound import bind_depthwise, bind_pointwise
+from runtime.kernels.conv.bound import bind_depthwise, bind_im2col, bind_pointwise
 from runtime.kernels.conv.depthwise import (
     add_bias,
     channels_last_layout,
@@ -290,7 +290,8 @@ ROUTES: tuple[ConvRoute, ...] = (
     ),
     ConvRoute(
         "im2col", lambda c, geo: not _is_depthwise(c.x, c.w, c.group),
-        lambda x, w, geo, group: conv_dense.im2col_workspace(x.shape, x.dtype, geo), _run_im2col, winograd=True,
+        lambda x, w, geo, group: conv_dense.im2col_workspace(x.shape, x.dtype, geo), _run_im2col, bind=bind_im2col,
+        winograd=True,
         loops=(_WINOGRAD, "dense.conv_im2col_compiled: bands by jit_conv.im2col_band (float32 2-D, compiled loops on)",
                "dense.conv_im2col: numpy im2col bands"),
     ),
