@@ -22,6 +22,8 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
 - ``quantized``: uint8 QOperator ops between QuantizeLinear and DequantizeLinear, each of QLinearConv's
   routes (gemm, in depth chunks, depthwise, the general 1-D one), QLinearAdd, QLinearMul, QLinearSigmoid,
   the quantized pools and QGemm, through their compiled loops;
+- ``qlinear_matmul_routes``: one QLinearMatMul per example of its route table
+  (`runtime.kernels.quantized.qlinear_matmul.EXAMPLES`: a constant B's rows, batched activations);
 - ``tflite_int8``: an int8 `.tflite` model (`app.services.warm_tflite`): PAD, CONV_2D,
   DEPTHWISE_CONV_2D, AVERAGE_POOL_2D and FULLY_CONNECTED through their compiled loops, outputs over their inputs;
 - ``tflite_lstm_int8``, ``tflite_lstm_float32``, ``tflite_svdf_int8``: one stateful `.tflite` operator each
@@ -39,6 +41,7 @@ from onnx import TensorProto, helper, numpy_helper
 from app.services.warm_tflite import integer_tflite, lstm_float_tflite, lstm_int8_tflite, svdf_int8_tflite
 from runtime.kernels import pool_routes, rnn_routes
 from runtime.kernels.conv.routes import EXAMPLES
+from runtime.kernels.quantized import qlinear_matmul
 
 OPSET = 23  # the first with RMSNormalization
 FLOAT = TensorProto.FLOAT
@@ -213,6 +216,26 @@ def quantized() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=imports)  # com.microsoft's ops: no ONNX shape inference
 
 
+def qlinear_matmul_routes() -> onnx.ModelProto:
+    """Each example of QLinearMatMul's route table, A (and B where it is no constant) a graph input."""
+    b = _Builder(7)
+    types = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8}
+    outputs = []
+    for name, case in qlinear_matmul.EXAMPLES.items():
+        values = case.inputs(b.random)
+        names = [f"{name}_{i}" for i in range(len(values))]
+        for i, (tensor, value) in enumerate(zip(names, values, strict=True)):
+            if i == 0 or (i == 3 and not case.b_constant):
+                b.inputs.append(helper.make_tensor_value_info(tensor, types[value.dtype], list(value.shape)))
+            else:
+                b.weights.append(numpy_helper.from_array(np.asarray(value), tensor))
+        b.nodes.append(helper.make_node("QLinearMatMul", names, [f"{name}_y"], name=name))
+        shape = [*np.broadcast_shapes(case.a[:-2], case.b[:-2]), case.a[-2], case.b[-1]]
+        outputs.append(helper.make_tensor_value_info(f"{name}_y", types[np.dtype(case.dtype)], shape))
+    graph = helper.make_graph(b.nodes, "warm_qlinear_matmul_routes", b.inputs, outputs, b.weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
 GRAPHS = {
     "recurrence_routes": recurrence_routes,
     "normalisations": normalisations,
@@ -220,6 +243,7 @@ GRAPHS = {
     "conv_routes": conv_routes,
     "pool_routes": pool_routes_graph,
     "quantized": quantized,
+    "qlinear_matmul_routes": qlinear_matmul_routes,
     "tflite_int8": integer_tflite,
     "tflite_lstm_int8": lstm_int8_tflite,
     "tflite_lstm_float32": lstm_float_tflite,

@@ -7,6 +7,7 @@ every module below, so each registers its kernels.
 
 from runtime.kernels.quantized import (  # noqa: F401
     qlinear_conv,
+    qlinear_matmul,
     qlinear_ops,
     tflite_conv,
     tflite_dense,

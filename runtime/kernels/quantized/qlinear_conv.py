@@ -1,10 +1,11 @@
-"""Quantized ONNX's integer convolutions and products (NCHW): QLinearConv, QLinearMatMul and
-com.microsoft's QGemm (ConvInteger and MatMulInteger live with Conv and MatMul).
+"""Quantized ONNX's integer convolutions and products (NCHW): QLinearConv and com.microsoft's QGemm
+(QLinearMatMul has its own route table, `runtime.kernels.quantized.qlinear_matmul`; ConvInteger and
+MatMulInteger live with Conv and MatMul).
 
 QLinearConv takes a route of its table (`runtime.kernels.quantized.qlinear_routes`: compiled
-depthwise and float32 BLAS gemm routes); the general route here, and QLinearMatMul, accumulate
-exactly too (8-bit products summed in float32/float64 through BLAS, then int64); QGemm with a
-constant B takes `runtime.kernels.quantized.qlinear_gemm`'s route. Requantized outputs use TFLite's
+depthwise and float32 BLAS gemm routes); the general route here accumulates exactly too (8-bit
+products summed in float32/float64 through BLAS, then int64); QGemm with a constant B takes
+`runtime.kernels.quantized.qlinear_gemm`'s route. Requantized outputs use TFLite's
 fixed-point multiplier per output channel (`runtime.quant_arith`), so they may differ from
 onnxruntime's float requantization by one step where the real value sits at a tie.
 """
@@ -215,18 +216,6 @@ def _product(a, a_zero, b, b_zero) -> np.ndarray:
     bz = _zero(b_zero)
     right = b.astype(np.float64) - (bz.astype(np.float64) if bz.size > 1 else float(bz[0]))
     return np.matmul(left, right).astype(np.int64)
-
-
-@kernel("QLinearMatMul")
-def qlinear_matmul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point, *, out):
-    acc = _product(a, a_zero_point, b, b_zero_point)
-    b_scales = np.asarray(b_scale, dtype=np.float64).reshape(-1)
-    real = float(np.asarray(a_scale).reshape(-1)[0]) * b_scales / float(np.asarray(y_scale).reshape(-1)[0])
-    multiplier, shift = qa.quantize_multiplier(real)
-    if multiplier.size == 1:
-        multiplier, shift = multiplier[0], shift[0]
-    lo, hi = qa.dtype_range(out.dtype)
-    out[...] = qa.requantize(acc, multiplier, shift, int(_zero(y_zero_point)[0]), lo, hi)
 
 
 @kernel("QGemm", domain=MS, workspace=qgemm_workspace, constants=qgemm_constants)

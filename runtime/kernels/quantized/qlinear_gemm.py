@@ -31,7 +31,9 @@ def takes(inputs: Sequence[Any], outputs: Sequence[Any], transA: int = 0) -> boo
         and len(inputs[0].shape) == 2  # fmt: skip
 
 
-def _blocks(inputs: Sequence[Any], outputs: Sequence[Any]) -> list[tuple[tuple[int, int], type]]:
+def gemm_blocks(inputs: Sequence[Any], outputs: Sequence[Any]) -> list[tuple[tuple[int, int], type]]:
+    """The workspace blocks of a 2-D A: its float32 columns, the sums, and int32 sums where the depth
+    may need more than one exact chunk."""
     (rows, depth), columns = inputs[0].shape, outputs[0].shape[1]
     blocks: list[tuple[tuple[int, int], type]] = [((depth, rows), np.float32), ((columns, rows), np.float32)]
     x_max = max(abs(v) for v in qa.dtype_range(np.dtype(inputs[0].dtype)))
@@ -39,7 +41,7 @@ def _blocks(inputs: Sequence[Any], outputs: Sequence[Any]) -> list[tuple[tuple[i
 
 
 def qgemm_workspace(inputs: Sequence[Any], outputs: Sequence[Any], transA: int = 0, **_: Any) -> int:
-    return scratch_bytes(*_blocks(inputs, outputs)) if takes(inputs, outputs, transA) else 0
+    return scratch_bytes(*gemm_blocks(inputs, outputs)) if takes(inputs, outputs, transA) else 0
 
 
 def _one(v: Any) -> float:
@@ -76,7 +78,7 @@ def qgemm_run(a: np.ndarray, out: np.ndarray, ws: np.ndarray | None, made: dict[
     """``out = requantize(a @ filters.T)``: A's rows as float32 columns, BLAS per depth chunk."""
     filters, table, chunks = made["q_filters"], made["q_table"], made["q_chunks"]
     scratch = Scratch(ws, "QGemm")
-    blocks = [scratch.take(*block) for block in _blocks([a], [out])]
+    blocks = [scratch.take(*block) for block in gemm_blocks([a], [out])]
     columns, part, acc = blocks[0], blocks[1], blocks[-1]
     if chunks.size > 2 and len(blocks) < 3:
         raise ValueError(f"QGemm: {chunks.size - 1} depth chunks where the workspace holds one")
