@@ -153,3 +153,21 @@ def test_a_dag_stage_runs_to_onnxruntimes_outputs_and_its_load_falls(dag, image,
         assert load(problem) < load(memory_problem(graph, EXTERNAL))
     got = Session(tiled, plan, EXTERNAL, canary=True, problem=problem).prepare().run({"x": image})
     close([next(iter(got.values()))], [_onnxruntime(dag, image)], what=f"{method} {rows}")
+
+
+@pytest.mark.parametrize("rows", [2, 4])
+def test_no_band_of_stripes_computes_more_rows_than_a_band_of_input_gives(dag, rows):
+    """A map of height H advances about rows * H / H_in rows per band of `rows` input rows: the
+    rows a deep map still lacks when the input is all read are drained a band at a time, not
+    all in the last band (this DAG's last map lags its input by its windows' reach)."""
+    graph = load_model(dag)
+    chain = chains(graph)[-1]
+    tiled = tiled_graph(graph, chain, rows, "stripes")
+    source = chain.height(graph, chain.source)
+    for node in chain.nodes:
+        out = node.outputs[0]
+        height = chain.height(graph, out)
+        made = [t for n in tiled.nodes if n.name.startswith(f"{node.name}@") for t in n.outputs]
+        most = max(tiled.tensors[t].shape[chain.axis(out)] for t in made)
+        assert most <= -(-rows * height // source) + 1, (node.name, most)
+        assert sum(tiled.tensors[t].shape[chain.axis(out)] for t in made) == height  # stripes repeat nothing
