@@ -10,8 +10,8 @@
    every candidate within `overhead` whose LOAD is not above the smallest arena placed so far
    plus `slack` (at most `PLACED` of them): the lowest LOAD often places worst, its many
    short-lived band buffers leaving holes, while a higher one fits its floor.
-   Placed means the smaller arena of `SEARCH_STRATEGIES` (greedy_by_size's and wic's, one pass
-   of the placement engine each); the untiled arena, and 'never larger', are the first one's.
+   Placed means the smallest arena of `SEARCH_STRATEGIES` (a few greedy orders, one pass of
+   the placement engine each); the untiled arena, and 'never larger', are the first one's.
 4. Among the placed candidates within `overhead` and within `slack` of the smallest arena,
    take the fewest bands (each band is a round of small kernel calls), then the smaller
    arena; if none is smaller than the untiled graph's placed arena, keep the model untiled.
@@ -40,9 +40,10 @@ from runtime.tiling.stage import METHODS, Chain, band_count, chains, tiled_graph
 DEFAULT_OVERHEAD = 0.2  # extra MACs allowed, a fraction of the model's
 DEFAULT_SLACK = 0.1  # arena above the smallest traded for fewer bands, a fraction of it
 PLACED = 12  # candidates placed beyond the Pareto front, lowest LOAD first
-# Largest first into the best-fitting gap, and into the lowest: on tiled stages neither wins
-# always (MobileNetV2's 21-node head: 697,088 and 679,168 bytes; person_detect: the other way).
-SEARCH_STRATEGIES = ("greedy_by_size", "wic")
+# One pass of the placement engine each, and none wins on every tiled stage: MobileNetV2's
+# 21-node head in 112 stripes places at 697,088, 679,168 and 675,584 bytes, its int8 29-node
+# head at 185,318, 181,760 and 241,536 (LOAD: 607,488 and 172,800).
+SEARCH_STRATEGIES = ("greedy_by_size", "wic", "greedy_by_conflicts")
 TILE_MODES = ("auto", "off")
 
 
