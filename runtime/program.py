@@ -10,8 +10,9 @@ per machine, whatever the model) and copies what the steps read besides the aren
 tables, requantization tables and states) into one private blob; a run is then one call.
 
 What a step becomes is a registry by operator (`ENCODERS`): TFLite's integer FULLY_CONNECTED and
-SVDF (their kernels' compiled loops), QUANTIZE between integer types, 8-bit SOFTMAX, and RESHAPE or
-SQUEEZE copies; a view step whose output already is its input is left out. A step of any other
+SVDF (the arithmetic of their kernels' compiled loops), QUANTIZE between integer types and 8-bit
+SOFTMAX; a view step whose output already is its input (a RESHAPE sharing its input's bytes, as
+the plans make them) is left out. A step of any other
 kind, a tensor outside the arena that is not a constant, or a blob over `MAX_BLOB_BYTES` and no
 program is built: the session keeps its step loop, and `Program`'s absence says why (the
 session's ``route_note``). States (an SVDF's memory, `runtime.states`) move into the blob: the
@@ -135,8 +136,8 @@ def _code(dtype: np.dtype, what: str) -> int:
 def _fully_connected(step: Any, b: _Builder) -> list[int]:
     node, attrs, g = step.node, step.attributes, b.graph
     x, w, y = (g.tensors[n] for n in (node.inputs[0], node.inputs[1], node.outputs[0]))
-    if not (x.dtype == w.dtype == y.dtype and x.dtype in (np.int8, np.uint8)):
-        raise Refused(f"a FULLY_CONNECTED of {x.dtype} x {w.dtype} -> {y.dtype} (8-bit of one type only)")
+    if not (x.dtype == w.dtype == y.dtype == np.int8):
+        raise Refused(f"a FULLY_CONNECTED of {x.dtype} x {w.dtype} -> {y.dtype} (int8 only)")
     bias_name = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
     if bias_name is not None and bias_name not in g.constants:
         raise Refused("a FULLY_CONNECTED whose bias is computed")
@@ -149,8 +150,7 @@ def _fully_connected(step: Any, b: _Builder) -> list[int]:
     table = channel_table(bias, multiplier, shift, int(q_out.zero_point[0]), lo, hi, channels)
     w_zero = int(q_w.zero_point[0]) if q_w.zero_point.size == 1 else 0
     return [*b.where(node.inputs[0]), int(np.prod(x.shape)) // depth, depth, *b.where(node.inputs[1]), channels,
-            1, b.add(table), table.shape[1], *b.where(node.outputs[0]), int(q_in.zero_point[0]), w_zero,
-            _code(x.dtype, "its input")]  # fmt: skip
+            1, b.add(table), table.shape[1], *b.where(node.outputs[0]), int(q_in.zero_point[0]), w_zero]  # fmt: skip
 
 
 def _svdf(step: Any, b: _Builder) -> list[int]:
@@ -161,9 +161,11 @@ def _svdf(step: Any, b: _Builder) -> list[int]:
     bias, has_bias, x_zero, feature, state_zero, state_lo, state_hi, output, out_zero, out_lo, out_hi, rank = prepared
     x, wf, wt, state = (g.tensors[node.inputs[i]] for i in (0, 1, 2, 4))
     y = g.tensors[node.outputs[0]]
-    if not (x.dtype == wf.dtype == wt.dtype == y.dtype == np.int8) or state.dtype not in (np.int8, np.int16):
+    if not (x.dtype == wf.dtype == y.dtype == np.int8) or not (
+        state.dtype == wt.dtype and wt.dtype in (np.int8, np.int16)
+    ):
         raise Refused(
-            f"an SVDF of {x.dtype}, weights {wf.dtype}/{wt.dtype}, state {state.dtype} (int8, int8/int16 state)"
+            f"an SVDF of {x.dtype}, weights {wf.dtype}/{wt.dtype}, state {state.dtype} (int8; int8 or int16 time)"
         )
     if np.asarray(bias).dtype != np.int32 or len(x.shape) != 2:
         raise Refused("an SVDF with a bias other than int32 or an input other than (batches, depth)")
@@ -203,22 +205,12 @@ def _softmax(step: Any, b: _Builder) -> list[int]:
             int(np.prod(x.shape)) // depth, depth, b.add(tables), lo, hi, 31 - 8 * y.dtype.itemsize]  # fmt: skip
 
 
-def _copy(step: Any, b: _Builder) -> list[int]:
-    node, g = step.node, b.graph
-    if not step.kernel.view or g.tensors[node.inputs[0]].nbytes != g.tensors[node.outputs[0]].nbytes:
-        raise Refused(f"a {node.op_type} that is not a view of its input")
-    src, dst = b.where(node.inputs[0]), b.where(node.outputs[0])
-    return [*src, *dst, g.tensors[node.outputs[0]].nbytes, int(src[0] == dst[0] and dst[1] > src[1])]
-
-
 Encoder = Callable[[Any, _Builder], list[int]]
 ENCODERS: dict[str, tuple[int, Encoder]] = {
     "FULLY_CONNECTED": (jp.FULLY_CONNECTED, _fully_connected),
     "SVDF": (jp.SVDF_OP, _svdf),
     "QUANTIZE": (jp.QUANTIZE, _quantize),
     "SOFTMAX": (jp.SOFTMAX, _softmax),
-    "RESHAPE": (jp.COPY, _copy),
-    "SQUEEZE": (jp.COPY, _copy),
 }
 
 

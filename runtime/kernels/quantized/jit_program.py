@@ -20,7 +20,7 @@ from runtime.kernels._jit import compiled
 from runtime.kernels.quantized.jit_conv_int import MBQM
 from runtime.kernels.quantized.jit_svdf import SVDF
 
-FULLY_CONNECTED, SVDF_OP, QUANTIZE, SOFTMAX, COPY = 1, 2, 3, 4, 5
+FULLY_CONNECTED, SVDF_OP, QUANTIZE, SOFTMAX = 1, 2, 3, 4
 INT8, UINT8, INT16, INT32 = 0, 1, 2, 3
 TYPE_CODES = {np.dtype(np.int8): INT8, np.dtype(np.uint8): UINT8, np.dtype(np.int16): INT16, np.dtype(np.int32): INT32}
 _MAX32 = 0x7FFFFFFF
@@ -123,15 +123,6 @@ def _quantize(x, kind_in, y, kind_out, n, in_zero, multiplier, shift, out_zero, 
         STORE(y, i, kind_out, min(max(value, lo), hi))
 
 
-def _copy(src, dst, n, backward):  # pragma: no cover - compiled
-    if backward == 0:
-        for i in range(n):
-            dst[i] = src[i]
-    else:
-        for i in range(n - 1, -1, -1):
-            dst[i] = src[i]
-
-
 def _dense_flat(x, w, table, width, y, rows, depth, channels, x_zero, w_zero):  # pragma: no cover - compiled
     """`jit_conv_int.DENSE`'s arithmetic on flat views (int32 sums, MBQM, zero point, clamp): a
     reshape costs more than these small layers' sums."""
@@ -147,38 +138,38 @@ def _dense_flat(x, w, table, width, y, rows, depth, channels, x_zero, w_zero):  
 
 def _dense(arena, blob, f):  # pragma: no cover - compiled
     """Fields: x, rows, depth, w, channels, table, its width, y (operands as space and offset), zero
-    points of x and w, the type code of all three (int8 or uint8)."""
+    points of x and w (all three int8)."""
     rows, depth, channels, width = f[2], f[3], f[6], f[9]
     x = SPACE(arena, blob, f[0], f[1], rows * depth)
     w = SPACE(arena, blob, f[4], f[5], channels * depth)
     table = SPACE(arena, blob, f[7], f[8], 32 * width).view(np.int64)
     y = SPACE(arena, blob, f[10], f[11], rows * channels)
     xz, wz = np.int32(f[12]), np.int32(f[13])
-    if f[14] == 0:
-        DENSE_FLAT(x.view(np.int8), w.view(np.int8), table, width, y.view(np.int8), rows, depth, channels, xz, wz)
-    else:
-        DENSE_FLAT(x, w, table, width, y, rows, depth, channels, xz, wz)
+    DENSE_FLAT(x.view(np.int8), w.view(np.int8), table, width, y.view(np.int8), rows, depth, channels, xz, wz)
 
 
 def _svdf(arena, blob, f):  # pragma: no cover - compiled
     """Fields: x, batches, depth, feature weights, filters, time weights, memory, bias, units, has
-    bias, state, its type code (int8 or int16), x's zero point, the two (multiplier, shift) pairs,
+    bias, state, its type code (int8 or int16: the time weights' too), x's zero point, the two (multiplier, shift) pairs,
     the state's zero point and range, the output's zero point and range, rank, y."""
     batches, depth, filters, memory, units = f[2], f[3], f[6], f[9], f[12]
     x = SPACE(arena, blob, f[0], f[1], batches * depth).view(np.int8).reshape((batches, depth))
     wf = SPACE(arena, blob, f[4], f[5], filters * depth).view(np.int8).reshape((filters, depth))
-    wt = SPACE(arena, blob, f[7], f[8], filters * memory).view(np.int8).reshape((filters, memory))
+    width = 1 if f[16] == 0 else 2  # the state's and the time weights' type: int8 or int16
+    wt = SPACE(arena, blob, f[7], f[8], width * filters * memory)
     bias = SPACE(arena, blob, f[10], f[11], 4 * max(units, 1)).view(np.int32)
     scales = SPACE(arena, blob, f[18], f[19], 32).view(np.int64)
     y = SPACE(arena, blob, f[27], f[28], batches * units).view(np.int8).reshape((batches, units))
-    state = SPACE(arena, blob, f[14], f[15], (1 if f[16] == 0 else 2) * batches * filters * memory)
+    state = SPACE(arena, blob, f[14], f[15], width * batches * filters * memory)
     x_zero, state_zero, state_lo, state_hi = f[17], f[20], f[21], f[22]
     out_zero, out_lo, out_hi, rank = f[23], f[24], f[25], f[26]
     if f[16] == 0:
-        SVDF(x, wf, wt, bias, f[13] != 0, state.view(np.int8).reshape((batches, filters * memory)), x_zero,
+        time_weights = wt.view(np.int8).reshape((filters, memory))
+        SVDF(x, wf, time_weights, bias, f[13] != 0, state.view(np.int8).reshape((batches, filters * memory)), x_zero,
              scales[0:2], state_zero, state_lo, state_hi, scales[2:4], out_zero, out_lo, out_hi, rank, y)  # fmt: skip
     else:
-        SVDF(x, wf, wt, bias, f[13] != 0, state.view(np.int16).reshape((batches, filters * memory)), x_zero,
+        wide = wt.view(np.int16).reshape((filters, memory))
+        SVDF(x, wf, wide, bias, f[13] != 0, state.view(np.int16).reshape((batches, filters * memory)), x_zero,
              scales[0:2], state_zero, state_lo, state_hi, scales[2:4], out_zero, out_lo, out_hi, rank, y)  # fmt: skip
 
 
@@ -203,8 +194,6 @@ def _run(arena, blob, code):  # pragma: no cover - compiled
             tables = SPACE(arena, blob, 1, f[8], 3 * 256 * 8).view(np.int64)
             valid, exps, terms = tables[0:256], tables[256:512], tables[512:768]
             SOFTMAX_ROWS(x, f[2], y, f[5], rows, depth, valid, exps, terms, f[9], f[10], f[11])
-        elif op == 5:
-            COPY_BYTES(SPACE(arena, blob, f[0], f[1], f[4]), SPACE(arena, blob, f[2], f[3], f[4]), f[4], f[5])
         else:
             return index + 1
         position += length
@@ -212,17 +201,16 @@ def _run(arena, blob, code):  # pragma: no cover - compiled
     return 0
 
 
-SPACE = compiled(_space, inline=True)
-LOAD = compiled(_load, inline=True)
-STORE = compiled(_store, inline=True)
-WRAP32 = compiled(_wrap32, inline=True)
-SRDHM = compiled(_srdhm, inline=True)
-RDBP = compiled(_rdbp, inline=True)
-SHIFT_LEFT = compiled(_shift_left, inline=True)
-RECIPROCAL = compiled(_one_over_one_plus_x, inline=True)
+SPACE = compiled(_space)
+LOAD = compiled(_load)
+STORE = compiled(_store)
+WRAP32 = compiled(_wrap32)
+SRDHM = compiled(_srdhm)
+RDBP = compiled(_rdbp)
+SHIFT_LEFT = compiled(_shift_left)
+RECIPROCAL = compiled(_one_over_one_plus_x)
 SOFTMAX_ROWS = compiled(_softmax)
 QUANTIZE_ALL = compiled(_quantize)
-COPY_BYTES = compiled(_copy)
 DENSE_FLAT = compiled(_dense_flat, inline=True)
 DENSE_STEP = compiled(_dense, inline=True)
 SVDF_STEP = compiled(_svdf)
