@@ -1,7 +1,8 @@
 """Placing a tiled stage: a row that a later band reads is not linked in place onto a band's
 one-step tile, so the stage places near its LOAD (the lower bound is the oracle, the checker
 judges every plan), and the runs stay right: float against onnxruntime and the untiled run,
-int8 bit for bit against the untiled run, with the canary on."""
+int8 bit for bit against the untiled run (itself checked against TensorFlow Lite Micro in
+test_tiling_int), with the canary on."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from runtime.tiling import chains, tile_auto, tiled_graph
 from runtime.tiling.search import SEARCH_STRATEGIES
 from runtime.training.models import mobilenet_v2_like
 from tests.runtime.kernels.harness import close
+from tests.runtime.tflite.shared import model_path
 
 ACTIVATIONS = MemoryOptions(io="external", workspace=False)
 
@@ -76,3 +78,20 @@ def test_tile_auto_places_its_candidates_by_several_strategies_and_is_never_larg
     assert tiling.chosen.arena_bytes == min(arenas) and tiling.chosen.arena_first == arenas[0]
     untiled = planner.plan(memory_problem(graph, ACTIVATIONS), "greedy_by_size").arena_bytes
     assert arenas[0] < untiled == tiling.arena_bytes_untiled
+
+
+def test_an_int8_stage_without_those_links_equals_the_untiled_run_bit_for_bit(monkeypatch):
+    pytest.importorskip("tflite_micro")
+    graph = load_model(model_path("person_detect"))
+    chain = next(c for c in chains(graph) if len(c.nodes) == 7)
+    tiled = tiled_graph(graph, chain, 3, "stripes")
+    options = MemoryOptions(io="external")
+    problem = memory_problem(tiled, options)
+    before = _pinned_problem(tiled, monkeypatch)
+    assert sum(b.alias_of is not None for b in problem.buffers) < sum(b.alias_of is not None for b in before.buffers)
+    x = np.random.default_rng(9).integers(-128, 128, graph.tensors[graph.inputs[0]].shape).astype(np.int8)
+    got = Session(tiled, "wic", options, canary=True).prepare().run({graph.inputs[0]: x})
+    want = Session(graph, "wic", options).prepare().run({graph.inputs[0]: x})
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
