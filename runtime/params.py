@@ -156,6 +156,35 @@ class ParameterStore:
         }
 
 
+class PreparedConstants:
+    """What a session's kernels prepare from their weights at prepare (`Kernel.constants`: packed
+    columns, Winograd transforms, requantization tables), each distinct array held once by
+    content. The band nodes of a tiled stage (`runtime.tiling`) are copies of one node on rows
+    of its map, so each would otherwise prepare and keep its own copy of the same weights:
+    ``held(made)`` returns `made` with every array equal to one made before replaced by that
+    one, and `added` says how many bytes the call added."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[Key, np.ndarray] = {}
+        self.added = 0
+
+    def __call__(self, made: dict[str, Any]) -> dict[str, Any]:
+        self.added = 0
+        held = dict(made)
+        for name, value in made.items():
+            if not isinstance(value, np.ndarray):
+                continue
+            if value.dtype.kind not in "biufc":  # not hashed as bytes: held as made
+                self.added += int(value.nbytes)
+                continue
+            key = _key(np.ascontiguousarray(value), value.dtype, value.shape)
+            if key not in self._arrays:
+                self._arrays[key] = value
+                self.added += int(value.nbytes)
+            held[name] = self._arrays[key]
+        return held
+
+
 def _key(data: np.ndarray, dtype: np.dtype, shape: tuple[int, ...]) -> Key:
     digest = hashlib.blake2b(data.reshape(-1).view(np.uint8).data, digest_size=20).hexdigest()
     return digest, np.dtype(dtype).str, tuple(shape)

@@ -63,7 +63,7 @@ from runtime.errors import ExecutionError, FeedError, ModelError, TensorTooLarge
 from runtime.graph import Graph, Node
 from runtime.kernels import Kernel, loop_ufunc_buffers, weights_kwargs
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
-from runtime.params import ParameterStore
+from runtime.params import ParameterStore, PreparedConstants
 from runtime.prepare_checks import check_plan, resolve_kernels
 from runtime.problem import check_aliases, memory_problem, node_metas, workspace_id
 from runtime.program import Program, build_program
@@ -190,7 +190,7 @@ class Session:
         ``prepared_weights=False`` and read their weights as stored."""
         self._node_constants: dict[str, dict[str, Any]] = {}
         fixed = self.graph.constants.keys() - set(self._unbound) - self._views.keys()
-        prepared_weights = self.options.prepared_weights
+        prepared_weights, held = self.options.prepared_weights, PreparedConstants()  # equal arrays held once
         for node in self.graph.nodes:
             k = kernels[node.name]
             if k.prepare is None and k.constants is None:
@@ -203,8 +203,8 @@ class Session:
                     self._node_constants[node.name] = weights_kwargs(k, prepared_weights)
                 elif k.constants is not None:
                     values = [self._values[self._slot[n]] if n in fixed else None for n in node.inputs]
-                    made = self._node_constants[node.name] = k.constants(values, metas_in, metas_out, **node.attributes)
-                    self.constant_bytes += sum(int(a.nbytes) for a in made.values() if isinstance(a, np.ndarray))
+                    self._node_constants[node.name] = held(k.constants(values, metas_in, metas_out, **node.attributes))
+                    self.constant_bytes += held.added  # a tiled stage's bands prepare their node's weights once
             except Exception as e:  # a prepare hook failing is a kernel bug: say where
                 raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel's prepare failed: {e}") from None
 
