@@ -11,7 +11,8 @@
   one, unpadded at stride one, in integers with no scratch);
 * `POOL`, `GLOBAL_POOL`: QLinearAveragePool and QLinearGlobalAveragePool, exact sums scaled once;
 * `BINARY`, `LOOKUP`: QLinearAdd and QLinearMul over 4-D (broadcast) views and a 256-entry table
-  per element, each one pass where numpy takes a temporary per step of the arithmetic.
+  per element, each one pass where numpy takes a temporary per step of the arithmetic; `PAIRS`:
+  QLinearAdd and QLinearMul by a table of `BINARY`'s result for every pair of 8-bit values.
 
 The requantization table `q` is `jit_conv_int.channel_table`'s: bias, multiplier and shift per
 channel, then (zero point, lo, hi).
@@ -288,6 +289,33 @@ def _sums(row_a, row_b, table_a, table_b, zeros, offset, n0, count, raw):  # pra
         raw[unsigned(n)] = (np.int64(row[unsigned(n0 + n)]) - z) * one
 
 
+def _pairs(a, b, table, offset, out):  # pragma: no cover - compiled
+    """QLinearAdd or QLinearMul by its table of every pair of 8-bit values (`table[(a + offset) * 256 +
+    b + offset]`, made by `_binary` itself), over 4-D views that broadcast to `out` as `_binary`'s do:
+    one lookup per element instead of the two rescalings, the sum and the requantization. Each element
+    is read before it is written at the same index, so `out` may be an input's memory."""
+    sa = (a.shape[0] > 1, a.shape[1] > 1, a.shape[2] > 1)
+    sb = (b.shape[0] > 1, b.shape[1] > 1, b.shape[2] > 1)
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            for k in range(out.shape[2]):
+                row_a = a[i * sa[0], j * sa[1], k * sa[2]]
+                row_b = b[i * sb[0], j * sb[1], k * sb[2]]
+                target = out[i, j, k]
+                if row_a.shape[0] == row_b.shape[0]:
+                    for n in range(target.shape[0]):
+                        m = unsigned(n)
+                        target[m] = table[unsigned((np.int64(row_a[m]) + offset) * 256 + np.int64(row_b[m]) + offset)]
+                elif row_b.shape[0] == 1:  # B stretched over the row: a column of the table
+                    column = np.int64(row_b[0]) + offset
+                    for n in range(target.shape[0]):
+                        target[unsigned(n)] = table[unsigned((np.int64(row_a[unsigned(n)]) + offset) * 256 + column)]
+                else:  # A stretched over the row: a row of the table
+                    base = (np.int64(row_a[0]) + offset) * 256 + offset
+                    for n in range(target.shape[0]):
+                        target[unsigned(n)] = table[unsigned(base + np.int64(row_b[unsigned(n)]))]
+
+
 def _lookup(x, table, offset, out):  # pragma: no cover - compiled
     for i in range(x.shape[0]):
         out[i] = table[np.int64(x[i]) + offset]
@@ -344,4 +372,5 @@ DEPTHWISE: Any = compiled(_depthwise)
 SCALE_CHANNELS: Any = compiled(_scale_channels)
 _SUMS: Any = compiled(_sums, inline=True)
 BINARY: Any = compiled(_binary)
+PAIRS: Any = compiled(_pairs)
 LOOKUP: Any = compiled(_lookup)

@@ -14,7 +14,7 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
-from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, GLOBAL_POOL, LOOKUP, POOL
+from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, GLOBAL_POOL, LOOKUP, PAIRS, POOL
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -117,9 +117,30 @@ def _binary_constants(op: str):
             return {}
         c_zero = values[7] if len(values) > 7 else None
         scales_and_zeros = (values[1], values[2], values[4], values[5], values[6], c_zero)
-        return _binary_parameters(op, a.dtype, outputs[0].dtype, *scales_and_zeros)
+        made = _binary_parameters(op, a.dtype, outputs[0].dtype, *scales_and_zeros)
+        if PAIRS is not None and int(np.prod(outputs[0].shape)) >= PAIRS_FROM:
+            made["q_pairs"] = _pairs_table(made, np.dtype(a.dtype), np.dtype(outputs[0].dtype))
+        return made
 
     return constants
+
+
+# Outputs from this many elements on take the table of every pair of input values (64 KB of constants,
+# no more than the output itself), one lookup per element: a third of the compiled arithmetic's time.
+PAIRS_FROM = 1 << 16
+
+
+def _pairs_table(made: dict, dtype: np.dtype, out_dtype: np.dtype) -> np.ndarray:
+    """The output of every pair of 8-bit values (a at (a - lo) * 256, b at b - lo), made by the
+    compiled pass itself, so that a lookup gives exactly what that pass would."""
+    lo, hi = qa.dtype_range(dtype)
+    values = np.arange(lo, hi + 1)
+    a = np.repeat(values, values.size).astype(dtype).reshape(1, 1, 1, -1)
+    b = np.tile(values, values.size).astype(dtype).reshape(1, 1, 1, -1)
+    table = np.empty(a.shape, out_dtype)
+    zeros, params = made["q_zeros"], made["q_params"]
+    BINARY(a, b, made["q_table_a"], made["q_table_b"], zeros, params, table, np.empty(BLOCK, np.int64))
+    return table.reshape(-1)
 
 
 def _compiled_binary(a, b, out) -> bool:
@@ -152,8 +173,11 @@ def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, ws, op
         made = _binary_parameters(op, a.dtype, out.dtype, a_scale, a_zero, b_scale, b_zero, y_scale, y_zero)
     table_a, table_b, zeros, params = made["q_table_a"], made["q_table_b"], made["q_zeros"], made["q_params"]
     if _compiled_binary(a, b, out) and all(v.flags.c_contiguous for v in (a, b, out)) and out.size:
-        raw = Scratch(ws, "QLinear binary").take((BLOCK,), np.int64)
         a4, b4, out4 = _merged(a, b, out)
+        if "q_pairs" in made:
+            PAIRS(a4, b4, made["q_pairs"], params[5], out4)
+            return
+        raw = Scratch(ws, "QLinear binary").take((BLOCK,), np.int64)
         BINARY(a4, b4, table_a, table_b, zeros, params, out4, raw)
         return
     multiplier, shift, zero, lo, hi, offset = (int(v) for v in params)

@@ -50,6 +50,10 @@ EXACT = 1 << 24  # float32 holds every integer up to here
 # were without the compiled route (their peaks are early layers' activations); deeper layers need
 # bands this large for BLAS to run at speed (a 64 KB band made ResNet's 7x7 maps' products 1.7x slower).
 BAND_BYTES = 1 << 18
+# ... but never fewer columns than this (or the whole map): a layer of 1,024-2,048 output channels fills
+# the budget with a dozen columns, where BLAS ran at a third of its speed; such layers' maps are small
+# (ResNet-50's last stages): the larger bands leave the bench models' arenas as they were but SqueezeNet's (+1%)
+MIN_COLUMNS = 96
 CHUNK_ROWS = 256  # a band's columns are made and multiplied a depth chunk of about this many rows at a time
 ON = COLUMNS is not None and REQUANTIZE is not None and ACCUMULATE is not None and DEPTHWISE is not None
 
@@ -117,7 +121,8 @@ def _gemm_blocks(s: QConvShape) -> list[tuple[tuple[int, int], type]]:
     if not chunked:  # every group's columns and sums at once (fewer, larger calls)
         depth, per_group = depth * s.group, per_group * s.group
     unit = geo.out[1] * (4 * min(depth, chunk if chunked else depth) + 4 * per_group * (2 if chunked else 1))
-    columns = units_within(BAND_BYTES, unit, geo.out[0]) * geo.out[1]
+    rows = max(units_within(BAND_BYTES, unit, geo.out[0]), min(geo.out[0], -(-MIN_COLUMNS // geo.out[1])))
+    columns = rows * geo.out[1]
     blocks: list[tuple[tuple[int, int], type]] = [
         ((min(depth, chunk) if chunked else depth, columns), np.float32),
         ((per_group, columns), np.float32),
