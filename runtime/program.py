@@ -59,25 +59,21 @@ class Program:
     blob: np.ndarray  # uint8: constants, tables and states the steps read
     ops: tuple[str, ...]  # the operator of each record, in order
     build_seconds: float  # writing the code and compiling (or loading from numba's cache) the interpreter
+    call: Callable[..., int]  # the interpreter's compiled entry for the arrays' types (`jit_program.entry`)
 
     def bound(self, arena: np.ndarray) -> Callable[[], int]:
         """The bare call on `arena`, for callers timing the compute alone (`Session.invoker`)."""
-        return functools.partial(_interpreter(), arena, self.blob, self.code)
+        return functools.partial(self.call, arena, self.blob, self.code)
 
     def run(self, arena: np.ndarray) -> float:
         """One run; returns its seconds."""
         started = time.perf_counter()
-        failed = _interpreter()(arena, self.blob, self.code)
+        failed = self.call(arena, self.blob, self.code)
         seconds = time.perf_counter() - started
         if failed:
             op = self.ops[failed - 1]
             raise ExecutionError(f"the compiled program met an unknown record at {failed - 1} ({op})", op)
         return seconds
-
-
-def _interpreter() -> Callable[..., int]:
-    assert jp.RUN is not None, "a program is built only when the compiled loops are on"
-    return jp.RUN
 
 
 class _Builder:
@@ -245,7 +241,7 @@ def build_program(steps: list[Any], graph: Graph, views: Mapping[str, np.ndarray
         return None, str(e)
     blob = builder.blob()
     code_array = np.array(code, np.int64)
-    jp.RUN(arena, blob, np.zeros(0, np.int64))  # compiled (or loaded from numba's cache) here, not in a run
+    call = jp.entry(arena, blob, code_array)  # compiled (or loaded from numba's cache) here, not in a run
     builder.move_states(blob)
-    program = Program(code_array, blob, tuple(ops), time.perf_counter() - started)
+    program = Program(code_array, blob, tuple(ops), time.perf_counter() - started, call)
     return program, f"one compiled call for {len(ops)} steps ({program.build_seconds:.2f} s to build)"

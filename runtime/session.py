@@ -267,6 +267,8 @@ class Session:
         copies or stats; the compiled program bound to the arena, or a run of the step loop."""
         for name in self.prepare().graph.inputs:
             self.input_buffer(name)  # the caller's from now on: a run reads what it holds
+        for name in self.graph.outputs:
+            self.output_buffer(name)  # and returns these without a copy
         assert self.arena is not None
         return self.run if self._program is None else self._program.bound(self.arena)
 
