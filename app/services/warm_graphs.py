@@ -20,8 +20,8 @@ sizes are the smallest that pick each variant), so a run costs milliseconds once
 - ``pool_routes``: one pool per float32 example of the pools' route table
   (`runtime.kernels.pool_routes.EXAMPLES`), each from its own input;
 - ``quantized``: uint8 QOperator ops between QuantizeLinear and DequantizeLinear, each of QLinearConv's
-  routes (gemm, in depth chunks, depthwise, the general 1-D one), QLinearAdd, QLinearMul, QLinearSigmoid,
-  the quantized pools and QGemm, through their compiled loops;
+  routes (gemm, in depth chunks, depthwise, the general 1-D one), QLinearAdd (also by its table of pairs),
+  QLinearMul, QLinearSigmoid, the quantized pools and QGemm, through their compiled loops;
 - ``qlinear_matmul_routes``: one QLinearMatMul per example of its route table
   (`runtime.kernels.quantized.qlinear_matmul.EXAMPLES`: a constant B's rows, batched activations);
 - ``tflite_int8``: an int8 `.tflite` model (`app.services.warm_tflite`): PAD, CONV_2D,
@@ -209,8 +209,12 @@ def quantized() -> onnx.ModelProto:
     b.output(
         b.node("DequantizeLinear", [b.node("QGemm", [m, *q, "fc", *w, "", *q], "fq", domain=ms, transB=1), *q], "z")
     )
+    # a map of 64K elements: QLinearAdd by its table of every pair of values (`qlinear_ops.PAIRS_FROM`)
+    wide = b.node("QuantizeLinear", [b.input("wide", [1, 1, 256, 256]), "x_scale", "x_zero"], "wq")
+    b.output(b.node("DequantizeLinear", [b.node("QLinearAdd", [wide, *q, wide, *q, *q], "wa", domain=ms), *q], "w"))
     graph = helper.make_graph(b.nodes, "warm_quantized", b.inputs, [
-        helper.make_tensor_value_info("y", FLOAT, [1, 8, 64]), helper.make_tensor_value_info("z", FLOAT, [1, 4])
+        helper.make_tensor_value_info("y", FLOAT, [1, 8, 64]), helper.make_tensor_value_info("z", FLOAT, [1, 4]),
+        helper.make_tensor_value_info("w", FLOAT, [1, 1, 256, 256]),
     ], b.weights)  # fmt: skip
     imports = [helper.make_opsetid("", OPSET), helper.make_opsetid(ms, 1)]
     return helper.make_model(graph, opset_imports=imports)  # com.microsoft's ops: no ONNX shape inference
