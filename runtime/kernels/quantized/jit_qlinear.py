@@ -121,51 +121,46 @@ def _depthwise(x, xz, w, q, geo, out, planes, acc):  # pragma: no cover - compil
     Per channel, the input less its zero point (0 in the padding) is split by stride into phase
     planes with rows of the same width as the sums', so that each tap reads one contiguous run of a
     plane at an offset (`_tap_offset`): every sum at once, the columns past OW never read back. A
-    3x3 filter's nine taps are added in one pass over the sums, a 5-wide row's five, any other one
-    at a time (every partial sum is an integer within 2**24: exact in any order)."""
+    3x3 filter's nine taps are added in one pass over the sums, other filters' rows up to five taps
+    of a phase at a time (every partial sum is an integer within 2**24: exact in any order)."""
     stride_h, stride_w, dil_h, dil_w, top, left = geo
     kh, kw = w.shape[1], w.shape[2]
     wide = acc.shape[0] // out.shape[1]
     flat = planes.reshape(-1)
     zero, lo, hi = q[3, 0], q[3, 1], q[3, 2]
+    flat[:] = 0  # the padding: the channels write only the places inside the image, the same for each
     for c in range(x.shape[0]):
         _PHASES(x[c], xz, stride_h, stride_w, top, left, planes, wide)
         if kh == 3 and kw == 3:
             _SUM9(acc, flat, w[c], geo, planes.shape[1], wide)
         else:
+            first = True
             for ky in range(kh):
-                kx = 0
-                while kx < kw:
-                    o = _TAP_OFFSET(ky, kx, geo, planes.shape[1], wide)
-                    if kw - kx >= 5 and dil_w == 1 and stride_w == 1:  # five adjacent taps of one plane
-                        _ROW5(acc, flat, o, w[c, ky, kx : kx + 5], ky == 0 and kx == 0)
-                        kx += 5
-                        continue
-                    weight, first = w[c, ky, kx], ky == 0 and kx == 0
-                    for f in range(acc.shape[0]):  # contiguous: vectorised
-                        acc[unsigned(f)] = (0 if first else acc[unsigned(f)]) + flat[unsigned(o + f)] * weight
-                    kx += 1
+                # with no dilation across, the taps of one phase (every stride-th) are adjacent in its plane
+                for px in range(min(stride_w, kw) if dil_w == 1 else kw):
+                    taps = (kw - px + stride_w - 1) // stride_w if dil_w == 1 else 1
+                    o = _TAP_OFFSET(ky, px, geo, planes.shape[1], wide)
+                    step = stride_w if dil_w == 1 else 1
+                    for t in range(0, taps, 5):
+                        _ROW(acc, flat, o + t, w[c, ky], px + t * step, step, min(5, taps - t), first)
+                        first = False
         _PLANE(acc, wide, q[0, c], q[1, c], q[2, c], zero, lo, hi, out[c])
 
 
 def _phases(x, xz, stride_h, stride_w, top, left, planes, wide):  # pragma: no cover - compiled
     """One channel's phase planes: plane (py, px) row i, column j holds x[i * stride_h + py - top,
-    j * stride_w + px - left] less the zero point, or 0 where that falls in the padding."""
+    j * stride_w + px - left] less the zero point where that falls inside the image; the rest (the
+    padding) is left as the caller zeroed it, the same places for every channel."""
     height, width = x.shape
     rows = planes.shape[1] // wide
     for py in range(stride_h):
         for px in range(stride_w):
             plane = planes[py * stride_w + px]
             first, last = TAP_RANGE(px - left, stride_w, wide, width)
-            for i in range(rows):
+            i0, i1 = TAP_RANGE(py - top, stride_h, rows, height)  # the rows inside the image
+            for i in range(i0, i1):
                 target = plane[i * wide : (i + 1) * wide]
-                iy = i * stride_h + py - top
-                if iy < 0 or iy >= height:
-                    target[:] = 0
-                    continue
-                source = x[iy]
-                for j in range(first):
-                    target[unsigned(j)] = 0
+                source = x[i * stride_h + py - top]
                 if stride_w == 1:  # a contiguous run: vectorised
                     run = source[first + px - left : last + px - left]
                     for j in range(last - first):
@@ -177,8 +172,6 @@ def _phases(x, xz, stride_h, stride_w, top, left, planes, wide):  # pragma: no c
                 else:
                     for j in range(first, last):
                         target[unsigned(j)] = np.float32(source[unsigned(j * stride_w + px - left)]) - xz
-                for j in range(last, wide):
-                    target[unsigned(j)] = 0
 
 
 def _tap_offset(ky, kx, geo, plane_size, wide):  # pragma: no cover - compiled
@@ -204,14 +197,37 @@ def _sum9(acc, flat, w, geo, plane_size, wide):  # pragma: no cover - compiled
         acc[unsigned(f)] = top + mid + low
 
 
-def _row5(acc, flat, o, w, first):  # pragma: no cover - compiled
-    """acc (+)= five adjacent taps from offset `o`, weights `w`, in one vectorised pass."""
-    k0, k1, k2, k3, k4 = w[0], w[1], w[2], w[3], w[4]
-    for f in range(acc.shape[0]):
-        i = o + f
-        total = flat[unsigned(i)] * k0 + flat[unsigned(i + 1)] * k1 + flat[unsigned(i + 2)] * k2 \
-            + flat[unsigned(i + 3)] * k3 + flat[unsigned(i + 4)] * k4  # fmt: skip
-        acc[unsigned(f)] = total if first else acc[unsigned(f)] + total
+def _row(acc, flat, o, w, k0, step, taps, first):  # pragma: no cover - compiled
+    """acc (+)= `taps` (1 to 5) adjacent taps from offset `o`, weights w[k0], w[k0 + step], ..., in one
+    vectorised pass."""
+    last = w.shape[0] - 1  # weights past the row's last tap are read but never used
+    k, k1, k2 = w[k0], w[min(k0 + step, last)], w[min(k0 + 2 * step, last)]
+    k3, k4 = w[min(k0 + 3 * step, last)], w[min(k0 + 4 * step, last)]
+    n = acc.shape[0]
+    if taps == 5:
+        for f in range(n):
+            i = o + f
+            total = flat[unsigned(i)] * k + flat[unsigned(i + 1)] * k1 + flat[unsigned(i + 2)] * k2 \
+                + flat[unsigned(i + 3)] * k3 + flat[unsigned(i + 4)] * k4  # fmt: skip
+            acc[unsigned(f)] = total if first else acc[unsigned(f)] + total
+    elif taps == 4:
+        for f in range(n):
+            i = o + f
+            total = flat[unsigned(i)] * k + flat[unsigned(i + 1)] * k1 + flat[unsigned(i + 2)] * k2 \
+                + flat[unsigned(i + 3)] * k3  # fmt: skip
+            acc[unsigned(f)] = total if first else acc[unsigned(f)] + total
+    elif taps == 3:
+        for f in range(n):
+            i = o + f
+            total = flat[unsigned(i)] * k + flat[unsigned(i + 1)] * k1 + flat[unsigned(i + 2)] * k2
+            acc[unsigned(f)] = total if first else acc[unsigned(f)] + total
+    elif taps == 2:
+        for f in range(n):
+            total = flat[unsigned(o + f)] * k + flat[unsigned(o + f + 1)] * k1
+            acc[unsigned(f)] = total if first else acc[unsigned(f)] + total
+    else:
+        for f in range(n):
+            acc[unsigned(f)] = (0 if first else acc[unsigned(f)]) + flat[unsigned(o + f)] * k
 
 
 def _scale_channels(x, xz, w, q, out):  # pragma: no cover - compiled
@@ -227,9 +243,18 @@ def _scale_channels(x, xz, w, q, out):  # pragma: no cover - compiled
 
 
 def _requantize_plane(acc, wide, bias, multiplier, shift, zero, lo, hi, out):  # pragma: no cover - compiled
-    """out[oy, ox] = clamp(MBQM(acc[oy * wide + ox] + bias) + zero): one channel's sums."""
+    """out[oy, ox] = clamp(MBQM(acc[oy * wide + ox] + bias) + zero): one channel's sums. Rows shorter than
+    a few vectors are requantized in place as one run over the sums (exact: small integers in float32),
+    then copied, rather than each row's few values one at a time."""
+    if out.shape[1] >= 32:
+        for oy in range(out.shape[0]):
+            _REQUANTIZE_RUN(acc[oy * wide : oy * wide + out.shape[1]], bias, multiplier, shift, zero, lo, hi, out[oy])
+        return
+    _REQUANTIZE_RUN(acc, bias, multiplier, shift, zero, lo, hi, acc)
     for oy in range(out.shape[0]):
-        _REQUANTIZE_RUN(acc[oy * wide : oy * wide + out.shape[1]], bias, multiplier, shift, zero, lo, hi, out[oy])
+        row, target = acc[oy * wide : oy * wide + out.shape[1]], out[oy]
+        for ox in range(out.shape[1]):
+            target[unsigned(ox)] = row[unsigned(ox)]
 
 
 BLOCK = 256  # elements of a row whose sums `_binary` holds in its scratch at a time
@@ -367,7 +392,7 @@ _PLANE: Any = compiled(_requantize_plane)
 _PHASES: Any = compiled(_phases, inline=True)
 _TAP_OFFSET: Any = compiled(_tap_offset, inline=True)
 _SUM9: Any = compiled(_sum9, inline=True)
-_ROW5: Any = compiled(_row5, inline=True)
+_ROW: Any = compiled(_row, inline=True)
 DEPTHWISE: Any = compiled(_depthwise)
 SCALE_CHANNELS: Any = compiled(_scale_channels)
 _SUMS: Any = compiled(_sums, inline=True)
