@@ -97,15 +97,20 @@ def candidate_rows(graph: Graph, chain: Chain, method: str) -> list[int]:
 
 def _search(graph: Graph, heads: list[Chain], options: MemoryOptions, total: int, deadline: float) -> list[Candidate]:
     """Every head whose output is a narrow point of the network, screened with its finest
-    stripes; then every band height and method for the three best heads."""
+    stripes (of heads that leave the same peak after them and end on as large a map, the
+    shortest: the elementwise ops after a DenseNet transition's Concat add nodes, not a lower
+    arena); then every band height and method for the three best heads."""
     rest = _rest_peaks(graph, options)
     screened: list[Candidate] = []
     best = None
+    seen: set[tuple[int, int]] = set()
     for chain in _narrow(graph, heads):
         if time.perf_counter() > deadline:
             break
-        if best is not None and rest[len(chain.nodes)] >= best:
+        after = (rest[len(chain.nodes)], graph.tensors[chain.output].nbytes)
+        if (best is not None and after[0] >= best) or after in seen:
             continue  # what runs after this head alone needs more than the best so far
+        seen.add(after)
         c = score(graph, chain, candidate_rows(graph, chain, "stripes")[0], "stripes", options, total)
         screened.append(c)
         best = c.load if best is None else min(best, c.load)
