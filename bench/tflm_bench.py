@@ -22,8 +22,14 @@ For every `.tflite` model in ``../shared/models/tflite/`` (TensorFlow Lite Micro
   arena: ``--tile auto``, 20% extra MACs at most), ``best`` on its problem, its ratio to TFLM's head and
   that ratio's geometric mean over the three CNNs; its outputs against TensorFlow Lite Micro's on one
   seeded input, bit for bit, and its time. The exported plan stays untiled: TFLM runs the file's graph;
-- time per inference: TFLM's ``invoke()`` and memplan's ``Session.run`` in that arena (its integer
-  kernels; a model with an operator memplan has no kernel for says which), fastest of ``--repeat``.
+- time per inference, side by side in one process, the executors alternating round after round, the
+  fastest of each (at least ``--repeat`` rounds, more for fast models, within about a second): TFLM's
+  ``invoke()`` with its input already in its input tensor; memplan's ``Session.invoker()`` with its
+  input already in the arena (the model's compute alone: the whole-model compiled program,
+  `runtime.program`, where every step has a compiled integer loop, else a run of the step loop);
+  memplan's ``Session.run(inputs)`` (the input copied in, the output copied out, its stats); and the
+  same run with ``program=False`` (the step loop, one bound kernel call per step); the tiled graph's
+  ``Session.run`` is timed on its own.
 
 Run from the repository root: ``python bench/tflm_bench.py [--models a,b] [--repeat 5]``.
 Writes section "tflm" of docs/BENCHMARKS.md and prints it.
@@ -113,16 +119,11 @@ def min_arena(tflm: Any, data: bytes, high: int) -> int:
     return high
 
 
-def allocations(tflm: Any, data: bytes, arena: int, repeat: int) -> dict[str, Any]:
-    """Head, tail, outputs and the fastest invoke, at a generous arena."""
+def allocations(tflm: Any, data: bytes, arena: int) -> dict[str, Any]:
+    """Head, tail and outputs at a generous arena."""
     interpreter = tflm.Interpreter.from_bytes(data, arena_size=arena)
-    x = feed(interpreter)
-    best = float("inf")
-    for _ in range(repeat):
-        interpreter.set_input(x, 0)  # the input's bytes are reused once it dies: set it before every run
-        start = time.perf_counter()
-        interpreter.invoke()
-        best = min(best, time.perf_counter() - start)
+    interpreter.set_input(feed(interpreter), 0)
+    interpreter.invoke()
     output = interpreter.get_output(0).copy()
     with captured_stderr() as printed:
         interpreter.print_allocations()
@@ -133,7 +134,6 @@ def allocations(tflm: Any, data: bytes, arena: int, repeat: int) -> dict[str, An
         "head": int(head.group(1)) if head else None,
         "tail": int(tail.group(1)) if tail else None,
         "output": output,
-        "seconds": best,
     }
 
 
@@ -153,21 +153,46 @@ def tflm_safe_aliases(graph: Any, problem: Any) -> Any:
     return problem.replace(buffers=tuple(buffers.values()))
 
 
-def memplan_seconds(graph: Any, repeat: int) -> float | str:
-    from runtime.oracle import random_inputs
+def _timed(call: Any) -> float:
+    start = time.perf_counter()
+    call()
+    return time.perf_counter() - start
 
+
+def side_by_side(tflm: Any, data: bytes, graph: Any, arena: int, repeat: int, budget: float = 1.0) -> dict[str, Any]:
+    """Fastest seconds of TFLM's invoke(), memplan's invoker() and Session.run(inputs) (program and step
+    loop), alternating round after round on one seeded input: at least `repeat` rounds, then more while
+    the rounds so far took under `budget` seconds (2,000 at most)."""
+    interpreter = tflm.Interpreter.from_bytes(data, arena_size=arena)
+    x = feed(interpreter)
     try:
         session = runtime.Session(graph, "best", OWN).prepare()
-        feeds = random_inputs(graph, seed=0)
-        session.run(feeds)
+        loop = runtime.Session(graph, "best", OWN, program=False).prepare()
+        feeds = {graph.inputs[0]: x}
+        loop.run(feeds)
+        invoke, buffer = session.invoker(), session.input_buffer(graph.inputs[0])
     except (runtime.ModelError, runtime.ExecutionError, NotImplementedError) as e:
-        return str(e).splitlines()[0][:120]
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        session.run(feeds)
-        best = min(best, time.perf_counter() - start)
-    return best
+        why = str(e).splitlines()[0][:120]
+        timed = ("tflm_seconds", "tflm_call_seconds", "invoke_seconds", "run_seconds", "loop_seconds")
+        return {"route": "not run", "rounds": 0} | dict.fromkeys(timed, why)
+    best = dict.fromkeys(("tflm_seconds", "tflm_call_seconds", "invoke_seconds", "run_seconds", "loop_seconds"), np.inf)
+
+    def call() -> Any:  # TFLM's whole call from Python: the input in, invoke, the output out
+        interpreter.set_input(x, 0)
+        interpreter.invoke()
+        return interpreter.get_output(0)
+
+    started, rounds = time.perf_counter(), 0
+    while rounds < repeat or (time.perf_counter() - started < budget and rounds < 2000):
+        interpreter.set_input(x, 0)  # the input's bytes are reused once it dies: set it before every run
+        best["tflm_seconds"] = min(best["tflm_seconds"], _timed(interpreter.invoke))
+        best["tflm_call_seconds"] = min(best["tflm_call_seconds"], _timed(call))
+        buffer[...] = x  # the same for memplan's arena
+        best["invoke_seconds"] = min(best["invoke_seconds"], _timed(invoke))
+        best["run_seconds"] = min(best["run_seconds"], _timed(lambda: session.run(feeds)))
+        best["loop_seconds"] = min(best["loop_seconds"], _timed(lambda: loop.run(feeds)))
+        rounds += 1
+    return best | {"route": session.route, "rounds": rounds}
 
 
 def tiled(data: bytes, graph: Any, repeat: int) -> dict[str, Any]:
@@ -210,30 +235,33 @@ def measure(path: Path, repeat: int) -> dict[str, Any]:
     aliased = planner.plan(tflm_safe_aliases(graph, problem), "best")
     own_arena = planner.plan(runtime.memory_problem(graph, OWN), "best").arena_bytes
     generous = 4 * made.arena_bytes + (1 << 20)
-    own = allocations(tflm, data, generous, repeat)
-    ours = allocations(tflm, exported.data, generous, 1)
-    with_aliases = allocations(tflm, export_plan(data, graph, aliased).data, generous, 1)
-    return tiled(data, graph, repeat) | {
-        "model": path.stem,
-        "tflm_min": min_arena(tflm, data, generous),
-        "tflm_min_memplan": min_arena(tflm, exported.data, generous),
-        "head": own["head"],
-        "tail": own["tail"],
-        "head_memplan": ours["head"],
-        "tail_memplan": ours["tail"],
-        "arena": made.arena_bytes,
-        "arena_aliased": aliased.arena_bytes,
-        "own_arena": own_arena,
-        "own_ratio": own_arena / own["head"] if own["head"] else float("nan"),
-        "head_aliased": with_aliases["head"],
-        "load": made.lower_bound,
-        "left_out": len(exported.online),
-        "identical": bool(
-            np.array_equal(own["output"], ours["output"]) and np.array_equal(own["output"], with_aliases["output"])
-        ),
-        "tflm_seconds": own["seconds"],
-        "memplan_seconds": memplan_seconds(graph, repeat),
-    }
+    own = allocations(tflm, data, generous)
+    ours = allocations(tflm, exported.data, generous)
+    with_aliases = allocations(tflm, export_plan(data, graph, aliased).data, generous)
+    times = side_by_side(tflm, data, graph, generous, repeat)
+    return (
+        times
+        | tiled(data, graph, repeat)
+        | {
+            "model": path.stem,
+            "tflm_min": min_arena(tflm, data, generous),
+            "tflm_min_memplan": min_arena(tflm, exported.data, generous),
+            "head": own["head"],
+            "tail": own["tail"],
+            "head_memplan": ours["head"],
+            "tail_memplan": ours["tail"],
+            "arena": made.arena_bytes,
+            "arena_aliased": aliased.arena_bytes,
+            "own_arena": own_arena,
+            "own_ratio": own_arena / own["head"] if own["head"] else float("nan"),
+            "head_aliased": with_aliases["head"],
+            "load": made.lower_bound,
+            "left_out": len(exported.online),
+            "identical": bool(
+                np.array_equal(own["output"], ours["output"]) and np.array_equal(own["output"], with_aliases["output"])
+            ),
+        }
+    )
 
 
 def _load() -> str:
@@ -244,10 +272,58 @@ def _exact(value: bool | None) -> str:
     return {True: "bit-exact", False: "**differs**", None: "not run"}[value]
 
 
-def _ms(value: float | str) -> str:
+def _us(value: float | str) -> str:
     if not isinstance(value, float):
         return f"not run: {value}"
-    return f"{value * 1e3:,.0f}" if value >= 0.1 else f"{value * 1e3:.3g}"
+    return f"{value * 1e6:,.0f}" if value >= 1e-3 else f"{value * 1e6:.3g}"
+
+
+def _ratio(a: float | str, b: float | str) -> str:
+    return f"{a / b:.2f}" if isinstance(a, float) and isinstance(b, float) else "-"
+
+
+def time_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The side-by-side times and what each covers."""
+    lines = [
+        "",
+        "Time per inference (microseconds), side by side in one process: the executors alternate round after round "
+        "on one seeded input and each column is the fastest of its rounds. *TFLM `invoke()`*: the interpreter's "
+        "invoke with its input already in its input tensor (set before each round, untimed), reference kernels, "
+        "its own plan, called from Python. *memplan `invoker()`*: the same for memplan, its input already in the arena "
+        "(written before each round, untimed) and its output left there: the model's compute alone; on the *program* "
+        "route (`runtime.program`: every step a compiled integer loop) that is one compiled call, on the *steps* route "
+        "a `Session.run` of the step loop. *`Session.run(inputs)`*: the whole call a library user makes, the input "
+        "copied into the arena, the output copied out, its stats kept, by the same route; against it, *TFLM's call*: "
+        "`set_input`, `invoke()` and `get_output` in a row. *step loop*: that run with "
+        "`program=False`, one bound kernel call per step (the route every model took before the program). *tiled*: "
+        "`Session.run(inputs)` of the `--tile auto` graph, timed on its own. Every column is called from Python, "
+        "whose call costs a few tenths of a microsecond on both sides.",
+        "",
+        "| model | route | rounds | TFLM `invoke()` | memplan `invoker()` | / TFLM | TFLM's call "
+        "| `Session.run(inputs)` | / TFLM's call | step loop `Session.run(inputs)` | tiled `Session.run(inputs)` |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        t = r["tflm_seconds"]
+        lines.append(
+            f"| {r['model']} | {r['route']} | {r['rounds']:,} | {_us(t)} | {_us(r['invoke_seconds'])} "
+            f"| {_ratio(r['invoke_seconds'], t)} | {_us(r['tflm_call_seconds'])} | {_us(r['run_seconds'])} "
+            f"| {_ratio(r['run_seconds'], r['tflm_call_seconds'])} "
+            f"| {_us(r['loop_seconds'])} | {_us(r['tiled_seconds'])} |"
+        )
+    timed = [r for r in rows if isinstance(r["invoke_seconds"], float)]
+    faster = [r["model"] for r in timed if r["invoke_seconds"] < r["tflm_seconds"]]
+    slower = [
+        f"{r['model']} ({r['invoke_seconds'] / r['tflm_seconds']:.2f}x)" for r in timed if r["model"] not in faster
+    ]
+    lines += [
+        "",
+        f"memplan's compute (`invoker()`) is faster than TFLM's `invoke()` on {len(faster)} of {len(rows)} models"
+        + (f"; slower on {', '.join(slower)}" if slower else "")
+        + ". `Session.run(inputs)` against TFLM's whole call: faster on "
+        + f"{sum(1 for r in timed if r['run_seconds'] < r['tflm_call_seconds'])} of {len(rows)}.",
+    ]
+    return lines
 
 
 def section(rows: list[dict[str, Any]], command: str) -> str:
@@ -262,12 +338,13 @@ def section(rows: list[dict[str, Any]], command: str) -> str:
         "TFLM's kernels take it (RESHAPE views only, memplan's scratch left out, 16-byte alignment); *left out*: "
         "tensors the export gave back to TFLM's planner; *with ADD/SUB/MUL aliases*: the same with every "
         "elementwise output over a same-shape input dying there (what TFLM's kernels also take), its arena and "
-        "TFLM's head under it; *same outputs*: TFLM's outputs under all three plans, one seeded input; times: fastest of the repeats, TFLM's `invoke()` and memplan's `Session.run`.",
+        "TFLM's head under it; *same outputs*: TFLM's outputs under all three plans, one seeded input. Times: the "
+        "second table.",
         "",
         "| model | TFLM min arena | with memplan's plan | TFLM head | with memplan's plan | tail | memplan arena "
         "| LOAD | with ADD/SUB/MUL aliases: arena, TFLM head | left out | same outputs | memplan's own arena "
-        "| / TFLM head | tiled (`--tile auto`) | / TFLM head | tiled = TFLM | TFLM ms | memplan ms | tiled ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|",
+        "| / TFLM head | tiled (`--tile auto`) | / TFLM head | tiled = TFLM |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
@@ -275,9 +352,9 @@ def section(rows: list[dict[str, Any]], command: str) -> str:
             f"| {r['tail']:,} | {r['arena']:,} | {r['load']:,} | {r['arena_aliased']:,}, {r['head_aliased']:,} "
             f"| {r['left_out']} | {'yes' if r['identical'] else 'NO'} | {r['own_arena']:,} | {r['own_ratio']:.3f} "
             f"| {r['tiled_arena']:,} | {r['tiled_arena'] / r['head'] if r['head'] else float('nan'):.3f} "
-            f"| {_exact(r['tiled_exact'])} | {_ms(r['tflm_seconds'])} | {_ms(r['memplan_seconds'])} "
-            f"| {_ms(r['tiled_seconds'])} |"
+            f"| {_exact(r['tiled_exact'])} |"
         )
+    lines += time_table(rows)
     cnn = [r for r in rows if r["model"] in CNNS]
     if cnn:
         mean = float(np.exp(np.mean(np.log([r["own_ratio"] for r in cnn]))))
@@ -312,9 +389,7 @@ def section(rows: list[dict[str, Any]], command: str) -> str:
         "whole), the tiled column; micro_speech's first op is a RESHAPE and its one convolution feeds a "
         "FULLY_CONNECTED that reads the whole map, so it has nothing to tile. hello_world's arena equals TFLM's "
         "head (nothing there shares bytes); keyword_scrambled's is its LOAD, below TFLM's head: its SVDFs shift their "
-        "states where they lie, outside the arena (as TFLM keeps variable tensors), and take no scratch. Times: memplan is faster than TFLM's reference kernels on the three CNNs; "
-        "on hello_world (three FULLY_CONNECTED of 16 units) and keyword_scrambled (15 small steps) the Python loop's "
-        "few microseconds per step exceed TFLM's whole invoke.",
+        "states where they lie, outside the arena (as TFLM keeps variable tensors), and take no scratch.",
         "",
         f"Command: `{command}`. Machine load average (1, 5, 15 min) at the end of the run: {_load()}.",
     ]

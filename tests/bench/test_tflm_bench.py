@@ -40,5 +40,15 @@ def test_elementwise_aliases_only_over_a_dying_input_of_the_same_shape(bench):
 
 def test_the_head_is_read_from_tflite_micros_own_report(bench):
     data = model_bytes("hello_world_int8")
-    found = bench.allocations(tflm, data, 100_000, 2)
+    found = bench.allocations(tflm, data, 100_000)
     assert found["head"] == 32 and found["tail"] > 0 and found["output"].shape == (1, 1)  # the README's head
+
+
+def test_times_side_by_side_say_the_route_and_what_each_covers(bench):
+    data = model_bytes("hello_world_int8")
+    times = bench.side_by_side(tflm, data, runtime.load_model(data), 100_000, repeat=3, budget=0.0)
+    assert times["route"] == "program" and times["rounds"] == 3
+    for key in ("tflm_seconds", "tflm_call_seconds", "invoke_seconds", "run_seconds", "loop_seconds"):
+        assert 0 < times[key] < 1, key
+    table = "\n".join(bench.time_table([times | {"model": "hello_world_int8", "tiled_seconds": 1e-5}]))
+    assert "| hello_world_int8 | program | 3 |" in table and "`invoke()`" in table and "invoker()" in table

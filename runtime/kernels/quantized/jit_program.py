@@ -1,13 +1,14 @@
 """A whole model's integer steps as one compiled call (numba, when the compiled loops are on): an
 interpreter that walks an int64-coded list of operations over the arena and a private blob (the
-program's constants, tables and states), calling the same compiled loops the kernels call.
+program's constants, tables and states), with the kernels' own arithmetic.
 
 `runtime.program` writes the code. Each record is ``[opcode, record length, fields...]``; an operand
 is a pair (space, byte offset), space 0 the arena and 1 the blob. Element types of the scalar
 loops (QUANTIZE, SOFTMAX) are codes: 0 int8, 1 uint8, 2 int16, 3 int32, read and written as
-little-endian bytes, so one loop serves every pair of types. FULLY_CONNECTED and SVDF call
-`jit_conv_int.DENSE` and `jit_svdf.SVDF` on typed views of the operands' bytes; SOFTMAX is TFLite's
-fixed-point form with gemmlowp's reciprocal, its exps tabled (`tflite_softmax.exp_table`). The
+little-endian bytes, so one loop serves every pair of types. SVDF calls `jit_svdf.SVDF` on typed
+views of the operands' bytes; FULLY_CONNECTED is `jit_conv_int.DENSE`'s loop on flat views (its
+reshapes cost more than a small layer's sums); SOFTMAX is TFLite's fixed-point form with gemmlowp's
+reciprocal, its exps tabled (`tflite_softmax.exp_table`). The
 interpreter allocates nothing and returns 0, or the record's index plus one when it meets an
 opcode it does not know. Compiled once per machine (``cache=True``), whatever the model.
 """
