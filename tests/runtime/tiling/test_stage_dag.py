@@ -171,3 +171,19 @@ def test_no_band_of_stripes_computes_more_rows_than_a_band_of_input_gives(dag, r
         most = max(tiled.tensors[t].shape[chain.axis(out)] for t in made)
         assert most <= -(-rows * height // source) + 1, (node.name, most)
         assert sum(tiled.tensors[t].shape[chain.axis(out)] for t in made) == height  # stripes repeat nothing
+
+
+def test_auto_tiles_through_the_branches_when_that_lowers_the_arena(dag, image):
+    """tile_auto takes a stage that joins branches (its Concat inside), placed smaller than untiled."""
+    from runtime.tiling import tile_auto
+
+    graph = load_model(dag)
+    tiling = tile_auto(graph, EXTERNAL, time_limit=20.0)
+    assert tiling.chosen is not None, tiling.note
+    assert "Concat" in {n.op_type for n in tiling.chosen.chain.nodes}
+    untiled = planner.plan(memory_problem(graph, EXTERNAL), "greedy_by_size").arena_bytes
+    problem = memory_problem(tiling.graph, EXTERNAL)
+    plan = planner.plan(problem, "greedy_by_size")
+    assert planner.check_plan(problem, plan).ok and plan.arena_bytes < untiled
+    got = Session(tiling.graph, plan, EXTERNAL, canary=True, problem=problem).prepare().run({"x": image})
+    close([next(iter(got.values()))], [_onnxruntime(dag, image)], what="auto")
