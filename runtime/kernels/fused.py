@@ -24,7 +24,7 @@ import numpy as np
 
 from runtime.kernels import MEMPLAN_DOMAIN, Bound, TensorMeta, kernel
 from runtime.kernels._epilogue import NEEDS_TEMP, TEMP, Finish, activation
-from runtime.kernels._scratch import block_bytes, same_start, small_ufunc_buffers, units_within
+from runtime.kernels._scratch import block_bytes, same_start, shared_scratch, small_ufunc_buffers, units_within
 from runtime.kernels.conv import jit_conv
 from runtime.kernels.conv.conv import CONV_PLANES, conv_constants, conv_prepare, conv_workspace, convolve
 from runtime.kernels.conv.routes import bind_conv
@@ -83,24 +83,23 @@ def _bind_pointwise_add(inputs, outputs, attrs: dict, general) -> Bound | None:
     nbytes = rows * plane * out.dtype.itemsize
 
     def bands(x, w, b, r, out, ws) -> list | None:
-        if (ws is not None and ws.size < nbytes) or not jit_conv.usable(out, r):
+        if ws.size < nbytes or not jit_conv.usable(out, r):
             return None
-        # Without a workspace (scratch planned outside the arena): made here once, at prepare.
-        scratch = np.empty((rows, plane), jit_conv.DTYPE) if ws is None else ws[:nbytes].view(jit_conv.DTYPE)
-        scratch = scratch.reshape(rows, plane)
+        scratch = ws[:nbytes].view(jit_conv.DTYPE).reshape(rows, plane)
         return _bands(x, w.reshape(channels, -1), b, r, out, scratch)
 
     made = SameArrays(bands)
 
     def bound(x, w, b, r, *, out, ws=None, **given):
-        todo = made(x, w, b, r, out, ws)
+        # Without a workspace (scratch outside the arena): the thread's shared scratch.
+        todo = made(x, w, b, r, out, shared_scratch(nbytes) if ws is None else ws)
         if todo is None:
             general((x, w, b, r), out, ws, attrs)
         else:
             _run_bands(todo, spec)
 
     def prime(x, w, b, r, *, out, ws=None, **given):
-        made(x, w, b, r, out, ws)
+        made(x, w, b, r, out, shared_scratch(nbytes) if ws is None else ws)
 
     # A session calls it without the attributes, and primes it at prepare (`runtime.step_calls`).
     return Bound(bound, prime=prime)

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from runtime.kernels import window
-from runtime.kernels._scratch import Scratch, same_start
+from runtime.kernels._scratch import Scratch, same_start, scratch_bytes, shared_scratch
 from runtime.kernels.conv import dense as conv_dense
 from runtime.kernels.conv import jit_conv, jit_phases, winograd
-from runtime.kernels.conv.depthwise import compiled_call, uses_compiled
+from runtime.kernels.conv.depthwise import compiled_call, compiled_layout, uses_compiled
 from runtime.kernels.protocol import Bound
 from runtime.kernels.same_arrays import SameArrays
 from runtime.kernels.window import Geometry, small_columns, small_rows
@@ -37,10 +37,11 @@ def bind_depthwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
         return None
     single = x.shape[0] == 1
     code, p0, p1 = jit_conv.spec_of(finish)  # type: ignore[misc]  # not None: checked above
+    need = scratch_bytes(*compiled_layout(tuple(x.shape), geo, np.dtype(x.dtype)))
 
     def arguments(x, w, b, out, ws) -> tuple | None:
         """The compiled loop and its arguments (`depthwise.compiled_call`), its scratch views made
-        here once (without a workspace: allocated once, at prepare); None for the general call."""
+        here once; None for the general call."""
         if x is None or out is None or (not single and np.may_share_memory(x, out)):
             return None  # an input not bound at prepare (a graph input) is made on the first run
         return compiled_call(x, w, b, out, geo, Scratch(ws, "Conv"), (code, p0, p1))
@@ -48,14 +49,14 @@ def bind_depthwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
     made = SameArrays(arguments)
 
     def bound(x, w, b=None, *, out, ws=None, **given):
-        call = made(x, w, b, out, ws)
+        call = made(x, w, b, out, shared_scratch(need) if ws is None else ws)
         if call is None:
             slow((x, w, b), out, ws, attrs)
             return
         call[0](*call[1])
 
     def prime(x, w, b=None, *, out, ws=None, **given):
-        made(x, w, b, out, ws)
+        made(x, w, b, out, shared_scratch(need) if ws is None else ws)
 
     return Bound(bound, prime=prime)
 
@@ -96,7 +97,7 @@ def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
         weights = w.reshape(filters, channels)
         sources, targets = x.reshape(batch, channels, pixels), out.reshape(batch, filters, pixels)
         over = may_overlap and np.may_share_memory(x, out)
-        if over and (not columns or not same_start(x, out) or (ws is not None and ws.size < rows * step * 4)):
+        if over and (not columns or not same_start(x, out) or ws.size < rows * step * 4):
             return None
         spill = rows if over else 0  # the planes written straight start here
         made = []
@@ -111,9 +112,7 @@ def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
                     made[len(made) - 1 :] = _row_chunks(made[-1], channels, pixels)
             if not over:
                 continue
-            # Without a workspace (scratch planned outside the arena) the chunk is made here, once
-            # per set of arrays, at prepare (`prime`), not on every call as the general call would.
-            chunk = np.empty(rows * step, jit_conv.DTYPE) if ws is None else ws[: rows * step * 4].view(jit_conv.DTYPE)
+            chunk = ws[: rows * step * 4].view(jit_conv.DTYPE)
             width = min(step, small_columns(rows, channels, pixels))
             part = bias[:rows] if has_bias else empty
             for s in range(0, pixels, width):
@@ -125,7 +124,8 @@ def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
     made = SameArrays(passes)
 
     def bound(x, w, b=None, *, out, ws=None, **given):
-        todo = made(x, w, b, out, ws)
+        # Without a workspace (scratch outside the arena) the chunk is the thread's shared scratch.
+        todo = made(x, w, b, out, shared_scratch(rows * step * 4) if ws is None else ws)
         if todo is None:
             slow((x, w, b), out, ws, attrs)
             return
@@ -136,7 +136,7 @@ def bind_pointwise(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, sl
                 np.copyto(copy_to, result)
 
     def prime(x, w, b=None, *, out, ws=None, **given):
-        made(x, w, b, out, ws)
+        made(x, w, b, out, shared_scratch(rows * step * 4) if ws is None else ws)
 
     return Bound(bound, prime=prime)
 
@@ -175,12 +175,14 @@ def bind_im2col(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow)
     row_pixels, kh, kw = geo.out[1], *geo.kernel
     phased = jit_conv.takes_phases(geo, x.dtype)
     code, p0, p1 = spec
+    blocks = [((channels * kh * kw * rows * row_pixels,), x.dtype)]
+    need = scratch_bytes(*blocks, *([(jit_phases.phase_shape(channels, rows, kh, kw, row_pixels), x.dtype)] * phased))
 
     def bands(x, w, b, out, ws) -> list | None:
         """Each band's (fill, fill arguments, matmuls, image, bias, has bias, start, stop)."""
         if x is None or out is None or not jit_conv.usable(x, out) or np.may_share_memory(x, out):
             return None  # an input not bound at prepare (a graph input) is made on the first run
-        scratch = Scratch(ws, "Conv")  # without a workspace: made here once, at prepare
+        scratch = Scratch(ws, "Conv")
         col = scratch.take((channels * kh * kw * rows * row_pixels,), x.dtype)
         phases = scratch.take(jit_phases.phase_shape(channels, rows, kh, kw, row_pixels), x.dtype) if phased else None
         per_group = w.reshape(group, filters // group, -1)
@@ -210,7 +212,7 @@ def bind_im2col(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow)
     bias_act = jit_conv.bias_act
 
     def bound(x, w, b=None, *, out, ws=None, **given):
-        todo = made(x, w, b, out, ws)
+        todo = made(x, w, b, out, shared_scratch(need) if ws is None else ws)
         if todo is None:
             slow((x, w, b), out, ws, attrs)
             return
@@ -221,6 +223,6 @@ def bind_im2col(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow)
             bias_act(image, bias, has_bias, start, stop, code, p0, p1)
 
     def prime(x, w, b=None, *, out, ws=None, **given):
-        made(x, w, b, out, ws)
+        made(x, w, b, out, shared_scratch(need) if ws is None else ws)
 
     return Bound(bound, prime=prime)
