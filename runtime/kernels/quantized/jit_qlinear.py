@@ -32,18 +32,17 @@ from runtime.kernels.quantized.jit_conv_int import MBQM, TAP_RANGE
 def _scaled(x, multiplier, shift):  # pragma: no cover - compiled
     """`jit_conv_int.MBQM` (TFLite's MultiplyByQuantizedMultiplier), without branches on the value
     for a right shift and a non-negative multiplier (the usual case), so that it runs in a few
-    cycles: the truncating division by 2**31 and the rounding of the shift as `quant_arith._scale_down`."""
+    cycles. TFLite's high half (the product plus 2**30 for a non-negative product, 1 - 2**30 for a
+    negative one, divided by 2**31 truncating) is the product plus 2**30 divided by 2**31 rounding
+    down, whatever the sign; its rounding division by 2**right, half away from zero, adds half less
+    one for a negative value, then rounds down."""
     if shift > 0 or multiplier < 0:
         return MBQM(x, multiplier, shift)
-    a = ((x + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31)  # int32 wrap-around
-    t = a * multiplier
-    t += np.int64(1 << 30) if t >= 0 else np.int64(1 - (1 << 30))
-    t += (t >> 63) & np.int64(0x7FFFFFFF)
-    high = t >> 31
+    a = (x << 32) >> 32  # the low 32 bits, sign-extended: int32 wrap-around
+    high = (a * multiplier + (np.int64(1) << 30)) >> 31
     right = -shift
-    mask = (np.int64(1) << right) - 1
-    threshold = (mask >> 1) + ((high >> 63) & 1)
-    return (high >> right) + np.int64((high & mask) > threshold)
+    half = (np.int64(1) << right) >> 1
+    return (high + half - ((high >> 63) & np.int64(right > 0))) >> right
 
 
 SCALED = compiled(_scaled, inline=True)
