@@ -4,7 +4,8 @@
   8-bit input (the padding filled with the input's zero point), for float32 BLAS;
 * `REQUANTIZE`: a band of integer-valued sums (float32, or int32) to the output's integers with
   TFLite's MultiplyByQuantizedMultiplier per channel, bias before, zero point and clamp after;
-  `ACCUMULATE` adds a depth chunk's float32 sums into an int32 band;
+  `ACCUMULATE` adds a depth chunk's float32 sums into an int32 band; `DENSE`: a few rows of QGemm
+  summed in int32 straight from 16-bit filters (a classifier's one row: no columns, no BLAS);
 * `DEPTHWISE`: a depthwise convolution summed in float32 a channel at a time (exact: at most 256 taps
   of products under 2**16), each tap one contiguous run over the channel's phase planes, and
   requantized as it goes; its scratch is a channel's planes and sums (`SCALE_CHANNELS`: a 1x1
@@ -96,6 +97,22 @@ def _requantize(acc, q, c0, out):  # pragma: no cover - compiled
     zero, lo, hi = q[3, 0], q[3, 1], q[3, 2]
     for c in range(acc.shape[0]):
         _REQUANTIZE_RUN(acc[c], q[0, c0 + c], q[1, c0 + c], q[2, c0 + c], zero, lo, hi, out[c])
+
+
+def _dense(a, filters, q, out):  # pragma: no cover - compiled
+    """A few rows of QGemm: out[r, n] = clamp(MBQM(sum_k a[r, k] * filters[n, k] + bias[n]) + zero), the
+    8-bit rows times 16-bit filters (B less its zero point) summed in int32 (exact where the caller
+    checked that depth x 255 x 255 stays within it), reading the filters once at two bytes a weight."""
+    zero, lo, hi = q[3, 0], q[3, 1], q[3, 2]
+    for r in range(a.shape[0]):
+        row = a[r]
+        for n in range(filters.shape[0]):
+            weights = filters[n]
+            total = np.int32(0)
+            for k in range(row.shape[0]):  # contiguous: vectorised
+                total += np.int32(row[unsigned(k)]) * np.int32(weights[unsigned(k)])
+            value = SCALED(np.int64(total) + q[0, n], q[1, n], q[2, n]) + zero
+            out[r, n] = min(max(value, lo), hi)
 
 
 def _accumulate(acc, part, first):  # pragma: no cover - compiled
@@ -387,6 +404,7 @@ GLOBAL_POOL: Any = compiled(_global_pool)
 COLUMNS: Any = compiled(_columns)
 REQUANTIZE: Any = compiled(_requantize)
 ACCUMULATE: Any = compiled(_accumulate)
+DENSE: Any = compiled(_dense)
 _PLANE: Any = compiled(_requantize_plane)
 _PHASES: Any = compiled(_phases, inline=True)
 _TAP_OFFSET: Any = compiled(_tap_offset, inline=True)

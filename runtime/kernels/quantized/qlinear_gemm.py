@@ -3,7 +3,9 @@ writes): the filter ``B - b_zero`` as float32 rows per output column, the bias f
 point, and the depth chunks that keep float32 sums exact, made once per node (`qgemm_constants`);
 each call casts A's rows to float32 columns in the workspace, multiplies them by float32 BLAS a
 depth chunk at a time (summed in int32) and requantizes in one compiled pass, as QLinearConv's gemm
-route does (`runtime.kernels.quantized.qlinear_routes`, where the exactness is argued)."""
+route does (`runtime.kernels.quantized.qlinear_routes`, where the exactness is argued). A of at most
+`DENSE_ROWS` rows (a classifier's one image) takes `jit_qlinear.DENSE` instead: int32 sums straight
+from the 8-bit rows and the filter as 16-bit rows, no workspace; the same integers."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.quantized.jit_conv_int import channel_table
-from runtime.kernels.quantized.jit_qlinear import ACCUMULATE, REQUANTIZE
+from runtime.kernels.quantized.jit_qlinear import ACCUMULATE, DENSE, REQUANTIZE
 from runtime.kernels.quantized.qlinear_routes import EXACT, depth_chunks
 
 
@@ -31,9 +33,20 @@ def takes(inputs: Sequence[Any], outputs: Sequence[Any], transA: int = 0) -> boo
         and len(inputs[0].shape) == 2  # fmt: skip
 
 
+DENSE_ROWS = 4  # rows of A up to which int32 sums from 16-bit filters beat casting them for float32 BLAS
+
+
+def dense(inputs: Sequence[Any]) -> bool:
+    """Whether A's few rows take `jit_qlinear.DENSE` (its int32 sums exact: depth x 255 x 255 within them)."""
+    (rows, depth) = inputs[0].shape
+    return DENSE is not None and rows <= DENSE_ROWS and depth * 255 * 255 < 1 << 31
+
+
 def gemm_blocks(inputs: Sequence[Any], outputs: Sequence[Any]) -> list[tuple[tuple[int, int], type]]:
     """The workspace blocks of a 2-D A: its float32 columns, the sums, and int32 sums where the depth
-    may need more than one exact chunk."""
+    may need more than one exact chunk (none for `dense`'s few rows)."""
+    if dense(inputs):
+        return []
     (rows, depth), columns = inputs[0].shape, outputs[0].shape[1]
     blocks: list[tuple[tuple[int, int], type]] = [((depth, rows), np.float32), ((columns, rows), np.float32)]
     x_max = max(abs(v) for v in qa.dtype_range(np.dtype(inputs[0].dtype)))
@@ -67,15 +80,18 @@ def qgemm_constants(values: Sequence[Any], inputs: Sequence[Any], outputs: Seque
     multiplier, shift = qa.quantize_multiplier(np.broadcast_to(scales / _one(values[7]), (columns,)))
     zero = 0 if len(values) < 9 or values[8] is None else int(_one(values[8]))
     x_max = max(abs(v) for v in qa.dtype_range(np.dtype(inputs[0].dtype)))
-    return {
-        "q_filters": filters,
-        "q_table": channel_table(folded, multiplier, shift, zero, *qa.dtype_range(outputs[0].dtype), columns),
-        "q_chunks": depth_chunks(filters, x_max),
-    }
+    table = channel_table(folded, multiplier, shift, zero, *qa.dtype_range(outputs[0].dtype), columns)
+    if dense(inputs):
+        return {"q_rows": filters.astype(np.int16), "q_table": table}
+    return {"q_filters": filters, "q_table": table, "q_chunks": depth_chunks(filters, x_max)}
 
 
 def qgemm_run(a: np.ndarray, out: np.ndarray, ws: np.ndarray | None, made: dict[str, np.ndarray]) -> None:
-    """``out = requantize(a @ filters.T)``: A's rows as float32 columns, BLAS per depth chunk."""
+    """``out = requantize(a @ filters.T)``: A's rows as float32 columns, BLAS per depth chunk (or a few
+    rows' int32 sums from the 16-bit filters)."""
+    if "q_rows" in made:
+        DENSE(a, made["q_rows"], made["q_table"], out)
+        return
     filters, table, chunks = made["q_filters"], made["q_table"], made["q_chunks"]
     scratch = Scratch(ws, "QGemm")
     blocks = [scratch.take(*block) for block in gemm_blocks([a], [out])]

@@ -223,7 +223,8 @@ class Example:
 EXAMPLES = {
     "rows": Example("rows", (6, 40), (40, 12)),
     "rows_per_column_uint8": Example("rows", (2, 5, 24), (24, 10), np.uint8, per_column=True),
-    "rows_in_depth_chunks": Example("rows", (4, 600), (600, 8)),
+    "rows_in_depth_chunks": Example("rows", (8, 600), (600, 8)),
+    "rows_few": Example("rows", (1, 64), (64, 10)),  # int32 sums from 16-bit filters: no BLAS
     "batched_attention": Example("batched", (1, 2, 6, 8), (1, 2, 8, 6), b_constant=False),
     "batched_broadcast_uint8": Example(
         "batched", (3, 5, 300), (1, 300, 4), np.uint8, per_column=True, b_constant=False
