@@ -62,6 +62,7 @@ class Program:
     ops: tuple[str, ...]  # the operator of each record, in order
     build_seconds: float  # writing the code and compiling (or loading from numba's cache) the interpreter
     call: Callable[..., int]  # the interpreter's compiled entry for the arrays' types (`jit_program.entry`)
+    copied_bytes: int  # the blob's bytes beyond the states it took over: copies of constants, and tables
 
     def bound(self, arena: np.ndarray) -> Callable[[], int]:
         """The bare call on `arena`, for callers timing the compute alone (`Session.invoker`)."""
@@ -114,14 +115,17 @@ class _Builder:
             blob[offset : offset + array.nbytes] = array.reshape(-1).view(np.uint8)
         return blob
 
-    def move_states(self, blob: np.ndarray) -> None:
-        """Each state the steps read becomes a view of the blob, for the step loop too."""
+    def move_states(self, blob: np.ndarray) -> int:
+        """Each state the steps read becomes a view of the blob, for the step loop too; their bytes."""
+        moved = 0
         for name, offset in self.placed.items():
             if name in self.states.arrays:
                 old = self.states.arrays[name]
                 view = blob[offset : offset + old.nbytes].view(old.dtype).reshape(old.shape)
                 self.states.arrays[name] = view
                 self.values[self.slot[name]] = view
+                moved += view.nbytes
+        return moved
 
 
 def _code(dtype: np.dtype, what: str) -> int:
@@ -213,11 +217,12 @@ ENCODERS: dict[str, tuple[int, Encoder]] = {
 
 
 def build_program(steps: list[Any], graph: Graph, views: Mapping[str, np.ndarray], values: list, slot: Mapping[str, int],
-                  arena: np.ndarray, states: States) -> tuple[Program | None, str]:  # fmt: skip
+                  arena: np.ndarray | None, states: States) -> tuple[Program | None, str]:  # fmt: skip
     """The program of a session's `steps` (its `_Step`s, bound at prepare), or None and why not.
     On success the states the steps read are moved into the program's blob (see the module)."""
     if jp.RUN is None:
         return None, "the compiled loops are off (numba missing or MEMPLAN_JIT=0)"
+    assert arena is not None, "a session's arena is allocated before its program is built"
     started = time.perf_counter()
     builder = _Builder(graph, views, values, slot, arena, states)
     code: list[int] = []
@@ -244,6 +249,7 @@ def build_program(steps: list[Any], graph: Graph, views: Mapping[str, np.ndarray
     blob = builder.blob()
     code_array = np.array(code, np.int64)
     call = jp.entry(arena, blob, code_array)  # compiled (or loaded from numba's cache) here, not in a run
-    builder.move_states(blob)
-    program = Program(code_array, blob, tuple(ops), time.perf_counter() - started, call)
+    moved = builder.move_states(blob)
+    seconds = time.perf_counter() - started
+    program = Program(code_array, blob, tuple(ops), seconds, call, int(blob.nbytes) - moved)
     return program, f"one compiled call for {len(ops)} steps ({program.build_seconds:.2f} s to build)"

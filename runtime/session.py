@@ -253,8 +253,9 @@ class Session:
         per_step = self._canary is not None or self._after or self._unbound  # a run's work between steps
         if not self._program_wanted or per_step or not self.options.prepared_weights:
             return None, "the step loop: program=False, a canary, hooks, unbound initializers or weights as stored"
-        assert self.arena is not None
-        return build_program(self._steps, self.graph, self._views, self._values, self._slot, self.arena, self.states)
+        made = build_program(self._steps, self.graph, self._views, self._values, self._slot, self.arena, self.states)
+        self.constant_bytes += made[0].copied_bytes if made[0] is not None else 0  # the blob's copies
+        return made
 
     @property
     def route(self) -> str:
@@ -415,9 +416,8 @@ class Session:
             # Stop the tracing this run started, even when a step fails (a canary hit, say).
             if measure == "memory" and not tracing:
                 tracemalloc.stop()
-        if program is None:  # a program's run has no per-step times
-            stats.step_labels, stats.step_times = self._labels, step_seconds
-        stats.route = "steps" if program is None else "program"
+        stats.route = "steps" if program is None else "program"  # a program's run has no per-step times
+        stats.step_labels, stats.step_times = (self._labels, step_seconds) if program is None else ((), None)
         self.stats = stats
         return io.collect(external_outputs, stats)
 
