@@ -10,6 +10,7 @@
   of products under 2**16), each tap one contiguous run over the channel's phase planes, and
   requantized as it goes; its scratch is a channel's planes and sums (`SCALE_CHANNELS`: a 1x1
   one, unpadded at stride one, in integers with no scratch);
+* `QUANTIZE`: QuantizeLinear with one scale in one pass (compiled without fast-math);
 * `POOL`, `GLOBAL_POOL`: QLinearAveragePool and QLinearGlobalAveragePool, exact sums scaled once;
 * `BINARY`, `LOOKUP`: QLinearAdd and QLinearMul over 4-D (broadcast) views and a 256-entry table
   per element, each one pass where numpy takes a temporary per step of the arithmetic; `PAIRS`:
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from planner.jit import compiled as compiled_exact  # without fast-math: IEEE division, as ONNX's QuantizeLinear
 from runtime.kernels._jit import compiled
 from runtime.kernels.conv.jit_winograd_shared import unsigned
 from runtime.kernels.quantized.jit_conv_int import MBQM, TAP_RANGE
@@ -357,6 +359,15 @@ def _pairs(a, b, table, offset, out):  # pragma: no cover - compiled
                         target[unsigned(n)] = table[unsigned(base + np.int64(row_b[unsigned(n)]))]
 
 
+def _quantize(x, scale, zero, lo, hi, out):  # pragma: no cover - compiled
+    """QuantizeLinear with one scale, as ONNX defines it in float32: out = clamp(rint(x / scale) + zero)
+    (IEEE division and ties to even: compiled without fast-math), a NaN to the least value."""
+    for i in range(x.shape[0]):
+        value = np.rint(x[i] / scale) + zero
+        value = value if value >= lo else lo  # a NaN fails the comparison: the least value
+        out[i] = value if value <= hi else hi
+
+
 def _lookup(x, table, offset, out):  # pragma: no cover - compiled
     for i in range(x.shape[0]):
         out[i] = table[np.int64(x[i]) + offset]
@@ -416,3 +427,4 @@ _SUMS: Any = compiled(_sums, inline=True)
 BINARY: Any = compiled(_binary)
 PAIRS: Any = compiled(_pairs)
 LOOKUP: Any = compiled(_lookup)
+QUANTIZE: Any = compiled_exact(_quantize, error_model="numpy")

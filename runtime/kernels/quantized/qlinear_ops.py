@@ -14,7 +14,7 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
-from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, GLOBAL_POOL, LOOKUP, PAIRS, POOL
+from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, GLOBAL_POOL, LOOKUP, PAIRS, POOL, QUANTIZE
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
 MS = "com.microsoft"
@@ -41,15 +41,21 @@ def _quantize_in_chunks(x, y_scale, out) -> bool:
 
 
 def _quantize_workspace(inputs, outputs, **_) -> int:
+    """The numpy route's chunk (the compiled pass needs none)."""
     x, scale = inputs[0], inputs[1]
-    fits = scale is not None and _quantize_in_chunks(x, np.empty(scale.shape), outputs[0])
+    fits = QUANTIZE is None and scale is not None and _quantize_in_chunks(x, np.empty(scale.shape), outputs[0])
     return scratch_bytes(((min(QUANTIZE_CHUNK, int(np.prod(x.shape))),), np.float32)) if fits else 0
 
 
 @kernel("QuantizeLinear", workspace=_quantize_workspace)
 def quantize_linear(x, y_scale, y_zero_point=None, *, out, ws=None, axis=1, saturate=1, block_size=0,
                     output_dtype=0):  # fmt: skip
-    if _quantize_in_chunks(x, y_scale, out) and ws is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+    flat = _quantize_in_chunks(x, y_scale, out) and x.flags.c_contiguous and out.flags.c_contiguous
+    if flat and QUANTIZE is not None:  # one compiled pass, no scratch
+        lo, hi = (np.float32(v) for v in qa.dtype_range(out.dtype))
+        QUANTIZE(x.reshape(-1), np.float32(_one(y_scale)), np.float32(_one(y_zero_point)), lo, hi, out.reshape(-1))
+        return
+    if flat and ws is not None:
         # float32 x / scale rounded half to even, as ONNX defines it, a chunk at a time in the workspace
         # (whole-map int64 temporaries took twice the input's bytes beside the arena)
         flat_x, flat_out = x.reshape(-1), out.reshape(-1)
