@@ -267,15 +267,36 @@ def qlinear_leaky_relu(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, 
     _lookup(x, q_lookup, out)
 
 
-@kernel("QLinearConcat", domain=MS)
-def qlinear_concat(y_scale, y_zero_point, *triples, out, axis):
+def _concat_constants(values, inputs, outputs, **_) -> dict:
+    """Each input's table into the output's scale and zero point (`q_tables`, one row per input), and
+    which inputs share them (`q_same`: copied as they are), where every scale and zero point is constant."""
+    scales = [values[i] for i in (0, 1, *range(3, len(values), 3), *range(4, len(values), 3))]
+    metas = [outputs[0], *(inputs[i] for i in range(2, len(values), 3))]
+    if any(v is None for v in scales) or any(np.dtype(m.dtype).itemsize != 1 for m in metas):
+        return {}  # 8-bit only: one 256-entry table per input
+    y_scale, y_zero, out_dtype = values[0], values[1], np.dtype(outputs[0].dtype)
+    tables, same = [], []
+    for i in range(2, len(values), 3):
+        dtype, scale, zero = inputs[i].dtype, values[i + 1], values[i + 2]
+        same.append(_one(scale) == _one(y_scale) and int(_one(zero)) == int(_one(y_zero)))
+        tables.append(_table(dtype, scale, zero, y_scale, y_zero, out_dtype, lambda r: r).astype(out_dtype))
+    return {"q_tables": np.stack(tables), "q_same": np.array(same)}
+
+
+@kernel("QLinearConcat", domain=MS, constants=_concat_constants)
+def qlinear_concat(y_scale, y_zero_point, *triples, out, axis, q_tables=None, q_same=None):
     axis = axis % out.ndim
     start = 0
     for i in range(0, len(triples), 3):
         x, scale, zero = triples[i : i + 3]
         target = out[(slice(None),) * axis + (slice(start, start + x.shape[axis]),)]
         start += x.shape[axis]
-        if _one(scale) == _one(y_scale) and int(_one(zero)) == int(_one(y_zero_point)):
+        if q_same is not None:  # the tables made once (`_concat_constants`)
+            if q_same[i // 3]:
+                target[...] = x
+            else:
+                _lookup(x, q_tables[i // 3], target)
+        elif _one(scale) == _one(y_scale) and int(_one(zero)) == int(_one(y_zero_point)):
             target[...] = x
         else:
             _lookup(x, _table(x.dtype, scale, zero, y_scale, y_zero_point, out.dtype, lambda r: r), target)

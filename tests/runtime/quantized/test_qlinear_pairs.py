@@ -1,7 +1,7 @@
 """QLinearAdd and QLinearMul by the table of every pair of input values (the constants hook makes it
 for outputs of `PAIRS_FROM` elements or more): through a Session, bit-identical to the compiled
 arithmetic it tabulates (a one-shot call, which prepares no table) and within one step of onnxruntime,
-with either input stretched over the rows."""
+with either input stretched over the rows; and QLinearConcat's tables, made once the same way."""
 
 from __future__ import annotations
 
@@ -64,3 +64,33 @@ def test_pairs_table_is_the_compiled_arithmetic(tmp_path, op, dtype, a_shape, b_
     expected, arithmetic = run_both(op, params, domain=MS, constants=(1, 2, 4, 5, 6, 7), out_dtype=dtype)
     np.testing.assert_array_equal(np.asarray(got["y"]), arithmetic)  # the table gives what the arithmetic does
     assert_within_one_step(expected, np.asarray(got["y"]), f"{op} by its table", max_share=0.08)
+
+
+def test_concat_tables_made_once_are_the_per_call_ones(tmp_path):
+    """QLinearConcat through a Session, its inputs' tables into the output's scale made once by its
+    constants hook (one input at the output's scale: copied): the same integers as a one-shot call,
+    which makes them per call, and within one step of onnxruntime."""
+    import runtime
+    from runtime.session import Session
+
+    rng = np.random.default_rng(13)
+    a, b = rng.integers(0, 256, (1, 3, 4, 5)).astype(np.uint8), rng.integers(0, 256, (1, 2, 4, 5)).astype(np.uint8)
+    scales = [np.float32(0.1), np.uint8(128), a, np.float32(0.05), np.uint8(120), b, np.float32(0.1), np.uint8(128)]
+    names = ["y_s", "y_z", "a", "a_s", "a_z", "b", "b_s", "b_z"]
+    inits = [numpy_helper.from_array(np.asarray(v), n) for n, v in zip(names, scales, strict=True) if n not in "ab"]
+    node = helper.make_node("QLinearConcat", names, ["y"], domain=MS, axis=1)
+    elem = ONNX_TYPES[np.dtype(np.uint8)]
+    graph = helper.make_graph([node], "concat", [helper.make_tensor_value_info("a", elem, [1, 3, 4, 5]),
+                              helper.make_tensor_value_info("b", elem, [1, 2, 4, 5])],
+                              [helper.make_tensor_value_info("y", elem, [1, 5, 4, 5])], inits)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
+    model.ir_version = 10
+    path = tmp_path / "concat.onnx"
+    path.write_bytes(model.SerializeToString())
+    session = Session(runtime.load_model(path))
+    got = np.asarray(session.run({"a": a, "b": b})["y"])
+    assert session.constant_bytes >= 2 * 256  # the two tables, prepared once
+    expected, per_call = run_both("QLinearConcat", scales, {"axis": 1}, domain=MS, out_dtype=np.uint8,
+                                  constants=(0, 1, 3, 4, 6, 7))  # fmt: skip
+    np.testing.assert_array_equal(got, per_call)
+    assert_within_one_step(expected, got, "QLinearConcat by its prepared tables", max_share=0.1)
