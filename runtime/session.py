@@ -383,7 +383,7 @@ class Session:
         measure = _checked_measure(self.measure if measure is None else measure)
         io = self._caller_memory()
         assert self.arena is not None and self.plan is not None
-        if self.unbound:
+        if self._unbound and self.unbound:  # the list made only when some were declared
             raise FeedError(
                 f"shared input(s) {self.unbound} are declared unbound and not bound yet: call "
                 "set_shared_input(name, array) before running"
