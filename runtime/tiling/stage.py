@@ -48,6 +48,13 @@ from runtime.tiling.rows import OP_TYPE as ROWS
 
 METHODS = ("stripes", "patches")
 HEIGHT = 2
+# Stripes: pixels a node with large weights computes per call at least (`_Builder.least_rows`). A
+# row of a narrow map is a small matmul that reads the node's whole weights again: ResNet-18's 3x3
+# convs (590 KB and 2.4 MB of weights) on rows of 28 and 14 pixels took 3x and 3.4x their untiled
+# time a row. Nodes with smaller weights (MobileNetV2's, where tiling reaches: 221 KB at most) keep
+# a row a call, and the arena its fewest rows allow.
+ROW_PIXELS = 56
+WEIGHT_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -231,11 +238,22 @@ class _Builder:
             split = _split_inputs(graph, node)
             first = done.get(out, 0)
             end = min(self.reachable(node, name, have.get(name, 0)) for name in split)
-            if end > first:
+            if end > first and (end - first >= self.least_rows(node) or end == self.chain.height(graph, out)):
                 made[node.name] = ((first, end), self.region(node, first, end))
                 done[out] = end
             have[out] = done.get(out, 0)
         return made
+
+    def least_rows(self, node: Node) -> int:
+        """Stripes: the fewest new rows of its output `node` computes at a time (its last ones
+        aside): one, or for a node with `WEIGHT_BYTES` of weights or more, enough for `ROW_PIXELS`
+        pixels, so that a narrow map is not computed a row per reading of the weights."""
+        out = node.outputs[0]
+        shape, axis = self.graph.tensors[out].shape, self.chain.axis(out)
+        weights = sum(self.graph.tensors[n].nbytes for n in node.inputs if n in self.graph.constants)
+        if axis + 1 >= len(shape) or weights < WEIGHT_BYTES:
+            return 1
+        return min(self.chain.height(self.graph, out), -(-ROW_PIXELS // max(1, shape[axis + 1])))
 
     def reachable(self, node: Node, name: str, rows: int) -> int:
         """How many rows of the node's output can be computed from the first `rows` rows of input `name`."""
