@@ -13,6 +13,7 @@ import pytest
 
 from runtime.kernels import MEMPLAN_DOMAIN, TensorMeta, get_kernel, loop_ufunc_buffers
 from runtime.kernels.conv import jit_conv
+from runtime.kernels.conv.depthwise import compiled_channels_last
 from runtime.kernels.conv.routes import conv_route
 from runtime.tiling import rows as tile_rows
 from tests.runtime.kernels.harness import close, conv_reference
@@ -29,6 +30,8 @@ BANDS = {  # a band step of a tiled stage: (x shape, w shape, attrs, route)
     "grouped": ((1, 8, 4, 9), (8, 4, 3, 3), {"group": 2, "pads": [0, 1, 0, 1]}, "im2col"),
     "depthwise": ((1, 24, 3, 20), (24, 1, 3, 3), {"group": 24, "pads": [0, 1, 0, 1]}, "depthwise_rows"),
     "depthwise_stride2": ((1, 16, 3, 16), (16, 1, 3, 3), {"group": 16, "strides": [2, 2], "pads": [0, 0, 0, 1]}, None),
+    # one output row of many channels: channels-last (`depthwise.ONE_ROW_FROM`)
+    "depthwise_one_row": ((1, 128, 3, 12), (128, 1, 3, 3), {"group": 128, "pads": [0, 1, 0, 1]}, None),
 }
 ACTS = {"": ({}, []), "Clip": ({"activation": "Clip", "lo": 0.0, "hi": 6.0}, [("Clip", {})])}
 
@@ -71,8 +74,10 @@ def test_a_band_step_takes_its_bound_route_and_matches_the_reference(case, act, 
     x_shape, w_shape, conv_attrs, route = BANDS[case]
     x, w, b = _arrays(x_shape, w_shape)
     want = conv_reference(x, w, b, conv_attrs, ACTS[act][1])
-    if route is not None:
-        assert conv_route(x.shape, w.shape, want.shape, conv_attrs)[1] == route
+    geo, name = conv_route(x.shape, w.shape, want.shape, conv_attrs)
+    assert route is None or name == route
+    if case == "depthwise_one_row":
+        assert compiled_channels_last(x.shape[1], geo)
     attrs = {**conv_attrs, **ACTS[act][0]}
     op = "ConvAct" if act else "Conv"
     y = np.full(want.shape, np.nan, np.float32)
