@@ -33,23 +33,25 @@ REAL = ("mobilenetv2", "mobilenetv3_small", "resnet18", "efficientnet_b0")
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--models", default="", help="comma-separated names (default: every model found)")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     args = parser.parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"  # BLAS reads it when numpy loads: before any heavy import
     wanted = [m.strip() for m in args.models.split(",") if m.strip()]
+    started_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rows = []
     for name, path in sources(wanted):
         row = bench_model(name, path, args.repeat)
         rows.append(row)
         print(" | ".join(f"{k}={v}" for k, v in row.items()), flush=True)
-    command = "python bench/quant_bench.py" + (f" --repeat {args.repeat}" if args.repeat != 5 else "")
+    command = "python bench/quant_bench.py" + (f" --repeat {args.repeat}" if args.repeat != 9 else "")
     command += f" --models {','.join(wanted)}" if wanted else ""
     from app.services.docsections import replace_section
 
-    text = section(rows, command, args.repeat)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    text = section(rows, command, args.repeat, (started_load, load))
     replace_section(args.output, "quantized-onnx", text)
     print(text)
     print(f"wrote {args.output}")
@@ -100,13 +102,17 @@ def _feeds(inputs, seed: int) -> dict:
     return feeds
 
 
-def _cpu_ms(fn, repeat: int) -> float:
-    times = []
+def _alternating_ms(ours, theirs, repeat: int) -> tuple[float, float]:
+    """The median thread CPU time of each side's calls, one call of each in turn after a warm-up call
+    of each, so that both sides see the same load on a shared machine."""
+    times: tuple[list[float], list[float]] = ([], [])
+    ours(), theirs()
     for _ in range(repeat):
-        start = time.thread_time()
-        fn()
-        times.append((time.thread_time() - start) * 1e3)
-    return statistics.median(times)
+        for fn, spent in zip((ours, theirs), times, strict=True):
+            start = time.thread_time()
+            fn()
+            spent.append((time.thread_time() - start) * 1e3)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def bench_model(name: str, path: Path, repeat: int) -> dict:
@@ -131,10 +137,7 @@ def bench_model(name: str, path: Path, repeat: int) -> dict:
     options.inter_op_num_threads = 1
     sess = ort.InferenceSession(str(qdq), options, providers=["CPUExecutionProvider"])
     expected = sess.run(None, feeds)
-    mem_ms = ort_ms = 0.0
-    for _ in range(2):  # alternate the sides; keep the second round
-        mem_ms = _cpu_ms(lambda: session.run(feeds), repeat)
-        ort_ms = _cpu_ms(lambda: sess.run(None, feeds), repeat)
+    mem_ms, ort_ms = _alternating_ms(lambda: session.run(feeds), lambda: sess.run(None, feeds), repeat)
     out = graph.outputs[0]
     got, want = np.asarray(ours[out], dtype=np.float64), np.asarray(expected[0], dtype=np.float64)
     agree = bool((got.reshape(got.shape[0], -1).argmax(1) == want.reshape(want.shape[0], -1).argmax(1)).all())
@@ -154,7 +157,7 @@ def bench_model(name: str, path: Path, repeat: int) -> dict:
     }
 
 
-def section(rows: list[dict], command: str, repeat: int) -> str:
+def section(rows: list[dict], command: str, repeat: int, load: tuple[float, float] = (float("nan"),) * 2) -> str:
     import numpy as np
     import onnxruntime as ort
 
@@ -165,8 +168,9 @@ def section(rows: list[dict], command: str, repeat: int) -> str:
         "int8 weights, two random calibration inputs). Arena: greedy_by_size with workspace and graph inputs/outputs "
         "inside it, for the float model and for the QDQ model after memplan folds its groups into integer ops "
         f"(folded: groups; left float: float ops still in the graph). ms: median thread CPU time of {repeat} calls at "
-        "one thread after a warm-up, both sides in one process; onnxruntime runs the same QDQ file with its own "
-        "fusions. max abs diff and top-1: memplan's output against onnxruntime's (float, after the last "
+        "one thread after a warm-up, both sides in one process, one call of each in turn; onnxruntime runs the same "
+        f"QDQ file with its own fusions (machine load average {load[0]:.1f} at the start, {load[1]:.1f} at the end: "
+        "the machine is shared, and a loaded one slows both sides). max abs diff and top-1: memplan's output against onnxruntime's (float, after the last "
         "DequantizeLinear); the light models' weights are the onnx wheel's placeholders, so their outputs say "
         "little there, the `bench/real_models.py` ones (random weights) more."
     )
