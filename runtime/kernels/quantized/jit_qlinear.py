@@ -384,14 +384,31 @@ def _lookup(x, table, offset, out):  # pragma: no cover - compiled
 def _pool(x, zero, ratio, geo, kh, kw, include_pad, q, out):  # pragma: no cover - compiled
     """QLinearAveragePool (2-D, NCHW): each window's sum less the zero point, exactly, times
     ``ratio / count`` (the taps inside the image, or all with `include_pad`), rounded half to even,
-    plus the zero point q[0], clamped to [q[1], q[2]]."""
+    plus the zero point q[0], clamped to [q[1], q[2]]. A 3x3 window wholly inside the image (most of
+    them) is summed in one pass along its row, the border's windows one at a time."""
     stride_h, stride_w, top, left = geo[0], geo[1], geo[4], geo[5]
     height, width = x.shape[1], x.shape[2]
+    ow = out.shape[2]
+    # the columns whose 3x3 window is inside: 0 <= ox * stride_w - left and ox * stride_w - left + 3 <= width
+    inner0 = min(ow, (left + stride_w - 1) // stride_w)
+    inner1 = max(inner0, min(ow, (width - 3 + left) // stride_w + 1)) if kh == kw == 3 else inner0
     for c in range(x.shape[0]):
         for oy in range(out.shape[1]):
             y0 = oy * stride_h - top
             ky0, ky1 = TAP_RANGE(y0, 1, kh, height)
-            for ox in range(out.shape[2]):
+            lo, hi = (inner0, inner1) if ky1 - ky0 == 3 else (0, 0)
+            if hi > lo:
+                r0, r1, r2, target = x[c, y0], x[c, y0 + 1], x[c, y0 + 2], out[c, oy]
+                for ox in range(lo, hi):
+                    i = ox * stride_w - left
+                    a, b, d = unsigned(i), unsigned(i + 1), unsigned(i + 2)
+                    total = np.int64(r0[a]) + np.int64(r0[b]) + np.int64(r0[d]) + np.int64(r1[a]) + np.int64(r1[b]) \
+                        + np.int64(r1[d]) + np.int64(r2[a]) + np.int64(r2[b]) + np.int64(r2[d]) - zero * 9  # fmt: skip
+                    value = np.int64(np.rint(np.float64(total) * ratio / 9)) + q[0]
+                    target[unsigned(ox)] = min(max(value, q[1]), q[2])
+            for ox in range(ow):
+                if lo <= ox < hi:
+                    continue
                 x0 = ox * stride_w - left
                 kx0, kx1 = TAP_RANGE(x0, 1, kw, width)
                 total = np.int64(0)
