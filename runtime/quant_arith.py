@@ -88,6 +88,17 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier: Any, shift: Any)
     return rounding_divide_by_pot(srdhm(wrap32(x << left), multiplier), right)
 
 
+def multiply_by_quantized_multiplier_64(x: np.ndarray, multiplier: Any, shift: Any) -> np.ndarray:
+    """TFLite's MultiplyByQuantizedMultiplier of an int64 accumulator (the 16x8 kernels' with int64
+    biases): the significand rounded to 16 bits (saturating at 0x7FFF), one product, one rounding
+    shift (half up), truncated to int32."""
+    multiplier = np.asarray(multiplier, dtype=np.int64)
+    reduced = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
+    total = 15 - np.asarray(shift, dtype=np.int64)
+    result = (np.asarray(x, dtype=np.int64) * reduced + (np.int64(1) << (total - 1))) >> total
+    return wrap32(result)
+
+
 def _scale_down(x: np.ndarray, multiplier: np.ndarray, right: np.ndarray) -> np.ndarray:
     """The same for a non-negative multiplier and no left shift, in fewer passes: the doubling high
     multiply cannot saturate, and truncation toward zero is a floor after biasing negatives."""

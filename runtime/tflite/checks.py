@@ -6,9 +6,11 @@ UNIDIRECTIONAL_SEQUENCE_LSTM: TensorFlow Lite Micro's standard LSTM, as its kern
 24 inputs of the schema with the input gate's weights and every bias given; no peephole,
 projection or layer-norm inputs; hidden and cell state as variable tensors (batch, units); a tanh
 cell activation; float32 throughout, or int8 input, hidden state and output with int8 per-tensor
-weights, int32 biases and an int16 cell state. SVDF: a 2-D input, weights_feature (filters,
-depth), weights_time (filters, memory), an optional bias (units), the activation state (batch,
-filters x memory) as a variable tensor; float32, or int8 with an int8 or int16 state.
+weights, int32 biases and an int16 cell state, or the same with int16 activations and int64 biases
+(TFLite's 16x8 LSTM). TensorFlow Lite Micro's LSTM refuses the peephole, projection, layer-norm and
+CIFG variants too. SVDF: a 2-D input, weights_feature (filters, depth), weights_time (filters,
+memory), an optional bias (units), the activation state (batch, filters x memory) as a variable
+tensor; float32, or int8 with an int8 or int16 state.
 """
 
 from __future__ import annotations
@@ -89,11 +91,15 @@ def check_lstm(op: _Op) -> None:
     for j, variant in _LSTM_VARIANTS.items():
         if op.get(j) is not None:
             raise op.fail(
-                f"{op.label(j)} is given: the {variant} LSTM is not supported; accepted: TensorFlow Lite Micro's "
-                "standard LSTM (inputs 9-11, 16, 17 and 20-23 omitted)"
+                f"{op.label(j)} is given: the {variant} LSTM is not supported, and TensorFlow Lite Micro's LSTM does "
+                "not take it either; accepted: the standard LSTM (inputs 9-11, 16, 17 and 20-23 omitted)"
             )
     for j in _LSTM_REQUIRED:
-        op.need(j, "the standard LSTM needs it (a coupled input gate, CIFG, is not supported)")
+        op.need(
+            j,
+            "the standard LSTM needs it (a coupled input gate, CIFG, is not supported, and TensorFlow Lite Micro's "
+            "LSTM does not take it either)",
+        )
     attrs = op.op.attributes
     if attrs.get("fused_activation_function", "TANH") != "TANH":
         raise op.fail(f"fused_activation_function {attrs['fused_activation_function']!r}; accepted: 'TANH'")
@@ -122,21 +128,26 @@ def check_lstm(op: _Op) -> None:
     if x.dtype == np.float32:
         for j in _LSTM_REQUIRED:
             op.dtype(j, np.float32)
-    elif x.dtype == np.int8:
-        _check_int8_lstm(op)
+    elif x.dtype in (np.int8, np.int16):
+        _check_integer_lstm(op, x.dtype)
     else:
-        raise op.fail(f"{op.label(0)} is {x.dtype}; accepted: float32, or int8 (TFLite's 8x8->16 integer LSTM)")
+        raise op.fail(
+            f"{op.label(0)} is {x.dtype}; accepted: float32, int8 (TFLite's 8x8->16 integer LSTM) or int16 (its "
+            "16x8->16 LSTM), as TensorFlow Lite Micro's LSTM"
+        )
     if out.dtype != x.dtype:
         raise op.fail(f"output 0 is {out.dtype}; accepted: {x.dtype}, the input's type")
 
 
-def _check_int8_lstm(op: _Op) -> None:
+def _check_integer_lstm(op: _Op, activations: np.dtype) -> None:
+    """8x8->16 (int8 activations, int32 biases) or 16x8->16 (int16 activations, int64 biases): int8
+    per-tensor weights and an int16 cell state either way, as TensorFlow Lite Micro runs them."""
     for j in range(1, 9):
         op.dtype(j, np.int8)
         op.per_tensor(j)
     for j in (12, 13, 14, 15):
-        op.dtype(j, np.int32)
-    op.dtype(18, np.int8)
+        op.dtype(j, np.int64 if activations == np.int16 else np.int32)
+    op.dtype(18, activations.type)
     op.dtype(19, np.int16)
     for j in (0, 18, 19):
         op.per_tensor(j)

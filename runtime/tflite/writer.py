@@ -273,7 +273,8 @@ def lstm_tensors(
     cell_scale: float = 2.0**-11,
 ) -> tuple[list[Tensor | None], list[Tensor]]:
     """The 24 inputs (None where left out) and the output of a standard UNIDIRECTIONAL_SEQUENCE_LSTM
-    with seeded random weights: float32, or int8 with TFLite's integer LSTM quantization."""
+    with seeded random weights: float32, or int8 or int16 activations with TFLite's integer LSTM
+    quantization (int8 weights; int32 biases for int8, int64 for int16, the 16x8 LSTM)."""
     rng = np.random.default_rng(seed)
     x_shape = (steps, batches, depth) if time_major else (batches, steps, depth)
     y_shape = (*x_shape[:2], units)
@@ -286,21 +287,23 @@ def lstm_tensors(
                       Tensor((batches, units), np.float32, variable=True), Tensor(y_shape, np.float32))  # fmt: skip
         biases = [weights((units,)) for _ in range(4)]
     else:
-        x_q, h_q = q(0.04, 3), q(0.0078125, -2)
+        wide = np.dtype(dtype) == np.int16  # 16x8: symmetric int16 activations
+        x_q, h_q = (q(2.0**-11), q(2.0**-15)) if wide else (q(0.04, 3), q(0.0078125, -2))
 
         def weights(shape):
             return Tensor(shape, np.int8, q(float(rng.uniform(0.01, 0.03))),
                           rng.integers(-127, 128, shape).astype(np.int8))  # fmt: skip
 
-        x, h = Tensor(x_shape, np.int8, x_q), Tensor((batches, units), np.int8, h_q, variable=True)
+        x, h = Tensor(x_shape, dtype, x_q), Tensor((batches, units), dtype, h_q, variable=True)
         c = Tensor((batches, units), np.int16, q(cell_scale), variable=True)
-        y = Tensor(y_shape, np.int8, h_q)
+        y = Tensor(y_shape, dtype, h_q)
         biases = []
     w_x = [weights((units, depth)) for _ in range(4)]
     w_h = [weights((units, units)) for _ in range(4)]
     if dtype != np.float32:
-        biases = [Tensor((units,), np.int32, q(np.float32(0.04) * np.float32(w.quant.scale[0])),
-                         rng.integers(-3000, 3000, units).astype(np.int32)) for w in w_x]  # fmt: skip
+        bias_type, bias_range = (np.int64, 60000) if wide else (np.int32, 3000)
+        biases = [Tensor((units,), bias_type, q(np.float32(x_q.scale[0]) * np.float32(w.quant.scale[0])),
+                         rng.integers(-bias_range, bias_range, units).astype(bias_type)) for w in w_x]  # fmt: skip
     peepholes: list[Tensor | None] = [OMITTED] * 3
     projection: list[Tensor | None] = [OMITTED] * 2
     norms: list[Tensor | None] = [OMITTED] * 4

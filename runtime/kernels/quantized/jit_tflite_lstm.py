@@ -1,6 +1,6 @@
 """TFLite's LSTM compiled (numba, when the compiled loops are on): one call runs every time step of
 every batch row, the two fully-connected sums of the four gates, their activations and the cell and
-hidden state updates. `LSTM` is the 8x8->16 integer LSTM, with the same integer arithmetic
+hidden state updates. `LSTM` is the 8x8->16 and 16x8->16 integer LSTM, with the same integer arithmetic
 (requantizations, TFLite's int16 sigmoid and tanh lookups) as the numpy route
 (`runtime.kernels.quantized.tflite_lstm`), which the tests compare with TensorFlow Lite Micro bit
 for bit; `LSTM_FLOAT` the float32 one, with TFLite's float sigmoid cutoffs. At the small sizes of a
@@ -51,15 +51,26 @@ def _clamp16(v):  # pragma: no cover - compiled
     return min(max(v, np.int64(-32768)), np.int64(32767))
 
 
+def _mbqm64(x, multiplier, shift):  # pragma: no cover - compiled
+    """TFLite's MultiplyByQuantizedMultiplier of an int64 accumulator (as
+    `runtime.quant_arith.multiply_by_quantized_multiplier_64`)."""
+    reduced = (multiplier + (np.int64(1) << 15)) >> 16 if multiplier < 0x7FFF0000 else np.int64(0x7FFF)
+    total = np.int64(15) - shift
+    r = (x * reduced + (np.int64(1) << (total - 1))) >> total
+    return ((r + (np.int64(1) << 31)) & np.int64(0xFFFFFFFF)) - (np.int64(1) << 31)
+
+
 _LOOKUP = compiled(_lookup, inline=True)
 LOGISTIC = compiled(_logistic, inline=True)
 TANH = compiled(_tanh, inline=True)
 CLAMP16 = compiled(_clamp16, inline=True)
+MBQM64 = compiled(_mbqm64, inline=True)
 
 
-def _lstm(x, time_major, wx, wh, x_add, h_add, x_mult, x_shift, h_mult, h_shift, table, muls, cell_tanh,
+def _lstm(x, time_major, wx, wh, x_add, h_add, x_mult, x_shift, h_mult, h_shift, wide, table, muls, cell_tanh,
           clip, h_zero, h_lo, h_hi, h_state, c_state, out, gates):  # pragma: no cover - compiled  # fmt: skip
-    """`muls` holds (multiplier, shift) of forget x cell, input x cell gate, tanh(cell) x output;
+    """`wide` for the 16x8 LSTM (int16 x and states): the gates' sums scaled as int64 accumulators;
+    `muls` holds (multiplier, shift) of forget x cell, input x cell gate, tanh(cell) x output;
     `cell_tanh` the tanh's (multiplier, shift) over the cell state; `clip` < 0 for no clip."""
     steps = x.shape[0] if time_major else x.shape[1]
     batches, units, depth = h_state.shape[0], h_state.shape[1], wx.shape[1]
@@ -73,9 +84,11 @@ def _lstm(x, time_major, wx, wh, x_add, h_add, x_mult, x_shift, h_mult, h_shift,
                 acc_h = h_add[j]
                 for k in range(units):
                     acc_h += np.int64(wh[j, k]) * np.int64(h_state[b, k])
-                total = CLAMP16(
-                    CLAMP16(MBQM(acc_x, x_mult[j], x_shift[j])) + CLAMP16(MBQM(acc_h, h_mult[j], h_shift[j]))
-                )
+                if wide:
+                    scaled_x, scaled_h = MBQM64(acc_x, x_mult[j], x_shift[j]), MBQM64(acc_h, h_mult[j], h_shift[j])
+                else:
+                    scaled_x, scaled_h = MBQM(acc_x, x_mult[j], x_shift[j]), MBQM(acc_h, h_mult[j], h_shift[j])
+                total = CLAMP16(CLAMP16(scaled_x) + CLAMP16(scaled_h))
                 if units * 2 <= j < units * 3:
                     gates[j] = TANH(total, 3, 0, table)
                 else:

@@ -218,6 +218,7 @@ def _integer_parameters(values, q_inputs, cell_clip) -> dict:
         "clip": li.quantized_clip(cell_clip, cell_scale) if cell_clip > 0 else None,
         "h_zero": h_zero,
         "h_range": qa.dtype_range(values[HIDDEN].dtype),
+        "wide": wide(values),
     }
 
 
@@ -234,13 +235,20 @@ def _loop_arguments(values, integer, q_inputs, cell_clip) -> tuple:
     multiplier, shift = p["cell_tanh"]
     cell_tanh = np.array([3 << shift, 0] if multiplier == 0 else [multiplier, shift], np.int64)  # the power-of-two case
     clip = -1 if p["clip"] is None else p["clip"]
-    return (*weights, p["x_add"], p["h_add"], *p["x_mult"], *p["h_mult"], li.SIGMOID_TABLE, muls, cell_tanh, clip,
-            p["h_zero"], *p["h_range"])  # fmt: skip
+    return (*weights, p["x_add"], p["h_add"], *p["x_mult"], *p["h_mult"], p["wide"], li.SIGMOID_TABLE, muls,
+            cell_tanh, clip, p["h_zero"], *p["h_range"])  # fmt: skip
+
+
+def wide(values) -> bool:
+    """The 16x8 LSTM (int16 activations, int64 biases): its gates' sums are int64 accumulators,
+    which TFLite scales with its 64-bit MultiplyByQuantizedMultiplier (a 16-bit significand);
+    the 8x8 LSTM's int32 ones with the 32-bit one. The rest of the arithmetic is the same."""
+    return values[BIASES[0]].dtype == np.int64  # the biases are weights: known at prepare, unlike x
 
 
 def _integer_step(p):
-    """One time step of TFLite's 8x8->16 LSTM over all four gates at once (each column of the gate
-    sums scaled by its gate's multiplier)."""
+    """One time step of TFLite's 8x8->16 or 16x8->16 LSTM over all four gates at once (each column
+    of the gate sums scaled by its gate's multiplier)."""
     units, clip = p["units"], p["clip"]
 
     def int16(x):
@@ -250,10 +258,12 @@ def _integer_step(p):
         product = a.astype(np.int64) * b.astype(np.int64)
         return np.clip(qa.multiply_by_quantized_multiplier(product, *multiplier) + zero, lo, hi)
 
+    gate_scale = qa.multiply_by_quantized_multiplier_64 if p["wide"] else qa.multiply_by_quantized_multiplier
+
     def step(x_sums, h_sums, c_state, h_state):
-        # float64 sums of 8-bit products are exact
-        a = int16(qa.multiply_by_quantized_multiplier(np.rint(x_sums).astype(np.int64) + p["x_add"], *p["x_mult"]))
-        b = int16(qa.multiply_by_quantized_multiplier(np.rint(h_sums).astype(np.int64) + p["h_add"], *p["h_mult"]))
+        # float64 sums of 8x8 and 16x8 products are exact (below 2**53)
+        a = int16(gate_scale(np.rint(x_sums).astype(np.int64) + p["x_add"], *p["x_mult"]))
+        b = int16(gate_scale(np.rint(h_sums).astype(np.int64) + p["h_add"], *p["h_mult"]))
         total = int16(a + b)
         gates = li.logistic16(total)
         i, f, g, o = np.split(gates, 4, axis=1)

@@ -80,14 +80,17 @@ def test_states_must_be_variable_and_well_typed():
     refused(inputs, outputs, OPTIONS, r"input 19 \(cell_state\) is int8; accepted here: int16")
 
 
-def test_per_channel_and_16_bit_lstms_are_refused():
+def test_per_channel_and_mixed_type_lstms_are_refused():
     inputs, outputs = _lstm()
     w = inputs[3]
     inputs[3] = dataclasses.replace(w, quant=q(np.full(4, 0.02), np.zeros(4, np.int64), 0))
     refused(inputs, outputs, OPTIONS, r"input 3 \(input_to_cell_weights\) has 4 per-channel scales; accepted: one")
     inputs, outputs = _lstm()
-    inputs[0] = dataclasses.replace(inputs[0], dtype=np.int16)
-    refused(inputs, outputs, OPTIONS, r"input 0 \(input\) is int16; accepted: float32, or int8")
+    inputs[0] = dataclasses.replace(inputs[0], dtype=np.int16)  # int16 activations take int64 biases
+    refused(inputs, outputs, OPTIONS, r"input 12 \(input_gate_bias\) is int32; accepted here: int64")
+    inputs, outputs = _lstm()
+    inputs[0] = dataclasses.replace(inputs[0], dtype=np.uint8)
+    refused(inputs, outputs, OPTIONS, r"input 0 \(input\) is uint8; accepted: float32, int8 .* or int16")
 
 
 def test_an_lstm_with_too_few_inputs_is_named():
