@@ -228,3 +228,4 @@ def _constant_inputs(graph: Any, node: Any) -> Mapping[str, Any]:
 
 
 region("Concat", extra=_constant_inputs)(same_rows)
+region((QUANTIZED_DOMAIN, "QLinearConcat"))(same_rows)  # its constants are scales and zero points

@@ -187,3 +187,44 @@ def test_auto_tiles_through_the_branches_when_that_lowers_the_arena(dag, image):
     assert planner.check_plan(problem, plan).ok and plan.arena_bytes < untiled
     got = Session(tiling.graph, plan, EXTERNAL, canary=True, problem=problem).prepare().run({"x": image})
     close([next(iter(got.values()))], [_onnxruntime(dag, image)], what="auto")
+
+
+def test_a_quantized_fire_module_tiled_equals_its_untiled_run_bit_for_bit(tmp_path):
+    """A fire module quantized by onnxruntime's own tool (QDQ, int8): its Concat becomes QLinearConcat,
+    and bands of it give the very integers of the whole maps."""
+    quantization = pytest.importorskip("onnxruntime.quantization")
+    nodes, weights = [], {}
+    for built in (_conv("c1", "x", 3, 8, 3, 2), _conv("sq", "c1", 8, 4, 1), _conv("e1", "sq", 4, 8, 1)):
+        nodes += built[0]
+        weights |= built[1]
+    built = _conv("e3", "sq", 4, 8, 3)
+    nodes += [*built[0], helper.make_node("Concat", ["e1", "e3"], ["fire"], axis=1)]
+    weights |= built[1]
+    built = _conv("c2", "fire", 16, 8, 3, 2)
+    nodes += [*built[0], helper.make_node("GlobalAveragePool", ["c2"], ["y"])]
+    weights |= built[1]
+    shape = (1, 3, 24, 24)
+    float_path, path = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
+    onnx.save(_model(nodes, weights, shape), float_path)
+    images = [np.random.default_rng(i).standard_normal(shape).astype(np.float32) for i in range(3)]
+
+    class Reader(quantization.CalibrationDataReader):
+        def __init__(self) -> None:
+            self.left = [{"x": image} for image in images[:2]]
+
+        def get_next(self):
+            return self.left.pop() if self.left else None
+
+    quantization.quantize_static(
+        str(float_path), str(path), Reader(), quant_format=quantization.QuantFormat.QDQ,
+        activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
+    )  # fmt: skip
+    graph = load_model(path)
+    chain = chains(graph)[-1]
+    assert "QLinearConcat" in {n.op_type for n in chain.nodes}
+    want = Session(graph, "greedy_by_size", EXTERNAL).prepare().run({"x": images[2]})
+    for method in METHODS:
+        tiled = tiled_graph(graph, chain, 2, method)
+        got = Session(tiled, "greedy_by_size", EXTERNAL, canary=True).prepare().run({"x": images[2]})
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=method)
