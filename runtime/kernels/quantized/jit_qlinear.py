@@ -375,9 +375,11 @@ def _quantize(x, scale, zero, lo, hi, out):  # pragma: no cover - compiled
         out[i] = value if value <= hi else hi
 
 
-def _lookup(x, table, offset, out):  # pragma: no cover - compiled
+def _lookup(x, table, flip, out):  # pragma: no cover - compiled
+    """out = table[x ^ flip] over 8-bit values read as unsigned bytes (`flip` 128 turns an int8 value's
+    byte into its place in a table from -128): a byte index, which the compiler keeps scalar and fast."""
     for i in range(x.shape[0]):
-        out[i] = table[np.int64(x[i]) + offset]
+        out[i] = table[x[i] ^ flip]
 
 
 # Any: each is None with compiled loops off, which its callers check once (`qlinear_routes.ON`, ...)

@@ -223,8 +223,8 @@ def _lookup(x, table, out) -> None:
     """out = table[x] (`table` indexed from x's dtype's least value), in one compiled pass where it can."""
     lo = np.iinfo(x.dtype).min
     table = table.astype(out.dtype, copy=False)
-    if LOOKUP is not None and x.flags.c_contiguous and out.flags.c_contiguous:
-        LOOKUP(x.reshape(-1), table, -lo, out.reshape(-1))
+    if LOOKUP is not None and x.dtype.itemsize == 1 and x.flags.c_contiguous and out.flags.c_contiguous:
+        LOOKUP(x.reshape(-1).view(np.uint8), table, np.uint8(-lo), out.reshape(-1))
         return
     np.take(table, x.astype(np.int64) - lo, out=out)
 
