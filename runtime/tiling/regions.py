@@ -222,10 +222,10 @@ def same_rows(
 region("BatchNormalization", "LRN", (MEMPLAN_DOMAIN, "PointwiseConvAdd"), height=NCHW)(same_rows)
 
 
-def _constant_inputs(graph: Any, node: Any) -> Mapping[str, Any]:
+def constant_inputs(graph: Any, node: Any) -> Mapping[str, Any]:
     """A Concat of a constant: the constant would have to be cut into bands too, so it is refused."""
     return {JOINS_CONSTANT: any(name in graph.constants for name in node.inputs if name)}
 
 
-region("Concat", extra=_constant_inputs)(same_rows)
+region("Concat", extra=constant_inputs)(same_rows)
 region((QUANTIZED_DOMAIN, "QLinearConcat"))(same_rows)  # its constants are scales and zero points

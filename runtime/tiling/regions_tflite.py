@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from runtime.kernels.quantized.common import TFLITE, same_padding
-from runtime.tiling.regions import AXIS, NHWC, Region, region, same_rows
+from runtime.tiling.regions import AXIS, NHWC, Region, constant_inputs, region, same_rows
 
 FILTER = "__filter_height"  # a convolution's filter height, from its weights' shape (OHWI or 1HWC)
 PADDINGS = "__paddings"  # PAD's paddings, a constant input
@@ -88,3 +88,4 @@ region(
                               "TANH", "HARD_SWISH", "PRELU", "QUANTIZE", "DEQUANTIZE")),
 )(same_rows)  # fmt: skip
 region((TFLITE, "TRANSPOSE"), moves=_permutation)(same_rows)
+region((TFLITE, "CONCATENATION"), extra=constant_inputs)(same_rows)  # refused along the rows (`axis`)
