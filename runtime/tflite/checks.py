@@ -3,14 +3,14 @@ the SVDF. A model outside that form is refused when it is read, with a `ModelErr
 operator's index, the input at fault and what is accepted, never later inside a run.
 
 UNIDIRECTIONAL_SEQUENCE_LSTM: TensorFlow Lite Micro's standard LSTM, as its kernel accepts it: the
-24 inputs of the schema with the input gate's weights and every bias given; no peephole,
-projection or layer-norm inputs; hidden and cell state as variable tensors (batch, units); a tanh
-cell activation; float32 throughout, or int8 input, hidden state and output with int8 per-tensor
-weights, int32 biases and an int16 cell state, or the same with int16 activations and int64 biases
-(TFLite's 16x8 LSTM). TensorFlow Lite Micro's LSTM refuses the peephole, projection, layer-norm and
-CIFG variants too. SVDF: a 2-D input, weights_feature (filters, depth), weights_time (filters,
-memory), an optional bias (units), the activation state (batch, filters x memory) as a variable
-tensor; float32, or int8 with an int8 or int16 state.
+24 inputs of the schema with the input gate's weights and every bias given; no peephole, projection
+or layer-norm inputs; hidden and cell state as variable tensors (batch, units); a tanh cell
+activation; float32 throughout, or int8 input, hidden state and output with int8 per-tensor weights,
+int32 biases and an int16 cell state, or the same with int16 activations and int64 biases (TFLite's
+16x8 LSTM). TensorFlow Lite Micro's LSTM refuses the peephole, projection, layer-norm and CIFG
+variants too. SVDF: a 2-D input, weights_feature (filters, depth), weights_time (filters, memory),
+an optional bias (units), the activation state (batch, filters x memory) as a variable tensor;
+float32, or int8 with an int8 or int16 state.
 """
 
 from __future__ import annotations

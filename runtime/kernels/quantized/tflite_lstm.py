@@ -1,6 +1,7 @@
 """UNIDIRECTIONAL_SEQUENCE_LSTM: TensorFlow Lite Micro's standard LSTM (no peephole, projection,
-layer norm or coupled input gate), float32, and int8 with TFLite's integer arithmetic (int8 input
-and hidden state, int8 weights, int32 biases, int16 cell state at a power-of-two scale).
+layer norm or coupled input gate), float32, and integer with TFLite's arithmetic: int8 input and
+hidden state with int32 biases (8x8->16), or int16 ones with int64 biases (16x8->16); int8
+weights and an int16 cell state at a power-of-two scale either way.
 
 Each time step computes the four gates from the input's step and the hidden state, each the sum of
 two fully-connected products (the input's with the gate's bias, the hidden state's without); the
@@ -12,7 +13,7 @@ product and after their sum; sigmoid and tanh through TFLite's int16 lookups
 (`runtime.kernels.quantized.tflite_lstm_int`); the element-wise products to the cell's scale and,
 last, to the hidden state's scale and zero point. Batch rows are independent, so the numpy route
 runs each time step over all rows at once, time-major or not; the compiled route
-(`jit_tflite_lstm`, float32, or int8 with weights of zero point 0) runs every step and row in
+(`jit_tflite_lstm`, float32, or integer with weights of zero point 0) runs every step and row in
 one call, its constants worked out at prepare.
 
 The hidden and cell states (inputs 18 and 19) are variable tensors: the kernel updates them in
@@ -191,7 +192,7 @@ def _float_step(values, cell_clip):
 
 
 def _integer_parameters(values, q_inputs, cell_clip) -> dict:
-    """TFLite's 8x8->16 LSTM's constants, worked out once: per gate column the multipliers of the
+    """TFLite's integer LSTM's constants, worked out once: per gate column the multipliers of the
     two sums and what the bias and the rows' zero points add; the three element-wise products'
     multipliers; the cell's tanh and clip."""
     q_x, q_h, q_c = quant(q_inputs, 0, "input"), quant(q_inputs, HIDDEN, "input"), quant(q_inputs, CELL, "input")
