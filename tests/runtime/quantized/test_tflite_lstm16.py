@@ -14,7 +14,7 @@ import pytest
 
 import runtime
 from runtime.session import Session
-from tests.runtime.quantized.tflite_ops import Tensor, lstm_tensors, one_op_model, q, run_tflm_steps
+from tests.runtime.quantized.tflite_ops import Tensor, lstm_tensors, one_op_model, q, recorded_calls, run_tflm_steps
 
 pytest.importorskip("tflite_micro")
 
@@ -194,3 +194,35 @@ def test_run_verify_on_a_16x8_lstm(tmp_path):
     result = CliRunner().invoke(app, ["run", str(path), "--verify", "--repeat", "1"])
     assert result.exit_code == 0, result.output
     assert "tflite-micro" in result.output.lower() or "tensorflow lite micro" in result.output.lower(), result.output
+
+
+def test_the_16x8_compiled_loop_is_ready_at_prepare(monkeypatch):
+    """The session's prepare calls the loop with the int16 arguments a run passes (one signature),
+    so that no run compiles: the first run, traced, allocates next to nothing beside the arena."""
+    from runtime.kernels.quantized import tflite_lstm
+
+    if tflite_lstm.LSTM is None:
+        pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)")
+    calls = recorded_calls(monkeypatch, tflite_lstm, "LSTM")
+    inputs, _, data = lstm16(steps=3)
+    graph = runtime.load_model(data)
+    session = Session(graph).prepare()
+    session.run({graph.inputs[0]: np.zeros(inputs[0].shape, np.int16)}, measure="memory")
+    assert len(calls) == 2 and calls[0] == calls[1], calls
+    assert session.stats.outside_arena_bytes < 32 << 10, session.stats.outside_arena_bytes
+
+
+def test_a_16x8_lstm_plan_exported_to_tflm_runs_there_with_identical_outputs():
+    """memplan's plan handed to TFLM as offline offsets: TFLM computes the same int16 bytes under it
+    as under its own planner, invocation after invocation."""
+    import planner
+    from runtime.tflite.export import export_plan
+
+    inputs, _, data = lstm16(steps=4)
+    graph = runtime.load_model(data)
+    for_tflm = runtime.MemoryOptions(inplace=False, concat_inplace=False, workspace=False, alignment=16)
+    exported = export_plan(data, graph, planner.plan(runtime.memory_problem(graph, for_tflm), "greedy_by_size"))
+    assert set(exported.offsets) == {graph.inputs[0], graph.outputs[0]}
+    feeds = feeds_for(inputs[0], 2, seed=12)
+    own, ours = run_tflm_steps(data, feeds), run_tflm_steps(exported.data, feeds)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(own, ours, strict=True))
