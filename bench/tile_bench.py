@@ -20,7 +20,7 @@ at its default 20% MAC budget, then "best" on the tiled graph's problem), the ra
 arena the search placed within that budget (its curve's lowest point, by the search's quick
 strategies: what a zero `slack` would have taken, before "best"), the stage
 (head length, method, bands), extra MACs as a fraction of the model's, the median time of
-`--repeat` runs of each in a `runtime.Session` (same process, one after the other) and their
+`--repeat` runs of each in a `runtime.Session` (same process, taking turns run by run) and their
 ratio, and whether the tiled run's outputs match onnxruntime's (`runtime.oracle.verify`).
 
 Run from the repository root: ``python bench/tile_bench.py [--models a,b] [--repeat 5]``.
@@ -72,13 +72,22 @@ PUBLISHED = (
 
 
 def median_seconds(session: Session, feeds: dict[str, np.ndarray], repeat: int) -> tuple[float, dict]:
-    outputs = session.run(feeds)
-    times = []
+    """The session's median seconds over `repeat` timed runs, and its outputs."""
+    return turns([session], feeds, repeat)[0]
+
+
+def turns(sessions: list[Session], feeds: dict[str, np.ndarray], repeat: int) -> list[tuple[float, dict]]:
+    """Each session's median seconds over `repeat` timed runs and its outputs. The sessions take
+    turns, one run each, so that a burst of load on the shared machine falls on all of them rather
+    than on whichever ran then (untiled five times, then tiled five times, swung the ratio by 2x)."""
+    outputs = [s.run(feeds) for s in sessions]
+    times: list[list[float]] = [[] for _ in sessions]
     for _ in range(repeat):
-        started = time.perf_counter()
-        outputs = session.run(feeds)
-        times.append(time.perf_counter() - started)
-    return float(np.median(times)), outputs
+        for k, s in enumerate(sessions):
+            started = time.perf_counter()
+            outputs[k] = s.run(feeds)
+            times[k].append(time.perf_counter() - started)
+    return [(float(np.median(t)), out) for t, out in zip(times, outputs, strict=True)]
 
 
 def float_model(name: str) -> tuple[Path, dict[str, np.ndarray]]:
@@ -121,13 +130,14 @@ def measure(
         "search": search,
         "note": tiling.note,
     }
-    base, plain = median_seconds(Session(graph, untiled, options).prepare(), feeds, repeat)
+    plain_session = Session(graph, untiled, options).prepare()
     if tiling.chosen is None:
+        base, _ = median_seconds(plain_session, feeds, repeat)
         return row | {"tiled": untiled.arena_bytes, "extra": 0.0, "stage": "untiled", "time": (base, base)}
     tiled_problem = memory_problem(tiling.graph, options)
     tiled = planner.plan(tiled_problem, "best", time_limit=limit)
     session = Session(tiling.graph, tiled, options).prepare()
-    seconds, outputs = median_seconds(session, feeds, repeat)
+    (base, plain), (seconds, outputs) = turns([plain_session, session], feeds, repeat)
     verdict = verify(path, feeds, outputs, capture=lambda names: session.capture(feeds, names))
     integer = name in INT8  # integer arithmetic throughout: the tiled run must equal the untiled one bit for bit
     c = tiling.chosen
@@ -154,7 +164,7 @@ def section(rows: list[dict[str, Any]], command: str) -> str:
         "arena. Arenas: `best` on each problem; tiled: `--tile auto` (default budget of 20% extra MACs); smallest "
         "searched: the lowest arena on its curve within that budget (the search's quick strategies), which it "
         "trades for fewer bands within `DEFAULT_SLACK`. "
-        "Times: median of timed runs in one process, untiled then tiled, one BLAS thread. Outputs: float models "
+        "Times: median of timed runs in one process, untiled and tiled taking turns, one BLAS thread. Outputs: float models "
         "against onnxruntime; int8 ones bit for bit against memplan's untiled run and against their oracle "
         "(TensorFlow Lite Micro, bit-exact, for `.tflite`; onnxruntime, within one step, for QDQ). " + PUBLISHED,
         "",
