@@ -210,9 +210,9 @@ def same_rows(
     refused."""
     if len(shape) != len(out_shape) or len(shape) not in (4, 5):
         return None
-    along = attrs.get("axis")
     if attrs.get(JOINS_CONSTANT):
         return None
+    along = attrs.get("axis")
     if along is not None and int(along) % len(out_shape) == int(attrs.get(AXIS, NCHW)):
         return None
     return Region(y0, y1, {})
