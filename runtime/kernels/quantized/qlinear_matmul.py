@@ -92,6 +92,7 @@ class QMatMulRoute:
     blocks: Callable[[QMatMulShape], Sequence[tuple[tuple[int, ...], type]]] | None = None
     constants: Callable[[QMatMulShape, Sequence[Any]], dict[str, np.ndarray]] | None = None
     run: Callable[..., None] | None = None
+    reads: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)  # the inputs its constants are made of
 
     def workspace(self, s: QMatMulShape) -> int:
         return scratch_bytes(*self.blocks(s)) if self.blocks is not None else 0
@@ -185,7 +186,7 @@ def _batched_run(s: QMatMulShape, values: Sequence[Any], out: np.ndarray, ws: An
 ROUTES = (
     QMatMulRoute("rows", lambda s: _compiled(s) and len(s.b) == 2,
                  lambda s: gemm_blocks(*s.rows_metas), _rows_constants, _rows_run),
-    QMatMulRoute("batched", _compiled, _batched_blocks, _batched_constants, _batched_run),
+    QMatMulRoute("batched", _compiled, _batched_blocks, _batched_constants, _batched_run, (1, 2, 4, 5, 6, 7)),
     QMatMulRoute("general", lambda s: True),
 )  # fmt: skip
 
@@ -245,7 +246,7 @@ def _constants(values, inputs, outputs, **_) -> dict:
     """The chosen route's constants where every input they read (all but A) is constant."""
     shape = QMatMulShape.of(inputs, outputs)
     route = shape.route
-    read = [i for i in range(1, len(values)) if inputs[i] is not None and (i != 3 or route.name != "batched")]
+    read = [i for i in route.reads if i < len(values) and inputs[i] is not None]
     if route.constants is None or any(values[i] is None for i in read):
         return {}  # the batched route reads B per call: its constants are the scales' and zero points'
     return route.constants(shape, values)
