@@ -13,7 +13,7 @@ from planner.generate import network_like
 ALL = planner.names()
 REUSING = [s for s in ALL if s not in ("naive", "bump")]
 # Search strategies are bounded by iterations in tests, so results do not depend on the clock.
-FAST = {"hill_climb": {"max_iterations": 30, "time_limit": 30.0}}
+FAST = {"hill_climb": {"max_iterations": 30, "time_limit": 30.0}, "eject": {"max_moves": 50, "time_limit": 30.0}}
 
 
 def run(problem: Problem, strategy: str) -> planner.Plan:
@@ -52,6 +52,7 @@ GOLDEN = {
     "greedy_by_conflicts": (12, 30),
     "best_fit": (12, 30),
     "hill_climb": (12, 30),
+    "eject": (12, 30),
     "optimal": (12, 30),
     "best": (12, 30),
 }
