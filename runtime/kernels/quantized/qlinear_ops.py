@@ -14,6 +14,7 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels.protocol import Bound
 from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, GLOBAL_POOL, LOOKUP, PAIRS, POOL, QUANTIZE
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
 
@@ -154,13 +155,13 @@ def _compiled_binary(a, b, out) -> bool:
     return BINARY is not None and eight_bit and a.dtype == b.dtype and len(out.shape) <= 4
 
 
-def _merged(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Views of the three arrays with neighbouring axes merged where each input spans the output
-    on both or is stretched on both (so that the compiled rows are as long as they can be), with
-    leading axes of one up to four dimensions."""
-    shapes = [[1] * (out.ndim - v.ndim) + list(v.shape) for v in (a, b)] + [list(out.shape)]
-    merged = [[shape[0]] for shape in shapes] if out.ndim else [[1], [1], [1]]
-    for axis in range(1, out.ndim):
+def _merged_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The three shapes with neighbouring axes merged where each input spans the output on both or is
+    stretched on both (so that the compiled rows are as long as they can be), with leading axes of one
+    up to four dimensions."""
+    shapes = [[1] * (len(out) - len(v)) + list(v) for v in (a, b)] + [list(out)]
+    merged = [[shape[0]] for shape in shapes] if out else [[1], [1], [1]]
+    for axis in range(1, len(out)):
         prev, cur = [m[-1] for m in merged], [shape[axis] for shape in shapes]
         joins = all(
             (p == prev[2] and c == cur[2]) or (p == 1 and c == 1)
@@ -171,7 +172,38 @@ def _merged(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, 
                 m[-1] *= c
             else:
                 m.append(c)
-    return tuple(v.reshape((1,) * (4 - len(m)) + tuple(m)) for v, m in zip((a, b, out), merged, strict=True))
+    return [(1,) * (4 - len(m)) + tuple(m) for m in merged]
+
+
+def _merged(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Views of the three arrays of `_merged_shapes`."""
+    shapes = _merged_shapes(a.shape, b.shape, out.shape)
+    return tuple(v.reshape(shape) for v, shape in zip((a, b, out), shapes, strict=True))
+
+
+def _binary_bind(inputs, outputs, attrs, general):
+    """The compiled pass bound once for the node's shapes (merged views' shapes, its scratch block),
+    reading the constants as prepared; the general call where they are not, or off the compiled pass."""
+    a, b, out = inputs[0], inputs[3], outputs[0]
+    if not _compiled_binary(a, b, out) or not int(np.prod(out.shape)):
+        return None
+    shapes = _merged_shapes(tuple(a.shape), tuple(b.shape), tuple(out.shape))
+    carved: list = [None, None]  # the workspace last given and its block: a node's is the same every run
+
+    def call(*values, out, ws=None, **made):
+        x, y = values[0], values[3]
+        if "q_params" not in made or not (x.flags.c_contiguous and y.flags.c_contiguous and out.flags.c_contiguous):
+            general(values, out, ws, made)
+            return
+        a4, b4, out4 = x.reshape(shapes[0]), y.reshape(shapes[1]), out.reshape(shapes[2])
+        if "q_pairs" in made:
+            PAIRS(a4, b4, made["q_pairs"], made["q_params"][5], out4)
+            return
+        if ws is None or carved[0] is not ws:
+            carved[:] = ws, Scratch(ws, "QLinear binary").take((BLOCK,), np.int64)
+        BINARY(a4, b4, made["q_table_a"], made["q_table_b"], made["q_zeros"], made["q_params"], out4, carved[1])
+
+    return Bound(call, takes_attributes=True)
 
 
 def _binary(a, a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero, out, ws, op: str, made: dict) -> None:
@@ -199,12 +231,26 @@ def _binary_workspace(inputs, outputs, **_) -> int:
     return scratch_bytes(((BLOCK,), np.int64)) if _compiled_binary(inputs[0], inputs[3], outputs[0]) else 0
 
 
-@kernel("QLinearAdd", domain=MS, inplace=(0, 3), constants=_binary_constants("add"), workspace=_binary_workspace)
+@kernel(
+    "QLinearAdd",
+    domain=MS,
+    inplace=(0, 3),
+    constants=_binary_constants("add"),
+    workspace=_binary_workspace,
+    bind=_binary_bind,
+)
 def qlinear_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out, ws, **made):
     _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, ws, "add", made)
 
 
-@kernel("QLinearMul", domain=MS, inplace=(0, 3), constants=_binary_constants("mul"), workspace=_binary_workspace)
+@kernel(
+    "QLinearMul",
+    domain=MS,
+    inplace=(0, 3),
+    constants=_binary_constants("mul"),
+    workspace=_binary_workspace,
+    bind=_binary_bind,
+)
 def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point=None, *, out, ws, **made):
     _binary(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point, out, ws, "mul", made)
 
