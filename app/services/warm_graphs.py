@@ -38,7 +38,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from app.services.warm_tflite import integer_tflite, lstm_float_tflite, lstm_int8_tflite, svdf_int8_tflite
+from app.services.warm_tflite import (
+    integer_tflite,
+    lstm_float_tflite,
+    lstm_int8_tflite,
+    lstm_int16_tflite,
+    svdf_int8_tflite,
+)
 from runtime.kernels import pool_routes, rnn_routes
 from runtime.kernels.conv.routes import EXAMPLES
 from runtime.kernels.quantized import qlinear_matmul
@@ -250,6 +256,7 @@ GRAPHS = {
     "qlinear_matmul_routes": qlinear_matmul_routes,
     "tflite_int8": integer_tflite,
     "tflite_lstm_int8": lstm_int8_tflite,
+    "tflite_lstm_int16": lstm_int16_tflite,
     "tflite_lstm_float32": lstm_float_tflite,
     "tflite_svdf_int8": svdf_int8_tflite,
 }

@@ -2,7 +2,7 @@
 CONV_2D (1x1, channels grow) -> AVERAGE_POOL_2D -> FULLY_CONNECTED, so that the integer kernels'
 compiled loops (`runtime.kernels.quantized.jit_conv_int`, `jit_pad`, `jit_pool_int`) are compiled
 once, with their outputs both beside and over their inputs; and the stateful operators' loops
-(`jit_tflite_lstm`, `jit_svdf`) by one-operator models: an int8 and a float32
+(`jit_tflite_lstm`, `jit_svdf`) by one-operator models: an int8, an int16 (16x8) and a float32
 UNIDIRECTIONAL_SEQUENCE_LSTM and an int8 SVDF. All written by `runtime.tflite.writer`."""
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ def integer_tflite() -> bytes:
 def lstm_int8_tflite() -> bytes:
     """A standard int8 LSTM (TFLite's integer LSTM: int16 cell state), batch-major."""
     inputs, outputs = lstm_tensors(np.int8)
+    return one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, {"fused_activation_function": "TANH"})
+
+
+def lstm_int16_tflite() -> bytes:
+    """The same LSTM with int16 activations (TFLite's 16x8 LSTM: int64 biases), its own signature."""
+    inputs, outputs = lstm_tensors(np.int16)
     return one_op_model("UNIDIRECTIONAL_SEQUENCE_LSTM", inputs, outputs, {"fused_activation_function": "TANH"})
 
 

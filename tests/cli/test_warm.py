@@ -71,6 +71,7 @@ def test_warm_fills_the_cache_and_a_later_process_compiles_nothing(tmp_path):
         "run qlinear_matmul_routes (tiny graph)",
         "run tflite_int8 (tiny graph)",
         "run tflite_lstm_int8 (tiny graph)",
+        "run tflite_lstm_int16 (tiny graph)",
         "run tflite_lstm_float32 (tiny graph)",
         "run tflite_svdf_int8 (tiny graph)",
     ]
