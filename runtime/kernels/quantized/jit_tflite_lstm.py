@@ -1,7 +1,7 @@
 """TFLite's LSTM compiled (numba, when the compiled loops are on): one call runs every time step of
 every batch row, the two fully-connected sums of the four gates, their activations and the cell and
-hidden state updates. `LSTM` is the 8x8->16 and 16x8->16 integer LSTM, with the same integer arithmetic
-(requantizations, TFLite's int16 sigmoid and tanh lookups) as the numpy route
+hidden state updates. `LSTM` is the 8x8->16 and 16x8->16 integer LSTM, with the same integer
+arithmetic (requantizations, TFLite's int16 sigmoid and tanh lookups) as the numpy route
 (`runtime.kernels.quantized.tflite_lstm`), which the tests compare with TensorFlow Lite Micro bit
 for bit; `LSTM_FLOAT` the float32 one, with TFLite's float sigmoid cutoffs. At the small sizes of a
 microcontroller's LSTM the numpy route is all Python overhead: a dozen ufunc calls per gate and step.
