@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from runtime.quantization import QuantParams
@@ -128,8 +129,17 @@ def multiply_greater_than_one(x: np.ndarray, multiplier: Any, left_shift: int) -
 
 
 def dtype_range(dtype: np.dtype | type) -> tuple[int, int]:
-    info = np.iinfo(np.dtype(dtype))
+    """The least and greatest value of an integer type, 2- and 4-bit ones included (ONNX's INT4, UINT2...)."""
+    try:
+        info = np.iinfo(np.dtype(dtype))
+    except ValueError:  # numpy knows 8 bits and more; ml_dtypes (ONNX's own) the narrower ones
+        info = ml_dtypes.iinfo(np.dtype(dtype))
     return int(info.min), int(info.max)
+
+
+def float_max(dtype: np.dtype | type) -> float:
+    """The largest finite value of a float type, float8 and float4 included (ONNX's FLOAT8E4M3FN...)."""
+    return float(ml_dtypes.finfo(np.dtype(dtype)).max)
 
 
 def quantize_value(value: float, q: QuantParams) -> int:

@@ -25,20 +25,31 @@ def _one(v, default=0.0) -> float:
     return default if v is None else float(np.asarray(v).reshape(-1)[0])
 
 
-def _per_axis(v, x_ndim: int, axis: int) -> np.ndarray:
+def _per_axis(v, x_shape: tuple[int, ...], axis: int, block_size: int = 0) -> np.ndarray:
+    """A scale or zero point shaped to broadcast against x: one value, one per index of `axis`, or
+    (ONNX's blocked quantization, `block_size` > 0) one per block of that many indices along `axis`,
+    given with x's rank."""
     a = np.asarray(v)
+    axis %= len(x_shape)
+    if block_size > 0 and a.ndim == len(x_shape):
+        return np.repeat(a, block_size, axis=axis).take(range(x_shape[axis]), axis=axis)
     if a.size <= 1:
         return a.reshape(())
-    shape = [1] * x_ndim
-    shape[axis % x_ndim] = -1
+    shape = [1] * len(x_shape)
+    shape[axis] = -1
     return a.reshape(shape)
+
+
+def _float_kind(dtype: np.dtype) -> bool:
+    """float8 and float4 quantized types (ONNX's FLOAT8E4M3FN, FLOAT8E5M2, FLOAT4E2M1...)."""
+    return np.dtype(dtype).kind == "f" or np.dtype(dtype).name.startswith("float")
 
 
 QUANTIZE_CHUNK = 1 << 12  # elements QuantizeLinear divides and rounds at a time, in its workspace
 
 
 def _quantize_in_chunks(x, y_scale, out) -> bool:
-    return x.dtype == np.float32 and np.size(y_scale) == 1 and out.dtype.itemsize <= 2
+    return x.dtype == np.float32 and np.size(y_scale) == 1 and out.dtype.itemsize <= 2 and out.dtype.kind in "iu"
 
 
 def _quantize_workspace(inputs, outputs, **_) -> int:
@@ -72,17 +83,27 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, out, ws=None, axis=1, satu
             np.fmin(part, hi, out=part)
             np.copyto(flat_out[s0 : s0 + part.size], part, casting="unsafe")
         return
-    scale = _per_axis(np.asarray(y_scale, dtype=np.float32), x.ndim, axis)
-    zero = _per_axis(np.asarray(0 if y_zero_point is None else y_zero_point).astype(np.int64), x.ndim, axis)
+    scale = _per_axis(np.asarray(y_scale, dtype=np.float32), x.shape, axis, block_size)
+    zeros = np.asarray(0 if y_zero_point is None else y_zero_point)
+    if _float_kind(out.dtype):  # x / scale + zero cast to the float type, rounding to nearest even
+        ratio = x.astype(np.float32) / scale + _per_axis(zeros.astype(np.float32), x.shape, axis, block_size)
+        if saturate:  # beyond the type's largest finite value: that value, not infinity or NaN
+            top = np.float32(qa.float_max(out.dtype))
+            ratio = np.where(np.isnan(ratio), ratio, np.clip(ratio, -top, top))
+        out[...] = ratio.astype(out.dtype)
+        return
+    zero = _per_axis(zeros.astype(np.int64), x.shape, axis, block_size)
     lo, hi = qa.dtype_range(out.dtype)
     out[...] = np.clip(np.rint(x.astype(np.float32) / scale).astype(np.int64) + zero, lo, hi)
 
 
 @kernel("DequantizeLinear")
 def dequantize_linear(x, x_scale, x_zero_point=None, *, out, axis=1, block_size=0, output_dtype=0):
-    scale = _per_axis(np.asarray(x_scale, dtype=np.float32), x.ndim, axis)
-    zero = _per_axis(np.asarray(0 if x_zero_point is None else x_zero_point).astype(np.int64), x.ndim, axis)
-    np.multiply((x.astype(np.int64) - zero).astype(np.float32), scale, out=out, casting="unsafe")
+    scale = _per_axis(np.asarray(x_scale, dtype=np.float32), x.shape, axis, block_size)
+    zeros = np.asarray(0 if x_zero_point is None else x_zero_point)
+    wide = np.float32 if _float_kind(x.dtype) else np.int64  # a float8 is its value, never truncated
+    zero = _per_axis(zeros.astype(wide), x.shape, axis, block_size)
+    np.multiply((x.astype(wide) - zero).astype(np.float32), scale, out=out, casting="unsafe")
 
 
 def _binary_parameters(op: str, dtype, out_dtype, a_scale, a_zero, b_scale, b_zero, y_scale, y_zero) -> dict:
