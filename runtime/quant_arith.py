@@ -131,7 +131,7 @@ def multiply_greater_than_one(x: np.ndarray, multiplier: Any, left_shift: int) -
 def dtype_range(dtype: np.dtype | type) -> tuple[int, int]:
     """The least and greatest value of an integer type, 2- and 4-bit ones included (ONNX's INT4, UINT2...)."""
     try:
-        info = np.iinfo(np.dtype(dtype))
+        info: np.iinfo | ml_dtypes.iinfo = np.iinfo(np.dtype(dtype))
     except ValueError:  # numpy knows 8 bits and more; ml_dtypes (ONNX's own) the narrower ones
         info = ml_dtypes.iinfo(np.dtype(dtype))
     return int(info.min), int(info.max)
