@@ -17,8 +17,10 @@ buffers): a greedy order places the long-lived blocks last, above the short ones
       first, at the lowest offset where it fits under the target; those that fit nowhere
       wait for step a.
 3. When every block fits under the target, that plan is the new best; after `max_moves`
-   moves without it (20 per block, at most 3,000), the target failed. Bisect until the two are one alignment apart, LOAD
-   is reached or the time limit passes.
+   moves without it (20 per block, at most 3,000), the target failed. Bisect until the two
+   are one alignment apart, LOAD is reached or the time limit passes. With `aim` (an arena
+   worth reaching), no target lies above it until a plan reaches it, and the search ends
+   when it fails.
 
 Where it comes from: ejection chains (Glover, 1996) and the rip-up and re-place loops of
 VLSI routing, applied here to offsets in one arena. A local search: never worse than the
@@ -67,6 +69,7 @@ def eject(
     time_limit: float | None = None,
     seed: int = 0,
     max_moves: int | None = None,
+    aim: int | None = None,
     **_: object,
 ) -> Plan:
     started = time.perf_counter()
@@ -84,6 +87,10 @@ def eject(
         step = int(b.align.max(initial=1))
         while best > floor and best - low > step and time.perf_counter() < deadline:
             target = max(floor, low + (best - low) // 2)
+            if aim is not None and best > aim:
+                target = min(target, aim)
+                if target <= low:
+                    break  # `aim` failed: only arenas at or below it were worth the time
             done = repair.run(target, limit, deadline)
             moves += repair.moves
             if done is None:

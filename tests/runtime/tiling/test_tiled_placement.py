@@ -95,3 +95,41 @@ def test_an_int8_stage_without_those_links_equals_the_untiled_run_bit_for_bit(mo
     assert set(got) == set(want)
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_an_int8_stage_placed_by_eject_sits_below_the_greedy_plans_and_runs_bit_for_bit(monkeypatch):
+    """The repair tile_auto places its best candidates with: lower than every greedy order on
+    person_detect's 8-node head in 3-row stripes, accepted by the checker, never below LOAD,
+    and the run inside it equals the untiled run bit for bit with the canary on."""
+    graph = load_model(model_path("person_detect"))
+    chain = next(c for c in chains(graph) if len(c.nodes) == 8)
+    tiled = tiled_graph(graph, chain, 3, "stripes")
+    problem = memory_problem(tiled, ACTIVATIONS)
+    repaired = planner.plan(problem, "eject", time_limit=30.0)
+    assert planner.check_plan(problem, repaired).ok
+    greedy = min(planner.plan(problem, s).arena_bytes for s in SEARCH_STRATEGIES)
+    assert load(problem) <= repaired.arena_bytes < greedy
+    x = np.random.default_rng(11).integers(-128, 128, graph.tensors[graph.inputs[0]].shape).astype(np.int8)
+    got = Session(tiled, repaired, ACTIVATIONS, canary=True, problem=problem).prepare().run({graph.inputs[0]: x})
+    want = Session(graph, "wic", ACTIVATIONS).prepare().run({graph.inputs[0]: x})
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_tile_auto_repairs_its_best_candidates_down_to_load_on_person_detect():
+    """The greedy orders place person_detect's finest stripes above their LOAD; the repair step
+    reaches it, the checker accepts the plan, and the run in it is the untiled run's, bit for bit."""
+    graph = load_model(model_path("person_detect"))
+    tiling = tile_auto(graph, ACTIVATIONS)
+    assert tiling.chosen is not None, tiling.note
+    problem = memory_problem(tiling.graph, ACTIVATIONS)
+    greedy = min(planner.plan(problem, s).arena_bytes for s in SEARCH_STRATEGIES)
+    assert tiling.chosen.arena_bytes == load(problem) < greedy < tiling.arena_bytes_untiled
+    repaired = planner.plan(problem, "eject", time_limit=30.0)
+    assert planner.check_plan(problem, repaired).ok and repaired.arena_bytes == load(problem)
+    x = np.random.default_rng(12).integers(-128, 128, graph.tensors[graph.inputs[0]].shape).astype(np.int8)
+    got = Session(tiling.graph, repaired, ACTIVATIONS, canary=True, problem=problem).prepare().run({graph.inputs[0]: x})
+    want = Session(graph, "wic", ACTIVATIONS).prepare().run({graph.inputs[0]: x})
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
