@@ -147,6 +147,13 @@ class TileRequest(BaseModel):
         allow_inf_nan=False,
         description="extra multiply-accumulates 'auto' may add, a fraction of the model's",
     )
+    tile_slack: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="arena above the smallest tiled one that 'auto' may trade for fewer bands (faster runs), "
+        "a fraction of it; 0, the default: the smallest arena",
+    )
 
 
 class PlanRequest(MemoryRequest, InputShapes, TileRequest):

@@ -134,6 +134,14 @@ TileOverheadOption = Annotated[
         help="Extra multiply-accumulates --tile auto may add, a fraction of the model's (a number >= 0).",
     ),
 ]
+TileSlackOption = Annotated[
+    float,
+    typer.Option(
+        "--tile-slack",
+        help="Arena above the smallest tiled one --tile auto may trade for fewer bands (faster runs), a fraction "
+        "of it (a number >= 0; 0: the smallest arena).",
+    ),
+]
 
 
 def memory_options(

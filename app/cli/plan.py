@@ -20,6 +20,7 @@ from app.cli.common import (
     ShapeOption,
     TileOption,
     TileOverheadOption,
+    TileSlackOption,
     WorkspaceSwitch,
     fail,
     memory_options,
@@ -55,6 +56,7 @@ def plan(
     prepared_weights: PreparedWeightsSwitch = "on",
     tile: TileOption = "off",
     tile_overhead: TileOverheadOption = 0.2,
+    tile_slack: TileSlackOption = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON array, an object per strategy.")] = False,
     output: Annotated[
         Path | None,
@@ -78,7 +80,7 @@ def plan(
     from app.services.tiling import check_tile, tiled_problem
     from planner.compare import best, resolve_names, run_strategies
 
-    check_tile(tile, tile_overhead)
+    check_tile(tile, tile_overhead, tile_slack)
 
     if time_limit is not None and time_limit <= 0:
         raise fail(f"--time-limit must be > 0 seconds, got {time_limit}")
@@ -100,7 +102,7 @@ def plan(
     )
     model = ModelOptions(dims=parse_dims(dims), shapes=parse_shapes(shape), memory=memory, reorder=reorder)
     problem, graph, found = load_problem_and_order(input, alignment=alignment, capacity=capacity, model=model)
-    tiling = _tiling(input, problem, graph, memory, tile, tile_overhead)
+    tiling = _tiling(input, problem, graph, memory, tile, tile_overhead, tile_slack)
     if tiling is not None:
         problem, graph = tiled_problem(problem, tiling, memory), tiling.graph
     options: dict[str, Any] = {"seed": seed}
@@ -155,7 +157,7 @@ def plan(
         raise fail(f"no strategy produced a valid plan: {reasons}", EXIT_INFEASIBLE)
 
 
-def _tiling(input: Path, problem: Any, graph: Any, memory: Any, tile: str, overhead: float) -> Any:
+def _tiling(input: Path, problem: Any, graph: Any, memory: Any, tile: str, overhead: float, slack: float) -> Any:
     """The tiling `--tile auto` chooses (its note says what, or why the model stays untiled), or None."""
     from app.services.tiling import tile_graph
 
@@ -163,7 +165,7 @@ def _tiling(input: Path, problem: Any, graph: Any, memory: Any, tile: str, overh
         return None
     if graph is None:
         raise fail(f"{input}: --tile auto tiles a model's layers; a bare problem has none")
-    return tile_graph(graph, memory, tile=tile, overhead=overhead)
+    return tile_graph(graph, memory, tile=tile, overhead=overhead, slack=slack)
 
 
 def _alias_savings(

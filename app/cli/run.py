@@ -19,6 +19,7 @@ from app.cli.common import (
     ShapeOption,
     TileOption,
     TileOverheadOption,
+    TileSlackOption,
     WorkspaceSwitch,
     fail,
     memory_options,
@@ -61,6 +62,7 @@ def run(
     prepared_weights: PreparedWeightsSwitch = "on",
     tile: TileOption = "off",
     tile_overhead: TileOverheadOption = 0.2,
+    tile_slack: TileSlackOption = 0.0,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print arena_bytes, outside_arena_bytes, seconds, outputs as JSON.")
     ] = False,
@@ -94,6 +96,7 @@ def run(
         reorder=reorder,
         tile=tile,
         tile_overhead=tile_overhead,
+        tile_slack=tile_slack,
     )
     if as_json:
         typer.echo(json.dumps(report, indent=2, allow_nan=False))  # strict JSON: the verdict holds finite floats

@@ -33,6 +33,7 @@ def run_model(
     reorder: bool = False,
     tile: str = "off",
     tile_overhead: float = 0.2,
+    tile_slack: float = 0.0,
 ) -> dict[str, Any]:
     import planner
     import runtime
@@ -43,12 +44,12 @@ def run_model(
     if not path.exists():
         raise InputError(f"{path}: no such file")
     planner.get(strategy)  # an unknown name fails here, listing the accepted ones
-    check_tile(tile, tile_overhead)
+    check_tile(tile, tile_overhead, tile_slack)
     graph = runtime.load_model(path, dims=dims, shapes=shapes, fuse=memory.fuse)
     found = None
     if reorder:
         graph, found = runtime.reorder_graph(graph, memory)
-    tiling = tile_graph(graph, memory, tile=tile, overhead=tile_overhead)
+    tiling = tile_graph(graph, memory, tile=tile, overhead=tile_overhead, slack=tile_slack)
     graph = tiling.graph if tiling is not None else graph  # tiled stages are ordinary nodes to the Session
     session = runtime.Session(graph, strategy, memory, canary=canary).prepare()  # refuses too big an arena
     feeds = _read_npz(inputs) if inputs is not None else random_inputs(graph, seed)

@@ -202,7 +202,7 @@ def plan_model_task(job: JobContext, payload: dict[str, Any]) -> dict[str, Any]:
     body = PlanRequest.model_validate(payload["body"])
     made = _model_problem(storage, record, body)
     job.report(0.0, "searching tilings: placing candidate heads and band heights")
-    tiling = tile_graph(made.graph, body.memory(), tile=body.tile, overhead=body.tile_overhead)
+    tiling = tile_graph(made.graph, body.memory(), tile=body.tile, overhead=body.tile_overhead, slack=body.tile_slack)
     job.report(0.5, f"{tiling.note}; planning with {', '.join(body.names())}" if tiling else "planning")
     out = _planned(storage, None, record, body, made, tiling, inline=True)
     best = best_of(out["plans"])

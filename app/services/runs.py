@@ -126,7 +126,8 @@ def _tile_choice(storage: Storage, record: ModelRecord, options: dict[str, Any],
     made = graphs.stored_model_problem(
         library.model_path(storage, record), graphs.memory_of(options), dims=body.dims, shapes=body.shapes
     )
-    tiling = tile_graph(made.graph, graphs.memory_of(options), tile=body.tile, overhead=body.tile_overhead)
+    memory = graphs.memory_of(options)
+    tiling = tile_graph(made.graph, memory, tile=body.tile, overhead=body.tile_overhead, slack=body.tile_slack)
     return tile_choice(tiling)
 
 

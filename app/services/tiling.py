@@ -1,5 +1,5 @@
-"""`--tile auto|off` and `--tile-overhead` (REST: `tile`, `tile_overhead`): a model's graph
-tiled by `runtime.tiling.tile_auto` before it is planned or run, and the `tiling` field."""
+"""`--tile auto|off`, `--tile-overhead` and `--tile-slack` (REST: `tile`, `tile_overhead`, `tile_slack`):
+a model's graph tiled by `runtime.tiling.tile_auto` before it is planned or run, and the `tiling` field."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from app.errors import AppError
 from app.services.inputs import InputError
 from planner import Problem
 from runtime import Graph, MemoryOptions, memory_problem
-from runtime.tiling import DEFAULT_OVERHEAD, TILE_MODES, Tiling, chains, tile_auto, tiled_graph
+from runtime.tiling import DEFAULT_OVERHEAD, DEFAULT_SLACK, TILE_MODES, Tiling, chains, tile_auto, tiled_graph
 from runtime.tiling.attention import METHOD as ATTENTION_ROWS
 from runtime.tiling.attention import attentions, blocked_graph
 
 __all__ = [
     "DEFAULT_OVERHEAD",
+    "DEFAULT_SLACK",
     "TILE_MODES",
     "apply_choice",
     "check_tile",
@@ -25,27 +26,44 @@ __all__ = [
 ]
 
 
-def check_tile(tile: str, overhead: Any, *, names: tuple[str, str] = ("--tile", "--tile-overhead")) -> float:
-    """`overhead` as a float, once `tile` and it are valid; else an InputError naming the field."""
+def check_tile(
+    tile: str,
+    overhead: Any,
+    slack: Any = DEFAULT_SLACK,
+    *,
+    names: tuple[str, str, str] = ("--tile", "--tile-overhead", "--tile-slack"),
+) -> float:
+    """`overhead` as a float, once `tile`, it and `slack` are valid; else an InputError naming the field."""
     if tile not in TILE_MODES:
         raise InputError(f"{names[0]} {tile!r}: accepted values are {', '.join(TILE_MODES)}")
-    try:
-        value = float(overhead)
-    except (TypeError, ValueError):
-        value = math.nan
-    if isinstance(overhead, bool) or not math.isfinite(value) or value < 0:
+    if not _non_negative(overhead):
         raise InputError(
             f"{names[1]} {overhead!r}: takes a number >= 0, the extra multiply-accumulates allowed as a fraction "
             f"of the model's (default {DEFAULT_OVERHEAD})"
         )
-    return value
+    if not _non_negative(slack):
+        raise InputError(
+            f"{names[2]} {slack!r}: takes a number >= 0, the arena above the smallest tiled one that may be "
+            f"traded for fewer bands (faster runs), a fraction of it (default {DEFAULT_SLACK:g}: the smallest arena)"
+        )
+    return float(overhead)
 
 
-def tile_graph(graph: Graph, memory: MemoryOptions, *, tile: str, overhead: float) -> Tiling | None:
+def _non_negative(value: Any) -> bool:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return not isinstance(value, bool) and math.isfinite(number) and number >= 0
+
+
+def tile_graph(
+    graph: Graph, memory: MemoryOptions, *, tile: str, overhead: float, slack: float = DEFAULT_SLACK
+) -> Tiling | None:
     """The tiling `tile_auto` chooses for `graph` (its `graph` is the model itself when nothing
     pays, and its `note` says why), or None for ``tile="off"``."""
-    check_tile(tile, overhead)
-    return tile_auto(graph, memory, overhead=overhead) if tile == "auto" else None
+    check_tile(tile, overhead, slack)
+    return tile_auto(graph, memory, overhead=overhead, slack=slack) if tile == "auto" else None
 
 
 def tiled_problem(problem: Problem, tiling: Tiling | None, memory: MemoryOptions) -> Problem:

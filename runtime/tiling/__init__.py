@@ -25,11 +25,12 @@ from runtime.tiling import regions_shape as _regions_shape  # noqa: F401  (Resha
 from runtime.tiling import regions_tflite as _regions_tflite  # noqa: F401  (registers TFLite's ops' regions)
 from runtime.tiling import rows as _rows  # noqa: F401  (registers TileRows with the kernels)
 from runtime.tiling.regions import Region, region_of, tileable_ops
-from runtime.tiling.search import DEFAULT_OVERHEAD, TILE_MODES, Candidate, Tiling, tile_auto
+from runtime.tiling.search import DEFAULT_OVERHEAD, DEFAULT_SLACK, TILE_MODES, Candidate, Tiling, tile_auto
 from runtime.tiling.stage import METHODS, Chain, chains, tiled_graph
 
 __all__ = [
     "DEFAULT_OVERHEAD",
+    "DEFAULT_SLACK",
     "METHODS",
     "TILE_MODES",
     "Candidate",

@@ -43,7 +43,9 @@ from runtime.tiling.macs import graph_macs, node_macs
 from runtime.tiling.stage import METHODS, Chain, band_count, chains, tiled_graph
 
 DEFAULT_OVERHEAD = 0.2  # extra MACs allowed, a fraction of the model's
-DEFAULT_SLACK = 0.1  # arena above the smallest traded for fewer bands, a fraction of it
+# Arena above the smallest traded for fewer bands (faster runs), a fraction of it. None by default:
+# `--tile auto` answers the smallest arena; a caller who wants speed asks for a slack (`--tile-slack`).
+DEFAULT_SLACK = 0.0
 PLACED = 12  # candidates placed beyond the Pareto front, lowest LOAD first
 # One pass of the placement engine each, and none wins on every tiled stage: MobileNetV2's
 # 21-node head in 112 stripes places at 697,088, 679,168 and 675,584 bytes, its int8 29-node

@@ -1,4 +1,5 @@
-"""`memplan plan --tile auto|off --tile-overhead F`: the tiling field, and bad input refused by name."""
+"""`memplan plan --tile auto|off --tile-overhead F --tile-slack F`: the tiling field, the smallest arena
+unless a slack trades some of it for fewer bands, and bad input refused by name."""
 
 from __future__ import annotations
 
@@ -50,6 +51,15 @@ def test_plan_json_carries_the_tiling_in_every_row_and_a_smaller_arena(cnn):
     assert tiled[0]["tiling"]["arena_bytes_untiled"] == untiled[0]["arena_bytes"]
 
 
+def test_tile_slack_reaches_the_search_and_trades_arena_for_fewer_bands(cnn):
+    """The trade itself is tested on the library (test_tiling.py); here the flag reaches it."""
+    rows = {
+        slack: _rows([cnn, "--io", "external", "--tile", "auto", "--tile-slack", slack])[0] for slack in ("0", "0.5")
+    }
+    # On this model the smallest arena takes more bands than one within 50% of it.
+    assert rows["0.5"]["tiling"]["stages"][0]["tiles"] < rows["0"]["tiling"]["stages"][0]["tiles"]
+
+
 def test_a_model_with_nothing_tileable_plans_untiled_and_says_so(dense):
     result = runner.invoke(app, ["plan", dense, "--tile", "auto", "-s", "greedy_by_size"])
     assert result.exit_code == 0, result.output
@@ -64,6 +74,8 @@ def test_a_model_with_nothing_tileable_plans_untiled_and_says_so(dense):
         (["--tile", "auto", "--tile-overhead", "-0.5"], "--tile-overhead -0.5: takes a number >= 0"),
         (["--tile", "auto", "--tile-overhead", "nan"], "--tile-overhead nan: takes a number >= 0"),
         (["--tile", "auto", "--tile-overhead", "lots"], "--tile-overhead"),
+        (["--tile", "auto", "--tile-slack", "-0.1"], "--tile-slack -0.1: takes a number >= 0"),
+        (["--tile", "auto", "--tile-slack", "inf"], "--tile-slack inf: takes a number >= 0"),
     ],
 )
 def test_bad_tile_flags_exit_2_naming_the_flag(dense, args, named):

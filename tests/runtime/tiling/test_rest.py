@@ -63,7 +63,11 @@ def test_a_plan_with_tile_auto_answers_its_tiling_and_its_runs_execute_the_tiles
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [({"tile": "on"}, "tile"), ({"tile": "auto", "tile_overhead": -1}, "tile_overhead")],
+    [
+        ({"tile": "on"}, "tile"),
+        ({"tile": "auto", "tile_overhead": -1}, "tile_overhead"),
+        ({"tile": "auto", "tile_slack": -0.5}, "tile_slack"),
+    ],
 )
 @pytest.mark.parametrize("what", ["plans", "runs"])
 def test_bad_tile_values_are_422_naming_the_field(client, body, field, what):
