@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.errors import ModelError
+from runtime.errors import ExecutionError, ModelError
 from runtime.graph import Graph
 from runtime.kernels import bound_call
 
@@ -51,7 +51,13 @@ def bind_call(step: Any, none_slot: int, graph: Graph, values: list[Any]) -> Ste
     out = tuple(outputs) if k.multi_output else outputs[0]
     arrays = [values[i] for i in slots]
     if prime is not None and all(a is None or isinstance(a, np.ndarray) for a in arrays):
-        prime(*arrays, out=out, **kwargs)
+        try:
+            prime(*arrays, out=out, **kwargs)
+        except (ValueError, TypeError, IndexError, ArithmeticError) as e:  # as a run's failure would be told
+            node = step.node
+            raise ExecutionError(
+                f"node {node.name!r} ({node.op_type}) failed: {type(e).__name__}: {e}", node.name
+            ) from e
     if len(slots) == 1:
         only = slots[0]
         return lambda values: fn(values[only], out=out, **kwargs)

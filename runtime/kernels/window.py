@@ -83,6 +83,8 @@ def band_rows(budget_rows: int, row_pixels: int, total: int) -> int:
     """Output rows of a dense Conv's band: `budget_rows` (what IM2COL_BLOCK_BYTES allows), raised to
     span `MIN_BAND_PIXELS`, at most `total`, then evened out over the bands that takes (14 rows
     by 12 would leave a last band of 2, whose matmul runs slowly: 7 and 7 instead)."""
+    if total <= 0:
+        return 0  # a map of no rows: no band
     rows = min(total, max(budget_rows, -(-MIN_BAND_PIXELS // max(1, row_pixels))))
     bands = -(-total // rows)
     return -(-total // bands)

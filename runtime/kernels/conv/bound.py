@@ -182,6 +182,8 @@ def bind_im2col(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow)
         """Each band's (fill, fill arguments, matmuls, image, bias, has bias, start, stop)."""
         if x is None or out is None or not jit_conv.usable(x, out) or np.may_share_memory(x, out):
             return None  # an input not bound at prepare (a graph input) is made on the first run
+        if x.size == 0 or out.size == 0:
+            return None  # an empty map (a zero dim) has no band to cut: the general call does nothing
         scratch = Scratch(ws, "Conv")
         col = scratch.take((channels * kh * kw * rows * row_pixels,), x.dtype)
         phases = scratch.take(jit_phases.phase_shape(channels, rows, kh, kw, row_pixels), x.dtype) if phased else None

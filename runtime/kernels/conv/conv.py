@@ -100,6 +100,8 @@ def convolve(x, w, b, out, ws, finish: Finish | None, attrs: dict, winograd_u=No
     channel block while it is in cache on the banded depthwise route, each image elsewhere (a
     1x1 conv banded by output channels re-reads its input per band, which costs more than
     the cache saves)."""
+    if out.size == 0:
+        return  # a map with a zero dim (or none to write): no route has a band or a column to make
     c = ConvGeometry.of(x.shape, w.shape, out.shape, attrs)
     (geo, route), group = c.chosen, c.group
     if np.may_share_memory(x, out):
