@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import onnx
@@ -309,3 +310,13 @@ def refuses_a_short_workspace(graph, match: str) -> None:
         assert re.search(match, str(refused)), str(refused)
     else:
         raise AssertionError("a plan short of the declared workspace was prepared")
+
+
+def peak_bytes(call: Callable[[], object]) -> int:
+    """Peak bytes allocated while `call()` runs (freed or not by its end), by tracemalloc."""
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -6,8 +6,6 @@ once primed (as a session does at prepare) allocates nothing on a call."""
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
@@ -16,7 +14,7 @@ from runtime.kernels.conv import jit_conv
 from runtime.kernels.conv.depthwise import compiled_channels_last
 from runtime.kernels.conv.routes import conv_route
 from runtime.tiling import rows as tile_rows
-from tests.runtime.kernels.harness import close, conv_reference
+from tests.runtime.kernels.harness import close, conv_reference, peak_bytes
 
 RNG = np.random.default_rng(29)
 COMPILED = jit_conv.bias_act is not None
@@ -44,15 +42,6 @@ def _arrays(x_shape, w_shape):
 
 def _metas(*arrays):
     return [None if a is None else TensorMeta(tuple(a.shape), a.dtype) for a in arrays]
-
-
-def _peak_bytes(call) -> int:
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _bound(op: str, attrs: dict, inputs: list, out: np.ndarray):
@@ -87,7 +76,7 @@ def test_a_band_step_takes_its_bound_route_and_matches_the_reference(case, act, 
     ws = np.zeros(kernel.workspace(_metas(x, w, b), _metas(y), **attrs), np.uint8) if workspace else None
     with loop_ufunc_buffers():
         made.prime(x, w, b, out=y, ws=ws)  # a session's prepare: scratch views (or blocks) made here
-        peak = _peak_bytes(lambda: made.run(x, w, b, out=y, ws=ws))
+        peak = peak_bytes(lambda: made.run(x, w, b, out=y, ws=ws))
     close([y], [want], what=f"{case} {act}")
     assert peak < CALL_OBJECTS, f"{peak} bytes allocated by a primed call"
     y2 = np.full(want.shape, np.nan, np.float32)  # other arrays: made again for them, same answer
@@ -108,7 +97,7 @@ def test_a_pointwise_band_over_its_input_without_a_workspace_is_bound_and_alloca
     assert made.run.__qualname__.startswith("bind_pointwise") and made.prime is not None
     with loop_ufunc_buffers():
         made.prime(xv, w, b, out=yv, ws=None)
-        peak = _peak_bytes(lambda: made.run(xv, w, b, out=yv, ws=None))
+        peak = peak_bytes(lambda: made.run(xv, w, b, out=yv, ws=None))
     close([yv], [want])
     assert peak < CALL_OBJECTS, f"{peak} bytes allocated by a primed call"
 
@@ -123,7 +112,7 @@ def test_a_residual_band_without_a_workspace_is_bound_and_allocates_once():
     _, made = _bound("PointwiseConvAdd", {}, [x, w, b, r], y)
     assert made.prime is not None
     made.prime(x, w, b, r, out=y, ws=None)
-    peak = _peak_bytes(lambda: made.run(x, w, b, r, out=y, ws=None))
+    peak = peak_bytes(lambda: made.run(x, w, b, r, out=y, ws=None))
     close([y], [want])
     assert peak < CALL_OBJECTS, f"{peak} bytes allocated by a primed call"
 

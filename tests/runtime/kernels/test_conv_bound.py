@@ -9,15 +9,13 @@ call over its own input."""
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 
 from runtime.kernels import TensorMeta, get_kernel, loop_ufunc_buffers
 from runtime.kernels.conv import jit_conv, winograd
 from runtime.kernels.conv.routes import conv_route, writes_over_input
-from tests.runtime.kernels.harness import conv_reference
+from tests.runtime.kernels.harness import conv_reference, peak_bytes
 
 RNG = np.random.default_rng(907)
 
@@ -66,16 +64,6 @@ def _metas(*arrays):
 # Python's own small objects of one call (kwargs dicts, Scratch objects: 1.5-4 KB) stay under this;
 # the tensors of these tests (an operand numpy copies, a temp: 16 KB and more) do not.
 CALL_OBJECTS = 8192
-
-
-def _peak_bytes(call) -> int:
-    """Peak bytes allocated while `call()` runs (freed or not by its end)."""
-    tracemalloc.start()
-    try:
-        call()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
 
 
 def _both(kernel, x, w, b, shape, attrs):
@@ -130,7 +118,7 @@ def test_the_bound_pointwise_call_allocates_nothing(act):
         assert bound.__qualname__.startswith("bind_pointwise"), "the 1x1 conv was not bound apart"
     with loop_ufunc_buffers():
         bound(x, w, b, out=y, ws=ws, **attrs)  # warm
-        peak = _peak_bytes(lambda: bound(x, w, b, out=y, ws=ws, **attrs))
+        peak = peak_bytes(lambda: bound(x, w, b, out=y, ws=ws, **attrs))
     assert peak < CALL_OBJECTS, f"{peak} bytes allocated beside the arguments"
     np.testing.assert_allclose(y, conv_reference(x, w, b, {}, ACTS[act][1]), rtol=1e-4, atol=1e-4)
 
@@ -163,7 +151,7 @@ def test_a_bound_call_over_its_own_input_matches_the_reference(case, act):
     block[: x.size] = x.reshape(-1)
     xv, yv = block[: x.size].reshape(x.shape), block[: want.size].reshape(want.shape)
     with loop_ufunc_buffers():
-        peak = _peak_bytes(lambda: bound(xv, w, b, out=yv, ws=ws, **attrs))
+        peak = peak_bytes(lambda: bound(xv, w, b, out=yv, ws=ws, **attrs))
     np.testing.assert_allclose(yv, want, rtol=1e-4, atol=1e-4)
     # Over its input through its own scratch: numpy's copy of an overlapping operand would show
     # here. (With compiled loops off the numpy route's bias pass buffers 8 KiB: not this binding's.)
