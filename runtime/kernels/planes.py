@@ -53,10 +53,6 @@ class Planes:
 
     channel_inputs: tuple[int, ...] = ()
     depthwise: bool = False
-    # Where the filter is among the inputs (1 for Conv; 3 for QLinearConv: x, its scale and zero point first).
-    filter_input: int = 1
-    # True: plane-wise only where `direct` holds (a kernel with no chunked path of its own).
-    direct_only: bool = False
     # (attrs, inputs, out) -> whether the kernel, given its output over input 0 for one batch
     # item, reads every block of input planes before writing that block's output planes.
     direct: Callable[[dict[str, Any], Sequence[Any], Any], bool] | None = None
@@ -68,15 +64,11 @@ class Planes:
         """Whether the op, with these attributes and input/output shapes, is plane-wise."""
         if not self.depthwise:
             return True
-        x = inputs[0]
-        w = inputs[self.filter_input] if len(inputs) > self.filter_input else None
+        x, w = inputs[0], inputs[1] if len(inputs) > 1 else None
         if x is None or w is None or out is None or len(x.shape) < 3:
             return False
         group = attrs.get("group", 1)
-        depthwise = group == x.shape[1] == out.shape[1] == w.shape[0] and w.shape[1] == 1
-        if not depthwise or not self.direct_only:
-            return depthwise
-        return self.direct is not None and bool(self.direct(attrs, inputs, out))
+        return group == x.shape[1] == out.shape[1] == w.shape[0] and w.shape[1] == 1
 
     def overlaps(self, attrs: dict[str, Any], inputs: Sequence[Any], out: Any) -> bool:
         """Whether the kernel may write this op's output from input 0's first byte by its own

@@ -17,7 +17,6 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
-from runtime.kernels.planes import Planes
 from runtime.kernels.protocol import Bound
 from runtime.kernels.quantized.common import exact_matmul
 from runtime.kernels.quantized.jit_requantize import channel_parameters, requantize_rows
@@ -187,18 +186,7 @@ def _bind(inputs, outputs, attrs, general):
     return Bound(call, takes_attributes=True)
 
 
-def _channels_in_order(attrs, inputs, out) -> bool:
-    """Whether the route chosen for these shapes reads each input channel whole before writing its
-    output channel, channels in order (`QConvRoute.channels_in_order`)."""
-    return QConvShape.of(inputs[0], inputs[3], out, attrs).route[1].channels_in_order
-
-
-# A depthwise QLinearConv on such a route writes its output over its dying input, as a float
-# depthwise Conv does: the expanded map and its depthwise output are not both held.
-PLANES = Planes(depthwise=True, filter_input=3, direct=_channels_in_order, direct_only=True)
-
-
-@kernel("QLinearConv", workspace=_workspace, constants=qlinear_constants, bind=_bind, planes=PLANES)
+@kernel("QLinearConv", workspace=_workspace, constants=qlinear_constants, bind=_bind)
 def qlinear_conv(x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B=None, *, out, ws,
                  auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None, strides=None,
                  w_matrix=None, prepared_weights=True):  # fmt: skip

@@ -159,9 +159,6 @@ class QConvRoute:
     blocks: Callable[[QConvShape, Geometry], Sequence[tuple[tuple[int, ...], type]]] | None = None
     constants: Callable[[QConvShape, Geometry, Sequence[Any]], dict[str, np.ndarray]] | None = None
     run: Callable[..., None] | None = None
-    # Each output channel written only once its input channel is read whole, channels in order:
-    # the output may start at the input's first byte (a depthwise conv over its dying input).
-    channels_in_order: bool = False
 
     def workspace(self, s: QConvShape, geo: Geometry) -> int:
         return scratch_bytes(*self.blocks(s, geo)) if self.blocks is not None else 0
@@ -325,7 +322,7 @@ def _front(block: np.ndarray, columns: int) -> np.ndarray:
 
 ROUTES = (
     QConvRoute("depthwise", _depthwise_applies, _depthwise_blocks,
-               _depthwise_constants, _depthwise_run, channels_in_order=True),
+               _depthwise_constants, _depthwise_run),
     QConvRoute("gemm", lambda s, geo: _eight_bit_2d(s, geo) and not s.depthwise and math.prod(geo.kernel) <= 256,
                lambda s, geo: s.gemm_blocks, _gemm_constants,
                _gemm_run),
