@@ -102,12 +102,40 @@ def fuse_qdq(
             replaced[id(relu)] = helper.make_node(
                 "QLinearUnary", clamp, [q.output[0]], name=relu.name, domain="memplan", op="Relu"
             )
-    if not replaced:
-        return list(nodes), 0
     out = [replaced.get(id(n), n) for n in nodes if id(n) not in dropped]
     read = {i for n in out for i in n.input if i} | keep
     out = [n for n in out if not (_is(n, "DequantizeLinear") and n.output[0] not in read)]
-    return out, len(replaced)
+    out, silu = _sigmoid_mul(out, keep)
+    return out, len(replaced) + silu
+
+
+def _sigmoid_mul(nodes: list[onnx.NodeProto], keep: set[str]) -> tuple[list[onnx.NodeProto], int]:
+    """Each QLinearSigmoid whose only reader is a QLinearMul of its own input by it (SiLU, Swish) made
+    one memplan QLinearSigmoidMul with the Mul's output: a table of the pair's integers, which runs
+    over its input instead of holding the input and its sigmoid at once."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in nodes:
+        for name in dict.fromkeys(i for i in n.input if i):
+            readers.setdefault(name, []).append(n)
+    joined: dict[int, onnx.NodeProto] = {}
+    gone: set[int] = set()
+    for s in nodes:
+        if s.op_type != "QLinearSigmoid" or s.domain != MS or len(s.input) < 5 or s.output[0] in keep:
+            continue
+        users = readers.get(s.output[0], [])
+        mul = users[0] if len(users) == 1 and users[0].op_type == "QLinearMul" and users[0].domain == MS else None
+        if mul is None or id(mul) in joined:
+            continue
+        sides = [list(mul.input[0:3]), list(mul.input[3:6])]
+        x_side, s_side = list(s.input[0:3]), [s.output[0], *s.input[3:5]]
+        if sorted(map(tuple, sides)) != sorted(map(tuple, (x_side, s_side))):
+            continue
+        y = list(mul.input[6:8])
+        joined[id(mul)] = helper.make_node(
+            "QLinearSigmoidMul", [*x_side, *s.input[3:5], *y], [mul.output[0]], name=mul.name, domain="memplan"
+        )
+        gone.add(id(s))
+    return [joined.get(id(n), n) for n in nodes if id(n) not in gone], len(joined)
 
 
 def _dq(name: str, producer: Mapping[str, onnx.NodeProto]) -> tuple[str, str, str] | None:
@@ -309,6 +337,7 @@ QUANTIZED_TENSORS: dict[str, tuple[tuple[int | str, int, int, int], ...]] = {
     "QLinearGlobalAveragePool": ((0, 1, 2, 1), ("out", 3, 4, 1)),
     "QLinearAveragePool": ((0, 1, 2, 1), ("out", 3, 4, 1)),
     "QLinearUnary": ((0, 1, 2, 1), ("out", 3, 4, 1)),
+    "QLinearSigmoidMul": ((0, 1, 2, 1), ("out", 5, 6, 1)),
     "QLinearConcat": (("out", 0, 1, 1),),
 }
 

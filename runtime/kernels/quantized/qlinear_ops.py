@@ -327,6 +327,43 @@ def qlinear_sigmoid(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out
     _lookup(x, q_lookup, out)
 
 
+def _sigmoid_mul_table(x_dtype, out_dtype, x_scale, x_zero, s_scale, s_zero, y_scale, y_zero=None) -> np.ndarray:
+    """y for every x value of QLinearSigmoid (to `s_scale`, `s_zero`) then QLinearMul of x by it, both
+    by their own kernels over the 256 values: the pair's integers exactly."""
+    from runtime.kernels import TensorMeta, call, get_kernel
+
+    lo, hi = qa.dtype_range(x_dtype)
+    x = np.arange(lo, hi + 1).astype(x_dtype)
+    s_dtype = np.asarray(s_zero).dtype
+    s = _table(x_dtype, x_scale, x_zero, s_scale, s_zero, s_dtype, _sigmoid()).astype(s_dtype)
+    y = np.empty(x.shape, out_dtype)
+    mul = get_kernel("QLinearMul", MS)
+    assert mul is not None and mul.workspace is not None
+    inputs = [x, x_scale, x_zero, s, s_scale, s_zero, y_scale, y_zero]
+    metas = [None if v is None else TensorMeta(np.shape(v), np.asarray(v).dtype) for v in inputs]
+    ws = np.zeros(mul.workspace(metas, [TensorMeta(y.shape, y.dtype)]), np.uint8)
+    call(mul, inputs, [y], ws, {}, 1)
+    return y
+
+
+def _sigmoid_mul_constants(values, inputs, outputs, **_) -> dict:
+    if any(values[i] is None for i in range(1, len(values)) if inputs[i] is not None):
+        return {}
+    return {"q_lookup": _sigmoid_mul_table(inputs[0].dtype, outputs[0].dtype, *values[1:])}
+
+
+@kernel("QLinearSigmoidMul", domain="memplan", inplace=(0,), constants=_sigmoid_mul_constants)
+def qlinear_sigmoid_mul(x, x_scale, x_zero_point, s_scale, s_zero_point, y_scale, y_zero_point=None, *, out,
+                        q_lookup=None, **_):  # fmt: skip
+    """x * sigmoid(x) (SiLU, Swish) as a QDQ model quantizes it, QLinearSigmoid then QLinearMul by x
+    (`runtime.fuse_qdq` joins the pair): one table of the pair's integers, so that it runs over its
+    input, where the pair held x and its sigmoid at once."""
+    if q_lookup is None:
+        q_lookup = _sigmoid_mul_table(x.dtype, out.dtype, x_scale, x_zero_point, s_scale, s_zero_point, y_scale,
+                                      y_zero_point)  # fmt: skip
+    _lookup(x, q_lookup, out)
+
+
 @kernel("QLinearLeakyRelu", domain=MS, inplace=(0,), constants=_table_constants(_leaky_relu))
 def qlinear_leaky_relu(x, x_scale, x_zero_point, y_scale, y_zero_point=None, *, out, alpha=0.01, q_lookup=None, **_):
     if q_lookup is None:
