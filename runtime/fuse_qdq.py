@@ -16,7 +16,9 @@ into the integer op, whose inputs are the integers the DequantizeLinear nodes re
 5. an op -> Relu -> QuantizeLinear chain -> the integer op, then a Relu on its integers (a clamp at
    the zero point, exactly what quantizing the float Relu gives);
 6. ops that only move or select values (MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze,
-   Dropout, Identity) run on the integers directly when the scale and zero point around them agree.
+   Dropout, Identity) run on the integers directly when the scale and zero point around them agree;
+7. then a QLinearSigmoid read only by a QLinearMul of its own input by it (SiLU, Swish) -> memplan's
+   QLinearSigmoidMul, one table of the pair's integers that runs over its input.
 
 A DequantizeLinear left with no reader goes. The weights' DequantizeLinear nodes are kept from
 constant folding first (`qdq_weights`), or their integers would be gone by the time this runs.
