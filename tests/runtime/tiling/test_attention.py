@@ -17,6 +17,10 @@ from runtime.tiling.attention import METHOD, attentions, blocked_graph, tile_att
 from tests.runtime.kernels.harness import close
 
 SEQ, WIDTH, HEADS = 30, 16, 2
+# Blocks of query rows against whole matrices: the same sums, which a BLAS may order otherwise for
+# another block height (its edge kernels, fused multiply-adds); scores, softmax and probs @ V each
+# sum at most SEQ terms.
+ORDER_RTOL = 2 * SEQ * float(np.finfo(np.float32).eps)
 EXTERNAL = MemoryOptions(io="external")
 
 
@@ -98,7 +102,7 @@ def test_blocks_match_onnxruntime_and_the_untiled_run_in_a_smaller_arena(mask):
     assert all(t.shape[2] <= 8 for t in blocked.tensors.values() if t.shape[-2:-1] and "probs" in t.name)
     got, arena = _run(blocked, feeds)
     close([got["y"]], [want], rtol=1e-4, atol=1e-5)
-    close([got["y"]], [untiled["y"]], rtol=1e-6, atol=1e-6)
+    close([got["y"]], [untiled["y"]], rtol=ORDER_RTOL, atol=1e-6)
     assert arena < untiled_arena
 
 
@@ -113,7 +117,7 @@ def test_tile_auto_takes_the_blocks_only_when_the_arena_falls():
     assert tiled < untiled
     got, _ = _run(tiling.graph, feeds_of("causal"))
     want, _ = _run(graph, feeds_of("causal"))
-    close([got["y"]], [want["y"]], rtol=1e-6, atol=1e-6)
+    close([got["y"]], [want["y"]], rtol=ORDER_RTOL, atol=1e-6)
 
 
 def test_scores_read_elsewhere_are_not_blocked_and_the_model_stays_untiled():

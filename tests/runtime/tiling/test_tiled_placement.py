@@ -65,7 +65,9 @@ def test_the_stage_without_those_links_runs_to_onnxruntimes_outputs_with_the_can
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (want,) = session.run(None, {"x": image})
     close([next(iter(got.values()))], [want], rtol=1e-4, atol=1e-5, what="tiled against onnxruntime")
-    close([next(iter(got.values()))], [next(iter(untiled.values()))], rtol=1e-5, atol=1e-6, what="against untiled")
+    # The untiled run takes other routes (Winograd on whole maps, where bands take im2col): two float32
+    # computations of the graph, held to the same tolerance as against onnxruntime.
+    close([next(iter(got.values()))], [next(iter(untiled.values()))], rtol=1e-4, atol=1e-5, what="against untiled")
 
 
 def test_tile_auto_places_its_candidates_by_several_strategies_and_is_never_larger_than_untiled(model):
