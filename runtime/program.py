@@ -6,7 +6,7 @@ read), which is more than a small model's whole compute: TensorFlow Lite Micro's
 its three FULLY_CONNECTED in under a microsecond. When every step can be said as a call of a
 compiled loop on the arena's bytes at fixed offsets and constant parameters, `build_program` writes
 the steps as an int64 code (`runtime.kernels.quantized.jit_program`, one interpreter compiled once
-per machine, whatever the model: about 8 s of CPU cold, under a second from numba's cache) and
+per machine, whatever the model; its cold compile time: docs/BENCHMARKS.md, TFLM notes) and
 copies what the steps read besides the arena (weights, bias tables, requantization tables and
 states) into one private blob; a run is then one call, made straight to the interpreter's compiled
 entry (`jit_program.entry`).

@@ -26,9 +26,8 @@ Where it comes from: ejection chains (Glover, 1996) and the rip-up and re-place 
 VLSI routing, applied here to offsets in one arena. A local search: never worse than the
 greedy plan it starts from, optimal only when it reaches LOAD. Seeded and bounded by
 moves, so its answer does not depend on the machine when the time limit is not hit.
-On MobileNetV2-224 int8 computed in stripes (the first 29 nodes in 115 bands, 1,143 blocks;
-LOAD 172,800) it places 177,344 bytes in 2 s where wic places 182,080; the first 33 nodes
-(LOAD 166,272) 175,200 where greedy_by_conflicts places 184,192.
+On CNNs computed in stripes it places below every greedy order (figures: docs/BENCHMARKS.md,
+"Figures behind the code").
 
 Alias groups take part with their profiles: a block overlaps another when any of its
 pieces meets a piece of the other in both steps and bytes.

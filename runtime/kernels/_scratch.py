@@ -58,8 +58,7 @@ def shared_scratch(nbytes: int) -> np.ndarray:
     overlap), replaced by a larger one when a call needs more. A bound call keeps its views of
     it (`runtime.kernels.same_arrays`, the buffer among its arrays: made again after a
     replacement). One buffer for all the steps keeps it in cache, where one per step would not:
-    a tiled stage has hundreds of band steps, and a channels-last depthwise band took 33 us
-    with its own 100 KB of scratch against 13 us with a shared one."""
+    a tiled stage has hundreds of band steps (figures: docs/BENCHMARKS.md, "Figures behind the code")."""
     buffer = getattr(_SHARED, "buffer", None)
     if buffer is None or buffer.size < nbytes:
         buffer = _SHARED.buffer = np.empty(max(_round_up(nbytes), ALIGN), np.uint8)

@@ -47,12 +47,11 @@ DEFAULT_OVERHEAD = 0.2  # extra MACs allowed, a fraction of the model's
 # `--tile auto` answers the smallest arena; a caller who wants speed asks for a slack (`--tile-slack`).
 DEFAULT_SLACK = 0.0
 PLACED = 12  # candidates placed beyond the Pareto front, lowest LOAD first
-# One pass of the placement engine each, and none wins on every tiled stage: MobileNetV2's
-# 21-node head in 112 stripes places at 697,088, 679,168 and 675,584 bytes, its int8 29-node
-# head at 185,318, 181,760 and 241,536 (LOAD: 607,488 and 172,800).
+# One pass of the placement engine each, and none wins on every tiled stage (figures:
+# docs/BENCHMARKS.md, "Figures behind the code").
 SEARCH_STRATEGIES = ("greedy_by_size", "wic", "greedy_by_conflicts")
-# MobileNetV2 int8's 29-node head in 115 stripes: 182,080 bytes by the greedy orders, 177,344
-# repaired in 2 s (LOAD 172,800); the 33-node head 184,192 -> 175,200 (LOAD 166,272).
+# The greedy orders leave rows carried between bands above the one-step tiles' holes; the
+# repair closes part of that gap to LOAD.
 REPAIR = "eject"
 REPAIRED = 2  # candidates placed again by REPAIR, lowest LOAD first
 REPAIR_SECONDS = 2.0  # each

@@ -157,9 +157,8 @@ def bind_im2col(inputs, outputs, attrs: dict, conv, geo: Geometry, finish, slow)
     """The call of a dense 2-D float32 Conv on the im2col route's compiled bands
     (`dense.conv_im2col_compiled`), worked out once per set of arrays: each band's scratch
     views, fill arguments and matmuls made at prepare, so that a run is only the compiled fills,
-    the matmuls and the compiled epilogues. A tiled stage's band of one or two output rows
-    (about 100 pixels) spends most of the general call's 40 us in those layers, for 5 us of
-    arithmetic. None where Winograd would take the Conv (its call has its prepared weights) or
+    the matmuls and the compiled epilogues: a tiled stage's band of one or two output rows spent most of the
+    general call in those layers, not in its arithmetic. None where Winograd would take the Conv (its call has its prepared weights) or
     the compiled loops do not apply; an output over the input goes to `slow`."""
     x, w, y = inputs[0], inputs[1], outputs[0] if outputs else None
     spec = jit_conv.spec_of(finish)

@@ -203,10 +203,8 @@ CHANNELS_LAST_BELOW = 14
 CHANNELS_LAST_UP_TO = 14
 CHANNELS_LAST_FROM = 192
 # An output of one row (a tiled stage's band) runs channels-last from ONE_ROW_FROM channels: the
-# sub-planes' set-up per channel outweighs its one row of sums. Measured alone, one thread, from
-# three input rows: 192 channels x 28 wide 43.8 -> 9.5 us, 144 x 56 40.1 -> 10.9, 144 x 28 (stride 2)
-# 42.0 -> 9.4, 96 x 56 (stride 2) 17.2 -> 11.6 (kept on sub-planes: not measured in a run); 32 x 112
-# 4.4 against 5.6 stays on sub-planes.
+# sub-planes' set-up per channel outweighs its one row of sums (figures: docs/BENCHMARKS.md,
+# "Figures behind the code").
 ONE_ROW_FROM = 128
 
 
