@@ -87,9 +87,9 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, out, ws=None, axis=1, satu
     zeros = np.asarray(0 if y_zero_point is None else y_zero_point)
     if _float_kind(out.dtype):  # x / scale + zero cast to the float type, rounding to nearest even
         ratio = x.astype(np.float32) / scale + _per_axis(zeros.astype(np.float32), x.shape, axis, block_size)
-        if saturate:  # beyond the type's largest finite value: that value, not infinity or NaN
+        if saturate:  # beyond the type's largest finite value: that value, not infinity (a NaN stays NaN)
             top = np.float32(qa.float_max(out.dtype))
-            ratio = np.where(np.isnan(ratio), ratio, np.clip(ratio, -top, top))
+            np.clip(ratio, -top, top, out=ratio)
         out[...] = ratio.astype(out.dtype)
         return
     zero = _per_axis(zeros.astype(np.int64), x.shape, axis, block_size)
