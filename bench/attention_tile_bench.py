@@ -11,7 +11,7 @@ inputs and outputs outside it in both (as `bench/tile_bench.py` counts):
 Columns: untiled arena and LOAD (`planner.plan(problem, "best")`), the arena of the graph
 `tile_auto` returns ("best" again; attention in row blocks, `runtime.tiling.attention`, is taken
 only when its placed arena is smaller), the ratio, the blocks, the median time of `--repeat` runs
-of each in a `runtime.Session` (one BLAS thread, same process, untiled then tiled) and their
+of each in a `runtime.Session` (one BLAS thread, same process, untiled and tiled taking turns) and their
 ratio, and whether the tiled run's outputs match onnxruntime's (`runtime.oracle.verify`).
 
 Run from the repository root: ``python bench/attention_tile_bench.py [--models a,b] [--repeat 3]``
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import planner  # noqa: E402
-from bench.tile_bench import median_seconds  # noqa: E402
+from bench.tile_bench import median_seconds, turns  # noqa: E402
 from runtime import MemoryOptions, Session, load_model, memory_problem  # noqa: E402
 from runtime.oracle import verify  # noqa: E402
 from runtime.tiling import tile_auto  # noqa: E402
@@ -124,12 +124,13 @@ def measure(path: Path, account: str, options: MemoryOptions, repeat: int, limit
         "search": search,
         "note": tiling.note,
     }
-    base, _ = median_seconds(Session(graph, untiled, options).prepare(), feeds, repeat)
+    plain = Session(graph, untiled, options).prepare()
     if tiling.chosen is None:
+        base, _ = median_seconds(plain, feeds, repeat)
         return row | {"tiled": untiled.arena_bytes, "blocks": "untiled", "time": (base, base)}
     tiled = planner.plan(memory_problem(tiling.graph, options), "best", time_limit=limit)
     session = Session(tiling.graph, tiled, options).prepare()
-    seconds, outputs = median_seconds(session, feeds, repeat)
+    (base, _), (seconds, outputs) = turns([plain, session], feeds, repeat)
     verdict = verify(path, feeds, outputs, capture=lambda names: session.capture(feeds, names))
     c = tiling.chosen
     return row | {
@@ -149,7 +150,7 @@ def section(rows: list[dict[str, Any]], command: str, load: tuple[float, float])
         "taken by `--tile auto` only when its placed arena is smaller), so no seq x seq matrix is whole. Graph "
         "inputs and outputs outside the arena in every row; 'activations' leaves kernels' scratch outside too, "
         "'with scratch' plans it in the arena. Arenas: `best` on each problem. Times: median of timed runs in "
-        f"one process, untiled then tiled, one BLAS thread; 1-minute load average {load[0]:.1f} at the start, "
+        f"one process, untiled and tiled taking turns, one BLAS thread; 1-minute load average {load[0]:.1f} at the start, "
         f"{load[1]:.1f} at the end (2 cores, shared).",
         "",
         "| model | tokens | arena | untiled arena (LOAD) | tiled arena | untiled / tiled | blocks "
