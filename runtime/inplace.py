@@ -11,8 +11,13 @@ one offset, with a height that follows its live members step by step, see `plann
    0's first byte with another size: for a plane-wise kernel (pooling, a depthwise Conv;
    no larger than the input, as many planes) and for a kernel that declares its own route
    over its input (`Planes.over`: a dense 1x1 or KxK 'same' Conv and its ConvAct, pixel-wise
-   or row-lagged, `runtime.kernels.conv.over`; the output may be larger). An alias of
-   another size is taken only where it raises no peak of live bytes (`LiveBytes.try_join`);
+   or row-lagged, `runtime.kernels.conv.over`; the output may be larger), and for a
+   narrowing kernel (`Kernel.narrowing`: QuantizeLinear's int8 over its float32 input, same
+   shape, element i written once elements 0..i are read). An alias of another size is taken
+   only where it raises no peak of live bytes (`LiveBytes.try_join`). A graph input inside
+   the arena may be overwritten (the caller's data was copied in, or written into the arena
+   view to be written again before each run); one outside it (``io="external"``, where a
+   caller's array is bound zero-copy) never is;
 3. concat in place: a Concat along its outermost non-unit axis has contiguous slices, so
    each input's producer can write straight into its slice of the output (DenseNet's dense
    blocks then stop copying). An input qualifies when it is produced by a node, lives in
@@ -252,14 +257,18 @@ def _in_place_inputs(graph: Graph, node: Node, kernel: Kernel) -> tuple[int, ...
 
 def _fits_over(graph: Graph, node: Node, kernel: Kernel, k: int, source: str, out: str) -> bool:
     """Can output 0 be written over input `k`: same shape and dtype, a plane-wise kernel's
-    output no larger than input 0, with as many planes and no other output in use, or the
-    output of a kernel with its own route over input 0 (any size, the same dtype)."""
+    output no larger than input 0, with as many planes and no other output in use, the
+    output of a kernel with its own route over input 0 (any size, the same dtype), or a
+    narrowing kernel's over input 0 (same shape, no more bytes per element)."""
     if kernel.planes is not None and any(node.outputs[1:]):
         return False  # its other outputs (MaxPool's indices) are not plane-wise
     if _same_type(graph, source, out) and k in kernel.inplace:
         return True
     if k == 0 and _writes_over(graph, node, kernel):
         return graph.tensors[source].dtype == graph.tensors[out].dtype
+    if k == 0 and k in kernel.inplace and kernel.narrowing:
+        src, dst = graph.tensors[source], graph.tensors[out]
+        return src.shape == dst.shape and dst.dtype.itemsize <= src.dtype.itemsize
     if k != 0 or not _plane_wise(graph, node, kernel):
         return False
     src, dst = graph.tensors[source], graph.tensors[out]
@@ -304,7 +313,7 @@ def _overwritable(
 ) -> bool:
     """Whether output 0 of `node`, written at bytes `written`, may overwrite `member` (at
     bytes `held`), which dies at this step: exactly over it with the same type, or from
-    its first byte for a plane-wise kernel, or one with its own route, over input 0."""
+    its first byte for a plane-wise kernel, one with its own route or a narrowing one, over input 0."""
     out = node.outputs[0] if node.outputs else ""
     reads = [k for k, name in enumerate(node.inputs) if name == member]
     if not reads:

@@ -86,6 +86,11 @@ class Kernel:
     # Inputs output 0 may overwrite (same shape and dtype): the kernel stays correct when
     # `out` is that input's memory, so the runtime may plan it over an input that dies here.
     inplace: tuple[int, ...] = ()
+    # Output 0 may also be narrower than input 0, in place from its first byte: same shape, as
+    # many or fewer bytes per element (QuantizeLinear's int8 over its float32 input). The kernel
+    # writes output element i only once it has read input elements 0..i (a forward pass, or
+    # forward chunks each read before written), so no byte is overwritten before it is read.
+    narrowing: bool = False
     # Each output plane (batch item, channel) depends on the same plane of input 0 only
     # (when the spec applies): the output may also be smaller than input 0 and start at its
     # first byte (`planes.Planes`).
@@ -136,6 +141,7 @@ def kernel(
     outputs: str = "one",
     view: bool = False,
     inplace: tuple[int, ...] = (),
+    narrowing: bool = False,
     domain: str = "",
     planes: bool | Planes = False,
     prepare: PrepareFn | None = None,
@@ -143,7 +149,8 @@ def kernel(
     bind: BindHook | None = None,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register `fn` as the kernel of `op_type` (its exact ONNX name) in `domain`; `inplace`
-    lists the inputs whose memory output 0 may be when shapes and dtypes match; `planes`
+    lists the inputs whose memory output 0 may be when shapes and dtypes match (`narrowing`: or
+    from input 0's first byte with a narrower dtype, see `Kernel.narrowing`); `planes`
     marks a plane-wise kernel, whose output may be planned over input 0 even when smaller
     (it is then registered wrapped, see `runtime.kernels.planes`); `prepare` is called with
     the workspace function's arguments when a session prepares the node; `constants` (see
@@ -169,6 +176,7 @@ def kernel(
             view,
             takes_opset,
             tuple(inplace) or ((0,) if spec is not None and not spec.depthwise else ()),
+            narrowing,
             spec,
             prepare,
             constants,

@@ -20,7 +20,7 @@ from runtime.kernels.conv import routes as conv_routes
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOC = ROOT / "docs" / "KERNELS.md"
-HOOKS = ("workspace", "prepare", "constants", "bind", "planes", "inplace", "view")
+HOOKS = ("workspace", "prepare", "constants", "bind", "planes", "inplace", "narrowing", "view")
 
 
 def source_file(k: Kernel) -> str:

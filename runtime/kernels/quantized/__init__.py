@@ -9,6 +9,7 @@ from runtime.kernels.quantized import (  # noqa: F401
     qlinear_conv,
     qlinear_matmul,
     qlinear_ops,
+    quantize,
     tflite_conv,
     tflite_dense,
     tflite_elementwise,

@@ -288,7 +288,7 @@ def test_quantize_linear_in_chunks_matches_onnxruntime(dtype):
     """QuantizeLinear with one scale, a chunk at a time in its workspace (more elements than a chunk):
     exactly onnxruntime's integers, ties to even, values past the range and infinities included
     (saturated); a NaN (its integer is the implementation's choice) becomes the least value."""
-    from runtime.kernels.quantized.qlinear_ops import QUANTIZE_CHUNK, quantize_linear
+    from runtime.kernels.quantized.quantize import QUANTIZE_CHUNK, quantize_linear
 
     rng = np.random.default_rng(12)
     x = (rng.standard_normal(QUANTIZE_CHUNK + 1004) * 4).astype(np.float32)
