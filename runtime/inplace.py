@@ -178,12 +178,18 @@ def plan_concat_in_place(
 
 
 def plan_in_place(
-    graph: Graph, groups: AliasGroups, ranges: Mapping[str, tuple[int, int]], outside: set[str]
+    graph: Graph,
+    groups: AliasGroups,
+    ranges: Mapping[str, tuple[int, int]],
+    outside: set[str],
+    *,
+    narrowing: bool = True,
 ) -> dict[str, tuple[str, int]]:
     """Alias output 0 of in-place-safe ops onto an input that dies at that step (or, for a
     plane-wise kernel such as a pooling, a smaller output onto input 0's first bytes: the
     group's height drops to the output's once the input is dead; for a dense 1x1 or 'same'
-    Conv, an output of any size there); returns the links added."""
+    Conv, an output of any size there; with `narrowing`, a narrower output over its input,
+    `Kernel.narrowing`); returns the links added."""
     added: dict[str, tuple[str, int]] = {}
     pinned = set(graph.outputs) | set(graph.constants)
     live: LiveBytes | None = None  # made at the first smaller output, then kept in step with every join
@@ -200,6 +206,8 @@ def plan_in_place(
             if not source or source in outside or source in pinned or ranges.get(source, (0, -1))[1] != step:
                 continue
             if not _fits_over(graph, node, kernel, k, source, out) or graph.tensors[out].nbytes == 0:
+                continue
+            if not narrowing and _narrows(graph, kernel, source, out):
                 continue
             root, delta = groups.root(source)
             written = (delta, delta + graph.tensors[out].nbytes)
@@ -222,6 +230,23 @@ def plan_in_place(
             added[out] = (source, 0)
             break
     return added
+
+
+def _narrows(graph: Graph, kernel: Kernel, source: str, out: str) -> bool:
+    """Whether `out` over `source` is a narrowing kernel's output over a wider input."""
+    return kernel.narrowing and graph.tensors[out].dtype.itemsize < graph.tensors[source].dtype.itemsize
+
+
+def narrowing_links(graph: Graph, links: Mapping[str, tuple[str, int]]) -> list[str]:
+    """The outputs `links` puts over a wider input of their narrowing kernel (`Kernel.narrowing`)."""
+    found = []
+    for out, (source, _) in links.items():
+        t = graph.tensors.get(out)
+        node = graph.node(t.producer) if t is not None and t.producer else None
+        kernel = kernel_of(node) if node is not None else None
+        if kernel is not None and source in graph.tensors and _narrows(graph, kernel, source, out):
+            found.append(out)
+    return found
 
 
 def _same_type(graph: Graph, a: str, b: str) -> bool:

@@ -93,9 +93,12 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, out, ws=None, axis=1, satu
             np.clip(ratio, -top, top, out=ratio)
         out[...] = ratio.astype(out.dtype)
         return
-    zero = _per_axis(zeros.astype(np.int64), x.shape, axis, block_size)
+    zero = _per_axis(zeros.astype(np.float64), x.shape, axis, block_size)
     lo, hi = qa.dtype_range(out.dtype)
-    out[...] = np.clip(np.rint(x.astype(np.float32) / scale).astype(np.int64) + zero, lo, hi)
+    # Clamped as floats: an infinity or a value past int64 saturates (a cast first made it int64's least
+    # value), and fmax makes a NaN the least value, as the one-scale routes do.
+    ratio = np.rint(x.astype(np.float32) / scale) + zero
+    out[...] = np.fmin(np.fmax(ratio, lo), hi).astype(np.int64)
 
 
 @kernel("DequantizeLinear")
