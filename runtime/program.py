@@ -74,9 +74,13 @@ class Program:
         failed = self.call(arena, self.blob, self.code)
         seconds = time.perf_counter() - started
         if failed:
-            op = self.ops[failed - 1]
-            raise ExecutionError(f"the compiled program met an unknown record at {failed - 1} ({op})", op)
+            raise self.failure(failed)
         return seconds
+
+    def failure(self, failed: int) -> ExecutionError:
+        """The error of a call that returned `failed` (not 0): the record it could not run."""
+        op = self.ops[failed - 1]
+        return ExecutionError(f"the compiled program met an unknown record at {failed - 1} ({op})", op)
 
 
 class _Builder:

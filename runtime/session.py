@@ -1,44 +1,39 @@
 """Running a loaded model inside one planned arena.
 
-``Session(graph, plan, options).prepare()`` resolves every kernel (all unsupported ops are
-listed in one error before anything runs), builds the memory problem of `options` (a
-`runtime.MemoryOptions`), plans it when given a strategy name, refuses a plan
-`planner.check_plan` rejects, allocates one aligned uint8 arena and makes every non-constant
-tensor a view ``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`).
-``run(inputs)`` is then a flat loop over the steps; a Concat planned in place copies only the
-inputs not already in their slice (`runtime.concat_in_place`). Each step's kernel call is bound
-at prepare (`runtime.step_calls`: output views, workspace, attributes, opset), so that a run only reads input slots;
-without a canary, `after_node` hooks or an `on_step` callback the loop is those calls and one
-clock read per step, and `RunStats.trace` is made from the step times only when read.
-When every step is a compiled integer loop on tensors at fixed places (small TFLite integer
-models, `runtime.program`), prepare also builds one compiled program, and a run without a canary,
-hooks or an `on_step` callback is one call of it, with no per-step times (`route`, `RunStats.route`,
-`route_note` says why not); `invoker()` is that call alone, as TensorFlow Lite Micro's ``invoke()``.
+``Session(graph, plan, options).prepare()`` resolves every kernel (all unsupported ops are listed in one error before
+anything runs), builds the memory problem of `options` (a `runtime.MemoryOptions`), plans it when given a strategy
+name, refuses a plan `planner.check_plan` rejects, allocates one aligned uint8 arena and makes every non-constant
+tensor a view ``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`). ``run(inputs)`` is then a flat
+loop over the steps; a Concat planned in place copies only the inputs not already in their slice
+(`runtime.concat_in_place`). Each step's kernel call is bound at prepare (`runtime.step_calls`: output views,
+workspace, attributes, opset), so that a run only reads input slots; without a canary, `after_node` hooks or an
+`on_step` callback the loop is those calls and one clock read per step, and `RunStats.trace` is made from the step
+times only when read. When every step is a compiled integer loop on tensors at fixed places (small TFLite integer
+models, `runtime.program`), prepare also builds one compiled program, and a run without a canary, hooks or an
+`on_step` callback is one call of it, with no per-step times (`route`, `RunStats.route`, `route_note` says why not),
+made by `runtime.fast_run`'s short ``run``; `invoker()` is that call alone, as TensorFlow Lite Micro's ``invoke()``.
 
-Zero-copy I/O (`runtime.caller_memory`): `input_buffer`/`output_buffer` hand out the session's
-own buffers (arena views under ``io="arena"``) so a caller writes inputs and reads outputs in
-place; `bind_input`/`bind_output` make kernels read and write caller memory when it fits (see
-`runtime.binding`) and copy, saying why, when it does not. `RunStats` counts every copy.
+Zero-copy I/O (`runtime.caller_memory`): `input_buffer`/`output_buffer` hand out the session's own buffers (arena
+views under ``io="arena"``) so a caller writes inputs and reads outputs in place; `bind_input`/`bind_output` make
+kernels read and write caller memory when it fits (see `runtime.binding`) and copy, saying why, when it does not.
+`RunStats` counts every copy.
 
-Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are shared,
-read-only views (one allocation for every session holding the same bytes). Initializers
-named in ``unbound=`` commit no memory at prepare and are bound by `set_shared_input`.
-An ``arena=`` given by the caller (see `runtime.batches`) is used instead of a new one.
-States (`runtime.states`) are the session's own, beside the arena, carried from run to run.
+Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are shared, read-only views (one
+allocation for every session holding the same bytes). Initializers named in ``unbound=`` commit no memory at prepare
+and are bound by `set_shared_input`. An ``arena=`` given by the caller (see `runtime.batches`) is used instead of a
+new one. States (`runtime.states`) are the session's own, beside the arena, carried from run to run.
 
-Variations are hooks, not copies: ``problem=`` plans a prebuilt problem of the graph instead of
-`memory_problem` (a training step's, see `runtime.training.session`), and ``after_node=`` runs
-a callable right after the named node, before the next step (a training step's loss check,
-which raises to stop the run before any update).
+Variations are hooks, not copies: ``problem=`` plans a prebuilt problem of the graph instead of `memory_problem` (a
+training step's, see `runtime.training.session`), and ``after_node=`` runs a callable right after the named node,
+before the next step (a training step's loss check, which raises to stop the run before any update).
 
-Time and memory are measured in separate runs, because tracemalloc slows numpy down (by how
-much: docs/BENCHMARKS.md, "Figures behind the code"): ``run(inputs, measure="time")`` (the default) times the loop and each step with tracing
-off; ``run(inputs, measure="memory")`` traces it with tracemalloc (which sees numpy's data
-allocations) and reports the peak of bytes allocated outside the arena as
-`RunStats.outside_arena_bytes`; the arena itself and the returned outputs are allocated outside
-that window, so what is reported is what kernels and the dispatcher allocated on the side. A
-memory run's times are kept but marked (`RunStats.measure`, `RunStats.traced`): report times
-from time runs only. `measure_runs` does both the way `memplan run` reports them.
+Time and memory are measured in separate runs, because tracemalloc slows numpy down (by how much: docs/BENCHMARKS.md,
+"Figures behind the code"): ``run(inputs, measure="time")`` (the default) times the loop and each step with tracing
+off; ``run(inputs, measure="memory")`` traces it with tracemalloc (which sees numpy's data allocations) and reports
+the peak of bytes allocated outside the arena as `RunStats.outside_arena_bytes`; the arena itself and the returned
+outputs are allocated outside that window, so what is reported is what kernels and the dispatcher allocated on the
+side. A memory run's times are kept but marked (`RunStats.measure`, `RunStats.traced`): report times from time runs
+only. `measure_runs` does both the way `memplan run` reports them.
 """
 
 from __future__ import annotations
@@ -60,6 +55,7 @@ from runtime.caller_memory import CallerMemory
 from runtime.canary import Canary
 from runtime.concat_in_place import concat_in_place
 from runtime.errors import ExecutionError, FeedError, ModelError, TensorTooLargeError
+from runtime.fast_run import LastRunStats, fast_run
 from runtime.graph import Graph, Node
 from runtime.kernels import Kernel, loop_ufunc_buffers, weights_kwargs
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
@@ -94,6 +90,8 @@ class _Step:
 
 class Session:
     """Run `graph` inside the arena of `plan` (a Plan, or the name of a strategy to plan with)."""
+
+    stats = LastRunStats()  # the last run's RunStats, None before any (made when read after a fast call)
 
     def __init__(
         self,
@@ -134,7 +132,7 @@ class Session:
         self.problem: Problem | None = None
         self.plan: Plan | None = None
         self.arena: np.ndarray | None = None
-        self.stats: RunStats | None = None
+        self.stats = None
         self._prepared = False
 
     # ---- prepare -----------------------------------------------------------------------------------
@@ -179,6 +177,8 @@ class Session:
             ]
             self._canary = Canary(problem, plan, self.arena, writes)
         self._program, self.route_note = self._build_program()
+        if self._program is not None:  # a run with no per-step work: one short frame (`runtime.fast_run`)
+            self.run = fast_run(self, Session.run, self._program, self._views, self._io)  # type: ignore[method-assign]
         self._prepared = True
         return self
 

@@ -11,6 +11,8 @@ reshapes cost more than a small layer's sums); SOFTMAX is TFLite's fixed-point f
 reciprocal, its exps tabled (`tflite_softmax.exp_table`). The
 interpreter allocates nothing and returns 0, or the record's index plus one when it meets an
 opcode it does not know. Compiled once per machine (``cache=True``), whatever the model.
+`RUN_FED` is the same run after copying the model's one input into its place in the arena, so that
+`Session.run(inputs)` is one compiled call (`runtime.fast_run`); it is compiled once per input type.
 """
 
 from __future__ import annotations
@@ -216,8 +218,17 @@ SOFTMAX_ROWS = compiled(_softmax)
 QUANTIZE_ALL = compiled(_quantize)
 DENSE_FLAT = compiled(_dense_flat, inline=True)
 DENSE_STEP = compiled(_dense, inline=True)
+
+
+def _run_fed(arena, blob, code, x, into):  # pragma: no cover - compiled
+    """`_run` after copying the model's input `x` (any layout) into the arena from byte `into`."""
+    arena[into : into + x.size * x.itemsize].view(x.dtype).reshape(x.shape)[...] = x
+    return RUN(arena, blob, code)
+
+
 SVDF_STEP = compiled(_svdf)
 RUN = compiled(_run) if SVDF is not None else None
+RUN_FED = compiled(_run_fed) if RUN is not None else None
 
 
 def entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> Any:
@@ -228,3 +239,19 @@ def entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> Any:
     RUN(arena, blob, code[:0])
     found = RUN.overloads.get(tuple(numba.typeof(a) for a in (arena, blob, code)))  # type: ignore[attr-defined]
     return RUN if found is None else found.entry_point
+
+
+def fed_entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray, x: np.ndarray) -> Any:
+    """`RUN_FED`'s compiled entry for inputs of `x`'s dtype and rank in any layout (compiled, or loaded
+    from numba's cache, now: about 2 s cold once per machine and input type, as it links `RUN`), or
+    None for an element type it does not take. As `entry`'s, the entry does not check its arguments'
+    types: its caller passes only arrays of that dtype and rank."""
+    numeric = x.dtype.kind in "iu" or x.dtype in (np.float32, np.float64)  # numba has no float16
+    if RUN_FED is None or not numeric or not x.dtype.isnative:
+        return None
+    from numba import types
+
+    signature = (*(numba.typeof(a) for a in (arena, blob, code)), types.Array(numba.from_dtype(x.dtype), x.ndim, "A"),
+                 types.int64)  # fmt: skip
+    RUN_FED.compile(signature)  # type: ignore[attr-defined]
+    return RUN_FED.overloads[signature].entry_point  # type: ignore[attr-defined]
