@@ -368,7 +368,22 @@ def _pairs(a, b, table, offset, out):  # pragma: no cover - compiled
 
 def _quantize(x, scale, zero, lo, hi, out):  # pragma: no cover - compiled
     """QuantizeLinear with one scale, as ONNX defines it in float32: out = clamp(rint(x / scale) + zero)
-    (IEEE division and ties to even: compiled without fast-math), a NaN to the least value."""
+    (IEEE division and ties to even: compiled without fast-math), a NaN to the least value.
+
+    `out` may be over x's first bytes (a narrower type, planned in place): elements go in order, in
+    runs [start, end) that grow by the ratio of the two item sizes, so that from the second run on
+    the bytes a run writes lie below those it reads. The compiler vectorises a loop only after
+    checking that its two arrays' ranges are apart: one pass over all of x overlapping out ran
+    element by element, 8x slower, where each run after the first short one passes the check."""
+    n = x.shape[0]
+    grow = max(2, x.itemsize // out.itemsize)
+    start, end = 0, min(n, 16)
+    while start < n:
+        _QUANTIZE_RUN(x[start:end], scale, zero, lo, hi, out[start:end])
+        start, end = end, min(n, end * grow)
+
+
+def _quantize_run(x, scale, zero, lo, hi, out):  # pragma: no cover - compiled
     for i in range(x.shape[0]):
         value = np.rint(x[i] / scale) + zero
         value = value if value >= lo else lo  # a NaN fails the comparison: the least value
@@ -453,4 +468,5 @@ _SUMS: Any = compiled(_sums, inline=True)
 BINARY: Any = compiled(_binary)
 PAIRS: Any = compiled(_pairs)
 LOOKUP: Any = compiled(_lookup)
+_QUANTIZE_RUN: Any = compiled_exact(_quantize_run, error_model="numpy")
 QUANTIZE: Any = compiled_exact(_quantize, error_model="numpy")
