@@ -1,15 +1,15 @@
 """Running a loaded model inside one planned arena.
 
 ``Session(graph, plan, options).prepare()`` resolves every kernel (all unsupported ops are listed in one error before
-anything runs), builds the memory problem of `options` (a `runtime.MemoryOptions`), plans it when given a strategy
-name, refuses a plan `planner.check_plan` rejects, allocates one aligned uint8 arena and makes every non-constant
-tensor a view ``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`). ``run(inputs)`` is then a flat
-loop over the steps; a Concat planned in place copies only the inputs not already in their slice
-(`runtime.concat_in_place`). Each step's kernel call is bound at prepare (`runtime.step_calls`: output views,
-workspace, attributes, opset), so that a run only reads input slots; without a canary, `after_node` hooks or an
-`on_step` callback the loop is those calls and one clock read per step, and `RunStats.trace` is made from the step
-times only when read. When every step is a compiled integer loop on tensors at fixed places (small TFLite integer
-models, `runtime.program`), prepare also builds one compiled program, and a run without a canary, hooks or an
+anything runs), builds the memory problem of `options` (a `runtime.MemoryOptions`), plans it when given a strategy name,
+refuses a plan `planner.check_plan` rejects, allocates one aligned uint8 arena and makes every non-constant tensor a
+view ``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`). ``run(inputs)`` is then a flat loop over
+the steps; a Concat planned in place copies only the inputs not already in their slice (`runtime.concat_in_place`). Each
+step's kernel call is bound at prepare (`runtime.step_calls`: output views, workspace, attributes, opset), so that a run
+only reads input slots; without a canary, `after_node` hooks or an `on_step` callback the loop is those calls and one
+clock read per step (a float tiled stage: one call, `runtime.tiling.band_program`), and `RunStats.trace` is made from
+the step times only when read. When every step is a compiled integer loop on tensors at fixed places (small TFLite
+integer models, `runtime.program`), prepare also builds one compiled program, and a run without a canary, hooks or an
 `on_step` callback is one call of it, with no per-step times (`route`, `RunStats.route`, `route_note` says why not),
 made by `runtime.fast_run`'s short ``run``; `invoker()` is that call alone, as TensorFlow Lite Micro's ``invoke()``.
 
@@ -66,6 +66,7 @@ from runtime.program import Program, build_program
 from runtime.states import States
 from runtime.stats import RunStats
 from runtime.step_calls import bind_call
+from runtime.tiling.band_program import stage_calls
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
 AfterNode = Callable[[], None]  # runs right after its node, before the next step; may raise to stop the run
@@ -165,8 +166,8 @@ class Session:
         self._prepare_kernels(kernels)
         self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
         self._calls = [bind_call(s, self._none_slot, self.graph, self._values) for s in self._steps]
-        self._labels = tuple((s.node.name, s.node.op_type) for s in self._steps)
-        self._after = self._after_hooks()
+        self._labels, self._after = tuple((s.node.name, s.node.op_type) for s in self._steps), self._after_hooks()
+        self._fast, self.stage_note = stage_calls(self.graph, self._steps, self._calls, self._values, self.arena)
         self._canary = None
         if self.canary:
             # An input overwritten in place is written by the step too.
@@ -463,14 +464,13 @@ class Session:
         values, calls = self._values, self._calls
         started = last = time.perf_counter()
         if self._canary is None and not self._after and on_step is None:
-            for index, bound in enumerate(calls):
+            for index, bound in self._fast:  # the bound calls, a float tiled stage's as one (its first step)
                 try:
                     bound(values)
                 except Exception as e:
                     raise self._failure(index, e) from e
                 now = time.perf_counter()
-                step_seconds[index] = now - last
-                last = now
+                step_seconds[index], last = now - last, now
             return last - started
         after, total, canary = self._after, len(calls), self._canary
         for index, bound in enumerate(calls):
