@@ -10,6 +10,9 @@ QDQ fusions. Both at one thread, in one process, alternating; each time is the m
 calls' thread CPU time after a warm-up.
 
 Writes section "quantized-onnx" of docs/BENCHMARKS.md and prints the table; asserts nothing.
+`--narrowing` instead prints, for each model whose QuantizeLinear writes over its own float input,
+the arena and the median run time with that alias and without it (the two sessions alternating),
+and the compiled QuantizeLinear pass over the input against apart; it writes no docs.
 """
 
 from __future__ import annotations
@@ -36,10 +39,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--models", default="", help="comma-separated names (default: every model found)")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    parser.add_argument("--narrowing", action="store_true", help="QuantizeLinear over its input against apart")
     args = parser.parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"  # BLAS reads it when numpy loads: before any heavy import
     wanted = [m.strip() for m in args.models.split(",") if m.strip()]
+    if args.narrowing:
+        for name, path in sources(wanted):
+            print(narrowing_side_by_side(name, path, args.repeat * 20), flush=True)
+        return
     started_load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     rows = []
     for name, path in sources(wanted):
@@ -155,6 +163,60 @@ def bench_model(name: str, path: Path, repeat: int) -> dict:
         "max abs diff": float(np.abs(got - want).max()),
         "top-1 agrees": agree,
     }
+
+
+def narrowing_side_by_side(name: str, path: Path, runs: int) -> str:
+    """The model's plan with its outputs over wider inputs (`Kernel.narrowing`) against the same plan
+    without those aliases: arenas, and the median thread time of `runs` calls of each, alternating."""
+    import dataclasses
+
+    import numpy as np
+
+    import runtime
+    from runtime.arena import aligned_arena
+    from runtime.inplace import narrowing_links
+    from runtime.kernels.quantized.jit_qlinear import QUANTIZE
+    from runtime.session import Session
+
+    graph = runtime.load_model(quantized(name, path))
+    problem = runtime.memory_problem(graph)
+    over = set(narrowing_links(graph, {b.id: (b.alias_of, b.alias_offset) for b in problem.buffers if b.alias_of}))
+    if not over:
+        return f"{name}: no output over a wider input (declined or none)"
+    unlinked = tuple(
+        dataclasses.replace(b, alias_of=None, alias_offset=0) if b.id in over else b for b in problem.buffers
+    )
+    sessions = [Session(graph, problem=p).prepare() for p in (problem, problem.replace(buffers=unlinked))]
+    x = graph.tensors[graph.inputs[0]]
+    feeds = {x.name: np.random.default_rng(7).standard_normal(x.shape).astype(np.float32)}
+    outs = [s.run(feeds)[graph.outputs[0]] for s in sessions]
+    assert np.array_equal(outs[0], outs[1]), f"{name}: the two plans' outputs differ"
+    times: tuple[list[float], list[float]] = ([], [])
+    for k in range(runs):
+        for i in (0, 1) if k % 2 else (1, 0):
+            start = time.thread_time()
+            sessions[i].run(feeds)
+            times[i].append((time.thread_time() - start) * 1e3)
+    loop = "compiled loops off"
+    if QUANTIZE is not None:  # the pass alone, over the input and apart, on the input's size
+        n = int(np.prod(x.shape))
+        memory = aligned_arena(5 * n, 64)
+        src, held = feeds[x.name].reshape(-1), memory[: 4 * n].view(np.float32)
+        best = []
+        for out in (memory[:n].view(np.int8), memory[4 * n :].view(np.int8)):
+            spent = []
+            for _ in range(50):
+                held[:] = src
+                start = time.perf_counter()
+                QUANTIZE(held, np.float32(0.02), np.float32(0), np.float32(-128), np.float32(127), out)
+                spent.append(time.perf_counter() - start)
+            best.append(min(spent) * 1e3)
+        loop = f"compiled QuantizeLinear pass over its input {best[0]:.3f} ms, apart {best[1]:.3f} ms (best of 50)"
+    return (
+        f"{name}: {len(over)} output(s) over a wider input; arena {sessions[0].plan.arena_bytes:,} bytes with, "
+        f"{sessions[1].plan.arena_bytes:,} without; run {statistics.median(times[0]):.3f} ms with, "
+        f"{statistics.median(times[1]):.3f} ms without (median of {runs}, alternating); {loop}"
+    )
 
 
 def section(rows: list[dict], command: str, repeat: int, load: tuple[float, float] = (float("nan"),) * 2) -> str:
