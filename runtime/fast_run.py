@@ -38,7 +38,7 @@ import numpy as np
 
 from runtime.arena import address
 from runtime.caller_memory import CallerMemory
-from runtime.kernels.quantized.jit_program import fed_entry
+from runtime.kernels.quantized.jit_program import fed_arguments, fed_entry
 from runtime.program import Program
 from runtime.stats import RunStats
 
@@ -88,7 +88,8 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
                 out: tuple[str, np.ndarray], template: dict[str, Any], io: CallerMemory) -> Run:  # fmt: skip
     """The fast call of a model with one input and one output (most small models): `fed` copies the
     input into its arena view and runs the program."""
-    blob, code, failure = program.blob, program.code, program.failure
+    # The arrays `fed` reads by address: the session holds the arena, `failure` the program's blob and code.
+    failure, (a0, a1, b0, b1, c0, c1) = program.failure, fed_arguments(arena, program.blob, program.code)
     (name, view, shape, dtype), (result, out_view) = feed, out
     into = address(view) - address(arena)
     own, bindings = io.own, io.bindings
@@ -105,7 +106,7 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
         if x.__class__ is not ndarray or x.shape != shape or x.dtype is not dtype:
             return general(s, inputs, on_step, measure=measure)
         started = clock()
-        failed = fed(arena, blob, code, x, into)
+        failed = fed(a0, a1, b0, b1, c0, c1, x, into)
         seconds = clock() - started
         if failed:
             raise failure(failed)

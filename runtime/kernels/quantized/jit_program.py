@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime.arena import address
 from runtime.kernels._jit import compiled, numba
 from runtime.kernels.quantized.jit_conv_int import MBQM
 from runtime.kernels.quantized.jit_svdf import SVDF
@@ -220,14 +221,32 @@ DENSE_FLAT = compiled(_dense_flat, inline=True)
 DENSE_STEP = compiled(_dense, inline=True)
 
 
-def _run_fed(arena, blob, code, x, into):  # pragma: no cover - compiled
-    """`_run` after copying the model's input `x` (any layout) into the arena from byte `into`."""
+def _run_fed(arena_at, arena_bytes, blob_at, blob_bytes, code_at, code_size, x, into):  # pragma: no cover
+    """`_run` after copying the model's input `x` (any layout) into the arena from byte `into`; the
+    arena, blob and code are given by address and size (unboxing an int costs a third of an array)."""
+    arena = numba.carray(BYTES_AT(arena_at), arena_bytes)
+    blob = numba.carray(BYTES_AT(blob_at), blob_bytes)
+    code = numba.carray(BYTES_AT(code_at), 8 * code_size).view(np.int64)
     arena[into : into + x.size * x.itemsize].view(x.dtype).reshape(x.shape)[...] = x
     return RUN(arena, blob, code)
 
 
 SVDF_STEP = compiled(_svdf)
 RUN = compiled(_run) if SVDF is not None else None
+BYTES_AT: Any = None  # compiled code only: the uint8 pointer at an int64 address
+if RUN is not None:
+    from llvmlite import ir
+    from numba.core import types as nb_types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def BYTES_AT(typingctx, address):  # type: ignore[no-redef,no-untyped-def]
+        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
+            return builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
+
+        return nb_types.CPointer(nb_types.uint8)(nb_types.int64), codegen
+
+
 RUN_FED = compiled(_run_fed) if RUN is not None else None
 
 
@@ -244,14 +263,21 @@ def entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> Any:
 def fed_entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray, x: np.ndarray) -> Any:
     """`RUN_FED`'s compiled entry for inputs of `x`'s dtype and rank in any layout (compiled, or loaded
     from numba's cache, now: about 2 s cold once per machine and input type, as it links `RUN`), or
-    None for an element type it does not take. As `entry`'s, the entry does not check its arguments'
-    types: its caller passes only arrays of that dtype and rank."""
+    None for an element type it does not take. It is called as ``entry(*fed_arguments(arena, blob,
+    code), x, into)``. As `entry`'s, it does not check its arguments' types: its caller passes only
+    arrays of that dtype and rank, and keeps the three arrays alive while it calls it."""
     numeric = x.dtype.kind in "iu" or x.dtype in (np.float32, np.float64)  # numba has no float16
     if RUN_FED is None or not numeric or not x.dtype.isnative:
         return None
     from numba import types
 
-    signature = (*(numba.typeof(a) for a in (arena, blob, code)), types.Array(numba.from_dtype(x.dtype), x.ndim, "A"),
-                 types.int64)  # fmt: skip
+    int64, array = types.int64, types.Array(numba.from_dtype(x.dtype), x.ndim, "A")
+    signature = (int64, int64, int64, int64, int64, int64, array, int64)
     RUN_FED.compile(signature)  # type: ignore[attr-defined]
     return RUN_FED.overloads[signature].entry_point  # type: ignore[attr-defined]
+
+
+def fed_arguments(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> tuple[int, ...]:
+    """The addresses and sizes `fed_entry`'s entry takes for the three contiguous arrays."""
+    assert all(a.flags.c_contiguous for a in (arena, blob, code)), "the program's arrays are contiguous"
+    return address(arena), arena.size, address(blob), blob.size, address(code), code.size
