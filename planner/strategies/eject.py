@@ -18,14 +18,17 @@ buffers): a greedy order places the long-lived blocks last, above the short ones
       wait for step a.
 3. When every block fits under the target, that plan is the new best; after `max_moves`
    moves without it (20 per block, at most 3,000), the target failed. Bisect until the two
-   are one alignment apart, LOAD is reached or the time limit passes. With `aim` (an arena
-   worth reaching), no target lies above it until a plan reaches it, and the search ends
-   when it fails.
+   are one alignment apart, LOAD is reached, or the placements tried (offsets weighed in
+   steps b and c) over all targets reach `work` (`DEFAULT_WORK` unless given). With `aim`
+   (an arena worth reaching), no target lies above it until a plan reaches it, and the
+   search ends when it fails.
+4. `time_limit` is a safety cap, not the bound: a search it cuts says so (`stats["capped"]`),
+   and its answer then depends on the machine's speed and load.
 
 Where it comes from: ejection chains (Glover, 1996) and the rip-up and re-place loops of
 VLSI routing, applied here to offsets in one arena. A local search: never worse than the
-greedy plan it starts from, optimal only when it reaches LOAD. Seeded and bounded by
-moves, so its answer does not depend on the machine when the time limit is not hit.
+greedy plan it starts from, optimal only when it reaches LOAD. Seeded and bounded by the
+placements it tries, so its answer does not depend on the machine's speed or load unless the cap cuts it.
 On CNNs computed in stripes it places below every greedy order (figures: docs/BENCHMARKS.md,
 "Figures behind the code").
 
@@ -47,7 +50,12 @@ from planner.plan import Plan
 from planner.problem import Problem
 from planner.registry import register
 
-DEFAULT_TIME_LIMIT = 2.0
+# Placements tried (an offset weighed for a block) over all targets: the bound of the search, so
+# that a busy machine places as a quiet one does (how it was chosen: docs/BENCHMARKS.md,
+# "Figures behind the code").
+DEFAULT_WORK = 300_000
+# Seconds: only a cap against a pathological problem, far above what `DEFAULT_WORK` takes.
+DEFAULT_TIME_LIMIT = 60.0
 DEFAULT_MAX_MOVES = 3000  # per target
 MOVES_PER_BLOCK = 20  # a small problem gives up on a target sooner
 ORDERS = ((LARGEST, "first"), (LARGEST, "best"), (CONFLICTED_LARGEST, "first"))  # step 1
@@ -68,6 +76,7 @@ def eject(
     time_limit: float | None = None,
     seed: int = 0,
     max_moves: int | None = None,
+    work: int | None = None,
     aim: int | None = None,
     **_: object,
 ) -> Plan:
@@ -77,29 +86,38 @@ def eject(
     b = placer.blocks
     best_off, best = _greedy(placer)
     floor = load(problem)
-    moves, start = 0, best
+    moves, tried, start, capped = 0, 0, best, False
+    budget = DEFAULT_WORK if work is None else work
     single = len(problem.pools) == 1 and problem.pools[0].capacity is None
     if single and best > floor:
         repair = _Repair(b, best_off, np.random.default_rng(seed))
         limit = min(DEFAULT_MAX_MOVES, MOVES_PER_BLOCK * len(b)) if max_moves is None else max_moves
         low = floor - 1  # the highest target known to fail
         step = int(b.align.max(initial=1))
-        while best > floor and best - low > step and time.perf_counter() < deadline:
+        while best > floor and best - low > step and repair.tried < budget:
+            if time.perf_counter() >= deadline:
+                capped = True
+                break
             target = max(floor, low + (best - low) // 2)
             if aim is not None and best > aim:
                 target = min(target, aim)
                 if target <= low:
                     break  # `aim` failed: only arenas at or below it were worth the time
-            done = repair.run(target, limit, deadline)
+            done = repair.run(target, limit, budget, deadline)
             moves += repair.moves
+            capped = repair.capped
+            if capped or (done is None and repair.tried >= budget):
+                break  # a target cut short has not failed
             if done is None:
                 low = target
                 repair.reset(best_off)
             else:
                 best_off, best = done.copy(), int((done + b.size).max(initial=0))
+        tried = repair.tried
     if best < start:
         placer.place_every(best_off)
-    return placer.plan("eject", started, moves=moves, seed=seed, reached_lower_bound=best <= floor)
+    stats = {"moves": moves, "tried": tried, "work": budget, "capped": capped, "seed": seed}
+    return placer.plan("eject", started, **stats, reached_lower_bound=best <= floor)
 
 
 def _greedy(placer: Placer) -> tuple[np.ndarray, int]:
@@ -127,22 +145,28 @@ class _Repair:
         self.area = blocks.size * (blocks.last - blocks.first + 1)
         self.reset(offsets)
         self.moves = 0
+        self.tried = 0  # placements tried (offsets weighed for a block), all targets together: the work
+        self.capped = False  # the last `run` stopped at the time cap
 
     def reset(self, offsets: np.ndarray) -> None:
         self.off = offsets.astype(np.int64).copy()
         self.placed = np.ones(len(self.b), dtype=bool)
         self.tabu = np.zeros(len(self.b), dtype=np.int64)
 
-    def run(self, target: int, limit: int, deadline: float) -> np.ndarray | None:
-        """Offsets with every block ending at or below `target`, or None after `limit` moves."""
+    def run(self, target: int, limit: int, budget: int, deadline: float) -> np.ndarray | None:
+        """Offsets with every block ending at or below `target`, or None after `limit` moves, once
+        `budget` placements have been tried in all, or at `deadline` (the safety cap: `capped`)."""
         b = self.b
-        self.moves = 0
+        self.moves, self.capped = 0, False
         for move in range(limit):
             ends = np.where(self.placed, self.off + b.size, target + 1)
             over = np.flatnonzero(ends > target)
             if over.size == 0:
                 return self.off
+            if self.tried >= budget:
+                return None
             if move % 64 == 0 and time.perf_counter() > deadline:
+                self.capped = True
                 return None
             self.moves += 1
             if self.rng.random() < RANDOM_PICK:
@@ -188,6 +212,7 @@ class _Repair:
         near = self._neighbours(x)
         best: tuple[int, int, np.ndarray] | None = None
         for offset in self._offsets(x, target, near):
+            self.tried += 1
             parts = []
             for height, idx in near:
                 start = self.off[self.owner[idx]]
@@ -206,6 +231,7 @@ class _Repair:
         """Step 2c: the lowest offset where block `k` overlaps no placed block, under `target`."""
         near = self._neighbours(k)
         for offset in self._offsets(k, target, near):
+            self.tried += 1
             clear = True
             for height, idx in near:
                 start = self.off[self.owner[idx]]

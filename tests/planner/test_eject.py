@@ -3,6 +3,11 @@ problems: one-step buffers of a few sizes with small buffers that live several p
 
 from __future__ import annotations
 
+import threading
+import time
+
+import numpy as np
+
 import planner
 from planner import Buffer, check_plan, load, make_problem
 
@@ -49,3 +54,41 @@ def test_eject_stops_at_load_without_a_move():
     result = planner.plan(problem, "eject")
     assert result.arena_bytes == load(problem) and result.stats["moves"] == 0
     assert result.stats["reached_lower_bound"]
+
+
+def _busy(stop: threading.Event) -> None:
+    """CPU load in this process: a Python loop and numpy sums that hold the cores the search runs on."""
+    x = np.arange(200_000, dtype=np.float64)
+    while not stop.is_set():
+        sum(range(2_000))
+        x.sum()
+
+
+def test_eject_bounded_by_work_places_a_busy_machine_s_problem_as_a_quiet_one():
+    """The bound is placements tried, not seconds: the same problem planned on an idle process and
+    beside a thread that keeps the CPU busy gives the same offsets, and the cap never cut either."""
+    problem = bands(30)
+    quiet = planner.plan(problem, "eject", work=20_000)
+    stop = threading.Event()
+    busy = threading.Thread(target=_busy, args=(stop,), daemon=True)
+    busy.start()
+    try:
+        loaded = planner.plan(problem, "eject", work=20_000)
+    finally:
+        stop.set()
+        busy.join()
+    assert not quiet.stats["capped"] and not loaded.stats["capped"]
+    assert quiet.stats["tried"] >= 20_000  # the work bound, not LOAD, ended it
+    assert quiet.stats["tried"] == loaded.stats["tried"]  # a time bound stops the loaded run sooner
+    assert quiet.offsets == loaded.offsets and quiet.arena_bytes == loaded.arena_bytes
+    assert check_plan(problem, loaded).ok
+
+
+def test_the_time_cap_still_stops_a_search_without_a_work_bound_and_says_so():
+    problem = bands(30)
+    started = time.perf_counter()
+    result = planner.plan(problem, "eject", work=10**12, time_limit=0.3)
+    assert time.perf_counter() - started < 3.0
+    assert result.stats["capped"] and result.arena_bytes > load(problem)
+    assert check_plan(problem, result).ok
+    assert result.arena_bytes <= min(planner.plan(problem, s).arena_bytes for s in GREEDY)
