@@ -54,7 +54,10 @@ SEARCH_STRATEGIES = ("greedy_by_size", "wic", "greedy_by_conflicts")
 # repair closes part of that gap to LOAD.
 REPAIR = "eject"
 REPAIRED = 2  # candidates placed again by REPAIR, lowest LOAD first
-REPAIR_SECONDS = 2.0  # each
+# Placements the repair tries for each (its `work`): a bound of work, not time, so that a busy
+# machine chooses as a quiet one does (how it was chosen: docs/BENCHMARKS.md, "Figures behind the code").
+REPAIR_WORK = 100_000
+REPAIR_SECONDS = 30.0  # each: only a cap against a pathological problem; the note says when it cut one
 REPAIR_ABOVE = 0.01  # a greedy arena this far above LOAD (a fraction of it) is worth repairing
 REPAIR_GAIN = 0.03  # when its LOAD is this far below the smallest arena placed (a fraction of it)
 TILE_MODES = ("auto", "off")
@@ -194,8 +197,9 @@ def tile_auto(
     total = graph_macs(graph)
     scored = _search(graph, heads, options, total, started + time_limit)
     placed = _place(graph, scored, options, strategies, overhead, slack, started + time_limit)
+    capped: list[str] = []
     if repair is not None:
-        placed = _repair(placed, options, overhead, repair, started + time_limit)
+        placed = _repair(placed, options, overhead, repair, started + time_limit, capped)
     curve = [{"extra_macs": 0.0, "arena_bytes": untiled}] + [
         {"extra_macs": round(c.extra_macs, 6), "arena_bytes": c.arena_bytes or 0} for c, _ in _curve(placed)
     ]
@@ -213,6 +217,8 @@ def tile_auto(
     )
     if best.arena_bytes != smallest:
         note += f"; fewest bands within {slack:.0%} of the smallest tiled arena ({smallest:,})"
+    if capped:
+        note += f"; {repair}'s repair stopped at its time cap on {', '.join(capped)}: its arena may differ on a faster machine"
     return Tiling(tiled, untiled, best, curve, note, seconds)
 
 
@@ -262,9 +268,16 @@ def _place(
 
 
 def _repair(
-    placed: list[tuple[Candidate, Graph]], options: MemoryOptions, overhead: float, strategy: str, deadline: float
+    placed: list[tuple[Candidate, Graph]],
+    options: MemoryOptions,
+    overhead: float,
+    strategy: str,
+    deadline: float,
+    capped: list[str],
 ) -> list[tuple[Candidate, Graph]]:
-    """Step 4 of the module docstring: the arenas of a few candidates placed again by `strategy`."""
+    """Step 4 of the module docstring: the arenas of a few candidates placed again by `strategy`,
+    each within `REPAIR_WORK` placements; a candidate whose repair the time cap cut is named in
+    `capped`."""
     found = list(placed)
     tried = 0
     for i in sorted(range(len(found)), key=lambda i: (found[i][0].load, _key(found[i][0]))):
@@ -279,7 +292,11 @@ def _repair(
             continue  # no placement of it can go far enough below the smallest arena placed
         tried += 1
         problem = memory_problem(tiled, options)
-        arena = planner.plan(problem, strategy, time_limit=min(REPAIR_SECONDS, left), aim=smallest - 1).arena_bytes
+        cap = min(REPAIR_SECONDS, left)
+        repaired = planner.plan(problem, strategy, time_limit=cap, work=REPAIR_WORK, aim=smallest - 1)
+        if repaired.stats.get("capped"):
+            capped.append(f"{len(cand.chain.nodes)} nodes in {cand.tiles} {cand.method}")
+        arena = repaired.arena_bytes
         if arena < (cand.arena_bytes or 0):
             found[i] = (_with_arena(cand, arena, cand.arena_first or arena), tiled)
     return found
