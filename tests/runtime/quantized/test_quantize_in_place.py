@@ -1,9 +1,13 @@
 """QuantizeLinear over its own dying input (`Kernel.narrowing`): the kernel, given its int8/uint8/int16
 output over its float input's first bytes, writes exactly what it writes elsewhere and what onnx.reference
 and onnxruntime compute; a planned QDQ model takes the alias, runs with the canary on and matches
-onnxruntime, in a smaller arena; a graph input bound zero-copy to the caller's array is never written."""
+onnxruntime, in a smaller arena, and declines it where the arena would not shrink; a graph input bound
+zero-copy to the caller's array is never written; the alias checker refuses the alias over an input still
+read, and a widening DequantizeLinear over its input."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import onnx
@@ -13,9 +17,11 @@ from onnx import TensorProto, helper, numpy_helper
 import runtime
 from planner.bounds import live_bytes
 from runtime.arena import aligned_arena
+from runtime.errors import PlanError
 from runtime.kernels import TensorMeta, call, get_kernel
 from runtime.kernels.quantized import quantize
 from runtime.options import MemoryOptions
+from runtime.problem import check_aliases
 from runtime.session import Session
 from tests.runtime.kernels.harness import one_node, run_kernel, run_ort
 
@@ -227,3 +233,43 @@ def test_input_bound_zero_copy_is_never_overwritten(qdq_paths):
     assert not copied.zero_copy
     np.testing.assert_array_equal(inside.run({})["y"], got)
     np.testing.assert_array_equal(x, kept)
+
+
+# ---- the planner's side: what may and may not be written over --------------------------------------
+
+
+def _chain() -> onnx.ModelProto:
+    """x -> QuantizeLinear -> q -> DequantizeLinear -> d, and x read again by the final Add: x is still
+    needed after the quantize, so nothing may be written over it there."""
+    scale = numpy_helper.from_array(np.array(0.05, np.float32), "s")
+    zero = numpy_helper.from_array(np.array(3, np.int8), "z")
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="quantize"),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], name="dequantize"),
+        helper.make_node("Add", ["d", "x"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 3, 5))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 3, 5))],
+        [scale, zero],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+def _forced(problem, buffer_id: str, target: str):
+    buffers = tuple(dataclasses.replace(b, alias_of=target) if b.id == buffer_id else b for b in problem.buffers)
+    return problem.replace(buffers=buffers)
+
+
+def test_the_checker_refuses_a_quantize_over_an_input_still_read_and_a_dequantize_over_its_input():
+    graph = runtime.load_model(_chain(), fuse=False)
+    problem = runtime.memory_problem(graph)
+    assert all(b.alias_of is None for b in problem.buffers if b.id in ("q", "d"))  # x lives on; d is wider
+    with pytest.raises(PlanError, match="'quantize' \\(QuantizeLinear\\) writes 'q' over the bytes of 'x'.*read at"):
+        check_aliases(graph, _forced(problem, "q", "x"))
+    with pytest.raises(
+        PlanError, match="'dequantize' \\(DequantizeLinear\\) writes 'd' over the bytes of 'q'.*may not"
+    ):
+        check_aliases(graph, _forced(problem, "d", "q"))
