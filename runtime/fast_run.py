@@ -102,7 +102,10 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
             or s.on_step is not None or s.measure != "time" or s._after or own or bindings
         ):  # fmt: skip
             return general(s, inputs, on_step, measure=measure)
-        x = inputs.get(name)
+        try:
+            x = inputs[name]
+        except KeyError:
+            return general(s, inputs, on_step, measure=measure)
         if x.__class__ is not ndarray or x.shape != shape or x.dtype is not dtype:
             return general(s, inputs, on_step, measure=measure)
         started = clock()

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from planner import jit
 from runtime.arena import address
-from runtime.kernels._jit import compiled, numba
+from runtime.kernels._jit import FASTMATH, compiled, numba
 from runtime.kernels.quantized.jit_conv_int import MBQM
 from runtime.kernels.quantized.jit_svdf import SVDF
 
@@ -142,16 +143,16 @@ def _dense_flat(x, w, table, width, y, rows, depth, channels, x_zero, w_zero):  
             y[b * channels + c] = min(max(value, lo), hi)
 
 
-def _dense(arena, blob, f):  # pragma: no cover - compiled
+def _dense(a8, b8, b64, f):  # pragma: no cover - compiled
     """Fields: x, rows, depth, w, channels, table, its width, y (operands as space and offset), zero
-    points of x and w (all three int8)."""
+    points of x and w (all three int8). `a8` and `b8` are the arena and the blob as int8, `b64` the
+    blob as int64 (the table is in the blob, 16-byte aligned): slices of them, no view per record."""
     rows, depth, channels, width = f[2], f[3], f[6], f[9]
-    x = SPACE(arena, blob, f[0], f[1], rows * depth)
-    w = SPACE(arena, blob, f[4], f[5], channels * depth)
-    table = SPACE(arena, blob, f[7], f[8], 32 * width).view(np.int64)
-    y = SPACE(arena, blob, f[10], f[11], rows * channels)
-    xz, wz = np.int32(f[12]), np.int32(f[13])
-    DENSE_FLAT(x.view(np.int8), w.view(np.int8), table, width, y.view(np.int8), rows, depth, channels, xz, wz)
+    x = a8[f[1] : f[1] + rows * depth] if f[0] == 0 else b8[f[1] : f[1] + rows * depth]
+    w = a8[f[5] : f[5] + channels * depth] if f[4] == 0 else b8[f[5] : f[5] + channels * depth]
+    table = b64[f[8] // 8 : f[8] // 8 + 4 * width]
+    y = a8[f[11] : f[11] + rows * channels] if f[10] == 0 else b8[f[11] : f[11] + rows * channels]
+    DENSE_FLAT(x, w, table, width, y, rows, depth, channels, np.int32(f[12]), np.int32(f[13]))
 
 
 def _svdf(arena, blob, f):  # pragma: no cover - compiled
@@ -181,11 +182,12 @@ def _svdf(arena, blob, f):  # pragma: no cover - compiled
 
 def _run(arena, blob, code):  # pragma: no cover - compiled
     position, index = 0, 0
+    a8, b8, b64 = arena.view(np.int8), blob.view(np.int8), blob[: blob.shape[0] // 8 * 8].view(np.int64)
     while position < code.shape[0]:
         op, length = code[position], code[position + 1]
         f = code[position + 2 : position + length]
         if op == 1:
-            DENSE_STEP(arena, blob, f)
+            DENSE_STEP(a8, b8, b64, f)
         elif op == 2:
             SVDF_STEP(arena, blob, f)
         elif op == 3:
@@ -223,7 +225,7 @@ DENSE_STEP = compiled(_dense, inline=True)
 
 def _run_fed(arena_at, arena_bytes, blob_at, blob_bytes, code_at, code_size, x, into):  # pragma: no cover
     """`_run` after copying the model's input `x` (any layout) into the arena from byte `into`; the
-    arena, blob and code are given by address and size (unboxing an int costs a third of an array)."""
+    arena, blob and code are given by address and size, which numba unboxes faster than arrays."""
     arena = numba.carray(BYTES_AT(arena_at), arena_bytes)
     blob = numba.carray(BYTES_AT(blob_at), blob_bytes)
     code = numba.carray(BYTES_AT(code_at), 8 * code_size).view(np.int64)
@@ -247,7 +249,8 @@ if RUN is not None:
         return nb_types.CPointer(nb_types.uint8)(nb_types.int64), codegen
 
 
-RUN_FED = compiled(_run_fed) if RUN is not None else None
+# Holding the GIL: releasing and taking it back costs more than a small model's whole run.
+RUN_FED = jit.compiled(_run_fed, nogil=False, fastmath=FASTMATH, error_model="numpy") if RUN is not None else None
 
 
 def entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> Any:
