@@ -44,22 +44,24 @@ from runtime.stats import RunStats
 
 Run = Callable[..., dict[str, np.ndarray]]
 _SLOT = "_last_run_stats"  # where `LastRunStats` keeps a session's value
+_TEMPLATE = "_fast_run_stats"  # the fields of the fast call's RunStats but its seconds and tracing
 
 
 class LastRunStats:
     """`Session.stats`, the last run's `RunStats` (None before any): what a run stores, or made on the
-    first read from what the fast call stored (its template, seconds and tracing), then kept, so
-    every read until the next run returns the same object."""
+    first read from what the fast call stored (its seconds, or its seconds and True when tracemalloc
+    was on) and the session's template, then kept, so every read until the next run returns the
+    same object."""
 
     def __get__(self, session: Any, owner: type | None = None) -> RunStats | None:
         if session is None:
             return self  # type: ignore[return-value]  # the descriptor itself, read on the class
         value = session.__dict__.get(_SLOT)
-        if value.__class__ is tuple:
-            template, seconds, traced = value
-            value = object.__new__(RunStats)
-            value.__dict__ = {**template, "seconds": seconds, "traced": traced, "fallbacks": {}}
-            session.__dict__[_SLOT] = value
+        if value.__class__ is float or value.__class__ is tuple:
+            seconds, traced = (value, False) if value.__class__ is float else value
+            made = object.__new__(RunStats)
+            made.__dict__ = {**session.__dict__[_TEMPLATE], "seconds": seconds, "traced": traced, "fallbacks": {}}
+            value = session.__dict__[_SLOT] = made
         return value
 
     def __set__(self, session: Any, value: RunStats | None) -> None:
@@ -77,15 +79,15 @@ def fast_run(session: Any, general: Run, program: Program, views: Mapping[str, n
         copied_bytes=sum(v.nbytes for _, v, _, _ in ins) + sum(v.nbytes for _, v in outs),
         constant_bytes=session.constant_bytes, measure="time", route="program",
     )  # fmt: skip
-    template, alive = vars(stats), weakref.ref(session)
+    session.__dict__[_TEMPLATE], alive = vars(stats), weakref.ref(session)
     fed = fed_entry(arena, program.blob, program.code, ins[0][1]) if len(ins) == len(outs) == 1 else None
     if fed is None:
-        return _many(alive, general, program, arena, ins, outs, template, io)
-    return _one_to_one(alive, general, program, fed, arena, ins[0], outs[0], template, io)
+        return _many(alive, general, program, arena, ins, outs, io)
+    return _one_to_one(alive, general, program, fed, arena, ins[0], outs[0], io)
 
 
 def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.ndarray, feed: tuple,
-                out: tuple[str, np.ndarray], template: dict[str, Any], io: CallerMemory) -> Run:  # fmt: skip
+                out: tuple[str, np.ndarray], io: CallerMemory) -> Run:  # fmt: skip
     """The fast call of a model with one input and one output (most small models): `fed` copies the
     input into its arena view and runs the program."""
     # The arrays `fed` reads by address: the session holds the arena, `failure` the program's blob and code.
@@ -113,7 +115,7 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
         seconds = clock() - started
         if failed:
             raise failure(failed)
-        s._last_run_stats = (template, seconds, tracing())
+        s._last_run_stats = (seconds, True) if tracing() else seconds
         return {result: out_view.copy()}
 
     run.__doc__ = general.__doc__
@@ -121,7 +123,7 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
 
 
 def _many(alive: Any, general: Run, program: Program, arena: np.ndarray, ins: tuple, outs: tuple,
-          template: dict[str, Any], io: CallerMemory) -> Run:  # fmt: skip
+          io: CallerMemory) -> Run:  # fmt: skip
     """The fast call of any other model: its inputs copied in by numpy, then the program's call."""
     call, blob, code, failure = program.call, program.blob, program.code, program.failure
     own, bindings, count = io.own, io.bindings, len(ins)
@@ -146,7 +148,7 @@ def _many(alive: Any, general: Run, program: Program, arena: np.ndarray, ins: tu
         if failed:
             raise failure(failed)
         results = {name: out.copy() for name, out in outs}
-        s._last_run_stats = (template, seconds, tracing())
+        s._last_run_stats = (seconds, True) if tracing() else seconds
         return results
 
     run.__doc__ = general.__doc__
