@@ -38,7 +38,7 @@ import numpy as np
 
 from runtime.arena import address
 from runtime.caller_memory import CallerMemory
-from runtime.kernels.quantized.jit_program import fed_arguments, fed_entry
+from runtime.kernels.quantized.jit_program import fed_entry, fed_frame
 from runtime.program import Program
 from runtime.stats import RunStats
 
@@ -80,7 +80,7 @@ def fast_run(session: Any, general: Run, program: Program, views: Mapping[str, n
         constant_bytes=session.constant_bytes, measure="time", route="program",
     )  # fmt: skip
     session.__dict__[_TEMPLATE], alive = vars(stats), weakref.ref(session)
-    fed = fed_entry(arena, program.blob, program.code, ins[0][1]) if len(ins) == len(outs) == 1 else None
+    fed = fed_entry(ins[0][1]) if len(ins) == len(outs) == 1 else None
     if fed is None:
         return _many(alive, general, program, arena, ins, outs, io)
     return _one_to_one(alive, general, program, fed, arena, ins[0], outs[0], io)
@@ -90,10 +90,9 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
                 out: tuple[str, np.ndarray], io: CallerMemory) -> Run:  # fmt: skip
     """The fast call of a model with one input and one output (most small models): `fed` copies the
     input into its arena view and runs the program."""
-    # The arrays `fed` reads by address: the session holds the arena, `failure` the program's blob and code.
-    failure, (a0, a1, b0, b1, c0, c1) = program.failure, fed_arguments(arena, program.blob, program.code)
     (name, view, shape, dtype), (result, out_view) = feed, out
-    into = address(view) - address(arena)
+    frame, failure = fed_frame(arena, program.blob, program.code, address(view) - address(arena)), program.failure
+    at = address(frame)
     own, bindings = io.own, io.bindings
     ndarray, clock, tracing = np.ndarray, time.perf_counter, tracemalloc.is_tracing
 
@@ -111,7 +110,7 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
         if x.__class__ is not ndarray or x.shape != shape or x.dtype is not dtype:
             return general(s, inputs, on_step, measure=measure)
         started = clock()
-        failed = fed(a0, a1, b0, b1, c0, c1, x, into)
+        failed = fed(at, x)
         seconds = clock() - started
         if failed:
             raise failure(failed)
@@ -119,6 +118,9 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
         return {result: out_view.copy()}
 
     run.__doc__ = general.__doc__
+    # What `fed` reads by address: the frame held here, the arena by the session, the blob and code by
+    # the program (through `failure`).
+    run.__dict__["fed_frame"] = frame
     return run
 
 

@@ -223,16 +223,19 @@ DENSE_FLAT = compiled(_dense_flat, inline=True)
 DENSE_STEP = compiled(_dense, inline=True)
 
 
-def _run_fed(arena_at, arena_bytes, blob_at, blob_bytes, code_at, code_size, x, into):  # pragma: no cover
-    """`_run` after copying the model's input `x` (any layout) into the arena from byte `into`; the
-    arena, blob and code are given by address and size, which numba unboxes faster than arrays."""
-    arena = numba.carray(BYTES_AT(arena_at), arena_bytes)
-    blob = numba.carray(BYTES_AT(blob_at), blob_bytes)
-    code = numba.carray(BYTES_AT(code_at), 8 * code_size).view(np.int64)
+def _run_fed(frame_at, x):  # pragma: no cover - compiled
+    """`_run` after copying the model's input `x` (any layout) into the arena; `frame_at` is the address
+    of its `fed_frame`: two arguments to unbox per call instead of eight."""
+    frame = numba.carray(BYTES_AT(frame_at), 8 * FRAME).view(np.int64)
+    arena = numba.carray(BYTES_AT(frame[0]), frame[1])
+    blob = numba.carray(BYTES_AT(frame[2]), frame[3])
+    code = numba.carray(BYTES_AT(frame[4]), 8 * frame[5]).view(np.int64)
+    into = frame[6]
     arena[into : into + x.size * x.itemsize].view(x.dtype).reshape(x.shape)[...] = x
     return RUN(arena, blob, code)
 
 
+FRAME = 7  # a fed frame's fields: the arena's, the blob's and the code's addresses and sizes, the input's offset
 SVDF_STEP = compiled(_svdf)
 RUN = compiled(_run) if SVDF is not None else None
 BYTES_AT: Any = None  # compiled code only: the uint8 pointer at an int64 address
@@ -263,24 +266,25 @@ def entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> Any:
     return RUN if found is None else found.entry_point
 
 
-def fed_entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray, x: np.ndarray) -> Any:
+def fed_entry(x: np.ndarray) -> Any:
     """`RUN_FED`'s compiled entry for inputs of `x`'s dtype and rank in any layout (compiled, or loaded
     from numba's cache, now: about 2 s cold once per machine and input type, as it links `RUN`), or
-    None for an element type it does not take. It is called as ``entry(*fed_arguments(arena, blob,
-    code), x, into)``. As `entry`'s, it does not check its arguments' types: its caller passes only
-    arrays of that dtype and rank, and keeps the three arrays alive while it calls it."""
+    None for an element type it does not take. It is called as ``entry(address(frame), x)`` with a
+    `fed_frame`. As `entry`'s, it does not check its arguments: its caller passes only arrays of that
+    dtype and rank, and keeps the frame and the arrays it points to alive while it calls it."""
     numeric = x.dtype.kind in "iu" or x.dtype in (np.float32, np.float64)  # numba has no float16
     if RUN_FED is None or not numeric or not x.dtype.isnative:
         return None
     from numba import types
 
-    int64, array = types.int64, types.Array(numba.from_dtype(x.dtype), x.ndim, "A")
-    signature = (int64, int64, int64, int64, int64, int64, array, int64)
+    signature = (types.int64, types.Array(numba.from_dtype(x.dtype), x.ndim, "A"))
     RUN_FED.compile(signature)  # type: ignore[attr-defined]
     return RUN_FED.overloads[signature].entry_point  # type: ignore[attr-defined]
 
 
-def fed_arguments(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> tuple[int, ...]:
-    """The addresses and sizes `fed_entry`'s entry takes for the three contiguous arrays."""
+def fed_frame(arena: np.ndarray, blob: np.ndarray, code: np.ndarray, into: int) -> np.ndarray:
+    """What `fed_entry`'s entry reads: the three contiguous arrays' addresses and sizes, and `into`, the
+    input's byte offset in the arena."""
     assert all(a.flags.c_contiguous for a in (arena, blob, code)), "the program's arrays are contiguous"
-    return address(arena), arena.size, address(blob), blob.size, address(code), code.size
+    fields = (address(arena), arena.size, address(blob), blob.size, address(code), code.size, into)
+    return np.array(fields, np.int64)
