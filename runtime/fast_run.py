@@ -56,9 +56,11 @@ class LastRunStats:
     def __get__(self, session: Any, owner: type | None = None) -> RunStats | None:
         if session is None:
             return self  # type: ignore[return-value]  # the descriptor itself, read on the class
-        value = session.__dict__.get(_SLOT)
-        if value.__class__ is float or value.__class__ is tuple:
-            seconds, traced = (value, False) if value.__class__ is float else value
+        value: Any = session.__dict__.get(_SLOT)
+        if value.__class__ is float:
+            value = (value, False)
+        if value.__class__ is tuple:
+            seconds, traced = value
             made = object.__new__(RunStats)
             made.__dict__ = {**session.__dict__[_TEMPLATE], "seconds": seconds, "traced": traced, "fallbacks": {}}
             value = session.__dict__[_SLOT] = made
