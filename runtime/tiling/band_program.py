@@ -1,21 +1,21 @@
-"""A float32 tiled stage run as one compiled call: the session's fast route through a stage's bands.
+"""A float32 tiled stage run in compiled calls: the session's fast route through a stage's bands.
 
-A stage of MobileNetV2-224's head in one-row stripes is about 1,200 steps of a few microseconds of
-arithmetic each; the step loop adds as much again per step in Python. When a session prepares,
-`stage_calls` writes the steps of the tiled stage (the schedule's prefix up to its last TileRows)
-as the code of `runtime.kernels.jit_bands` and gives the session's fast loop one call for them all,
-in place of their bound calls. Nothing else changes: the same graph, plan, arena and views; the
-steps' own weights (read-only, never copied); the convolutions' arithmetic in the same order of
-sums per output (a matmul per band for 1x1 and dense convolutions, its depthwise taps in order)
-and the step loop's compiled epilogues.
+A stage of MobileNetV2-224's head in one-row stripes is about 1,500 steps of a few microseconds of
+arithmetic each; the step loop adds about as much again per step in Python. When a session
+prepares, `stage_calls` writes the steps of the tiled stage (the schedule's prefix up to its last
+TileRows) as the code of `runtime.kernels.jit_bands`, and gives the session's fast loop one call
+for each run of steps it can say, in place of their bound calls. Nothing else changes: the same
+graph, plan, arena and views; the steps' own weights (read-only, never copied); a matmul per band
+for 1x1 and dense convolutions and the step loop's own compiled loops for depthwise ones.
 
-A step it cannot say (another op, another dtype, a tensor outside the arena besides the stage's
-input, copies that overlap in a way a forward copy would not keep) leaves the stage to the step
-loop, and the note says why. Where the plan gives the stage's steps scratch in the arena
-(``workspace``) the step loop keeps the stage too: the compiled call's scratch is beside the arena,
-as the step loop's shared scratch is when the options leave kernels' scratch outside. A run with a canary, an `after_node`
-hook or an `on_step` callback takes the step loop (the session's slow path), step by step; the
-fast path records the stage's time on its first step.
+A step it cannot say (another op, another dtype, a second tensor outside the arena besides the
+stage's input, an output over its input other than the step loop's pixel-wise form, copies that
+overlap in a way a forward copy would not keep) stays a step of the loop between two calls, and
+`Session.stage_note` says how many and why. A step's scratch is the workspace the plan gave it in
+the arena (too small for what the call needs: the step loop runs it), else one buffer beside the
+arena, as the step loop's shared scratch is when the plan gives none. A run with a canary, an
+`after_node` hook or an `on_step` callback takes the step loop (the session's slow path), step by
+step; the fast path records a call's time on its first step and none on the others.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ class Refused(Exception):
 def stage_calls(
     graph: Graph, steps: list[Any], calls: list[StepCall], values: list, arena: Any
 ) -> tuple[list[tuple[int, StepCall]], str]:
-    """The session's fast loop as (step index, call) pairs: the tiled stage's steps as one compiled
-    call at its first index, the other steps' bound calls; and what was done, or why not."""
+    """The session's fast loop as (step index, call) pairs: each run of the tiled stage's steps the
+    compiled call can say as one call at its first index, the other steps' bound calls; and what
+    was done, or why not."""
     pairs = list(enumerate(calls))
     last = max(
         (i for i, s in enumerate(steps) if (s.node.domain, s.node.op_type) == (MEMPLAN_DOMAIN, ROWS)), default=-1
@@ -57,19 +58,40 @@ def stage_calls(
         return pairs, "no tiled stage"
     if jb.RUN is None:
         return pairs, "the step loop: the compiled loops are off (numba missing or MEMPLAN_JIT=0)"
-    if any(s.ws is not None for s in steps[: last + 1]):
-        return pairs, "the step loop: kernels' scratch is planned in the arena (workspace)"
-    try:
-        stage = _Writer(graph, values, arena).stage(steps[: last + 1])
-    except Refused as e:
-        return pairs, f"the step loop: {e}"
-    return [(0, stage), *pairs[last + 1 :]], f"one compiled call for the tiled stage's {last + 1} steps"
+    writer = _Writer(graph, values, arena)
+    said: dict[int, list[int]] = {}  # the first step of each run of steps said -> the run's code
+    loop: list[int] = []  # the stage's steps left to the step loop, and why
+    reasons: list[str] = []
+    first = -1
+    for index, step in enumerate(steps[: last + 1]):
+        try:
+            code = writer.step(step)
+        except Refused as e:
+            loop.append(index)
+            reasons.append(str(e))
+            first = -1
+            continue
+        if first < 0:
+            first = index
+            said[first] = []
+        said[first].extend(code)
+    if not said:
+        return pairs, f"the step loop: {reasons[0]}"
+    scratch = np.empty(max(writer.scratch, 1), jb.DTYPE)
+    made: list[tuple[int, StepCall]] = [
+        (i, BandProgram(writer, code, scratch, steps[i].node.name)) for i, code in said.items()
+    ]
+    stage = sorted([*made, *((i, calls[i]) for i in loop)], key=lambda pair: pair[0])
+    note = f"{last + 1 - len(loop)} of the tiled stage's {last + 1} steps in {len(said)} compiled call(s)"
+    if loop:
+        note += f"; the step loop for {len(loop)}, the first because {reasons[0]}"
+    return [*stage, *pairs[last + 1 :]], note
 
 
 class BandProgram:
     """The stage's compiled call, as a session's bound call: reads the stage's input from its slot."""
 
-    def __init__(self, writer: _Writer, code: list[int], scratch: int, first: str) -> None:
+    def __init__(self, writer: _Writer, code: list[int], scratch: np.ndarray, first: str) -> None:
         assert jb.RUN is not None, "built only with the compiled loops on"
         self.run, self.first = jb.RUN, first
         self.arena = writer.arena[: writer.arena.nbytes // 4 * 4].view(jb.DTYPE)
@@ -79,7 +101,7 @@ class BandProgram:
         self.weights = writer.weights
         self.params = np.array(writer.params or [0.0], np.float64)
         self.code = np.array(code, np.int64)
-        self.scratch = np.empty(max(scratch, 1), jb.DTYPE)
+        self.scratch = scratch  # beside the arena, shared by the stage's calls: for steps the plan gave none
         # compiled (or loaded from numba's cache) at prepare, on no record: the arena is not touched
         self.run(self.arena, self.frozen, self.empty, self.weights, self.params, self.code[:0], self.scratch)
 
@@ -111,21 +133,22 @@ class _Writer:
         self.params: list[float] = []
         self.scratch = 0
 
-    def stage(self, steps: list[Any]) -> BandProgram:
-        code: list[int] = []
-        for step in steps:
-            if step.skip:
-                continue
-            node = step.node
-            if any(self.graph.tensors[n].dtype != jb.DTYPE for n in (*node.inputs, *node.outputs) if n):
-                raise Refused(f"step {node.name!r} is not float32 throughout")
-            if (node.domain, node.op_type) == (MEMPLAN_DOMAIN, ROWS):
-                code += self.rows(step)
-            elif (node.domain, node.op_type) in CONVS:
-                code += self.conv(step)
-            else:
-                raise Refused(f"step {node.name!r} is a {node.op_type}, which the compiled stage has no loop for")
-        return BandProgram(self, code, self.scratch, steps[0].node.name)
+    def step(self, step: Any) -> list[int]:
+        """The step's records, or Refused (the step loop runs it)."""
+        node = step.node
+        if step.skip:
+            return []
+        if any(self.graph.tensors[n].dtype != jb.DTYPE for n in (*node.inputs, *node.outputs) if n):
+            raise Refused(f"step {node.name!r} is not float32 throughout")
+        if (node.domain, node.op_type) == (MEMPLAN_DOMAIN, ROWS):
+            return self.rows(step)
+        if (node.domain, node.op_type) in CONVS:
+            return self.conv(step)
+        if (node.domain, node.op_type) in (("", "Add"), ("", "Relu")):
+            return self.elementwise(step)
+        if (node.domain, node.op_type) == ("", "MaxPool"):
+            return self.max_pool(step)
+        raise Refused(f"step {node.name!r} is a {node.op_type}, which the compiled stage has no loop for")
 
     def array(self, step: Any, k: int) -> np.ndarray:
         """Input `k` of `step` as the step loop reads it (the stage's input: an array of its shape)."""
@@ -234,13 +257,23 @@ class _Writer:
         if space:
             raise Refused(f"step {node.name!r} writes outside the arena")
         plane = oh * ow  # scratch: the result (unless direct), then a dense conv's columns
-        self.scratch = max(self.scratch, filters * plane + (channels * kh * kw * plane if kind == jb.DENSE else 0))
+        need = (0 if direct else filters * plane) + (channels * kh * kw * plane if kind == jb.DENSE else 0)
+        blocks = [plane]  # a pointwise conv's columns a pass: all of them
+        if kind == jb.DEPTHWISE:
+            blocks = self.depthwise(node.name, x.shape, geo)
+            need = int(sum(math.prod(blocks[k : k + 3]) for k in (1, 4, 7)))
+        elif kind == jb.POINTWISE and not direct and step.ws is not None and step.ws.nbytes < 4 * need:
+            # over its input from its first byte (the step loop's pixel-wise route): a chunk of
+            # columns at a time, its input copied out and its result beside it in the scratch
+            blocks = [step.ws.nbytes // 4 // (channels + filters)]
+            if address(x) != address(y) or blocks[0] < 1:
+                raise Refused(f"step {node.name!r} writes over its input other than from its first byte")
+            need = blocks[0] * (channels + filters)
         self.params += [p0, p1]
         fields = [*self.where(x), batch, channels, height, width, yo, filters, oh, ow, self.constant(step, 1),
                   self.constant(step, 2) if has_bias else -1, kind, kh, kw, sh, sw, dh, dw, pt, pl, act,
-                  len(self.params) - 2, ro, int(direct)]  # fmt: skip
-        if kind == jb.DEPTHWISE:
-            fields += self.depthwise(node.name, x.shape, geo)
+                  len(self.params) - 2, ro, int(direct), *self.scratch_of(step, need)]  # fmt: skip
+        fields += blocks
         return [jb.CONV, len(fields) + 2, *fields]
 
     def depthwise(self, name: str, shape: tuple[int, ...], geo: Any) -> list[int]:
@@ -250,5 +283,52 @@ class _Writer:
             raise Refused(f"step {name!r}: a depthwise conv the compiled loops do not take")
         blocks = [s for s, _ in depthwise.compiled_layout(shape, geo, jb.DTYPE)]
         dims = [d for b in (*blocks, (0,))[:3] for d in (*b, 1, 1)[:3]]
-        self.scratch = max(self.scratch, sum(math.prod(b) for b in blocks))
         return [int(depthwise.compiled_channels_last(shape[1], geo)), *dims]
+
+    def output(self, step: Any) -> int:
+        """The element offset of the step's one output, a map in the arena."""
+        y = step.outputs[0]
+        if len(step.outputs) != 1 or not isinstance(y, np.ndarray) or self.where(y)[0]:
+            raise Refused(f"step {step.node.name!r} writes other than one map in the arena")
+        return self.where(y)[1]
+
+    def elementwise(self, step: Any) -> list[int]:
+        """Add of two maps of the output's shape, or Relu: element by element, so the output may be
+        either input's memory (the plan's in place)."""
+        y = step.outputs[0]
+        inputs = [self.array(step, k) for k in range(len(step.node.inputs))]
+        if any(a.shape != getattr(y, "shape", None) for a in inputs):
+            raise Refused(f"step {step.node.name!r} broadcasts")
+        for a in inputs:  # an input partly under the output would be read after it is written
+            if np.may_share_memory(a, y) and address(a) != address(y):
+                raise Refused(f"step {step.node.name!r} writes partly over an input")
+        b = self.where(inputs[1]) if len(inputs) == 2 else (-1, 0)
+        fields = [*self.where(inputs[0]), *b, self.output(step), y.size]
+        return [jb.ADD, len(fields) + 2, *fields]
+
+    def max_pool(self, step: Any) -> list[int]:
+        attrs, x = step.attributes, self.array(step, 0)
+        yo = self.output(step)
+        y = step.outputs[0]
+        if x.ndim != 4 or x.shape[0] != 1 or attrs.get("storage_order", 0):
+            raise Refused(f"step {step.node.name!r} is not a 2-D max pool of one image")
+        geo = spatial_geometry(x.shape[2:], y.shape[2:], attrs["kernel_shape"], attrs.get("auto_pad", "NOTSET"),
+                               attrs.get("pads"), attrs.get("strides"), attrs.get("dilations"))  # fmt: skip
+        if geo.dilations != (1, 1):
+            raise Refused(f"step {step.node.name!r} is a dilated max pool")
+        over = np.may_share_memory(x, y)
+        fields = [*self.where(x), *x.shape[1:], yo, *y.shape[2:], *geo.kernel, *geo.strides, *geo.begin, int(over)]
+        fields += self.scratch_of(step, y.size if over else 0)
+        return [jb.MAXPOOL, len(fields) + 2, *fields]
+
+    def scratch_of(self, step: Any, need: int) -> list[int]:
+        """(space, element offset) of `need` float32 values of scratch for `step`: the workspace the
+        plan gave the step in the arena, or the call's own beside it (space 2) where it gave none."""
+        if step.ws is None:
+            self.scratch = max(self.scratch, need)
+            return [2, 0]
+        if step.ws.nbytes < 4 * need:
+            raise Refused(
+                f"step {step.node.name!r}: its planned scratch holds {step.ws.nbytes:,} bytes, {4 * need:,} needed"
+            )
+        return [*self.where(step.ws)] if step.ws.size else [0, 0]
