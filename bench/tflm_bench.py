@@ -167,9 +167,13 @@ def side_by_side(tflm: Any, data: bytes, graph: Any, arena: int, repeat: int, bu
     x = feed(interpreter)
     try:
         session = runtime.Session(graph, "best", OWN).prepare()
+        # A library user's session: invoker() hands the session's buffers to its caller, after which
+        # run() returns the output buffer itself instead of a copy the caller owns.
+        caller = runtime.Session(graph, "best", OWN).prepare()
         loop = runtime.Session(graph, "best", OWN, program=False).prepare()
         feeds = {graph.inputs[0]: x}
         loop.run(feeds)
+        caller.run(feeds)
         invoke, buffer = session.invoker(), session.input_buffer(graph.inputs[0])
     except (runtime.ModelError, runtime.ExecutionError, NotImplementedError) as e:
         why = str(e).splitlines()[0][:120]
@@ -189,10 +193,54 @@ def side_by_side(tflm: Any, data: bytes, graph: Any, arena: int, repeat: int, bu
         best["tflm_call_seconds"] = min(best["tflm_call_seconds"], _timed(call))
         buffer[...] = x  # the same for memplan's arena
         best["invoke_seconds"] = min(best["invoke_seconds"], _timed(invoke))
-        best["run_seconds"] = min(best["run_seconds"], _timed(lambda: session.run(feeds)))
+        best["run_seconds"] = min(best["run_seconds"], _timed(lambda: caller.run(feeds)))
         best["loop_seconds"] = min(best["loop_seconds"], _timed(lambda: loop.run(feeds)))
         rounds += 1
     return best | {"route": session.route, "rounds": rounds}
+
+
+def breakdown(tflm: Any, data: bytes, graph: Any, arena: int, budget: float = 1.0) -> dict[str, float]:
+    """Where the whole call's time goes on the program route: each part called 50 times in a row per
+    round, the parts alternating round after round, the fastest round's mean of each (about `budget`
+    seconds). TFLM: `set_input`, `invoke()`, `get_output`. memplan: `Session.run(inputs)`; its one
+    compiled call (`jit_program.fed_entry`: the input copied in, then the program); the output's copy
+    into a fresh array and the dict holding it; the call's two clock reads; the rest is Python (the
+    call's frame, the feed checks, the stats kept)."""
+    from runtime.arena import address
+    from runtime.kernels.quantized.jit_program import fed_entry, fed_frame
+
+    interpreter = tflm.Interpreter.from_bytes(data, arena_size=arena)
+    x = feed(interpreter)
+    session, caller = runtime.Session(graph, "best", OWN).prepare(), runtime.Session(graph, "best", OWN).prepare()
+    if session.route != "program" or len(graph.inputs) != 1:
+        return {}
+    program = session.invoker()  # a partial of the compiled entry over the arena, the blob and the code
+    arrays, view = program.args, session.input_buffer(graph.inputs[0])
+    fed = fed_entry(x)
+    if fed is None:
+        return {}
+    frame, out = fed_frame(*arrays, address(view) - address(arrays[0])), graph.outputs[0]
+    at = address(frame)
+    output, feeds, clock = session.output_buffer(out), {graph.inputs[0]: x}, time.perf_counter
+    parts = {
+        "set_input": lambda: interpreter.set_input(x, 0),
+        "invoke": interpreter.invoke,
+        "get_output": lambda: interpreter.get_output(0),
+        "run": lambda: caller.run(feeds),
+        "fed": lambda: fed(at, x),
+        "copy": lambda: {out: output.copy()},
+        "clocks": lambda: clock() - clock(),
+    }
+    best = dict.fromkeys(parts, np.inf)
+    started, rounds = clock(), 0
+    while rounds == 0 or clock() - started < budget:
+        rounds += 1
+        for name, part in parts.items():
+            t0 = clock()
+            for _ in range(50):
+                part()
+            best[name] = min(best[name], (clock() - t0) / 50)
+    return best
 
 
 def tiled(data: bytes, graph: Any, repeat: int) -> dict[str, Any]:
@@ -239,6 +287,7 @@ def measure(path: Path, repeat: int) -> dict[str, Any]:
     ours = allocations(tflm, exported.data, generous)
     with_aliases = allocations(tflm, export_plan(data, graph, aliased).data, generous)
     times = side_by_side(tflm, data, graph, generous, repeat)
+    parts = breakdown(tflm, data, graph, generous)
     return (
         times
         | tiled(data, graph, repeat)
@@ -257,6 +306,7 @@ def measure(path: Path, repeat: int) -> dict[str, Any]:
             "head_aliased": with_aliases["head"],
             "load": made.lower_bound,
             "left_out": len(exported.online),
+            "parts": parts,
             "identical": bool(
                 np.array_equal(own["output"], ours["output"]) and np.array_equal(own["output"], with_aliases["output"])
             ),
@@ -292,8 +342,10 @@ def time_table(rows: list[dict[str, Any]]) -> list[str]:
         "its own plan, called from Python. *memplan `invoker()`*: the same for memplan, its input already in the arena "
         "(written before each round, untimed) and its output left there: the model's compute alone; on the *program* "
         "route (`runtime.program`: every step a compiled integer loop) that is one compiled call, on the *steps* route "
-        "a `Session.run` of the step loop. *`Session.run(inputs)`*: the whole call a library user makes, the input "
-        "copied into the arena, the output copied out, its stats kept, by the same route; against it, *TFLM's call*: "
+        "a `Session.run` of the step loop. *`Session.run(inputs)`*: the whole call a library user makes, on a session of its own "
+        "(one whose buffers `invoker()` has not handed out), the input copied into the arena, the output copied out "
+        "into a fresh array the caller owns, its stats kept, by the same route (on the program route "
+        "`runtime.fast_run`'s short call); against it, *TFLM's call*: "
         "`set_input`, `invoke()` and `get_output` in a row. *step loop*: that run with "
         "`program=False`, one bound kernel call per step (the route every model took before the program). *tiled*: "
         "`Session.run(inputs)` of the `--tile auto` graph, timed on its own. Every column is called from Python, "
@@ -323,6 +375,28 @@ def time_table(rows: list[dict[str, Any]]) -> list[str]:
         + ". `Session.run(inputs)` against TFLM's whole call: faster on "
         + f"{sum(1 for r in timed if r['run_seconds'] < r['tflm_call_seconds'])} of {len(rows)}.",
     ]
+    split = [r for r in rows if r.get("parts")]
+    if split:
+        lines += [
+            "",
+            "Where the whole call's microseconds go on the program route (`breakdown`): each part called 50 times in "
+            "a row, the parts alternating round after round for about a second, the fastest round's mean of each "
+            "(hotter than the single calls above). memplan's `Session.run(inputs)` is `runtime.fast_run`'s call: "
+            "one compiled call that copies the input in and runs the program (`jit_program.fed_entry`: two arguments, "
+            "the address of the arena's, blob's and code's addresses, and the input), the output copied into a "
+            "fresh array in a dict, two clock reads for `stats.seconds`; *rest* is the run less those: Python's "
+            "frame, the feed checks by identity, the stats kept.",
+            "",
+            "| model | TFLM `set_input` | `invoke()` | `get_output` | sum | memplan `Session.run(inputs)` "
+            "| compiled call: input in + program | output copy + dict | two clock reads | rest |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in split:
+            p = r["parts"]
+            tflm = p["set_input"] + p["invoke"] + p["get_output"]
+            rest = p["run"] - p["fed"] - p["copy"] - p["clocks"]
+            cells = [p["set_input"], p["invoke"], p["get_output"], tflm, p["run"], p["fed"], p["copy"], p["clocks"]]
+            lines.append(f"| {r['model']} | " + " | ".join(f"{v * 1e6:.3f}" for v in [*cells, rest]) + " |")
     return lines
 
 
