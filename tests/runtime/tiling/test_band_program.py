@@ -13,11 +13,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 import planner
 from runtime import MemoryOptions, Session, load_model, memory_problem
+from runtime.kernels.jit_bands import RUN
 from runtime.tiling import chains, tiled_graph
 from runtime.training.models import mobilenet_v2_like
 from tests.runtime.kernels.harness import close
 
 ACTIVATIONS = MemoryOptions(io="external", workspace=False)  # scratch beside the arena: the compiled route
+
+if RUN is None:
+    pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)", allow_module_level=True)
 
 
 def _onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
