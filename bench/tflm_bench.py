@@ -203,11 +203,11 @@ def breakdown(tflm: Any, data: bytes, graph: Any, arena: int, budget: float = 1.
     """Where the whole call's time goes on the program route: each part called 50 times in a row per
     round, the parts alternating round after round, the fastest round's mean of each (about `budget`
     seconds). TFLM: `set_input`, `invoke()`, `get_output`. memplan: `Session.run(inputs)`; its one
-    compiled call (`jit_program.fed_entry`: the input copied in, then the program); the output's copy
-    into a fresh array and the dict holding it; the call's two clock reads; the rest is Python (the
+    compiled call (`jit_fed`: the input's shape checked, the input copied in, the program run and
+    timed); the output's copy into a fresh array and the dict holding it; the rest is Python (the
     call's frame, the feed checks, the stats kept)."""
     from runtime.arena import address
-    from runtime.kernels.quantized.jit_program import fed_entry, fed_frame
+    from runtime.kernels.quantized.jit_fed import fed_entry, fed_frame
 
     interpreter = tflm.Interpreter.from_bytes(data, arena_size=arena)
     x = feed(interpreter)
@@ -219,7 +219,7 @@ def breakdown(tflm: Any, data: bytes, graph: Any, arena: int, budget: float = 1.
     fed = fed_entry(x)
     if fed is None:
         return {}
-    frame, out = fed_frame(*arrays, address(view) - address(arrays[0])), graph.outputs[0]
+    frame, out = fed_frame(*arrays, address(view) - address(arrays[0]), view.shape), graph.outputs[0]
     at = address(frame)
     output, feeds, clock = session.output_buffer(out), {graph.inputs[0]: x}, time.perf_counter
     parts = {
@@ -229,7 +229,6 @@ def breakdown(tflm: Any, data: bytes, graph: Any, arena: int, budget: float = 1.
         "run": lambda: caller.run(feeds),
         "fed": lambda: fed(at, x),
         "copy": lambda: {out: output.copy()},
-        "clocks": lambda: clock() - clock(),
     }
     best = dict.fromkeys(parts, np.inf)
     started, rounds = clock(), 0
@@ -382,20 +381,21 @@ def time_table(rows: list[dict[str, Any]]) -> list[str]:
             "Where the whole call's microseconds go on the program route (`breakdown`): each part called 50 times in "
             "a row, the parts alternating round after round for about a second, the fastest round's mean of each "
             "(hotter than the single calls above). memplan's `Session.run(inputs)` is `runtime.fast_run`'s call: "
-            "one compiled call that copies the input in and runs the program (`jit_program.fed_entry`: two arguments, "
-            "the address of the arena's, blob's and code's addresses, and the input), the output copied into a "
-            "fresh array in a dict, two clock reads for `stats.seconds`; *rest* is the run less those: Python's "
-            "frame, the feed checks by identity, the stats kept.",
+            "one compiled call (`jit_fed`: two arguments, the address of a frame holding the arena's, blob's and "
+            "code's addresses, and the input) that checks the input's shape, copies it in and runs the program "
+            "between two reads of the monotonic clock for `stats.seconds`; then the output copied into a fresh array "
+            "in a dict; *rest* is the run less those two: Python's frame, the feed checks by identity, the stats "
+            "kept.",
             "",
             "| model | TFLM `set_input` | `invoke()` | `get_output` | sum | memplan `Session.run(inputs)` "
-            "| compiled call: input in + program | output copy + dict | two clock reads | rest |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| compiled call: input in, program, clock | output copy + dict | rest |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in split:
             p = r["parts"]
             tflm = p["set_input"] + p["invoke"] + p["get_output"]
-            rest = p["run"] - p["fed"] - p["copy"] - p["clocks"]
-            cells = [p["set_input"], p["invoke"], p["get_output"], tflm, p["run"], p["fed"], p["copy"], p["clocks"]]
+            rest = p["run"] - p["fed"] - p["copy"]
+            cells = [p["set_input"], p["invoke"], p["get_output"], tflm, p["run"], p["fed"], p["copy"]]
             lines.append(f"| {r['model']} | " + " | ".join(f"{v * 1e6:.3f}" for v in [*cells, rest]) + " |")
     return lines
 

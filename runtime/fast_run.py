@@ -7,14 +7,15 @@ field by field. A session whose runs go by its program binds `fast_run` at prepa
 that is worked out once; a call then only
 
 1. checks its feeds by identity: a dict holding exactly the graph's inputs, each an `ndarray` of
-   the bound shape whose dtype is the model's own (the same object: numpy keeps one per type);
-2. makes one compiled call that copies the input into its arena view and runs the program
-   (`jit_program.fed_entry`; a model with several inputs, or an input type numba lacks, copies
-   them with numpy and calls the program alone), then copies each output into a fresh array the
-   caller owns (the general run's contract: the next run does not change it);
-3. records its seconds and whether tracemalloc was on beside the `RunStats` the general run would
-   make, held as a template: `LastRunStats` makes the RunStats when `Session.stats` is first read
-   (building its thirteen fields took a quarter of the call).
+   the bound rank whose dtype is the model's own (the same object: numpy keeps one per type);
+2. makes one compiled call (`runtime.kernels.quantized.jit_fed`) that checks the input's shape,
+   copies it into its arena view and runs and times the program (a model with several inputs or
+   outputs, or an input type numba lacks, copies with numpy and times the program's own call),
+   then copies each output into a fresh array the caller owns (the general run's contract: the
+   next run does not change it);
+3. records its seconds (and True beside them when tracemalloc is on): `LastRunStats` makes the
+   `RunStats` the general run would make, from a template kept at prepare, when `Session.stats`
+   is first read (building its thirteen fields took a quarter of the call).
 
 Everything else goes to the general run, unchanged: a feed to cast, a missing, unknown or
 misshapen input (refused there with the same errors), any mapping but a dict, ``on_step`` or
@@ -38,7 +39,7 @@ import numpy as np
 
 from runtime.arena import address
 from runtime.caller_memory import CallerMemory
-from runtime.kernels.quantized.jit_program import fed_entry, fed_frame
+from runtime.kernels.quantized.jit_fed import WRONG_SHAPE, fed_entry, fed_frame
 from runtime.program import Program
 from runtime.stats import RunStats
 
@@ -90,13 +91,13 @@ def fast_run(session: Any, general: Run, program: Program, views: Mapping[str, n
 
 def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.ndarray, feed: tuple,
                 out: tuple[str, np.ndarray], io: CallerMemory) -> Run:  # fmt: skip
-    """The fast call of a model with one input and one output (most small models): `fed` copies the
-    input into its arena view and runs the program."""
+    """The fast call of a model with one input and one output (most small models): `fed` checks the
+    input's shape, copies it into its arena view and runs and times the program (`jit_fed`)."""
     (name, view, shape, dtype), (result, out_view) = feed, out
-    frame, failure = fed_frame(arena, program.blob, program.code, address(view) - address(arena)), program.failure
-    at = address(frame)
+    frame = fed_frame(arena, program.blob, program.code, address(view) - address(arena), shape)
+    at, failure, ndim = address(frame), program.failure, len(shape)
     own, bindings = io.own, io.bindings
-    ndarray, clock, tracing = np.ndarray, time.perf_counter, tracemalloc.is_tracing
+    ndarray, tracing = np.ndarray, tracemalloc.is_tracing
 
     def run(inputs: Any = None, on_step: Any = None, *, measure: Any = None) -> dict[str, np.ndarray]:
         s = alive()
@@ -109,14 +110,14 @@ def _one_to_one(alive: Any, general: Run, program: Program, fed: Any, arena: np.
             x = inputs[name]
         except KeyError:
             return general(s, inputs, on_step, measure=measure)
-        if x.__class__ is not ndarray or x.shape != shape or x.dtype is not dtype:
+        if x.__class__ is not ndarray or x.ndim != ndim or x.dtype is not dtype:
             return general(s, inputs, on_step, measure=measure)
-        started = clock()
-        failed = fed(at, x)
-        seconds = clock() - started
-        if failed:
-            raise failure(failed)
-        s._last_run_stats = (seconds, True) if tracing() else seconds
+        nanoseconds = fed(at, x)  # checks the shape, copies the input in, runs the program, times it
+        if nanoseconds < 0:
+            if nanoseconds == WRONG_SHAPE:  # nothing written: refused by the general run
+                return general(s, inputs, on_step, measure=measure)
+            raise failure(-1 - nanoseconds)
+        s._last_run_stats = (nanoseconds * 1e-9, True) if tracing() else nanoseconds * 1e-9
         return {result: out_view.copy()}
 
     run.__doc__ = general.__doc__

@@ -11,8 +11,8 @@ reshapes cost more than a small layer's sums); SOFTMAX is TFLite's fixed-point f
 reciprocal, its exps tabled (`tflite_softmax.exp_table`). The
 interpreter allocates nothing and returns 0, or the record's index plus one when it meets an
 opcode it does not know. Compiled once per machine (``cache=True``), whatever the model.
-`RUN_FED` is the same run after copying the model's one input into its place in the arena, so that
-`Session.run(inputs)` is one compiled call (`runtime.fast_run`); it is compiled once per input type.
+`runtime.kernels.quantized.jit_fed` calls `RUN` after copying a model's input in: `Session.run(inputs)`
+as one compiled call (`runtime.fast_run`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from planner import jit
-from runtime.arena import address
-from runtime.kernels._jit import FASTMATH, compiled, numba
+from runtime.kernels._jit import compiled, numba
 from runtime.kernels.quantized.jit_conv_int import MBQM
 from runtime.kernels.quantized.jit_svdf import SVDF
 
@@ -221,39 +219,8 @@ SOFTMAX_ROWS = compiled(_softmax)
 QUANTIZE_ALL = compiled(_quantize)
 DENSE_FLAT = compiled(_dense_flat, inline=True)
 DENSE_STEP = compiled(_dense, inline=True)
-
-
-def _run_fed(frame_at, x):  # pragma: no cover - compiled
-    """`_run` after copying the model's input `x` (any layout) into the arena; `frame_at` is the address
-    of its `fed_frame`: two arguments to unbox per call instead of eight."""
-    frame = numba.carray(BYTES_AT(frame_at), 8 * FRAME).view(np.int64)
-    arena = numba.carray(BYTES_AT(frame[0]), frame[1])
-    blob = numba.carray(BYTES_AT(frame[2]), frame[3])
-    code = numba.carray(BYTES_AT(frame[4]), 8 * frame[5]).view(np.int64)
-    into = frame[6]
-    arena[into : into + x.size * x.itemsize].view(x.dtype).reshape(x.shape)[...] = x
-    return RUN(arena, blob, code)
-
-
-FRAME = 7  # a fed frame's fields: the arena's, the blob's and the code's addresses and sizes, the input's offset
 SVDF_STEP = compiled(_svdf)
 RUN = compiled(_run) if SVDF is not None else None
-BYTES_AT: Any = None  # compiled code only: the uint8 pointer at an int64 address
-if RUN is not None:
-    from llvmlite import ir
-    from numba.core import types as nb_types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def BYTES_AT(typingctx, address):  # type: ignore[no-redef,no-untyped-def]
-        def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]
-            return builder.inttoptr(args[0], ir.PointerType(ir.IntType(8)))
-
-        return nb_types.CPointer(nb_types.uint8)(nb_types.int64), codegen
-
-
-# Holding the GIL: releasing and taking it back costs more than a small model's whole run.
-RUN_FED = jit.compiled(_run_fed, nogil=False, fastmath=FASTMATH, error_model="numpy") if RUN is not None else None
 
 
 def entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> Any:
@@ -264,27 +231,3 @@ def entry(arena: np.ndarray, blob: np.ndarray, code: np.ndarray) -> Any:
     RUN(arena, blob, code[:0])
     found = RUN.overloads.get(tuple(numba.typeof(a) for a in (arena, blob, code)))  # type: ignore[attr-defined]
     return RUN if found is None else found.entry_point
-
-
-def fed_entry(x: np.ndarray) -> Any:
-    """`RUN_FED`'s compiled entry for inputs of `x`'s dtype and rank in any layout (compiled, or loaded
-    from numba's cache, now: about 2 s cold once per machine and input type, as it links `RUN`), or
-    None for an element type it does not take. It is called as ``entry(address(frame), x)`` with a
-    `fed_frame`. As `entry`'s, it does not check its arguments: its caller passes only arrays of that
-    dtype and rank, and keeps the frame and the arrays it points to alive while it calls it."""
-    numeric = x.dtype.kind in "iu" or x.dtype in (np.float32, np.float64)  # numba has no float16
-    if RUN_FED is None or not numeric or not x.dtype.isnative:
-        return None
-    from numba import types
-
-    signature = (types.int64, types.Array(numba.from_dtype(x.dtype), x.ndim, "A"))
-    RUN_FED.compile(signature)  # type: ignore[attr-defined]
-    return RUN_FED.overloads[signature].entry_point  # type: ignore[attr-defined]
-
-
-def fed_frame(arena: np.ndarray, blob: np.ndarray, code: np.ndarray, into: int) -> np.ndarray:
-    """What `fed_entry`'s entry reads: the three contiguous arrays' addresses and sizes, and `into`, the
-    input's byte offset in the arena."""
-    assert all(a.flags.c_contiguous for a in (arena, blob, code)), "the program's arrays are contiguous"
-    fields = (address(arena), arena.size, address(blob), blob.size, address(code), code.size, into)
-    return np.array(fields, np.int64)

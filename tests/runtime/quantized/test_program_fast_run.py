@@ -106,7 +106,8 @@ def _bad_feeds(graph) -> list[tuple[str, object]]:
     good = np.zeros(t.shape, t.dtype)
     return [
         ("float", {name: good.astype(np.float32)}),
-        ("shape", {name: np.zeros((*t.shape, 1), t.dtype)}),
+        ("shape", {name: np.zeros((*t.shape[:-1], t.shape[-1] + 1), t.dtype)}),  # checked in the compiled call
+        ("extra axis", {name: np.zeros((*t.shape, 1), t.dtype)}),
         ("rank", {name: good.reshape(-1)}),
         ("missing", {}),
         ("none", None),
@@ -125,6 +126,10 @@ def test_bad_feeds_are_refused_as_the_general_run_refuses_them(shared_model):
             Session.run(session, feeds)
         assert str(fast.value) == str(general.value), case
         assert graph.inputs[0] in str(fast.value), case  # names the input, and what the model takes
+    # nothing ran: the states (keyword_scrambled's SVDFs) are where a fresh session's are
+    fresh, (good,) = Session(graph).prepare(), _feeds(graph, 4, 1)
+    for a, b in zip(session.run(good).values(), fresh.run(good).values(), strict=True):
+        assert a.tobytes() == b.tobytes()
     # a feed the general run casts (within a dtype kind) or converts is taken there, with the same result
     (feeds,) = _feeds(graph, 3, 1)
     name = graph.inputs[0]
