@@ -57,7 +57,7 @@ from runtime.concat_in_place import concat_in_place
 from runtime.errors import ExecutionError, FeedError, ModelError, TensorTooLargeError
 from runtime.fast_run import LastRunStats, fast_run
 from runtime.graph import Graph, Node
-from runtime.kernels import Kernel, loop_ufunc_buffers, weights_kwargs
+from runtime.kernels import Kernel, loop_ufunc_buffers, shared_scratch_held, weights_kwargs
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
 from runtime.params import ParameterStore, PreparedConstants
 from runtime.prepare_checks import check_plan, resolve_kernels
@@ -412,7 +412,7 @@ class Session:
         try:
             stats.seconds = self._loop(step_seconds, on_step) if program is None else program.run(self.arena)
             if measure == "memory":
-                stats.outside_arena_bytes = max(0, tracemalloc.get_traced_memory()[1] - base)
+                stats.outside_arena_bytes = max(0, tracemalloc.get_traced_memory()[1] - base) + shared_scratch_held()
         finally:
             # Stop the tracing this run started, even when a step fails (a canary hit, say).
             if measure == "memory" and not tracing:

@@ -51,9 +51,12 @@ from runtime.kernels._jit import ENABLED as JIT_ENABLED  # noqa: F401
 from runtime.kernels._jit import ENV as JIT_ENV  # noqa: F401
 from runtime.kernels._jit import compiled as compiled_loop  # noqa: F401
 
-# For the session's loop (and its tests): small ufunc buffers set once around every step.
+# For the session's loop (and its tests): small ufunc buffers set once around every step, and
+# the scratch its kernels share beside the arena (`shared_scratch`) with its bytes.
 from runtime.kernels._scratch import UFUNC_BUFFER as UFUNC_BUFFER
 from runtime.kernels._scratch import loop_ufunc_buffers as loop_ufunc_buffers
+from runtime.kernels._scratch import shared_scratch as shared_scratch
+from runtime.kernels._scratch import shared_scratch_held as shared_scratch_held
 from runtime.kernels.planes import Planes, plane_wise
 from runtime.kernels.protocol import BindFn, BindHook, Bound, KernelFn
 

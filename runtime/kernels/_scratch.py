@@ -11,6 +11,7 @@ import contextvars
 import functools
 import math
 import threading
+import tracemalloc
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
@@ -57,12 +58,26 @@ def shared_scratch(nbytes: int) -> np.ndarray:
     call in it (a kernel's scratch is dead once it returns, and calls in one thread do not
     overlap), replaced by a larger one when a call needs more. A bound call keeps its views of
     it (`runtime.kernels.same_arrays`, the buffer among its arrays: made again after a
-    replacement). One buffer for all the steps keeps it in cache, where one per step would not:
-    a tiled stage has hundreds of band steps (figures: docs/BENCHMARKS.md, "Figures behind the code")."""
+    replacement). One buffer for all the steps keeps it in cache, where one per step would not
+    (figures: docs/BENCHMARKS.md, "Figures behind the code"). It lies beside the arena: a traced
+    run counts it through `shared_scratch_held`; a tiled stage's band steps plan their scratch
+    in the arena instead (`runtime.problem`), so the checker and the canary cover it."""
     buffer = getattr(_SHARED, "buffer", None)
     if buffer is None or buffer.size < nbytes:
         buffer = _SHARED.buffer = np.empty(max(_round_up(nbytes), ALIGN), np.uint8)
+    _SHARED.taken = True
     return buffer
+
+
+def shared_scratch_held() -> int:
+    """Bytes of this thread's shared scratch (`shared_scratch`) if a call inside the last
+    `loop_ufunc_buffers` (a session's step loop), traced by tracemalloc, took it, else 0; read
+    once, then 0 until the next such loop. The buffer is made at prepare, before a traced run
+    starts, so tracemalloc never sees it: a session adds these bytes to what it reports beside
+    the arena (`RunStats.outside_arena_bytes`)."""
+    held = getattr(_SHARED, "held", 0)
+    _SHARED.held = 0
+    return int(held)
 
 
 class Scratch:
@@ -115,10 +130,14 @@ class loop_ufunc_buffers:  # noqa: N801 - a context manager used like a function
     def __enter__(self) -> None:
         self._previous = np.setbufsize(UFUNC_BUFFER)
         self._token = _LOOP_BUFFER.set(UFUNC_BUFFER)
+        _SHARED.taken, _SHARED.held = False, 0  # `shared_scratch_held` of this loop alone
 
     def __exit__(self, *_: object) -> None:
         _LOOP_BUFFER.reset(self._token)
         np.setbufsize(self._previous)
+        buffer = getattr(_SHARED, "buffer", None)
+        taken = getattr(_SHARED, "taken", False) and tracemalloc.is_tracing()
+        _SHARED.held = buffer.nbytes if buffer is not None and taken else 0
 
 
 def buffers_set(size: int) -> bool:
