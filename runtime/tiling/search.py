@@ -17,6 +17,8 @@
    greedy arenas sit above their LOAD, and whose LOAD is `REPAIR_GAIN` below the smallest
    arena placed, aiming below that arena: the rows a band carries to later bands live for
    many steps between one-step tiles, and greedy orders leave them above the tiles' holes.
+   Each repair is bounded by the placements it tries (`REPAIR_WORK`), not by seconds, so the
+   choice is the same on a busy machine; `REPAIR_SECONDS` only caps it, and the note says so.
 5. Among the placed candidates within `overhead` and within `slack` of the smallest arena,
    take the fewest bands (each band is a round of small kernel calls), then the smaller
    arena; if none is smaller than the untiled graph's placed arena, keep the model untiled.
