@@ -5,8 +5,8 @@ For every model (`bench/real_models.py`'s CNNs, exported with torch; random weig
 MCUNetV2 counts: the input image is not in its 1,372 kB / 172 kB):
 
 - activations: ``MemoryOptions(io="external", workspace=False)``, kernels' scratch outside too,
-  as the peer benchmark's like-for-like column counts, but for a tiled stage's band steps, whose
-  scratch is planned in the arena (`runtime.problem`);
+  as the peer benchmark's like-for-like column counts (what the tiled run holds beside the arena,
+  that scratch included, is measured by a traced run and given in the notes);
 - with scratch: ``MemoryOptions(io="external")``, kernels' scratch planned in the arena.
 
 Int8 rows (`--int8`, on by default): MobileNetV2-224 and person_detect as `.tflite` files from
@@ -146,6 +146,7 @@ def measure(
     session = Session(tiling.graph, tiled, options).prepare()
     (base, plain), (seconds, outputs) = turns([plain_session, session], feeds, repeat)
     verdict = verify(path, feeds, outputs, capture=lambda names: session.capture(feeds, names))
+    session.run(feeds, measure="memory")  # what the tiled run holds beside the arena, shared scratch included
     integer = name in INT8  # integer arithmetic throughout: the tiled run must equal the untiled one bit for bit
     c = tiling.chosen
     within = [p["arena_bytes"] for p in tiling.curve if p["extra_macs"] <= 0.2 and p["arena_bytes"]]
@@ -159,6 +160,7 @@ def measure(
         "verified": bool(verdict["passed"]),
         "oracle": verdict.get("oracle"),
         "same_as_untiled": all(np.array_equal(outputs[k], plain[k]) for k in plain) if integer else None,
+        "beside": session.stats.outside_arena_bytes,
     }
 
 
@@ -167,9 +169,9 @@ def section(rows: list[dict[str, Any]], command: str, slack: float = DEFAULT_SLA
         "## Tiling: arenas below LOAD",
         "",
         f"`{command}`. Graph inputs and outputs outside the arena in every row; 'activations' leaves kernels' "
-        "scratch outside too (the peer benchmark's like-for-like accounting) but for a tiled stage's band steps, "
-        "'with scratch' plans it all in the arena. Arenas: `best` on each problem; tiled: `--tile auto` (default "
-        "budget of 20% extra MACs), then "
+        "scratch outside too (the peer benchmark's like-for-like accounting; the notes give the bytes a traced "
+        "tiled run holds beside the arena, that scratch included), 'with scratch' plans it in the arena. Arenas: "
+        "`best` on each problem; tiled: `--tile auto` (default budget of 20% extra MACs), then "
         "the smaller of `best` and `eject` on its problem; smallest searched: the lowest arena on its curve within "
         "that budget (the search's greedy strategies and its eject repair), which it trades for fewer bands within "
         f"a slack of {slack:.0%} (`DEFAULT_SLACK` unless `--slack`). "
@@ -192,7 +194,11 @@ def section(rows: list[dict[str, Any]], command: str, slack: float = DEFAULT_SLA
             f"{r['untiled'] / r['tiled']:.2f}x | {smallest} | {r['stage']} | {r['extra']:.1%} | {base * 1e3:.1f} / "
             f"{tiled * 1e3:.1f} | {tiled / base:.2f}x | {match} | {same} | {r['search']:.1f} |"
         )
-    lines += ["", "Notes:", ""] + [f"- {r['model']} ({r['account']}): {r['note']}" for r in rows]
+    beside = "; a traced tiled run holds {:,} bytes beside the arena (kernels' scratch and temporaries)"
+    lines += ["", "Notes:", ""] + [
+        f"- {r['model']} ({r['account']}): {r['note']}" + (beside.format(r["beside"]) if r.get("beside") else "")
+        for r in rows
+    ]
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     lines += ["", f"Machine load average (1, 5, 15 min) at the end of the run: {load} (2 cores, shared)."]
     return "\n".join(lines)

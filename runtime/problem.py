@@ -49,8 +49,7 @@ def memory_problem(
 
     ``options.io="external"`` leaves graph inputs and outputs out of the arena (the caller owns
     their memory); ``options.workspace=False`` asks kernels for no scratch (they allocate their
-    own, outside the arena), except a tiled stage's band steps (`_band_steps`). Buffer ids are
-    tensor names, plus ``"<node>::ws"`` for scratch.
+    own, outside the arena). Buffer ids are tensor names, plus ``"<node>::ws"`` for scratch.
     ``options.inplace`` and ``options.concat_inplace`` switch those aliases on or off (views
     always alias); ``options.prepared_weights=False`` sizes scratch for kernels that read their
     weights as stored (im2col's instead of Winograd's).
@@ -96,11 +95,9 @@ def _schedule(graph: Graph, options: MemoryOptions, constants: str, *, narrowing
     for name, t in graph.tensors.items():
         sizes[name] = t.nbytes
         kinds[name] = t.kind
-    banded = 0 if options.workspace else _band_steps(graph)
-    for i, node in enumerate(graph.nodes):
+    for node in graph.nodes:
         scratch: tuple[str, ...] = ()
-        planned = options.workspace or i < banded
-        ws = workspace_bytes(graph, node, prepared_weights=options.prepared_weights) if planned else 0
+        ws = workspace_bytes(graph, node, prepared_weights=options.prepared_weights) if options.workspace else 0
         if ws:
             wid = workspace_id(node)
             if wid in graph.tensors:
@@ -148,23 +145,6 @@ def _schedule(graph: Graph, options: MemoryOptions, constants: str, *, narrowing
 # different offsets: MobileNetV2's 21-node head placed at 1.5x its LOAD so, 1.1x without them.
 SHORT_STEPS = 2  # an input living at most this many steps after its first is a band's tile
 LONG_STEPS = 4  # an output living longer than this waits for a later band
-
-
-def _band_steps(graph: Graph) -> int:
-    """How many steps at the head of `graph` belong to a tiled stage (`runtime.tiling.stage`: its
-    bands, ``"<node>@<band>"``, and TileRows), 0 when it starts with none. Their scratch is planned
-    even without a workspace: left out, their bound calls would share one buffer per thread beside
-    the arena (`runtime.kernels._scratch.shared_scratch`), made at prepare, which no run counts and
-    no checker or canary sees; as the stage's own workspace it is placed, checked and guarded."""
-    from runtime.tiling.rows import OP_TYPE  # here: runtime.tiling imports this module
-
-    count, moved = 0, False
-    for node in graph.nodes:
-        rows = node.op_type == OP_TYPE and node.domain == MEMPLAN_DOMAIN
-        if "@" not in node.name and not rows:
-            break
-        count, moved = count + 1, moved or rows
-    return count if moved else 0
 
 
 def _tiled(graph: Graph) -> bool:

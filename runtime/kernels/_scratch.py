@@ -59,9 +59,8 @@ def shared_scratch(nbytes: int) -> np.ndarray:
     overlap), replaced by a larger one when a call needs more. A bound call keeps its views of
     it (`runtime.kernels.same_arrays`, the buffer among its arrays: made again after a
     replacement). One buffer for all the steps keeps it in cache, where one per step would not
-    (figures: docs/BENCHMARKS.md, "Figures behind the code"). It lies beside the arena: a traced
-    run counts it through `shared_scratch_held`; a tiled stage's band steps plan their scratch
-    in the arena instead (`runtime.problem`), so the checker and the canary cover it."""
+    (figures: docs/BENCHMARKS.md, "Figures behind the code"). It lies beside the arena, as the
+    scratch of ``workspace=False`` is meant to: a traced run counts it (`shared_scratch_held`)."""
     buffer = getattr(_SHARED, "buffer", None)
     if buffer is None or buffer.size < nbytes:
         buffer = _SHARED.buffer = np.empty(max(_round_up(nbytes), ALIGN), np.uint8)

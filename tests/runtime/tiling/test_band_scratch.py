@@ -1,7 +1,7 @@
-"""Kernel scratch beside the arena, measured by the buffers really held: without a workspace, a
-tiled stage's band steps plan their scratch in the arena (the checker judges it, the canary
-guards it) and take none of the thread's shared scratch; the steps that still take it (an
-untiled run's bound convolutions) have its bytes counted in the run's bytes beside the arena."""
+"""Kernel scratch of a tiled stage, measured by the buffers really held: with scratch planned in the
+arena, the band steps take none of the thread's shared scratch (the checker judges their
+workspace, the canary guards it); without a workspace they share that buffer beside the arena,
+and a traced run counts its bytes among those it reports beside the arena."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from runtime.tiling import chains, tiled_graph
 from tests.runtime.kernels.harness import close
 
 ACTIVATIONS = MemoryOptions(io="external", workspace=False)
+SCRATCH = MemoryOptions(io="external")
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +64,7 @@ def image() -> np.ndarray:
     return np.random.default_rng(1).standard_normal((1, 8, 32, 32)).astype(np.float32)
 
 
-def _in_a_fresh_thread(graph, image) -> dict[str, Any]:
+def _in_a_fresh_thread(graph, image, options: MemoryOptions = ACTIVATIONS) -> dict[str, Any]:
     """A traced run (none without a graph), and the thread's shared scratch after it, in a thread
     of its own (the shared scratch is one buffer per thread: a new thread starts without one)."""
     found: dict[str, Any] = {}
@@ -71,7 +72,7 @@ def _in_a_fresh_thread(graph, image) -> dict[str, Any]:
     def body() -> None:
         try:
             if graph is not None:
-                session = Session(graph, "greedy_by_size", ACTIVATIONS, canary=True).prepare()
+                session = Session(graph, "greedy_by_size", options, canary=True).prepare()
                 found["y"] = session.run({"x": image}, measure="memory")["y"]
                 found["outside"] = session.stats.outside_arena_bytes
             found["held"] = shared_scratch(0).nbytes  # the buffer the run's calls took, or a new least one
@@ -86,30 +87,29 @@ def _in_a_fresh_thread(graph, image) -> dict[str, Any]:
     return found
 
 
-def test_band_steps_take_no_scratch_beside_the_arena_and_the_run_matches_onnxruntime(model, graphs, image):
-    graph, tiled = graphs
-    problem = memory_problem(tiled, ACTIVATIONS)
-    planned = [b for b in problem.buffers if b.kind == "workspace"]
-    assert planned and all("@" in b.id for b in planned)  # the bands' scratch, in the arena
-    assert not any(b.kind == "workspace" for b in memory_problem(graph, ACTIVATIONS).buffers)
-    untiled, banded = _in_a_fresh_thread(graph, image), _in_a_fresh_thread(tiled, image)
+def test_with_scratch_planned_band_steps_take_none_beside_the_arena_and_match_onnxruntime(model, graphs, image):
+    _, tiled = graphs
+    planned = [b for b in memory_problem(tiled, SCRATCH).buffers if b.kind == "workspace"]
+    assert sum("@" in b.id for b in planned) > 1  # the bands' own scratch, in the arena
+    banded = _in_a_fresh_thread(tiled, image, SCRATCH)
     least = _in_a_fresh_thread(None, image)["held"]  # a thread's new buffer when no call took one
-    assert untiled["held"] > least  # the untiled convolutions share a buffer beside the arena
-    assert banded["held"] == least  # no band step took it
+    assert banded["held"] == least  # no band step took the shared buffer
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": image})
     close([banded["y"]], want, what="tiled run against onnxruntime")
 
 
-def test_a_traced_run_counts_the_shared_scratch_among_its_bytes_beside_the_arena(graphs, image):
-    graph, _ = graphs
-    untiled = _in_a_fresh_thread(graph, image)
-    assert untiled["outside"] >= untiled["held"] > _in_a_fresh_thread(None, image)["held"]
+def test_a_traced_tiled_run_without_a_workspace_counts_the_shared_scratch_beside_the_arena(model, graphs, image):
+    _, tiled = graphs
+    banded = _in_a_fresh_thread(tiled, image)
+    assert banded["outside"] >= banded["held"] > _in_a_fresh_thread(None, image)["held"]
     assert shared_scratch_held() == 0  # this thread's loops took none since its last read
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": image})
+    close([banded["y"]], want, what="tiled run against onnxruntime")
 
 
 def test_the_checker_and_the_canary_catch_a_band_scratch_over_rows_a_later_band_reads(graphs, image):
     _, tiled = graphs
-    problem = memory_problem(tiled, ACTIVATIONS)
+    problem = memory_problem(tiled, SCRATCH)
     plan = planner.plan(problem, "greedy_by_size")
     scratch = [b for b in problem.buffers if b.kind == "workspace" and b.size > 0]
     # The rows of a band that a later band still reads, alive across the scratch of another step.
@@ -123,7 +123,7 @@ def test_the_checker_and_the_canary_catch_a_band_scratch_over_rows_a_later_band_
     offsets[ws.id] = dataclasses.replace(offsets[ws.id], offset=offsets[kept.id].offset)
     wrong = dataclasses.replace(plan, offsets=offsets)
     assert not planner.check_plan(problem, wrong).ok
-    session = Session(tiled, wrong, ACTIVATIONS, canary=True, check=False, problem=problem).prepare()
+    session = Session(tiled, wrong, SCRATCH, canary=True, check=False, problem=problem).prepare()
     with pytest.raises(CanaryError) as caught:
         session.run({"x": image})
     assert kept.id in str(caught.value)

@@ -54,9 +54,7 @@ def test_a_tiled_stage_places_near_its_load_where_the_pinned_rows_did_not(stage,
     for strategy in ("greedy_by_size", "wic"):
         plan, old = planner.plan(problem, strategy), planner.plan(before, strategy)
         assert planner.check_plan(problem, plan).ok and planner.check_plan(before, old).ok
-        # LOAD holds the bands' scratch (planned in the arena even without a workspace), which the
-        # greedy orders place less tightly than the tiles alone.
-        assert plan.arena_bytes <= 1.25 * load(problem) < old.arena_bytes, strategy
+        assert plan.arena_bytes <= 1.15 * load(problem) < old.arena_bytes, strategy
 
 
 def test_the_stage_without_those_links_runs_to_onnxruntimes_outputs_with_the_canary_on(model, stage):
