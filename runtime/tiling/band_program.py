@@ -37,6 +37,9 @@ from runtime.tiling.rows import HEIGHT, copies
 from runtime.tiling.rows import OP_TYPE as ROWS
 
 StepCall = Callable[[list[Any]], None]
+# False: sessions prepared from now on keep every tiled stage on the step loop (`bench/band_bench.py`
+# times both routes of one plan side by side)
+COMPILED = True
 CONVS = {("", "Conv"), (MEMPLAN_DOMAIN, "ConvAct"), (MEMPLAN_DOMAIN, "PointwiseConvAdd")}
 
 
@@ -56,8 +59,8 @@ def stage_calls(
     )
     if last < 0:
         return pairs, "no tiled stage"
-    if jb.RUN is None:
-        return pairs, "the step loop: the compiled loops are off (numba missing or MEMPLAN_JIT=0)"
+    if jb.RUN is None or not COMPILED:
+        return pairs, "the step loop: the compiled loops are off (numba missing, MEMPLAN_JIT=0 or COMPILED)"
     writer = _Writer(graph, values, arena)
     said: dict[int, list[int]] = {}  # the first step of each run of steps said -> the run's code
     loop: list[int] = []  # the stage's steps left to the step loop, and why
