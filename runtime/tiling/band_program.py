@@ -12,8 +12,8 @@ A step it cannot say (another op, another dtype, a second tensor outside the are
 stage's input, an output over its input other than the step loop's pixel-wise form, copies that
 overlap in a way a forward copy would not keep) stays a step of the loop between two calls, and
 `Session.stage_note` says how many and why. A step's scratch is the workspace the plan gave it in
-the arena (too small for what the call needs: the step loop runs it), else one buffer beside the
-arena, as the step loop's shared scratch is when the plan gives none. A run with a canary, an
+the arena (too small for what the call needs: the step loop runs it), else the thread's shared
+scratch beside the arena, which the step loop's calls take when the plan gives them none. A run with a canary, an
 `after_node` hook or an `on_step` callback takes the step loop (the session's slow path), step by
 step; the fast path records a call's time on its first step and none on the others.
 """
@@ -29,7 +29,7 @@ import numpy as np
 from runtime.arena import address
 from runtime.errors import ExecutionError
 from runtime.graph import Graph
-from runtime.kernels import MEMPLAN_DOMAIN, jit_activation
+from runtime.kernels import MEMPLAN_DOMAIN, jit_activation, shared_scratch
 from runtime.kernels import jit_bands as jb
 from runtime.kernels.conv import depthwise
 from runtime.kernels.window import spatial_geometry
@@ -80,10 +80,7 @@ def stage_calls(
         said[first].extend(code)
     if not said:
         return pairs, f"the step loop: {reasons[0]}"
-    scratch = np.empty(max(writer.scratch, 1), jb.DTYPE)
-    made: list[tuple[int, StepCall]] = [
-        (i, BandProgram(writer, code, scratch, steps[i].node.name)) for i, code in said.items()
-    ]
+    made: list[tuple[int, StepCall]] = [(i, BandProgram(writer, code, steps[i].node.name)) for i, code in said.items()]
     stage = sorted([*made, *((i, calls[i]) for i in loop)], key=lambda pair: pair[0])
     note = f"{last + 1 - len(loop)} of the tiled stage's {last + 1} steps in {len(said)} compiled call(s)"
     if loop:
@@ -94,7 +91,7 @@ def stage_calls(
 class BandProgram:
     """The stage's compiled call, as a session's bound call: reads the stage's input from its slot."""
 
-    def __init__(self, writer: _Writer, code: list[int], scratch: np.ndarray, first: str) -> None:
+    def __init__(self, writer: _Writer, code: list[int], first: str) -> None:
         assert jb.RUN is not None, "built only with the compiled loops on"
         self.run, self.first = jb.RUN, first
         self.arena = writer.arena[: writer.arena.nbytes // 4 * 4].view(jb.DTYPE)
@@ -104,7 +101,9 @@ class BandProgram:
         self.weights = writer.weights
         self.params = np.array(writer.params or [0.0], np.float64)
         self.code = np.array(code, np.int64)
-        self.scratch = scratch  # beside the arena, shared by the stage's calls: for steps the plan gave none
+        # scratch beside the arena for steps the plan gave none: the thread's shared scratch, which the
+        # step loop's calls take too and a traced run counts (`shared_scratch_held`); none needed, none taken
+        self.need, self.scratch = 4 * writer.scratch, np.zeros(1, jb.DTYPE)
         # compiled (or loaded from numba's cache) at prepare, on no record: the arena is not touched
         self.run(self.arena, self.frozen, self.empty, self.weights, self.params, self.code[:0], self.scratch)
 
@@ -112,7 +111,8 @@ class BandProgram:
         outer = self.empty
         if self.outer_slot >= 0:
             outer = _read_only(np.ascontiguousarray(values[self.outer_slot], jb.DTYPE).reshape(-1))
-        failed = self.run(self.arena, self.frozen, outer, self.weights, self.params, self.code, self.scratch)
+        scratch = shared_scratch(self.need)[: self.need].view(jb.DTYPE) if self.need else self.scratch
+        failed = self.run(self.arena, self.frozen, outer, self.weights, self.params, self.code, scratch)
         if failed:
             raise ExecutionError(f"the compiled tiled stage met an unknown record at {failed - 1}", self.first)
 
