@@ -44,7 +44,7 @@ from runtime.program import Program
 from runtime.stats import RunStats
 
 Run = Callable[..., dict[str, np.ndarray]]
-_SLOT = "_last_run_stats"  # where `LastRunStats` keeps a session's value
+_SLOT = "_last_run_stats"  # where `LastRunStats` keeps a session's value (the fast calls store by this name)
 _TEMPLATE = "_fast_run_stats"  # the fields of the fast call's RunStats but its seconds and tracing
 
 
@@ -74,7 +74,13 @@ class LastRunStats:
 def fast_run(session: Any, general: Run, program: Program, views: Mapping[str, np.ndarray], io: CallerMemory) -> Run:
     """`session.run` for a prepared `session` whose runs go by `program`; `general` is the unbound
     `Session.run`, taking every call the fast one does not (see the module)."""
-    graph, arena = session.graph, session.arena
+    graph, arena, alive = session.graph, session.arena, weakref.ref(session)
+    if any(name not in views for name in (*graph.inputs, *graph.outputs)):  # a model's I/O outside the arena
+
+        def passed_on(inputs: Any = None, on_step: Any = None, *, measure: Any = None) -> dict[str, np.ndarray]:
+            return general(alive(), inputs, on_step, measure=measure)
+
+        return passed_on
     ins = tuple((name, views[name], views[name].shape, views[name].dtype) for name in graph.inputs)
     outs = tuple((name, views[name]) for name in graph.outputs)
     stats = RunStats(
@@ -82,7 +88,7 @@ def fast_run(session: Any, general: Run, program: Program, views: Mapping[str, n
         copied_bytes=sum(v.nbytes for _, v, _, _ in ins) + sum(v.nbytes for _, v in outs),
         constant_bytes=session.constant_bytes, measure="time", route="program",
     )  # fmt: skip
-    session.__dict__[_TEMPLATE], alive = vars(stats), weakref.ref(session)
+    session.__dict__[_TEMPLATE] = vars(stats)
     fed = fed_entry(ins[0][1]) if len(ins) == len(outs) == 1 else None
     if fed is None:
         return _many(alive, general, program, arena, ins, outs, io)
