@@ -1,7 +1,8 @@
 """A tiled stage's two routes side by side: where a float tiled model's run time goes, step by step.
 
-For each float model (`bench/.models`, as `bench/tile_bench.py` reads them) and the activations
-accounting (``MemoryOptions(io="external", workspace=False)``), `tile_auto` picks the tiled graph
+For each float model (`bench/.models`, as `bench/tile_bench.py` reads them) and accounting
+(`--accounts`: activations, ``MemoryOptions(io="external", workspace=False)``, by default; with
+scratch, kernels' scratch planned in the arena, which the compiled calls then use), `tile_auto` picks the tiled graph
 (default budget and slack) and `best` plans it; three sessions then run in one process, one run each
 in turn, one BLAS thread: the untiled model, the tiled model on the step loop (one Python-level
 call per band step: `runtime.tiling.band_program.COMPILED` off while it prepares) and the tiled
@@ -39,7 +40,10 @@ from runtime.oracle import verify  # noqa: E402
 from runtime.tiling import band_program, tile_auto  # noqa: E402
 
 FOLDER = ROOT / "bench" / ".models"
-OPTIONS = MemoryOptions(io="external", workspace=False)
+ACCOUNTS = {  # as bench/tile_bench.py's rows
+    "activations": MemoryOptions(io="external", workspace=False),
+    "with scratch": MemoryOptions(io="external"),
+}
 
 
 def _kind(name: str, op: str) -> str:
@@ -51,22 +55,22 @@ def _kind(name: str, op: str) -> str:
     return f"{op} band" if "@" in name else "after the stage"
 
 
-def measure(name: str, repeat: int) -> dict:
+def measure(name: str, repeat: int, account: str = "activations") -> dict:
     path = FOLDER / f"{name}.onnx"
     with np.load(FOLDER / f"{name}.npz") as archive:
         feeds = {k: archive[k] for k in archive.files}
-    graph = load_model(path)
-    tiling = tile_auto(graph, OPTIONS)
+    graph, options = load_model(path), ACCOUNTS[account]
+    tiling = tile_auto(graph, options)
     if tiling.chosen is None:
-        return {"model": name, "note": tiling.note}
-    plan = planner.plan(memory_problem(tiling.graph, OPTIONS), "best", time_limit=5.0)
-    plain = Session(graph, "best", OPTIONS).prepare()
+        return {"model": name, "account": account, "note": tiling.note}
+    plan = planner.plan(memory_problem(tiling.graph, options), "best", time_limit=5.0)
+    plain = Session(graph, "best", options).prepare()
     band_program.COMPILED = False
     try:
-        loop = Session(tiling.graph, plan, OPTIONS).prepare()
+        loop = Session(tiling.graph, plan, options).prepare()
     finally:
         band_program.COMPILED = True
-    fast = Session(tiling.graph, plan, OPTIONS).prepare()
+    fast = Session(tiling.graph, plan, options).prepare()
     sessions = [plain, loop, fast]
     outputs = [s.run(feeds) for s in sessions]
     seconds: list[list[float]] = [[] for _ in sessions]
@@ -91,6 +95,7 @@ def measure(name: str, repeat: int) -> dict:
     calls = fastest[2][:stage]
     return {
         "model": name,
+        "account": account,
         "stage": f"{len(tiling.chosen.chain.nodes)} nodes, {tiling.chosen.method}, {tiling.chosen.tiles} bands, {stage:,} steps",
         "arena": (plan.arena_bytes, plain.plan.arena_bytes if plain.plan else 0),
         "ms": [float(np.median(s)) * 1e3 for s in seconds],
@@ -107,22 +112,22 @@ def section(rows: list[dict], command: str) -> str:
     lines = [
         "### A tiled stage's route: the step loop against compiled calls",
         "",
-        f"`{command}` (activations accounting, `tile_auto`'s choice planned by `best`; median and fastest of runs "
+        f"`{command}` (`tile_auto`'s choice planned by `best`; median and fastest of runs "
         "in one process, the three sessions taking turns, one BLAS thread; outputs against onnxruntime). "
         "Hand-written notes follow the section.",
         "",
-        "| model | stage | arena tiled / untiled | ms untiled | ms tiled, step loop | ms tiled, compiled stage "
+        "| model | arena | stage | arena tiled / untiled | ms untiled | ms tiled, step loop | ms tiled, compiled stage "
         "| fastest runs: untiled / step loop / compiled | outputs match | compiled route |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|",
+        "|---|---|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         if "ms" not in r:
-            lines.append(f"| {r['model']} | untiled: {r['note']} | | | | | | | |")
+            lines.append(f"| {r['model']} | {r['account']} | untiled: {r['note']} | | | | | | | |")
             continue
         base, loop, fast = r["ms"]
         low = r["fastest"]
         lines.append(
-            f"| {r['model']} | {r['stage']} | {r['arena'][0]:,} / {r['arena'][1]:,} | {base:.1f} | {loop:.1f} "
+            f"| {r['model']} | {r['account']} | {r['stage']} | {r['arena'][0]:,} / {r['arena'][1]:,} | {base:.1f} | {loop:.1f} "
             f"({loop / base:.2f}x) | {fast:.1f} ({fast / base:.2f}x) | {low[0]:.1f} / {low[1]:.1f} "
             f"({low[1] / low[0]:.2f}x) / {low[2]:.1f} ({low[2] / low[0]:.2f}x) | "
             f"{'yes' if r['verified'] else '**no**'} | {r['route']} |"
@@ -130,7 +135,11 @@ def section(rows: list[dict], command: str) -> str:
     for r in rows:
         if "kinds" not in r:
             continue
-        lines += ["", f"{r['model']}, the step loop's steps by kind (sum of each step's fastest run):", ""]
+        lines += [
+            "",
+            f"{r['model']} ({r['account']}), the step loop's steps by kind (sum of each step's fastest run):",
+            "",
+        ]
         lines += ["| steps | count | ms | us a step |", "|---|---:|---:|---:|"]
         for kind, (count, total) in sorted(r["kinds"].items(), key=lambda item: -item[1][1]):
             lines.append(f"| {kind} | {count:,} | {total * 1e3:.2f} | {total * 1e6 / count:.1f} |")
@@ -148,20 +157,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="mobilenetv2,resnet18", help="float models of bench/.models")
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--accounts", default="activations", help=f"among: {', '.join(ACCOUNTS)}")
     parser.add_argument("--output", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
     args = parser.parse_args()
     missing = [n for n in args.models.split(",") if n and not (FOLDER / f"{n}.onnx").exists()]
     if missing:
         parser.error(f"--models {', '.join(missing)}: not in bench/.models (bench/real_models.py exports them)")
+    accounts = [a for a in args.accounts.split(",") if a]
+    if unknown := [a for a in accounts if a not in ACCOUNTS]:
+        parser.error(f"--accounts {', '.join(unknown)}: accepted names are {', '.join(ACCOUNTS)}")
     rows = []
     for name in args.models.split(","):
-        if name:
-            rows.append(measure(name, args.repeat))
+        for account in accounts if name else ():
+            rows.append(measure(name, args.repeat, account))
             print({k: v for k, v in rows[-1].items() if k != "kinds"}, flush=True)
     command = "python bench/band_bench.py" + (
         "" if args.models == "mobilenetv2,resnet18" else f" --models {args.models}"
     )
     command += "" if args.repeat == 15 else f" --repeat {args.repeat}"
+    command += "" if args.accounts == "activations" else f" --accounts '{args.accounts}'"
     text = section(rows, command)
     from app.services.docsections import replace_section
 
