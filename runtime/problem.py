@@ -67,9 +67,8 @@ def memory_schedule(graph: Graph, options: MemoryOptions | None = None, *, const
 
     Outputs written over a wider input (`Kernel.narrowing`: a quantized model's int8 input over
     its float one) bind a tall block that dies at once to a small one that lives on, which can
-    cost greedy placements more than the step's bytes saved (QDQ SqueezeNet 1,194,048 ->
-    1,390,656 bytes by greedy_by_size, its LOAD unchanged): they are kept only where the default
-    strategy places the schedule in a smaller arena with them than without."""
+    cost greedy placements more than the step's bytes saved, its LOAD unchanged: they are kept
+    only where the default strategy places the schedule in a smaller arena with them than without."""
     options = options or MemoryOptions()
     schedule = _schedule(graph, options, constants, narrowing=True)
     if not narrowing_links(graph, schedule.aliases):
