@@ -82,8 +82,8 @@ if RUN is not None and _CLOCK is not None and sys.platform != "win32":
 
 
 def fed_entry(x: np.ndarray) -> Any:
-    """The entry for inputs of `x`'s dtype and rank, compiled (or loaded from numba's cache) now: about
-    2 s cold once per machine and input type, as it links `RUN`; or None where there is none (no
+    """The entry for inputs of `x`'s dtype and rank, compiled (or loaded from numba's cache) now: once
+    per machine and input type, as it links `RUN`; or None where there is none (no
     numba, no monotonic clock, an element type numba lacks). Called as ``entry(address(frame), x)``
     with a `fed_frame`; like `jit_program.entry`'s it does not check its arguments' types: its caller
     passes only arrays of that dtype and rank, and keeps the frame and the arrays it names alive."""
