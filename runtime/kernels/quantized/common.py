@@ -111,3 +111,23 @@ def exact_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, part: np.ndarray
         k1 = min(depth, k0 + EXACT_DEPTH)
         np.matmul(a[:, k0:k1], b[k0:k1], out=part)
         out += part
+
+
+def merged_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The three shapes with neighbouring axes merged where each input spans the output on both or is
+    stretched on both (so that the compiled rows are as long as they can be), with leading axes of one
+    up to four dimensions (the compiled 8-bit ADD, SUB and MUL of both formats take such views)."""
+    shapes = [[1] * (len(out) - len(v)) + list(v) for v in (a, b)] + [list(out)]
+    merged = [[shape[0]] for shape in shapes] if out else [[1], [1], [1]]
+    for axis in range(1, len(out)):
+        prev, cur = [m[-1] for m in merged], [shape[axis] for shape in shapes]
+        joins = all(
+            (p == prev[2] and c == cur[2]) or (p == 1 and c == 1)
+            for p, c in zip(prev[:2], cur[:2], strict=True)
+        )  # fmt: skip
+        for m, c in zip(merged, cur, strict=True):
+            if joins:
+                m[-1] *= c
+            else:
+                m.append(c)
+    return [(1,) * (4 - len(m)) + tuple(m) for m in merged]

@@ -15,6 +15,7 @@ from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._scratch import Scratch, scratch_bytes
 from runtime.kernels.protocol import Bound
+from runtime.kernels.quantized.common import merged_shapes
 from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, GLOBAL_POOL, LOOKUP, PAIRS, POOL
 from runtime.kernels.quantized.quantize import one_value as _one
 from runtime.kernels.window import pad_into, padded_extent, window_geometry, windows
@@ -92,29 +93,9 @@ def _compiled_binary(a, b, out) -> bool:
     return BINARY is not None and eight_bit and a.dtype == b.dtype and len(out.shape) <= 4
 
 
-def _merged_shapes(a: tuple[int, ...], b: tuple[int, ...], out: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """The three shapes with neighbouring axes merged where each input spans the output on both or is
-    stretched on both (so that the compiled rows are as long as they can be), with leading axes of one
-    up to four dimensions."""
-    shapes = [[1] * (len(out) - len(v)) + list(v) for v in (a, b)] + [list(out)]
-    merged = [[shape[0]] for shape in shapes] if out else [[1], [1], [1]]
-    for axis in range(1, len(out)):
-        prev, cur = [m[-1] for m in merged], [shape[axis] for shape in shapes]
-        joins = all(
-            (p == prev[2] and c == cur[2]) or (p == 1 and c == 1)
-            for p, c in zip(prev[:2], cur[:2], strict=True)
-        )  # fmt: skip
-        for m, c in zip(merged, cur, strict=True):
-            if joins:
-                m[-1] *= c
-            else:
-                m.append(c)
-    return [(1,) * (4 - len(m)) + tuple(m) for m in merged]
-
-
 def _merged(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Views of the three arrays of `_merged_shapes`."""
-    shapes = _merged_shapes(a.shape, b.shape, out.shape)
+    """Views of the three arrays of `merged_shapes`."""
+    shapes = merged_shapes(a.shape, b.shape, out.shape)
     return tuple(v.reshape(shape) for v, shape in zip((a, b, out), shapes, strict=True))
 
 
@@ -124,7 +105,7 @@ def _binary_bind(inputs, outputs, attrs, general):
     a, b, out = inputs[0], inputs[3], outputs[0]
     if not _compiled_binary(a, b, out) or not int(np.prod(out.shape)):
         return None
-    shapes = _merged_shapes(tuple(a.shape), tuple(b.shape), tuple(out.shape))
+    shapes = merged_shapes(tuple(a.shape), tuple(b.shape), tuple(out.shape))
     carved: list = [None, None]  # the workspace last given and its block: a node's is the same every run
 
     def call(*values, out, ws=None, **made):
