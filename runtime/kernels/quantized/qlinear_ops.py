@@ -13,7 +13,7 @@ import numpy as np
 
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
-from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels._scratch import Scratch, scratch_bytes, shared_scratch
 from runtime.kernels.protocol import Bound
 from runtime.kernels.quantized.common import merged_shapes
 from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK, GLOBAL_POOL, LOOKUP, PAIRS, POOL
@@ -117,8 +117,9 @@ def _binary_bind(inputs, outputs, attrs, general):
         if "q_pairs" in made:
             PAIRS(a4, b4, made["q_pairs"], made["q_params"][5], out4)
             return
-        if ws is None or carved[0] is not ws:
-            carved[:] = ws, Scratch(ws, "QLinear binary").take((BLOCK,), np.int64)
+        space = shared_scratch(BLOCK * 8) if ws is None else ws  # a block of its own per node would be kept
+        if carved[0] is not space:
+            carved[:] = space, Scratch(space, "QLinear binary").take((BLOCK,), np.int64)
         BINARY(a4, b4, made["q_table_a"], made["q_table_b"], made["q_zeros"], made["q_params"], out4, carved[1])
 
     return Bound(call, takes_attributes=True)
