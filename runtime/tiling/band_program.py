@@ -1,7 +1,7 @@
 """A float32 tiled stage run in compiled calls: the session's fast route through a stage's bands.
 
-A stage of MobileNetV2-224's head in one-row stripes is about 1,500 steps of a few microseconds of
-arithmetic each; the step loop adds about as much again per step in Python. When a session
+A stage in one-row stripes is well over a thousand steps of little arithmetic each, and the step
+loop adds about as much again per step in Python (docs/BENCHMARKS.md). When a session
 prepares, `stage_calls` writes the steps of the tiled stage (the schedule's prefix up to its last
 TileRows) as the code of `runtime.kernels.jit_bands`, and gives the session's fast loop one call
 for each run of steps it can say, in place of their bound calls. Nothing else changes: the same
