@@ -61,6 +61,7 @@ def bind_dense(inputs, outputs, attrs, general):
     x, w, y = inputs[0], inputs[1], outputs[0]
     if not _compiled(x, y) or w is None:
         return None
+    meta = x
     q_in, q_w = quant(attrs.get("q_inputs"), 0, "input"), quant(attrs.get("q_inputs"), 1, "input")
     q_out = quant(attrs.get("q_outputs"), 0, "output")
     channels, depth = w.shape[0], w.shape[-1]
@@ -82,9 +83,11 @@ def bind_dense(inputs, outputs, attrs, general):
 
     def prime(*values, out, ws=None, **_):
         """At prepare: the table, and the loop compiled (or loaded from numba's cache) by one call on
-        zeros with the step's shapes, types and read-only flags, so that no run compiles it."""
-        x = np.zeros(values[0].shape, values[0].dtype)
-        x.flags.writeable = values[0].flags.writeable
+        zeros with the step's shapes, types and read-only flags, so that no run compiles it. An input
+        the caller holds (io="external") has no array yet: its meta's shape and type, writeable."""
+        given = values[0]
+        x = np.zeros(meta.shape if given is None else given.shape, meta.dtype if given is None else given.dtype)
+        x.flags.writeable = True if given is None else given.flags.writeable
         DENSE(x.reshape(-1, depth), x_zero, values[1].reshape(channels, depth), w_zero, table_of(values),
               np.zeros((x.size // depth, channels), out.dtype))  # fmt: skip
 

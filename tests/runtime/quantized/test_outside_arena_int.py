@@ -143,3 +143,16 @@ def test_int8_mobilenet_v2_allocates_little_beside_the_arena():
     _, outside, arena = _traced(model, feeds)
     bound = max(arena // 100, 64 * 1024)
     assert outside <= bound, f"{outside:,} bytes beside an arena of {arena:,} (bound {bound:,})"
+
+
+@pytest.mark.parametrize("workspace", [True, False])
+def test_fully_connected_prepares_with_its_input_held_by_the_caller(workspace):
+    """hello_world's first FULLY_CONNECTED reads the graph input, which io="external" leaves to the caller:
+    the session prepares without that array (its compiled loop primed on the input's meta), and the run
+    equals TensorFlow Lite Micro's and holds little beside the arena."""
+    model = model_bytes("hello_world_int8")
+    graph = runtime.load_model(model)
+    feeds = [_int8(graph.tensors[name].shape) for name in graph.inputs]
+    got, outside, _ = _traced(model, feeds, MemoryOptions(io="external", workspace=workspace))
+    np.testing.assert_array_equal(got[0], run_tflm(model, feeds)[0])
+    assert outside <= OBJECTS
