@@ -12,7 +12,8 @@ docs/BENCHMARKS.md, "Figures behind the code").
 3. run the tiny graphs of `app.services.warm_graphs` the same way (always: they take
    milliseconds once compiled), which reach the kernel loops no model of step 2 does (the
    normalisations, depthwise convs, squeeze-and-excitation, both Winograd variants, Gemm, and
-   the examples of the Conv, pool and recurrence route tables).
+   the examples of the Conv, pool and recurrence route tables), and a small MobileNetV2-like
+   network tiled by ``--tile auto``, whose float stage runs in the tiled stage's compiled calls.
 
 numba writes the cache where `planner.jit` says (``NUMBA_CACHE_DIR`` when set, which must be
 set before the process starts). The report counts, from numba's own stats, the loops this
@@ -35,7 +36,9 @@ from planner.generate import network_like, training_like
 from planner.timeline_jit import FROM_BLOCKS
 from runtime import oracle
 from runtime.kernels import kernels
+from runtime.tiling import tile_auto
 from runtime.training.demo import DEMO_MODELS, train_demo
+from runtime.training.models import mobilenet_v2_like
 
 DEFAULT_BLOCKS = 6_000  # a little past FROM_BLOCKS: the generators' problems are then placed by the compiled loop
 GENERATORS = {"network_like": network_like, "training_like": training_like}
@@ -91,6 +94,7 @@ def warm(
             timed(f"run {model}", partial(_run, model))
         for name, build in GRAPHS.items():
             timed(f"run {name} (tiny graph)", partial(_run_built, build))
+        timed("run tiled_stage (tiny graph, --tile auto)", _run_tiled)
     return {"compiled_loops": jit.ENABLED, **loop_stats(), "steps": steps}
 
 
@@ -136,6 +140,13 @@ def _run(model: str) -> None:
 
 def _run_built(build: Callable[[], Any]) -> None:
     _run_graph(runtime.load_model(build()))
+
+
+def _run_tiled() -> None:
+    """A small MobileNetV2-like network as a run job with ``--tile auto`` runs it: its head tiled,
+    the float stage in the compiled calls of `runtime.tiling.band_program`."""
+    graph = runtime.load_model(mobilenet_v2_like(size=40, width=0.35, classes=10))
+    _run_graph(tile_auto(graph, runtime.MemoryOptions()).graph)
 
 
 def _run_graph(graph: runtime.Graph) -> None:

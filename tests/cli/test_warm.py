@@ -74,6 +74,7 @@ def test_warm_fills_the_cache_and_a_later_process_compiles_nothing(tmp_path):
         "run tflite_lstm_int16 (tiny graph)",
         "run tflite_lstm_float32 (tiny graph)",
         "run tflite_svdf_int8 (tiny graph)",
+        "run tiled_stage (tiny graph, --tile auto)",
     ]
     assert report["compiled"] > 0 and report["loaded"] == 0  # a fresh cache: everything compiled here
     # Every loop Python calls (a kernel's or the planner's) ran, so a new one warm misses fails here.
@@ -120,12 +121,14 @@ def test_entries_are_the_loops_no_other_loop_calls_or_inlines():
     assert {
         "planner.timeline_jit.place_run",
         "runtime.kernels.jit_rnn._lstm_py",
-        "runtime.kernels.conv.jit_depthwise._depthwise",
+        "runtime.kernels.jit_bands._run",
         "runtime.kernels.squeeze_excite._squeeze_excite",
     } <= entries
-    # called from compiled loops only (timeline_jit's helpers, jit_rnn's cell), or inlined (Gemm's epilogue)
+    # called from compiled loops (timeline_jit's helpers, jit_rnn's cell; the depthwise loop from a tiled
+    # stage's interpreter as well as from Python), or inlined (Gemm's epilogue)
     assert (
         not {
+            "runtime.kernels.conv.jit_depthwise._depthwise",
             "planner.timeline_jit._reserve",
             "planner.gapsearch.gap_search",
             "runtime.kernels.jit_rnn._lstm_cell_py",
