@@ -16,7 +16,8 @@ import numpy as np
 from runtime import quant_arith as qa
 from runtime.kernels import kernel
 from runtime.kernels._blocks import block_slices
-from runtime.kernels._scratch import Scratch, scratch_bytes
+from runtime.kernels._scratch import Scratch, scratch_bytes, shared_scratch
+from runtime.kernels.protocol import Bound
 from runtime.kernels.quantized.common import TFLITE, float_activation, merged_shapes, quant
 from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK
 
@@ -96,6 +97,29 @@ def _compiled(a, b, out, ws, sign: int, activation, q_inputs, q_outputs, made: d
     return True
 
 
+def _bind(inputs, outputs, attrs, general):
+    """The compiled pass bound once for the node's shapes (merged views' shapes, its block of sums
+    carved once from the workspace, or from the thread's shared scratch without one); the general
+    call where the constants are not prepared or off the compiled pass."""
+    a, b, y = inputs[0], inputs[1], outputs[0]
+    if not _eight_bit(a, b, y) or not int(np.prod(y.shape)):
+        return None
+    shapes = merged_shapes(tuple(a.shape), tuple(b.shape), tuple(y.shape))
+    carved: list = [None, None]  # the workspace last given and its block: a node's is the same every run
+
+    def run(x, z, *, out, ws=None, **made):
+        if "q_params" not in made or not (x.flags.c_contiguous and z.flags.c_contiguous and out.flags.c_contiguous):
+            general((x, z), out, ws, made)
+            return
+        space = shared_scratch(BLOCK * 8) if ws is None else ws
+        if carved[0] is not space:
+            carved[:] = space, Scratch(space, "TFLite ADD/SUB/MUL").take((BLOCK,), np.int64)
+        tables = made["q_table_a"], made["q_table_b"], made["q_zeros"], made["q_params"]
+        BINARY(x.reshape(shapes[0]), z.reshape(shapes[1]), *tables, out.reshape(shapes[2]), carved[1])
+
+    return Bound(run, takes_attributes=True)
+
+
 def _blocks(a, b, out, step) -> None:
     """`step(a_block, b_block, out_block)` over `out` a block at a time (inputs broadcast to it), so
     that numpy's int64 temporaries are a block's, not the tensor's."""
@@ -132,17 +156,17 @@ def _add_or_sub(a, b, out, ws, sign, activation, q_inputs, q_outputs, made) -> N
     _blocks(a, b, out, step)
 
 
-@kernel("ADD", domain=TFLITE, inplace=(0, 1), constants=_constants(1), workspace=_workspace)
+@kernel("ADD", domain=TFLITE, inplace=(0, 1), constants=_constants(1), workspace=_workspace, bind=_bind)
 def add(a, b, *, out, ws=None, fused_activation_function="NONE", q_inputs=None, q_outputs=None, **made):
     _add_or_sub(a, b, out, ws, 1, fused_activation_function, q_inputs, q_outputs, made)
 
 
-@kernel("SUB", domain=TFLITE, inplace=(0, 1), constants=_constants(-1), workspace=_workspace)
+@kernel("SUB", domain=TFLITE, inplace=(0, 1), constants=_constants(-1), workspace=_workspace, bind=_bind)
 def sub(a, b, *, out, ws=None, fused_activation_function="NONE", q_inputs=None, q_outputs=None, **made):
     _add_or_sub(a, b, out, ws, -1, fused_activation_function, q_inputs, q_outputs, made)
 
 
-@kernel("MUL", domain=TFLITE, inplace=(0, 1), constants=_constants(0), workspace=_workspace)
+@kernel("MUL", domain=TFLITE, inplace=(0, 1), constants=_constants(0), workspace=_workspace, bind=_bind)
 def mul(a, b, *, out, ws=None, fused_activation_function="NONE", q_inputs=None, q_outputs=None, **made):
     if a.dtype.kind == "f" or out.dtype == np.int32:
         np.multiply(a, b, out=out)
