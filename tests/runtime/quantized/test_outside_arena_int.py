@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import runtime
-from runtime.kernels._jit import ENABLED
-from runtime.kernels._scratch import UFUNC_BUFFER
+from runtime.kernels import JIT_ENABLED as ENABLED
+from runtime.kernels import UFUNC_BUFFER
 from runtime.kernels.quantized.tflite_elementwise import NUMPY_BLOCK
 from runtime.options import MemoryOptions
 from runtime.problem import memory_problem
