@@ -5,6 +5,9 @@ Inputs given to `run` are copied into the arena (or read where they are when pla
 it); bound inputs are read in place or copied as their binding says; inputs written through
 `input_buffer` are already there. Outputs come back as fresh copies, as the caller's bound
 array, or (without a copy) as the session's `output_buffer`. `RunStats` counts every copy.
+
+`CallerMemoryMethods` gives `runtime.Session` its public face of this: `input_buffer`,
+`output_buffer`, `bind_input`, `bind_output` and `bindings`.
 """
 
 from __future__ import annotations
@@ -185,3 +188,37 @@ class CallerMemory:
                 results[name] = np.array(source, copy=True)
             stats.count_copy(source.nbytes)
         return results
+
+
+class CallerMemoryMethods:
+    """Zero-copy inputs and outputs, as methods of the session that mixes this in: it provides
+    `_caller_memory()`, its `CallerMemory` once prepared, and holds it as `_io` (None before)."""
+
+    _io: CallerMemory | None
+
+    def _caller_memory(self) -> CallerMemory:
+        raise NotImplementedError
+
+    @property
+    def bindings(self) -> dict[str, Binding]:
+        return dict(self._io.bindings) if self._io is not None else {}
+
+    def input_buffer(self, name: str) -> np.ndarray:
+        """The session's own buffer for graph input `name`: write it before each run, then call
+        `run()` without that input. Under ``io="arena"`` it is the arena view (its bytes are reused
+        once the input is dead, so write it again before every run)."""
+        return self._caller_memory().input_buffer(name)
+
+    def output_buffer(self, name: str) -> np.ndarray:
+        """The buffer graph output `name` is computed into, read-only: `run` returns it without a
+        copy, and its contents stay valid until the next run of any session sharing the arena."""
+        return self._caller_memory().output_buffer(name)
+
+    def bind_input(self, name: str, array: np.ndarray) -> Binding:
+        """Read graph input `name` from the caller's `array` on every run (which then needs no
+        value for it). Zero-copy when it fits, else copied each run: see the Binding's reason."""
+        return self._caller_memory().bind(name, "input", array)
+
+    def bind_output(self, name: str, array: np.ndarray) -> Binding:
+        """Compute graph output `name` into the caller's `array` (returned by `run` too)."""
+        return self._caller_memory().bind(name, "output", array)

@@ -222,7 +222,7 @@ ENCODERS: dict[str, tuple[int, Encoder]] = {
 
 def build_program(steps: list[Any], graph: Graph, views: Mapping[str, np.ndarray], values: list, slot: Mapping[str, int],
                   arena: np.ndarray | None, states: States) -> tuple[Program | None, str]:  # fmt: skip
-    """The program of a session's `steps` (its `_Step`s, bound at prepare), or None and why not.
+    """The program of a session's `steps` (its `runtime.steps.Step`s, bound at prepare), or None and why not.
     On success the states the steps read are moved into the program's blob (see the module)."""
     if jp.RUN is None:
         return None, "the compiled loops are off (numba missing or MEMPLAN_JIT=0)"

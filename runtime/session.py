@@ -1,39 +1,51 @@
 """Running a loaded model inside one planned arena.
 
-``Session(graph, plan, options).prepare()`` resolves every kernel (all unsupported ops are listed in one error before
-anything runs), builds the memory problem of `options` (a `runtime.MemoryOptions`), plans it when given a strategy name,
-refuses a plan `planner.check_plan` rejects, allocates one aligned uint8 arena and makes every non-constant tensor a
-view ``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`). ``run(inputs)`` is then a flat loop over
-the steps; a Concat planned in place copies only the inputs not already in their slice (`runtime.concat_in_place`). Each
-step's kernel call is bound at prepare (`runtime.step_calls`: output views, workspace, attributes, opset), so that a run
-only reads input slots; without a canary, `after_node` hooks or an `on_step` callback the loop is those calls and one
-clock read per step (a float tiled stage: one call, `runtime.tiling.band_program`), and `RunStats.trace` is made from
-the step times only when read. When every step is a compiled integer loop on tensors at fixed places (small TFLite
-integer models, `runtime.program`), prepare also builds one compiled program, and a run without a canary, hooks or an
-`on_step` callback is one call of it, with no per-step times (`route`, `RunStats.route`, `route_note` says why not),
-made by `runtime.fast_run`'s short ``run``; `invoker()` is that call alone, as TensorFlow Lite Micro's ``invoke()``.
+``Session(graph, plan, options).prepare()`` resolves every kernel (all unsupported ops are listed
+in one error before anything runs), builds the memory problem of `options` (a
+`runtime.MemoryOptions`), plans it when given a strategy name, refuses a plan `planner.check_plan`
+rejects, allocates one aligned uint8 arena and makes every non-constant tensor a view
+``arena[off:off+nbytes].view(dtype).reshape(shape)`` (`runtime.arena`). Each node becomes a step
+(`runtime.steps`) whose kernel call is bound at prepare (`runtime.step_calls`: output views,
+workspace, attributes, opset), so that a run only reads input slots.
 
-Zero-copy I/O (`runtime.caller_memory`): `input_buffer`/`output_buffer` hand out the session's own buffers (arena
-views under ``io="arena"``) so a caller writes inputs and reads outputs in place; `bind_input`/`bind_output` make
-kernels read and write caller memory when it fits (see `runtime.binding`) and copy, saying why, when it does not.
-`RunStats` counts every copy.
+``run(inputs)`` is then a flat loop over the steps. Without a canary, `after_node` hooks or an
+`on_step` callback the loop is the bound calls and one clock read per step (a float tiled stage:
+one call, `runtime.tiling.band_program`), and `RunStats.trace` is made from the step times only
+when read. When every step is a compiled integer loop on tensors at fixed places (small TFLite
+integer models, `runtime.program`), prepare also builds one compiled program, and a run without a
+canary, hooks or an `on_step` callback is one call of it, with no per-step times (`route`,
+`RunStats.route`; `route_note` says why not), made by `runtime.fast_run`'s short ``run``;
+`invoker()` is that call alone, as TensorFlow Lite Micro's ``invoke()``.
 
-Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are shared, read-only views (one
-allocation for every session holding the same bytes). Initializers named in ``unbound=`` commit no memory at prepare
-and are bound by `set_shared_input`. An ``arena=`` given by the caller (see `runtime.batches`) is used instead of a
-new one. States (`runtime.states`) are the session's own, beside the arena, carried from run to run.
+Zero-copy I/O (`runtime.caller_memory`): `input_buffer`/`output_buffer` hand out the session's own
+buffers (arena views under ``io="arena"``) so a caller writes inputs and reads outputs in place;
+`bind_input`/`bind_output` make kernels read and write caller memory when it fits (see
+`runtime.binding`) and copy, saying why, when it does not. `RunStats` counts every copy.
 
-Variations are hooks, not copies: ``problem=`` plans a prebuilt problem of the graph instead of `memory_problem` (a
-training step's, see `runtime.training.session`), and ``after_node=`` runs a callable right after the named node,
-before the next step (a training step's loss check, which raises to stop the run before any update).
+Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are shared, read-only
+views (one allocation for every session holding the same bytes). Initializers named in
+``unbound=`` commit no memory at prepare and are bound by `set_shared_input`
+(`runtime.shared_inputs`). An ``arena=`` given by the caller (see `runtime.batches`) is used
+instead of a new one. States (`runtime.states`) are the session's own, beside the arena, carried
+from run to run.
 
-Time and memory are measured in separate runs, because tracemalloc slows numpy down (by how much: docs/BENCHMARKS.md,
-"Figures behind the code"): ``run(inputs, measure="time")`` (the default) times the loop and each step with tracing
-off; ``run(inputs, measure="memory")`` traces it with tracemalloc (which sees numpy's data allocations) and reports
-the peak of bytes allocated outside the arena as `RunStats.outside_arena_bytes`; the arena itself and the returned
-outputs are allocated outside that window, so what is reported is what kernels and the dispatcher allocated on the
-side. A memory run's times are kept but marked (`RunStats.measure`, `RunStats.traced`): report times from time runs
-only. `measure_runs` does both the way `memplan run` reports them.
+Variations are hooks, not copies: ``problem=`` plans a prebuilt problem of the graph instead of
+`memory_problem` (a training step's, see `runtime.training.session`), and ``after_node=`` runs a
+callable right after the named node, before the next step (a training step's loss check, which
+raises to stop the run before any update).
+
+Time and memory are measured in separate runs, because tracemalloc slows numpy down (by how much:
+docs/BENCHMARKS.md, "Figures behind the code"):
+
+- ``run(inputs, measure="time")`` (the default) times the loop and each step with tracing off;
+- ``run(inputs, measure="memory")`` traces it with tracemalloc (which sees numpy's data
+  allocations) and reports the peak of bytes allocated outside the arena as
+  `RunStats.outside_arena_bytes`. The arena itself and the returned outputs are allocated outside
+  that window, so what is reported is what kernels and the dispatcher allocated on the side. A
+  memory run's times are kept but marked (`RunStats.measure`, `RunStats.traced`): report times
+  from time runs only.
+
+`measure_runs` does both the way `memplan run` reports them.
 """
 
 from __future__ import annotations
@@ -41,58 +53,43 @@ from __future__ import annotations
 import time
 import tracemalloc
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 import planner
 from planner import Plan, Problem
-from planner.aliases import alias_roots
-from runtime.arena import address, arena_views, read_only, take_arena
-from runtime.binding import Binding
-from runtime.caller_memory import CallerMemory
+from runtime.arena import arena_views, read_only, take_arena
+from runtime.caller_memory import CallerMemory, CallerMemoryMethods
 from runtime.canary import Canary
-from runtime.concat_in_place import concat_in_place
-from runtime.errors import ExecutionError, FeedError, ModelError, TensorTooLargeError
+from runtime.errors import ExecutionError, FeedError, TensorTooLargeError
 from runtime.fast_run import LastRunStats, fast_run
-from runtime.graph import Graph, Node
-from runtime.kernels import Kernel, loop_ufunc_buffers, shared_scratch_held, weights_kwargs
+from runtime.graph import Graph
+from runtime.kernels import Kernel, loop_ufunc_buffers, shared_scratch_held
 from runtime.options import DEFAULT_ALIGNMENT, MemoryOptions
-from runtime.params import ParameterStore, PreparedConstants
+from runtime.params import ParameterStore
 from runtime.prepare_checks import check_plan, resolve_kernels
-from runtime.problem import check_aliases, memory_problem, node_metas, workspace_id
+from runtime.problem import check_aliases, memory_problem
 from runtime.program import Program, build_program
+from runtime.shared_inputs import SharedInputs
 from runtime.states import States
 from runtime.stats import RunStats
 from runtime.step_calls import bind_call
+from runtime.steps import AfterNode, Step, after_hooks, canary_writes, make_step, prepare_kernels
 from runtime.tiling.band_program import stage_calls
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
-AfterNode = Callable[[], None]  # runs right after its node, before the next step; may raise to stop the run
-Measure = Literal["time", "memory"]  # what a run measures: honest times (no tracing), or bytes beside the arena
+# What a run measures: honest times (no tracing), or bytes beside the arena.
+Measure = Literal["time", "memory"]
 MEASURES = ("time", "memory")
 DEFAULT_MAX_ARENA_BYTES = 16 << 30
 
 
-@dataclass
-class _Step:
-    node: Node
-    kernel: Kernel
-    inputs: list[int]  # slot per input, -1 for an omitted one
-    outputs: list[np.ndarray | int | None]  # arena view, slot of an external output, or None
-    ws: np.ndarray | None
-    skip: bool  # a view whose output already is its input's bytes: nothing to do
-    attributes: dict[str, Any] = field(default_factory=dict)  # parsed once, at prepare
-    # keyword arguments bound into the call: the kernel's prepared constants (`Kernel.constants`),
-    # or `weights_kwargs` when prepared weights are off
-    constants: dict[str, Any] = field(default_factory=dict)
-
-
-class Session:
+class Session(CallerMemoryMethods):
     """Run `graph` inside the arena of `plan` (a Plan, or the name of a strategy to plan with)."""
 
-    stats = LastRunStats()  # the last run's RunStats, None before any (made when read after a fast call)
+    # The last run's RunStats, None before any (made when read after a fast call).
+    stats = LastRunStats()
 
     def __init__(
         self,
@@ -115,7 +112,8 @@ class Session:
     ) -> None:
         self.graph = graph
         self.options = options or MemoryOptions()
-        self._problem_arg = problem  # prebuilt (a training step's): planned as given instead of memory_problem
+        # A prebuilt problem (a training step's) is planned as given instead of `memory_problem`.
+        self._problem_arg = problem
         self._after_node = dict(after_node or {})
         self._program_wanted = program  # False: every run takes the step loop (its kernels one by one)
         self.canary = canary
@@ -127,8 +125,8 @@ class Session:
         self.params = params
         self.io_alignment = io_alignment  # 0: a bound array needs only its element's alignment
         self._arena_arg = arena
-        self._unbound = tuple(dict.fromkeys(unbound))
-        self._shared: dict[str, np.ndarray] = {}  # unbound initializers bound so far
+        self._shared = SharedInputs(unbound)
+        self._unbound = self._shared.names
         self._io: CallerMemory | None = None  # made at prepare, with the arena views
         self.problem: Problem | None = None
         self.plan: Plan | None = None
@@ -139,75 +137,54 @@ class Session:
     # ---- prepare -----------------------------------------------------------------------------------
 
     def prepare(self) -> Session:
-        """Resolve kernels, plan, check the plan, allocate the arena and bind every view. Idempotent."""
+        """Resolve kernels, plan, check the plan, allocate the arena and bind every view.
+        Idempotent."""
         if self._prepared:
             return self
         kernels = resolve_kernels(self.graph)
-        self._check_unbound()
+        self._shared.check(self.graph)
         if self.params is not None:
             self.graph = self.params.share(self.graph, skip=self._unbound)
+        problem, plan = self._planned()
+        self.problem, self.plan = problem, plan
+        alignment = max(self.options.alignment, DEFAULT_ALIGNMENT)
+        self.arena = take_arena(self._arena_arg, plan.arena_bytes, alignment)
+        self._bind_views(problem, plan)
+        self._io = CallerMemory(self.graph, self._views, self._values, self._slot, self.io_alignment)
+        self._steps = self._make_steps(kernels)
+        self._calls = [bind_call(s, self._none_slot, self.graph, self._values) for s in self._steps]
+        self._labels = tuple((s.node.name, s.node.op_type) for s in self._steps)
+        self._after = after_hooks(self._steps, self._after_node, self.graph)
+        self._fast, self.stage_note = stage_calls(self.graph, self._steps, self._calls, self._values, self.arena)
+        self._canary = None
+        if self.canary:
+            self._canary = Canary(problem, plan, self.arena, canary_writes(problem, self._steps))
+        self._program, self.route_note = self._build_program()
+        if self._program is not None:  # a run with no per-step work: one short frame (`runtime.fast_run`)
+            fast = fast_run(self, Session.run, self._program, self._views, self._io)
+            self.run = fast  # type: ignore[method-assign]
+        self._prepared = True
+        return self
+
+    def _planned(self) -> tuple[Problem, Plan]:
+        """The memory problem (the prebuilt one, or the graph's under `options`) and its plan,
+        checked."""
         problem = self._problem_arg
         if problem is None:
             problem = memory_problem(self.graph, self.options)
             # A prebuilt problem's aliases are its builder's contract: a training step's updates
             # overwrite the parameters (graph outputs) on purpose.
             check_aliases(self.graph, problem)
-        plan = planner.plan(problem, self._plan_arg) if isinstance(self._plan_arg, str) else self._plan_arg
+        plan = self._plan_arg
+        if isinstance(plan, str):
+            plan = planner.plan(problem, plan)
         check_plan(problem, plan, self.check)
         if plan.arena_bytes > self.max_arena_bytes:
             raise TensorTooLargeError(
-                f"the arena of plan {plan.strategy!r} is {plan.arena_bytes:,} bytes, more than max_arena_bytes="
-                f"{self.max_arena_bytes:,}; refused before allocating"
+                f"the arena of plan {plan.strategy!r} is {plan.arena_bytes:,} bytes, more than "
+                f"max_arena_bytes={self.max_arena_bytes:,}; refused before allocating"
             )
-        self.problem, self.plan = problem, plan
-        self.arena = take_arena(self._arena_arg, plan.arena_bytes, max(self.options.alignment, DEFAULT_ALIGNMENT))
-        self._bind_views(problem, plan)
-        self._io = CallerMemory(self.graph, self._views, self._values, self._slot, self.io_alignment)
-        self._prepare_kernels(kernels)
-        self._steps = [self._compile(node, kernels[node.name]) for node in self.graph.nodes]
-        self._calls = [bind_call(s, self._none_slot, self.graph, self._values) for s in self._steps]
-        self._labels, self._after = tuple((s.node.name, s.node.op_type) for s in self._steps), self._after_hooks()
-        self._fast, self.stage_note = stage_calls(self.graph, self._steps, self._calls, self._values, self.arena)
-        self._canary = None
-        if self.canary:
-            # An input overwritten in place is written by the step too.
-            where = {b.id: r for b, r in zip(problem.buffers, alias_roots(problem), strict=True)}
-            writes = [
-                [*(n for n in s.node.outputs if n), workspace_id(s.node), *self._overwritten(s, where)]
-                for s in self._steps
-            ]
-            self._canary = Canary(problem, plan, self.arena, writes)
-        self._program, self.route_note = self._build_program()
-        if self._program is not None:  # a run with no per-step work: one short frame (`runtime.fast_run`)
-            self.run = fast_run(self, Session.run, self._program, self._views, self._io)  # type: ignore[method-assign]
-        self._prepared = True
-        return self
-
-    def _prepare_kernels(self, kernels: dict[str, Kernel]) -> None:
-        """Each kernel's prepare hook, once per node (compiled loops are built here, not in a run),
-        and its constants hook with the node's true constants: initializers neither unbound
-        (shared, bound later) nor planned into the arena (where a run may write them). With
-        `MemoryOptions.prepared_weights` off no hook is called: such kernels are bound with
-        ``prepared_weights=False`` and read their weights as stored."""
-        self._node_constants: dict[str, dict[str, Any]] = {}
-        fixed = self.graph.constants.keys() - set(self._unbound) - self._views.keys()
-        prepared_weights, held = self.options.prepared_weights, PreparedConstants()  # equal arrays held once
-        for node in self.graph.nodes:
-            k = kernels[node.name]
-            if k.prepare is None and k.constants is None:
-                continue
-            metas_in, metas_out = node_metas(self.graph, node)
-            try:
-                if k.prepare is not None:
-                    k.prepare(metas_in, metas_out, **node.attributes)
-                if k.constants is not None and not prepared_weights:  # weights read as stored: nothing made
-                    self._node_constants[node.name] = weights_kwargs(k, prepared_weights)
-                elif k.constants is not None:
-                    values = [self._values[self._slot[n]] if n in fixed else None for n in node.inputs]
-                    self._node_constants[node.name] = held(k.constants(values, metas_in, metas_out, **node.attributes))
-                    self.constant_bytes += held.added  # a tiled stage's bands prepare their node's weights once
-            except Exception as e:  # a prepare hook failing is a kernel bug: say where
-                raise ModelError(f"node {node.name!r} ({node.op_type}): its kernel's prepare failed: {e}") from None
+        return problem, plan
 
     def _bind_views(self, problem: Problem, plan: Plan) -> None:
         """A writable and a read-only view per arena tensor, slots for everything a step reads."""
@@ -226,7 +203,7 @@ class Session:
         self.states = States()
         for name, c in self.graph.constants.items():
             if name in self._unbound:  # committed only when set_shared_input binds it
-                self._values[self._slot[name]] = self._shared.get(name)
+                self._values[self._slot[name]] = self._shared.bound.get(name)
                 continue
             value = c.value() if name in self._views else self.states.value(name, c)
             self.constant_bytes += value.nbytes
@@ -235,28 +212,30 @@ class Session:
             else:
                 self._values[self._slot[name]] = value
 
-    def _compile(self, node: Node, kernel: Kernel) -> _Step:
-        ins = [self._slot[n] if n else -1 for n in node.inputs]
-        outs: list[np.ndarray | int | None] = []
-        for n in node.outputs:
-            outs.append(None if not n else self._views[n] if n in self._views else self._slot[n])
-        ws = self._ws.get(workspace_id(node))
-        skip = False
-        if kernel.view and node.outputs and node.outputs[0] in self._views and node.inputs[0] in self._views:
-            same = address(self._views[node.inputs[0]]) == address(self._views[node.outputs[0]])
-            skip = same and not any(node.outputs[1:])
-        if node.op_type == "Concat" and node.outputs[0] in self._views:
-            kernel, skip = concat_in_place(node, kernel, self.graph, self._views, self._views[node.outputs[0]])
-        constants = self._node_constants.get(node.name, {})
-        return _Step(node, kernel, ins, outs, ws, skip, dict(node.attributes), constants)
+    def _make_steps(self, kernels: dict[str, Kernel]) -> list[Step]:
+        """One step per node, after each kernel's prepare and constants hooks (`runtime.steps`)."""
+        fixed = self.graph.constants.keys() - set(self._unbound) - self._views.keys()
+        prepared = self.options.prepared_weights
+        constants, nbytes = prepare_kernels(self.graph, kernels, self._values, self._slot, fixed, prepared)
+        self.constant_bytes += nbytes
+        views, ws, slot = self._views, self._ws, self._slot
+        return [
+            make_step(node, kernels[node.name], self.graph, views, ws, slot, constants.get(node.name, {}))
+            for node in self.graph.nodes
+        ]
 
     def _build_program(self) -> tuple[Program | None, str]:
+        """The compiled program of the whole model, or None and why not (`runtime.program`)."""
         per_step = self._canary is not None or self._after or self._unbound  # a run's work between steps
         if not self._program_wanted or per_step or not self.options.prepared_weights:
-            return None, "the step loop: program=False, a canary, hooks, unbound initializers or weights as stored"
-        made = build_program(self._steps, self.graph, self._views, self._values, self._slot, self.arena, self.states)
-        self.constant_bytes += made[0].copied_bytes if made[0] is not None else 0  # the blob's copies
-        return made
+            why = "program=False, a canary, hooks, unbound initializers or weights as stored"
+            return None, f"the step loop: {why}"
+        program, note = build_program(
+            self._steps, self.graph, self._views, self._values, self._slot, self.arena, self.states
+        )
+        if program is not None:
+            self.constant_bytes += program.copied_bytes  # the blob's copies
+        return program, note
 
     @property
     def route(self) -> str:
@@ -265,8 +244,9 @@ class Session:
 
     def invoker(self) -> Callable[[], Any]:
         """The model's compute alone, as TensorFlow Lite Micro's ``invoke()``: a callable computing
-        from what the input buffers hold (`input_buffer`) into the output buffers, with no feeds checked,
-        copies or stats; the compiled program bound to the arena, or a run of the step loop."""
+        from what the input buffers hold (`input_buffer`) into the output buffers, with no feeds
+        checked, copies or stats; the compiled program bound to the arena, or a run of the step
+        loop."""
         for name in self.prepare().graph.inputs:
             self.input_buffer(name)  # the caller's from now on: a run reads what it holds
         for name in self.graph.outputs:
@@ -274,91 +254,24 @@ class Session:
         assert self.arena is not None
         return self.run if self._program is None else self._program.bound(self.arena)
 
-    def _after_hooks(self) -> dict[int, AfterNode]:
-        index = {s.node.name: i for i, s in enumerate(self._steps)}
-        unknown = [n for n in self._after_node if n not in index]
-        if unknown:
-            raise ModelError(f"after_node names {unknown}, which are not nodes of {self.graph.name!r}")
-        return {index[n]: hook for n, hook in self._after_node.items()}
-
-    def _overwritten(self, step: _Step, where: Mapping[str, tuple[int, int]]) -> list[str]:
-        """Inputs the problem declares an output is written over (in place, e.g. an optimizer's
-        updates): same alias root and offset. Declared, not measured, so the canary still sees a
-        plan that overlaps."""
-        outs = {where[o] for o in step.node.outputs if o in where}
-        if step.skip or not outs:
-            return []
-        return [n for n in step.node.inputs if n not in step.node.outputs and where.get(n) in outs]
-
-    def _check_unbound(self) -> None:
-        accepted = [n for n, c in self.graph.constants.items() if c.source in ("initializer", "external")]
-        wrong = [n for n in self._unbound if n not in accepted]
-        if wrong:
-            raise ModelError(
-                f"unbound={wrong}: only initializers the graph still reads can be left unbound; accepted: {accepted}"
-            )
-
-    # ---- caller memory: zero-copy inputs and outputs (runtime.caller_memory), shared inputs ---------
-
-    @property
-    def bindings(self) -> dict[str, Binding]:
-        return dict(self._io.bindings) if self._io is not None else {}
+    # ---- shared inputs (runtime.shared_inputs); caller memory: CallerMemoryMethods -------------------
 
     @property
     def unbound(self) -> list[str]:
         """Initializers declared unbound that `set_shared_input` has not bound yet."""
-        return [n for n in self._unbound if n not in self._shared]
+        return self._shared.missing
+
+    def set_shared_input(self, name: str, array: np.ndarray) -> None:
+        """Bind initializer `name`, declared in ``unbound=``, to `array` (read, never copied when
+        C-contiguous and aligned). Binding it again is accepted only with equal data."""
+        value = self._shared.bind(name, array, self.graph, self.params)
+        if self._prepared:
+            self._values[self._slot[name]] = value
 
     def _caller_memory(self) -> CallerMemory:
         self.prepare()
         assert self._io is not None
         return self._io
-
-    def input_buffer(self, name: str) -> np.ndarray:
-        """The session's own buffer for graph input `name`: write it before each run, then call
-        `run()` without that input. Under ``io="arena"`` it is the arena view (its bytes are reused
-        once the input is dead, so write it again before every run)."""
-        return self._caller_memory().input_buffer(name)
-
-    def output_buffer(self, name: str) -> np.ndarray:
-        """The buffer graph output `name` is computed into, read-only: `run` returns it without a
-        copy, and its contents stay valid until the next run of any session sharing the arena."""
-        return self._caller_memory().output_buffer(name)
-
-    def bind_input(self, name: str, array: np.ndarray) -> Binding:
-        """Read graph input `name` from the caller's `array` on every run (which then needs no
-        value for it). Zero-copy when it fits, else copied each run: see the Binding's reason."""
-        return self._caller_memory().bind(name, "input", array)
-
-    def bind_output(self, name: str, array: np.ndarray) -> Binding:
-        """Compute graph output `name` into the caller's `array` (returned by `run` too)."""
-        return self._caller_memory().bind(name, "output", array)
-
-    def set_shared_input(self, name: str, array: np.ndarray) -> None:
-        """Bind initializer `name`, declared in ``unbound=``, to `array` (read, never copied when
-        C-contiguous and aligned). Binding it again is accepted only with equal data."""
-        if name not in self._unbound:
-            raise FeedError(
-                f"{name!r} was not declared unbound; the session's unbound initializers are {list(self._unbound)}"
-            )
-        c = self.graph.constants[name]
-        want = f"{c.dtype}{list(c.shape)}"
-        if not isinstance(array, np.ndarray) or array.shape != c.shape or array.dtype != c.dtype:
-            got = f"{array.dtype}{list(array.shape)}" if isinstance(array, np.ndarray) else type(array).__name__
-            raise FeedError(f"shared input {name!r}: got {got}; it is declared {want}")
-        held = self._shared.get(name)
-        if held is not None:
-            if held.base is array or held is array or np.array_equal(held, array):
-                return
-            raise FeedError(
-                f"shared input {name!r} is already bound to different data; a shared input is bound once per session"
-            )
-        value = array if array.flags.c_contiguous and array.flags.aligned else np.ascontiguousarray(array)
-        if self.params is not None:
-            value = self.params.intern(value)
-        self._shared[name] = read_only(value)
-        if self._prepared:
-            self._values[self._slot[name]] = self._shared[name]
 
     def reset_state(self) -> None:
         """Every state back to its initial value, as TensorFlow Lite Micro's `Reset()` does."""
@@ -384,16 +297,21 @@ class Session:
         measure = _checked_measure(self.measure if measure is None else measure)
         io = self._caller_memory()
         assert self.arena is not None and self.plan is not None
-        if self._unbound and self.unbound:  # the list made only when some were declared
+        if self._unbound and self._shared.missing:  # the list made only when some were declared
             raise FeedError(
-                f"shared input(s) {self.unbound} are declared unbound and not bound yet: call "
+                f"shared input(s) {self._shared.missing} are declared unbound and not bound yet: call "
                 "set_shared_input(name, array) before running"
             )
         on_step = on_step or self.on_step
         feeds = io.check_feeds(inputs or {})
         fallbacks = {n: b.reason for n, b in io.bindings.items() if b.reason is not None}
         stats = RunStats(
-            self.plan.arena_bytes, None, 0.0, constant_bytes=self.constant_bytes, fallbacks=fallbacks, measure=measure
+            self.plan.arena_bytes,
+            None,
+            0.0,
+            constant_bytes=self.constant_bytes,
+            fallbacks=fallbacks,
+            measure=measure,
         )
         io.fill_inputs(feeds, stats, self._canary)
         external_outputs = io.external_outputs()
@@ -408,23 +326,30 @@ class Session:
         stats.traced = tracemalloc.is_tracing()
         # Preallocated so that memplan's own bookkeeping does not count as bytes beside the arena.
         step_seconds = np.zeros(len(self._steps))
-        program = self._program if on_step is None and not self._after else None  # capture's hooks: the loop
+        # A callback or after-node hooks (a capture's) need the step loop.
+        program = self._program if on_step is None and not self._after else None
         try:
-            stats.seconds = self._loop(step_seconds, on_step) if program is None else program.run(self.arena)
+            if program is None:
+                stats.seconds = self._loop(step_seconds, on_step)
+            else:
+                stats.seconds = program.run(self.arena)
             if measure == "memory":
-                stats.outside_arena_bytes = max(0, tracemalloc.get_traced_memory()[1] - base) + shared_scratch_held()
+                peak = tracemalloc.get_traced_memory()[1]
+                stats.outside_arena_bytes = max(0, peak - base) + shared_scratch_held()
         finally:
             # Stop the tracing this run started, even when a step fails (a canary hit, say).
             if measure == "memory" and not tracing:
                 tracemalloc.stop()
-        stats.route = "steps" if program is None else "program"  # a program's run has no per-step times
-        stats.step_labels, stats.step_times = (self._labels, step_seconds) if program is None else ((), None)
+        if program is None:
+            stats.route, stats.step_labels, stats.step_times = "steps", self._labels, step_seconds
+        else:  # a program's run has no per-step times
+            stats.route, stats.step_labels, stats.step_times = "program", (), None
         self.stats = stats
         return io.collect(external_outputs, stats)
 
     def capture(self, inputs: Mapping[str, np.ndarray] | None, names: Iterable[str]) -> dict[str, np.ndarray]:
-        """Run once and copy each named tensor right after the step that writes it, before the arena
-        reuses its bytes (the witnesses of `runtime.conditioning`). Names no step of this graph
+        """Run once and copy each named tensor right after the step that writes it, before the
+        arena reuses its bytes (the witnesses of `runtime.conditioning`). Names no step of this graph
         writes (fused away, graph inputs, constants) are left out."""
         self.prepare()
         index = {s.node.name: i for i, s in enumerate(self._steps)}
@@ -453,9 +378,10 @@ class Session:
         return hook
 
     def _loop(self, step_seconds: np.ndarray, on_step: OnStep | None) -> float:
-        """The flat loop over the steps; each step's seconds go into `step_seconds`; returns the total.
-        Without a canary, hooks or a callback, the loop is only the bound calls and one clock read
-        per step; otherwise each step's kernel alone is timed, then the canary, hook and callback run."""
+        """The flat loop over the steps; each step's seconds go into `step_seconds`; returns the
+        total. Without a canary, hooks or a callback, the loop is only the bound calls and one clock
+        read per step; otherwise each step's kernel alone is timed, then the canary, hook and
+        callback run."""
         # Small ufunc buffers set once for every step, not on each kernel call (`loop_ufunc_buffers`).
         with loop_ufunc_buffers():
             return self._steps_loop(step_seconds, on_step)
@@ -464,7 +390,8 @@ class Session:
         values, calls = self._values, self._calls
         started = last = time.perf_counter()
         if self._canary is None and not self._after and on_step is None:
-            for index, bound in self._fast:  # the bound calls, a float tiled stage's as one (its first step)
+            # The bound calls, a float tiled stage's as one (at its first step).
+            for index, bound in self._fast:
                 try:
                     bound(values)
                 except Exception as e:
@@ -491,7 +418,8 @@ class Session:
 
     def _failure(self, index: int, error: Exception) -> ExecutionError:
         node = self._steps[index].node
-        return ExecutionError(f"node {node.name!r} ({node.op_type}) failed: {type(error).__name__}: {error}", node.name)
+        message = f"node {node.name!r} ({node.op_type}) failed: {type(error).__name__}: {error}"
+        return ExecutionError(message, node.name)
 
 
 def _checked_measure(measure: str) -> Measure:

@@ -28,7 +28,7 @@ StepCall = Callable[[list[Any]], None]  # one step's kernel call, bound at prepa
 
 
 def bind_call(step: Any, none_slot: int, graph: Graph, values: list[Any]) -> StepCall:
-    """`step`'s call (a session's `_Step`), reading its inputs from `values` by slot (an omitted
+    """`step`'s call (a session's `runtime.steps.Step`), reading its inputs from `values` by slot (an omitted
     input from `none_slot`, always None). Outputs computed outside the arena are read from
     their slot, which each run fills."""
     if step.skip:
