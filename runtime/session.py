@@ -126,7 +126,6 @@ class Session(CallerMemoryMethods):
         self.io_alignment = io_alignment  # 0: a bound array needs only its element's alignment
         self._arena_arg = arena
         self._shared = SharedInputs(unbound)
-        self._unbound = self._shared.names
         self._io: CallerMemory | None = None  # made at prepare, with the arena views
         self.problem: Problem | None = None
         self.plan: Plan | None = None
@@ -144,12 +143,12 @@ class Session(CallerMemoryMethods):
         kernels = resolve_kernels(self.graph)
         self._shared.check(self.graph)
         if self.params is not None:
-            self.graph = self.params.share(self.graph, skip=self._unbound)
+            self.graph = self.params.share(self.graph, skip=self._shared.names)
         problem, plan = self._planned()
         self.problem, self.plan = problem, plan
         alignment = max(self.options.alignment, DEFAULT_ALIGNMENT)
         self.arena = take_arena(self._arena_arg, plan.arena_bytes, alignment)
-        self._bind_views(problem, plan)
+        self._bind_views(problem, plan)  # and the constants
         self._io = CallerMemory(self.graph, self._views, self._values, self._slot, self.io_alignment)
         self._steps = self._make_steps(kernels)
         self._calls = [bind_call(s, self._none_slot, self.graph, self._values) for s in self._steps]
@@ -199,10 +198,15 @@ class Session(CallerMemoryMethods):
         self._values.append(None)
         for name, view in self._views.items():
             self._values[self._slot[name]] = read_only(view)
+        self._bind_constants()
+
+    def _bind_constants(self) -> None:
+        """Each constant written into its arena view when it is planned there, else held in its
+        slot (a state as the session's own copy); an unbound one only once it is bound."""
         self.constant_bytes = 0
         self.states = States()
         for name, c in self.graph.constants.items():
-            if name in self._unbound:  # committed only when set_shared_input binds it
+            if name in self._shared.names:  # committed only when set_shared_input binds it
                 self._values[self._slot[name]] = self._shared.bound.get(name)
                 continue
             value = c.value() if name in self._views else self.states.value(name, c)
@@ -214,7 +218,7 @@ class Session(CallerMemoryMethods):
 
     def _make_steps(self, kernels: dict[str, Kernel]) -> list[Step]:
         """One step per node, after each kernel's prepare and constants hooks (`runtime.steps`)."""
-        fixed = self.graph.constants.keys() - set(self._unbound) - self._views.keys()
+        fixed = self.graph.constants.keys() - set(self._shared.names) - self._views.keys()
         prepared = self.options.prepared_weights
         constants, nbytes = prepare_kernels(self.graph, kernels, self._values, self._slot, fixed, prepared)
         self.constant_bytes += nbytes
@@ -226,7 +230,8 @@ class Session(CallerMemoryMethods):
 
     def _build_program(self) -> tuple[Program | None, str]:
         """The compiled program of the whole model, or None and why not (`runtime.program`)."""
-        per_step = self._canary is not None or self._after or self._unbound  # a run's work between steps
+        # A run's work between steps: the canary's checks, hooks, shared inputs' slots.
+        per_step = self._canary is not None or self._after or self._shared.names
         if not self._program_wanted or per_step or not self.options.prepared_weights:
             why = "program=False, a canary, hooks, unbound initializers or weights as stored"
             return None, f"the step loop: {why}"
@@ -297,9 +302,9 @@ class Session(CallerMemoryMethods):
         measure = _checked_measure(self.measure if measure is None else measure)
         io = self._caller_memory()
         assert self.arena is not None and self.plan is not None
-        if self._unbound and self._shared.missing:  # the list made only when some were declared
+        if self._shared.names and self._shared.missing:  # the list made only when some were declared
             raise FeedError(
-                f"shared input(s) {self._shared.missing} are declared unbound and not bound yet: call "
+                f"shared input(s) {self.unbound} are declared unbound and not bound yet: call "
                 "set_shared_input(name, array) before running"
             )
         on_step = on_step or self.on_step
