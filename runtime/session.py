@@ -20,7 +20,8 @@ canary, hooks or an `on_step` callback is one call of it, with no per-step times
 Zero-copy I/O (`runtime.caller_memory`): `input_buffer`/`output_buffer` hand out the session's own
 buffers (arena views under ``io="arena"``) so a caller writes inputs and reads outputs in place;
 `bind_input`/`bind_output` make kernels read and write caller memory when it fits (see
-`runtime.binding`) and copy, saying why, when it does not. `RunStats` counts every copy.
+`runtime.binding`) and copy, saying why, when it does not. `RunStats` counts every copy. These
+methods come from `CallerMemoryMethods`, which the session provides with its `CallerMemory`.
 
 Parameters: with ``params=`` a `runtime.params.ParameterStore` the constants are shared, read-only
 views (one allocation for every session holding the same bytes). Initializers named in
@@ -274,6 +275,7 @@ class Session(CallerMemoryMethods):
             self._values[self._slot[name]] = value
 
     def _caller_memory(self) -> CallerMemory:
+        """What `CallerMemoryMethods` works on: the prepared session's inputs and outputs."""
         self.prepare()
         assert self._io is not None
         return self._io
