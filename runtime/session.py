@@ -76,7 +76,15 @@ from runtime.shared_inputs import SharedInputs
 from runtime.states import States
 from runtime.stats import RunStats
 from runtime.step_calls import bind_call
-from runtime.steps import AfterNode, Step, after_hooks, canary_writes, make_step, prepare_kernels
+from runtime.steps import (
+    AfterNode,
+    Step,
+    after_hooks,
+    canary_writes,
+    copying_hooks,
+    make_step,
+    prepare_kernels,
+)
 from runtime.tiling.band_program import stage_calls
 
 OnStep = Callable[[int, int, str, float], None]  # (index, total, node name, seconds)
@@ -359,30 +367,13 @@ class Session(CallerMemoryMethods):
         arena reuses its bytes (the witnesses of `runtime.conditioning`). Names no step of this graph
         writes (fused away, graph inputs, constants) are left out."""
         self.prepare()
-        index = {s.node.name: i for i, s in enumerate(self._steps)}
-        copies: dict[str, np.ndarray] = {}
-        hooks = dict(self._after)
-        for name in dict.fromkeys(names):
-            info = self.graph.tensors.get(name)
-            if info is not None and info.producer in index:
-                step = index[info.producer]
-                hooks[step] = self._copying(name, copies, hooks.get(step))
+        hooks, copies = copying_hooks(self._steps, self.graph, names, self._values, self._slot, self._after)
         saved, self._after = self._after, hooks
         try:
             self.run(inputs)
         finally:
             self._after = saved
         return copies
-
-    def _copying(self, name: str, into: dict[str, np.ndarray], then: AfterNode | None) -> AfterNode:
-        slot = self._slot[name]
-
-        def hook() -> None:
-            into[name] = np.array(self._values[slot], copy=True)
-            if then is not None:
-                then()
-
-        return hook
 
     def _loop(self, step_seconds: np.ndarray, on_step: OnStep | None) -> float:
         """The flat loop over the steps; each step's seconds go into `step_seconds`; returns the

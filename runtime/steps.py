@@ -10,7 +10,7 @@ session binds each step into one call (`runtime.step_calls`) and runs those call
   its input's bytes is skipped, and a Concat planned in place copies only what is not yet in
   its slice (`runtime.concat_in_place`).
 - `canary_writes` says what each step may write, for the canary; `after_hooks` places the
-  ``after_node=`` hooks by step index.
+  ``after_node=`` hooks by step index, and `copying_hooks` adds a capture's copies to them.
 """
 
 from __future__ import annotations
@@ -135,3 +135,36 @@ def after_hooks(steps: list[Step], after_node: Mapping[str, AfterNode], graph: G
     if unknown:
         raise ModelError(f"after_node names {unknown}, which are not nodes of {graph.name!r}")
     return {index[n]: hook for n, hook in after_node.items()}
+
+
+def copying_hooks(
+    steps: list[Step],
+    graph: Graph,
+    names: Iterable[str],
+    values: list[np.ndarray | None],
+    slot: Mapping[str, int],
+    hooks: Mapping[int, AfterNode],
+) -> tuple[dict[int, AfterNode], dict[str, np.ndarray]]:
+    """`hooks` plus, right after the step that writes each of `names`, a copy of that tensor
+    (read from `values` by `slot`) into the returned dict, before its bytes are reused; the
+    hook already at that step runs after the copy. Names no step writes are left out."""
+    index = {s.node.name: i for i, s in enumerate(steps)}
+    copies: dict[str, np.ndarray] = {}
+    hooks = dict(hooks)
+    for name in dict.fromkeys(names):
+        info = graph.tensors.get(name)
+        if info is not None and info.producer in index:
+            step = index[info.producer]
+            hooks[step] = _copying(name, values, slot[name], copies, hooks.get(step))
+    return hooks, copies
+
+
+def _copying(
+    name: str, values: list[np.ndarray | None], slot: int, into: dict[str, np.ndarray], then: AfterNode | None
+) -> AfterNode:
+    def hook() -> None:
+        into[name] = np.array(values[slot], copy=True)
+        if then is not None:
+            then()
+
+    return hook
