@@ -163,12 +163,14 @@ class Session(CallerMemoryMethods):
         self._calls = [bind_call(s, self._none_slot, self.graph, self._values) for s in self._steps]
         self._labels = tuple((s.node.name, s.node.op_type) for s in self._steps)
         self._after = after_hooks(self._steps, self._after_node, self.graph)
-        self._fast, self.stage_note = stage_calls(self.graph, self._steps, self._calls, self._values, self.arena)
+        fast_loop = stage_calls(self.graph, self._steps, self._calls, self._values, self.arena)
+        self._fast, self.stage_note = fast_loop
         self._canary = None
         if self.canary:
             self._canary = Canary(problem, plan, self.arena, canary_writes(problem, self._steps))
         self._program, self.route_note = self._build_program()
-        if self._program is not None:  # a run with no per-step work: one short frame (`runtime.fast_run`)
+        if self._program is not None:
+            # A run with no per-step work: one short frame (`runtime.fast_run`).
             fast = fast_run(self, Session.run, self._program, self._views, self._io)
             self.run = fast  # type: ignore[method-assign]
         self._prepared = True
