@@ -45,6 +45,7 @@ from runtime.kernels.quantized.jit_qlinear import (
 )
 from runtime.kernels.window import Geometry, window_geometry
 
+Step = Callable[[], object]  # one loop or BLAS call of a route, its arguments bound
 EXACT = 1 << 24  # float32 holds every integer up to here
 # A gemm band's columns and sums. 256 KB leaves the int8 arenas of the quantized bench models as they
 # were without the compiled route (their peaks are early layers' activations); deeper layers need
@@ -159,6 +160,7 @@ class QConvRoute:
     blocks: Callable[[QConvShape, Geometry], Sequence[tuple[tuple[int, ...], type]]] | None = None
     constants: Callable[[QConvShape, Geometry, Sequence[Any]], dict[str, np.ndarray]] | None = None
     run: Callable[..., None] | None = None
+    steps: Callable[..., list[Step]] | None = None
 
     def workspace(self, s: QConvShape, geo: Geometry) -> int:
         return scratch_bytes(*self.blocks(s, geo)) if self.blocks is not None else 0
@@ -245,18 +247,22 @@ def _depthwise_blocks(s: QConvShape, geo: Geometry) -> list[tuple[tuple[int, ...
     return [((phases, rows * width), np.float32), ((geo.out[0] * width,), np.float32)]
 
 
-def _depthwise_run(s: QConvShape, geo: Geometry, values, out, scratch, made) -> None:
+def _depthwise_steps(s: QConvShape, geo: Geometry, values, out, scratch, made) -> list[Step]:
     x, x_zero = values[0], values[2]
     if _scales_channels(geo):
         scales, zero = made["q_filters"].reshape(-1), 0 if x_zero is None else int(_one(x_zero))
-        for n in range(x.shape[0]):
-            pixels = out.shape[2] * out.shape[3]
-            SCALE_CHANNELS(x[n].reshape(-1, pixels), zero, scales, made["q_table"], out[n].reshape(-1, pixels))
-        return
+        pixels = out.shape[2] * out.shape[3]
+        return [
+            functools.partial(SCALE_CHANNELS, x[n].reshape(-1, pixels), zero, scales, made["q_table"],
+                              out[n].reshape(-1, pixels))
+            for n in range(x.shape[0])
+        ]  # fmt: skip
     planes, acc = scratch
     compiled_geo, xz = s.compiled_geometry, np.float32(0 if x_zero is None else _one(x_zero))
-    for n in range(x.shape[0]):
-        DEPTHWISE(x[n], xz, made["q_filters"], made["q_table"], compiled_geo, out[n], planes, acc)
+    return [
+        functools.partial(DEPTHWISE, x[n], xz, made["q_filters"], made["q_table"], compiled_geo, out[n], planes, acc)
+        for n in range(x.shape[0])
+    ]
 
 
 # ---- gemm -------------------------------------------------------------------------------------------
@@ -274,7 +280,7 @@ def _gemm_constants(s: QConvShape, geo: Geometry, values: Sequence[Any]) -> dict
     }
 
 
-def _gemm_run(s: QConvShape, geo: Geometry, values, out, blocks, made) -> None:
+def _gemm_steps(s: QConvShape, geo: Geometry, values, out, blocks, made) -> list[Step]:
     x, fill = values[0], 0 if values[2] is None else int(_one(values[2]))
     filters, table, chunks = made["q_filters"], made["q_table"], made["q_chunks"]
     per_group, depth_in = s.y[1] // s.group, s.x[1] // s.group
@@ -285,6 +291,7 @@ def _gemm_run(s: QConvShape, geo: Geometry, values, out, blocks, made) -> None:
     compiled_geo, (kh, kw) = s.compiled_geometry, geo.kernel
     flat = out.reshape(out.shape[0], out.shape[1], -1)
     taps = kh * kw
+    steps: list[Step] = []
     for n in range(x.shape[0]):
         for r0 in range(0, geo.out[0], rows):
             r1 = min(geo.out[0], r0 + rows)
@@ -292,12 +299,15 @@ def _gemm_run(s: QConvShape, geo: Geometry, values, out, blocks, made) -> None:
             part = _front(part_all, count)
             if len(blocks) == 2:  # one depth chunk: every group's columns, products and outputs at once
                 columns = _front(columns_all, count)
-                COLUMNS(x[n], fill, compiled_geo, kh, kw, r0, r1, columns)
+                steps.append(functools.partial(COLUMNS, x[n], fill, compiled_geo, kh, kw, r0, r1, columns))
                 depth = columns.shape[0] // s.group
                 for g in range(s.group):
                     rows_g = slice(g * per_group, (g + 1) * per_group)
-                    np.matmul(filters[rows_g], columns[g * depth : (g + 1) * depth], out=part[rows_g])
-                REQUANTIZE(part, table, 0, flat[n, :, r0 * ow : r1 * ow])
+                    steps.append(
+                        functools.partial(np.matmul, filters[rows_g], columns[g * depth : (g + 1) * depth],
+                                          out=part[rows_g])
+                    )  # fmt: skip
+                steps.append(functools.partial(REQUANTIZE, part, table, 0, flat[n, :, r0 * ow : r1 * ow]))
                 continue
             for g in range(s.group):
                 weights = filters[g * per_group : (g + 1) * per_group]
@@ -305,14 +315,25 @@ def _gemm_run(s: QConvShape, geo: Geometry, values, out, blocks, made) -> None:
                 target = flat[n, c0 : c0 + per_group, r0 * ow : r1 * ow]
                 acc = _front(acc_all, count)
                 for i in range(chunks.size - 1):
-                    k0, k1 = chunks[i], chunks[i + 1]
+                    k0, k1 = int(chunks[i]), int(chunks[i + 1])
                     columns = _front(columns_all[: k1 - k0], count)
                     channels = x[n, g * depth_in + k0 // taps : g * depth_in + k1 // taps]
-                    COLUMNS(channels, fill, compiled_geo, kh, kw, r0, r1, columns)
-                    np.matmul(weights[:, k0:k1], columns, out=part)
+                    steps.append(functools.partial(COLUMNS, channels, fill, compiled_geo, kh, kw, r0, r1, columns))
+                    steps.append(functools.partial(np.matmul, weights[:, k0:k1], columns, out=part))
                     if chunks.size > 2:
-                        ACCUMULATE(acc, part, i == 0)
-                REQUANTIZE(acc if chunks.size > 2 else part, table, c0, target)
+                        steps.append(functools.partial(ACCUMULATE, acc, part, i == 0))
+                steps.append(functools.partial(REQUANTIZE, acc if chunks.size > 2 else part, table, c0, target))
+    return steps
+
+
+def _run_steps(steps_of: Callable[..., list[Step]]) -> Callable[..., None]:
+    """A route's run: its steps for these arrays made, then taken in order."""
+
+    def run(s: QConvShape, geo: Geometry, values, out, scratch, made) -> None:
+        for step in steps_of(s, geo, values, out, scratch, made):
+            step()
+
+    return run
 
 
 def _front(block: np.ndarray, columns: int) -> np.ndarray:
@@ -322,9 +343,9 @@ def _front(block: np.ndarray, columns: int) -> np.ndarray:
 
 ROUTES = (
     QConvRoute("depthwise", _depthwise_applies, _depthwise_blocks,
-               _depthwise_constants, _depthwise_run),
+               _depthwise_constants, _run_steps(_depthwise_steps), _depthwise_steps),
     QConvRoute("gemm", lambda s, geo: _eight_bit_2d(s, geo) and not s.depthwise and math.prod(geo.kernel) <= 256,
                lambda s, geo: s.gemm_blocks, _gemm_constants,
-               _gemm_run),
+               _run_steps(_gemm_steps), _gemm_steps),
     QConvRoute("general", lambda s, geo: True),
 )  # fmt: skip
