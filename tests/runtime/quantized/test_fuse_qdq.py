@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import runtime
 from runtime.session import Session
+from tests.runtime.quantized.calibrated import calibrated
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -59,23 +60,17 @@ def _float_model() -> onnx.ModelProto:
     return model
 
 
+def _calibration() -> list[dict[str, np.ndarray]]:
+    return [{"x": np.random.default_rng(i).standard_normal(SHAPE).astype(np.float32)} for i in range(4)]
+
+
 @pytest.fixture(scope="module")
 def qdq_path(tmp_path_factory):
     folder = tmp_path_factory.mktemp("qdq")
     float_path, qdq = folder / "float.onnx", folder / "qdq.onnx"
     onnx.save(_float_model(), float_path)
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.left = [{"x": np.random.default_rng(i).standard_normal(SHAPE).astype(np.float32)} for i in range(4)]
-
-        def get_next(self):
-            return self.left.pop() if self.left else None
-
-    quantization.quantize_static(
-        str(float_path), str(qdq), Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-        activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
-    )  # fmt: skip
+    calibrated(float_path, qdq, _calibration())
     return float_path, qdq
 
 
@@ -187,17 +182,7 @@ def test_qoperator_model_loads_and_matches_onnxruntime(qdq_path, tmp_path):
     float_path, _ = qdq_path
     path = tmp_path / "qop.onnx"
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.left = [{"x": np.random.default_rng(i).standard_normal(SHAPE).astype(np.float32)} for i in range(4)]
-
-        def get_next(self):
-            return self.left.pop() if self.left else None
-
-    quantization.quantize_static(
-        str(float_path), str(path), Reader(), quant_format=quantization.QuantFormat.QOperator, per_channel=True,
-        activation_type=quantization.QuantType.QUInt8, weight_type=quantization.QuantType.QInt8,
-    )  # fmt: skip
+    calibrated(float_path, path, _calibration(), qoperator=True)
     graph = runtime.load_model(path)
     ops = Counter(n.op_type for n in graph.nodes)
     assert ops["QLinearConv"] >= 3 and ops["QLinearAdd"] >= 1 and ops["QGemm"] == 1 and ops["QLinearConcat"] == 1

@@ -24,6 +24,7 @@ from runtime.options import MemoryOptions
 from runtime.problem import check_aliases
 from runtime.session import Session
 from tests.runtime.kernels.harness import one_node, run_kernel, run_ort
+from tests.runtime.quantized.calibrated import calibrated
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -141,18 +142,7 @@ def _quantized(folder, shape: tuple[int, ...]):
     float_path, path = folder / f"float{shape[1]}.onnx", folder / f"qdq{shape[1]}.onnx"
     onnx.save(_float_model(shape), float_path)
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.left = [{"x": _input(shape, seed)} for seed in range(2)]
-
-        def get_next(self):
-            return self.left.pop() if self.left else None
-
-    quantization.quantize_static(
-        str(float_path), str(path), Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-        activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
-    )  # fmt: skip
-    return path
+    return calibrated(float_path, path, [{"x": _input(shape, seed)} for seed in range(2)])
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from runtime import MemoryOptions, Session, load_model, memory_problem
 from runtime.tiling import METHODS, chains, region_of, tiled_graph
 from runtime.tiling.regions import AXIS
 from tests.runtime.kernels.harness import close
+from tests.runtime.quantized.calibrated import calibrated
 
 EXTERNAL = MemoryOptions(io="external", workspace=False)
 RNG = np.random.default_rng(7)
@@ -192,7 +193,7 @@ def test_auto_tiles_through_the_branches_when_that_lowers_the_arena(dag, image):
 def test_a_quantized_fire_module_tiled_equals_its_untiled_run_bit_for_bit(tmp_path):
     """A fire module quantized by onnxruntime's own tool (QDQ, int8): its Concat becomes QLinearConcat,
     and bands of it give the very integers of the whole maps."""
-    quantization = pytest.importorskip("onnxruntime.quantization")
+    pytest.importorskip("onnxruntime.quantization")
     nodes, weights = [], {}
     for built in (_conv("c1", "x", 3, 8, 3, 2), _conv("sq", "c1", 8, 4, 1), _conv("e1", "sq", 4, 8, 1)):
         nodes += built[0]
@@ -208,17 +209,7 @@ def test_a_quantized_fire_module_tiled_equals_its_untiled_run_bit_for_bit(tmp_pa
     onnx.save(_model(nodes, weights, shape), float_path)
     images = [np.random.default_rng(i).standard_normal(shape).astype(np.float32) for i in range(3)]
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self) -> None:
-            self.left = [{"x": image} for image in images[:2]]
-
-        def get_next(self):
-            return self.left.pop() if self.left else None
-
-    quantization.quantize_static(
-        str(float_path), str(path), Reader(), quant_format=quantization.QuantFormat.QDQ,
-        activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
-    )  # fmt: skip
+    calibrated(float_path, path, [{"x": image} for image in images[:2]], per_channel=False)
     graph = load_model(path)
     chain = chains(graph)[-1]
     assert "QLinearConcat" in {n.op_type for n in chain.nodes}

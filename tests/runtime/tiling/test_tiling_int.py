@@ -16,6 +16,7 @@ from runtime import CanaryError, MemoryOptions, Session, load_model, memory_prob
 from runtime.tiling import chains, region_of, tile_auto, tiled_graph
 from runtime.tiling.regions import attributes_of
 from runtime.tiling.regions_tflite import FILTER
+from tests.runtime.quantized.calibrated import calibrated
 from tests.runtime.quantized.tflite_ops import Tensor, one_op_model, q, run_kernel, run_tflm
 
 pytest.importorskip("tflite_micro")
@@ -192,23 +193,15 @@ def qdq_mobilenet(tmp_path_factory):
 
     from runtime.training.models import mobilenet_v2_like
 
-    quantization = pytest.importorskip("onnxruntime.quantization")
+    pytest.importorskip("onnxruntime.quantization")
     folder = tmp_path_factory.mktemp("qdq")
     float_path, path = folder / "float.onnx", folder / "qdq.onnx"
     onnx.save(mobilenet_v2_like(size=32, width=0.35, classes=10), float_path)
     shape = (1, 3, 32, 32)
 
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self) -> None:
-            self.left = [{"x": np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(2)]
-
-        def get_next(self):
-            return self.left.pop() if self.left else None
-
-    quantization.quantize_static(
-        str(float_path), str(path), Reader(), quant_format=quantization.QuantFormat.QDQ, per_channel=True,
-        activation_type=quantization.QuantType.QInt8, weight_type=quantization.QuantType.QInt8,
-    )  # fmt: skip
+    calibrated(
+        float_path, path, [{"x": np.random.default_rng(i).standard_normal(shape).astype(np.float32)} for i in range(2)]
+    )
     return path, {"x": np.random.default_rng(9).standard_normal(shape).astype(np.float32)}
 
 
