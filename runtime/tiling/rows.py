@@ -12,6 +12,7 @@ the new rows are copied.
 
 from __future__ import annotations
 
+from operator import is_
 from typing import Any
 
 import numpy as np
@@ -86,25 +87,34 @@ def _bind(inputs, outputs, attrs: dict, general) -> Bound:
     columns, axis = tuple(attrs.get("columns", (0, 0))), int(attrs.get("axis", HEIGHT))
     shapes = [tuple(m.shape) for m in inputs]
     zero_at, inner, moves = _moves(shapes, tuple(outputs[0].shape), starts, first, columns, axis)  # type: ignore[arg-type]
-    primed: list[Any] = [None, (), [], []]  # the output, the sources (None: sliced per call), zeros, copies
+    # the output and sources primed (None: sliced per call), the views to zero, the copies in order (target
+    # view, source view or None, and for a source sliced per call its number, index and whether it may be
+    # in place), and whether any source is sliced per call
+    primed: list[Any] = [None, (), [], [], False]
 
     def prime(*sources: np.ndarray | None, out: np.ndarray) -> None:
         target = out if inner is None else out[inner]
         made = []
         for k, into, at, maybe in moves:
             source = sources[k]
-            if source is not None and maybe and _same_memory(source, target):
-                continue  # in place: the previous partial output is that part of the output already
-            made.append((k, target[into], None if source is None else source[at], at, maybe and source is None))
-        primed[:] = out, sources, [out[i] for i in zero_at], made
+            if source is None:
+                made.append((target[into], None, k, at, maybe))
+            elif not (maybe and _same_memory(source, target)):  # else in place: already that part of out
+                made.append((target[into], source[at], k, at, False))
+        primed[:] = out, sources, [out[i] for i in zero_at], made, any(s is None for s in sources)
 
     def bound(*sources: np.ndarray, out: np.ndarray) -> None:
-        if out is not primed[0] or not all(p is None or s is p for s, p in zip(sources, primed[1], strict=True)):
+        kept = primed[1]
+        if out is not primed[0] or not (
+            all(p is None or s is p for s, p in zip(sources, kept, strict=True))
+            if primed[4]
+            else all(map(is_, sources, kept))
+        ):
             _run(*copies(sources, out, starts, first, columns, axis))  # type: ignore[arg-type]
             return
         for view in primed[2]:
             view.fill(0)
-        for k, target, view, at, maybe in primed[3]:
+        for target, view, k, at, maybe in primed[3]:
             if view is not None:
                 np.copyto(target, view)
             elif not (maybe and _same_memory(sources[k], target)):
