@@ -334,6 +334,8 @@ class Session(CallerMemoryMethods):
         external_outputs = io.external_outputs()
         if self._canary is not None:
             self._canary.begin()
+        # Made before tracing starts, so that memplan's own bookkeeping is not counted beside the arena.
+        step_seconds = np.zeros(len(self._steps))
         tracing = tracemalloc.is_tracing()  # a caller's own tracing: kept, and recorded as `traced`
         if measure == "memory":
             if not tracing:
@@ -341,8 +343,6 @@ class Session(CallerMemoryMethods):
             tracemalloc.reset_peak()
             base = tracemalloc.get_traced_memory()[0]
         stats.traced = tracemalloc.is_tracing()
-        # Preallocated so that memplan's own bookkeeping does not count as bytes beside the arena.
-        step_seconds = np.zeros(len(self._steps))
         # A callback or after-node hooks (a capture's) need the step loop.
         program = self._program if on_step is None and not self._after else None
         try:
