@@ -374,7 +374,7 @@ def _quantize(x, scale, zero, lo, hi, out):  # pragma: no cover - compiled
     runs [start, end) that grow by the ratio of the two item sizes, so that from the second run on
     the bytes a run writes lie below those it reads. The compiler vectorises a loop only after
     checking that its two arrays' ranges are apart: one pass over all of x overlapping out ran
-    element by element, 8x slower, where each run after the first short one passes the check."""
+    element by element, several times slower, where each run after the first short one passes the check."""
     n = x.shape[0]
     grow = max(2, x.itemsize // out.itemsize)
     start, end = 0, min(n, 16)

@@ -170,7 +170,7 @@ def _bind(inputs, outputs, attrs, general):
     """The chosen route's call, with its constants as prepared (or worked out per call), or None
     for the general route. Its steps (each loop and BLAS call with its views and arguments) are made
     once, at prepare (`prime`), for the step's arrays: a tiled stage's band calls are each a few small
-    loops, where working out the views and arguments again took more than the loops (23-55 us a call)."""
+    loops, where working out the views and arguments again took more than the loops."""
     shape = QConvShape.of(inputs[0], inputs[3], outputs[0], attrs)
     geo, route = shape.route
     run, steps_of = route.run, route.steps
@@ -182,7 +182,7 @@ def _bind(inputs, outputs, attrs, general):
 
     def scratch(ws):
         # Without a workspace, the thread's shared scratch: blocks of its own, kept between runs,
-        # held 28 MB beside the arena over a tiled MobileNetV2's 1,088 band steps.
+        # added up over a tiled stage's hundreds of band steps beside the arena.
         space = ws if ws is not None or not need else shared_scratch(need)
         if space is None or carved[0] is not space:
             carved[:] = space, route.scratch_of(shape, geo, space)

@@ -4,9 +4,8 @@ ADD and SUB rescale both inputs to a common scale with 20 bits of headroom (TFLi
 `left_shift`), then the sum to the output's; MUL scales the product of the offset inputs once.
 Over 8-bit tensors (compiled loops on) they are one compiled pass (`jit_qlinear.BINARY`, QLinearAdd's
 and QLinearMul's: the same arithmetic) through a block of int64 sums in the workspace: numpy's
-route makes about eight int64 temporaries of the output's size beside the arena, 4.9 MB for
-MobileNetV2's largest ADD; it runs a block of the output at a time, so that its temporaries stay
-a few hundred kilobytes whatever the tensor's size.
+route makes about eight int64 temporaries of the output's size beside the arena; it runs a block
+of the output at a time, so that its temporaries stay small whatever the tensor's size.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from runtime.kernels.quantized.common import TFLITE, float_activation, merged_sh
 from runtime.kernels.quantized.jit_qlinear import BINARY, BLOCK
 
 LEFT_SHIFT = {1: 20, 2: 15}  # by the integer's size in bytes: int8/uint8, int16
-NUMPY_BLOCK = 1 << 12  # elements of numpy's route at a time: its int64 temporaries about 200 KB in all
+NUMPY_BLOCK = 1 << 12  # elements of numpy's route at a time, so its int64 temporaries stay small
 
 
 def _eight_bit(a, b, out) -> bool:

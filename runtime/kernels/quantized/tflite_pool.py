@@ -144,6 +144,6 @@ def mean(x, axis, *, out, ws, keep_dims=False, q_inputs=None, q_outputs=None, **
     m, s = (m << bits) // count, s - bits
     lo, hi = qa.dtype_range(out.dtype)
     # One compiled pass from the sums in the workspace into `out` (numpy's requantize makes five
-    # int64 temporaries of the output's size: 51 KB beside the arena for MobileNetV2's 1,280 channels).
+    # int64 temporaries of the output's size beside the arena).
     params = channel_parameters(-int(qi.zero_point[0]) * count, m, s, 1)
     requantize_rows(total.reshape(1, -1), params, int(qo.zero_point[0]), lo, hi, out.reshape(1, -1))

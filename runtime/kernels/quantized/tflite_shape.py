@@ -66,8 +66,8 @@ def _pad(x, paddings, out, value, q_outputs, pad_rows=None) -> None:
 
 def _pad_bind(inputs, outputs, attrs, general) -> Bound:
     """PAD's call with its pads, fill and views worked out once, at prepare (`prime`), for the arrays the
-    step has then: a tiled stage runs hundreds of PAD bands a run, and the slices each call made were
-    9 KB a traced run counted. Other arrays (a graph input, fed anew on every run) take the general call."""
+    step has then: a tiled stage runs hundreds of PAD bands a run, and the slices each call made
+    counted beside the arena. Other arrays (a graph input, fed anew on every run) take the general call."""
     q_outputs, pad_rows = attrs.get("q_outputs"), attrs.get("pad_rows")
     primed: list = [(), None]  # the arrays primed, and their call
 
