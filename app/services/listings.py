@@ -14,6 +14,7 @@ from app.storage import Storage
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 200
+MAX_OFFSET = 2**63 - 1  # the largest integer SQLite and PostgreSQL take for OFFSET
 
 
 def check_paging(limit: int, offset: int) -> None:
@@ -21,6 +22,8 @@ def check_paging(limit: int, offset: int) -> None:
         raise AppError(422, f"limit: {limit} is out of range; accepted: 1 to {MAX_LIMIT}")
     if offset < 0:
         raise AppError(422, f"offset: {offset} is negative; accepted: 0 or more")
+    if offset > MAX_OFFSET:
+        raise AppError(422, f"offset: {offset} is out of range; accepted: 0 to {MAX_OFFSET:,}")
 
 
 def _page(items: list[dict[str, Any]], total: int, limit: int, offset: int, base: str) -> dict[str, Any]:

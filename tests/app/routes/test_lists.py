@@ -57,9 +57,13 @@ def test_a_models_plans_are_listed_newest_first_and_paged(client):
     assert client.get("/plans").status_code == 200
 
 
-@pytest.mark.parametrize("query, field", [("limit=0", "limit"), ("limit=201", "limit"), ("offset=-1", "offset")])
-def test_bad_paging_is_422_naming_the_field_and_the_range(client, query, field):
-    r = client.get(f"/api/v1/plans?{query}")
+@pytest.mark.parametrize(
+    "query, field",
+    [("limit=0", "limit"), ("limit=201", "limit"), ("offset=-1", "offset"), (f"offset={2**63}", "offset")],
+)
+@pytest.mark.parametrize("listing", ["plans", "sweeps", "notes"])
+def test_bad_paging_is_422_naming_the_field_and_the_range(client, query, field, listing):
+    r = client.get(f"/api/v1/{listing}?{query}")
     assert r.status_code == 422 and field in r.json()["detail"] and "accepted" in r.json()["detail"]
 
 
