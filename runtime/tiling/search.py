@@ -113,17 +113,21 @@ def candidate_rows(graph: Graph, chain: Chain, method: str) -> list[int]:
     return found
 
 
-def _search(graph: Graph, heads: list[Chain], options: MemoryOptions, total: int, deadline: float) -> list[Candidate]:
+def _search(
+    graph: Graph, heads: list[Chain], options: MemoryOptions, total: int, deadline: float, cut: list[str]
+) -> list[Candidate]:
     """Every head whose output is a narrow point of the network, screened with its finest
     stripes (of heads that leave the same peak after them and end on as large a map, the
     shortest: the elementwise ops after a DenseNet transition's Concat add nodes, not a lower
-    arena); then every band height and method for the three best heads."""
+    arena); then every band height and method for the three best heads. Stopped by `deadline`,
+    it says so in `cut`."""
     rest = _rest_peaks(graph, options)
     screened: list[Candidate] = []
     best = None
     seen: set[tuple[int, int]] = set()
     for chain in _narrow(graph, heads):
         if time.perf_counter() > deadline:
+            cut.append("search")
             break
         after = (rest[len(chain.nodes)], graph.tensors[chain.output].nbytes)
         if (best is not None and after[0] >= best) or after in seen:
@@ -137,6 +141,7 @@ def _search(graph: Graph, heads: list[Chain], options: MemoryOptions, total: int
         for method in METHODS:
             for rows in candidate_rows(graph, head.chain, method):
                 if time.perf_counter() > deadline:
+                    cut.append("search")
                     return found
                 if (method, rows) != (head.method, head.rows):
                     found.append(score(graph, head.chain, rows, method, options, total))
@@ -197,8 +202,9 @@ def tile_auto(
         return Tiling(graph, untiled, note=tried + "nothing tileable: the model does not start with a chain of "
                       "convolutions, pooling or elementwise ops on one NCHW or NHWC map; planned untiled")  # fmt: skip
     total = graph_macs(graph)
-    scored = _search(graph, heads, options, total, started + time_limit)
-    placed = _place(graph, scored, options, strategies, overhead, slack, started + time_limit)
+    cut: list[str] = []  # the steps the time limit stopped
+    scored = _search(graph, heads, options, total, started + time_limit, cut)
+    placed = _place(graph, scored, options, strategies, overhead, slack, started + time_limit, cut)
     capped: list[str] = []
     if repair is not None:
         placed = _repair(placed, options, overhead, repair, started + time_limit, capped)
@@ -207,9 +213,15 @@ def tile_auto(
     ]
     within = [(c, g) for c, g in placed if c.extra_macs <= overhead and (c.arena_first or 0) < untiled]
     seconds = time.perf_counter() - started
+    limited = (
+        f"; the {' and the '.join(sorted(set(cut)))} stopped at the time limit ({time_limit:g} s): "
+        "a faster machine may choose otherwise"
+        if cut
+        else ""
+    )
     if not within:
         note = f"no tiling within {overhead:.0%} extra MACs lowers the arena below {untiled:,} bytes; planned untiled"
-        return Tiling(graph, untiled, curve=curve, note=note, seconds=seconds)
+        return Tiling(graph, untiled, curve=curve, note=note + limited, seconds=seconds)
     smallest = min(c.arena_bytes or 0 for c, _ in within)
     near = [p for p in within if (p[0].arena_bytes or 0) <= smallest * (1 + slack)]
     best, tiled = min(near, key=lambda p: (p[0].tiles, p[0].arena_bytes or 0, p[0].extra_macs, _key(p[0])))
@@ -221,7 +233,7 @@ def tile_auto(
         note += f"; fewest bands within {slack:.0%} of the smallest tiled arena ({smallest:,})"
     if capped:
         note += f"; {repair}'s repair stopped at its time cap on {', '.join(capped)}: its arena may differ on a faster machine"
-    return Tiling(tiled, untiled, best, curve, note, seconds)
+    return Tiling(tiled, untiled, best, curve, note + limited, seconds)
 
 
 def arena_of(problem: Problem, strategies: tuple[str, ...]) -> int:
@@ -241,9 +253,11 @@ def _place(
     overhead: float,
     slack: float,
     deadline: float,
+    cut: list[str],
 ) -> list[tuple[Candidate, Graph]]:
     """The Pareto front placed, then the candidates within `overhead`, lowest LOAD first, that
-    could still come within `slack` of the smallest arena placed (see the module docstring)."""
+    could still come within `slack` of the smallest arena placed (see the module docstring).
+    Stopped by `deadline`, it says so in `cut`."""
     placed: list[tuple[Candidate, Graph]] = []
     done: set[tuple[int, int, str]] = set()
 
@@ -258,7 +272,10 @@ def _place(
         put(cand)
     extra = 0
     for cand in sorted(scored, key=lambda c: (c.load, c.tiles, c.extra_macs, _key(c))):
-        if extra >= PLACED or time.perf_counter() > deadline:
+        if extra >= PLACED:
+            break
+        if time.perf_counter() > deadline:
+            cut.append("placement")
             break
         ok = [c.arena_bytes or 0 for c, _ in placed if c.extra_macs <= overhead]
         if ok and cand.load > min(ok) * (1 + slack):

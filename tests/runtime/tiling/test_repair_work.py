@@ -53,3 +53,13 @@ def test_a_repair_cut_by_the_time_cap_is_named_in_the_note(person_detect, monkey
     tiling = tile_auto(person_detect, ACTIVATIONS, slack=0.0)
     assert "stopped at its time cap" in tiling.note, tiling.note
     assert tiling.chosen is not None and (tiling.chosen.arena_bytes or 0) < tiling.arena_bytes_untiled
+
+
+def test_a_search_cut_by_its_time_limit_says_so_and_plans_no_larger_than_untiled(person_detect):
+    """With no time at all the search stops before it scores a head: the model plans untiled, and
+    the note says the limit stopped it rather than that nothing tileable lowers the arena."""
+    tiling = tile_auto(person_detect, ACTIVATIONS, time_limit=0.0)
+    assert "stopped at the time limit (0 s)" in tiling.note, tiling.note
+    assert tiling.chosen is None and tiling.graph is person_detect
+    unlimited = tile_auto(person_detect, ACTIVATIONS)
+    assert "time limit" not in unlimited.note, unlimited.note
