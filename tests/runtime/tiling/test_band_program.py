@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -16,17 +15,12 @@ from runtime import MemoryOptions, Session, load_model, memory_problem
 from runtime.kernels.jit_bands import RUN
 from runtime.tiling import chains, tiled_graph
 from runtime.training.models import mobilenet_v2_like
-from tests.runtime.kernels.harness import close
+from tests.runtime.kernels.harness import close, run_ort
 
 ACTIVATIONS = MemoryOptions(io="external", workspace=False)  # scratch beside the arena: the compiled route
 
 if RUN is None:
     pytest.skip("compiled loops are off (no numba, or MEMPLAN_JIT=0)", allow_module_level=True)
-
-
-def _onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +72,9 @@ def test_a_float_stage_runs_in_compiled_calls_to_the_step_loops_and_onnxruntimes
     assert fast.plan is loop.plan and fast.arena is not None and loop.arena is not None
     assert fast.arena.nbytes == loop.arena.nbytes == plan.arena_bytes
     close(list(got.values()), list(want.values()), what="compiled stage against the step loop")
-    close(list(got.values()), _onnxruntime(mobilenet, {"x": image}), what="compiled stage against onnxruntime")
+    close(list(got.values()), run_ort(mobilenet, {"x": image}), what="compiled stage against onnxruntime")
     flipped = image[:, :, ::-1].copy()  # a new input, read from its slot on every run
-    close(list(fast.run({"x": flipped}).values()), _onnxruntime(mobilenet, {"x": flipped}), what="second input")
+    close(list(fast.run({"x": flipped}).values()), run_ort(mobilenet, {"x": flipped}), what="second input")
 
 
 def test_max_pool_add_and_relu_steps_compile_and_a_step_the_calls_cannot_say_runs_in_the_step_loop():
@@ -117,4 +111,4 @@ def test_max_pool_add_and_relu_steps_compile_and_a_step_the_calls_cannot_say_run
     x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
     got = session.run({"x": x})
     assert 0 < _said(session) < _stage_steps(session)
-    close(list(got.values()), _onnxruntime(model, {"x": x}), what="compiled stage against onnxruntime")
+    close(list(got.values()), run_ort(model, {"x": x}), what="compiled stage against onnxruntime")

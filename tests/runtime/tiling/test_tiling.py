@@ -7,7 +7,6 @@ import dataclasses
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
@@ -17,13 +16,9 @@ from runtime.tiling import METHODS, chains, region_of, tile_auto, tiled_graph
 from runtime.tiling.macs import graph_macs
 from runtime.tiling.search import SEARCH_STRATEGIES, arena_of
 from runtime.training.models import mobilenet_v2_like
+from tests.runtime.kernels.harness import run_ort
 
 EXTERNAL = MemoryOptions(io="external")
-
-
-def _onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +63,7 @@ def test_a_band_computed_from_its_region_equals_those_rows_of_the_whole_map(attr
             [numpy_helper.from_array(w, "w")] if op == "Conv" else [],
         )  # fmt: skip
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-        return _onnxruntime(model, {"x": data})[0]
+        return run_ort(model, {"x": data})[0]
 
     whole = evaluate(attrs, x)
     fn = region_of(helper.make_node(op, inputs, ["y"]))
@@ -96,7 +91,7 @@ def test_a_tiled_model_runs_to_onnxruntimes_outputs_with_the_canary_on(mobilenet
     assert len(tiled.nodes) > len(graph.nodes)
     session = Session(tiled, "greedy_by_size", EXTERNAL, canary=True).prepare()
     got = session.run({"x": image})
-    (want,) = _onnxruntime(mobilenet, {"x": image})
+    (want,) = run_ort(mobilenet, {"x": image})
     np.testing.assert_allclose(next(iter(got.values())), want, rtol=1e-4, atol=1e-5)
 
 
@@ -126,7 +121,7 @@ def test_auto_lowers_the_arena_of_a_net_whose_first_maps_are_its_largest(image):
     assert all(set(p) == {"extra_macs", "arena_bytes"} for p in field["curve"])
     x = np.random.default_rng(0).standard_normal((1, 3, 96, 96)).astype(np.float32)
     got = Session(tiling.graph, "greedy_by_size", EXTERNAL).prepare().run({"x": x})
-    np.testing.assert_allclose(next(iter(got.values())), _onnxruntime(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(next(iter(got.values())), run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
 
 
 def test_a_model_with_nothing_tileable_stays_untiled_and_says_so():
